@@ -1,0 +1,35 @@
+"""gnnscale: distributed GNN training on partitioned graphs.
+
+Public API (small on purpose):
+
+- :func:`gnnscale.datasets.load_dataset` - datasets as ``torch_geometric.data.Data``;
+- :func:`gnnscale.partitioning.partition_graph`, :func:`gnnscale.partitioning.load_part`;
+- :class:`gnnscale.samplers.NeighborSampler`, :class:`gnnscale.samplers.DistNeighborSampler`;
+- :class:`Communicator`, :class:`DistFeatureStore`, :class:`GraphSAGE`;
+- :class:`TrainConfig`, :func:`train_worker`, :func:`launch_local`.
+"""
+__version__ = "0.1.0"
+
+from gnnscale.errors import GnnscaleError  # noqa: E402
+
+__all__ = ["GnnscaleError", "__version__"]
+
+_LAZY = {
+    "Communicator": "gnnscale.comm",
+    "DistFeatureStore": "gnnscale.feature_store",
+    "GraphSAGE": "gnnscale.models",
+    "TrainConfig": "gnnscale.trainer",
+    "train_worker": "gnnscale.trainer",
+    "launch_local": "gnnscale.runtime",
+    "init_distributed": "gnnscale.runtime",
+}
+__all__ += list(_LAZY)
+
+
+def __getattr__(name: str):
+    """Import the heavier parts on first use, so ``import gnnscale`` stays cheap."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'gnnscale' has no attribute {name!r}")

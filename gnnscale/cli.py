@@ -1,0 +1,262 @@
+"""The ``gnnscale`` command line: partition, train, info.
+
+The command line is a contract that scripts and benchmarks rely on; every option is listed
+with its default by ``gnnscale <command> --help``. Errors caused by the input print one
+message (what was expected, what was found, how to fix it) and exit with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+
+from gnnscale.errors import GnnscaleError, RuntimeSetupError
+
+log = logging.getLogger("gnnscale")
+
+DEFAULT_DATASET = "synthetic"
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 10,10; found {text!r}") from None
+
+
+def _str_list(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def _add_dataset_args(p: argparse.ArgumentParser, required: bool) -> None:
+    from gnnscale.datasets import DATASET_HELP
+
+    p.add_argument(
+        "--dataset", required=required, default=None if required else None, metavar="NAME",
+        help="dataset to load. " + DATASET_HELP,
+    )
+    p.add_argument(
+        "--root", default=None, metavar="DIR",
+        help="folder holding the dataset's files (Planetoid raw files, OGB root, ...); "
+        "default: $GNNSCALE_DATA or ./data",
+    )
+
+
+def _add_partition_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--method", default="metis", help="partitioning method (default: %(default)s)")
+    p.add_argument(
+        "--balance", type=_str_list, default=["nodes", "train"],
+        help="METIS balance constraints, comma-separated among nodes,train (default: nodes,train)",
+    )
+    p.add_argument("--imbalance", type=float, default=0.05, help="allowed imbalance per constraint (default: %(default)s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gnnscale",
+        description="Distributed GNN training: partition a graph, train GraphSAGE across workers, inspect partitions.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser(
+        "partition", help="split a dataset into parts on disk",
+        description="Load a dataset, partition it (METIS by default) and write one folder per part plus meta.json.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _add_dataset_args(p, required=True)
+    p.add_argument("--parts", type=int, required=True, help="number of parts (one per worker)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder (created; must be empty or a previous partition)")
+    _add_partition_args(p)
+    p.add_argument("--seed", type=int, default=0, help="partitioner seed")
+
+    t = sub.add_parser(
+        "train", help="train GraphSAGE with one worker per part",
+        description=(
+            "Train GraphSAGE with distributed neighbor sampling and DDP. Give --parts-dir (a folder written by "
+            "`gnnscale partition`), or --dataset (partitioned first into --workers parts, cached), or neither "
+            f"(the embedded default: a generated graph, `{DEFAULT_DATASET}`). Under torchrun, each process runs "
+            "one worker and --workers is ignored."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    t.add_argument("--parts-dir", default=None, metavar="DIR", help="partition folder to train on")
+    _add_dataset_args(t, required=False)
+    t.add_argument("--workers", type=int, default=None, help="local worker processes (default: the number of parts, or 2)")
+    t.add_argument(
+        "--cache-dir", default=None, metavar="DIR",
+        help="where --dataset partitions are cached (default: $GNNSCALE_CACHE or ~/.cache/gnnscale/partitions)",
+    )
+    _add_partition_args(t)
+    t.add_argument("--epochs", type=int, default=10, help="training epochs")
+    t.add_argument("--fanouts", type=_int_list, default=[10, 10], help="neighbors per hop from the seeds outwards; -1 = all; one per layer")
+    t.add_argument("--eval-fanouts", type=_int_list, default=None, help="fanouts for evaluation (default: --fanouts)")
+    t.add_argument("--batch-size", type=int, default=512, help="seed nodes per step per worker")
+    t.add_argument("--eval-batch-size", type=int, default=2048, help="seed nodes per evaluation step per worker")
+    t.add_argument("--hidden", type=int, default=128, help="hidden size")
+    t.add_argument("--lr", type=float, default=0.003, help="Adam learning rate")
+    t.add_argument("--weight-decay", type=float, default=0.0, help="Adam weight decay")
+    t.add_argument("--dropout", type=float, default=0.5, help="dropout between layers")
+    t.add_argument("--seed", type=int, default=0, help="seed of sampling, shuffling, initial weights and partitioning")
+    t.add_argument("--eval-every", type=int, default=1, help="evaluate on val/test every N epochs (and after the last)")
+    t.add_argument("--metrics", default=None, metavar="FILE", help="write per-epoch figures and final val_acc/test_acc/epoch_seconds/bytes as JSON")
+    t.add_argument("--port", type=int, default=None, help="rendezvous port on 127.0.0.1 for local workers (default: a free one)")
+    t.add_argument("--timeout", type=float, default=300.0, help="seconds before a collective with a silent peer fails")
+    t.add_argument("--threads", type=int, default=None, help="torch threads per worker (default: cores / workers)")
+    t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar (default: only on a terminal, never under CI)")
+    t.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True, help="check each part's sha256 before training")
+
+    i = sub.add_parser(
+        "info", help="print a partition folder's metadata and per-part sizes",
+        description="Print a partition folder's metadata and per-part sizes.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    i.add_argument("dir", metavar="DIR", help="partition folder")
+    i.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    return parser
+
+
+# -- commands ------------------------------------------------------------------------------
+def cmd_partition(args) -> int:
+    from gnnscale.datasets import load_dataset
+    from gnnscale.partitioning import partition_graph
+
+    data = load_dataset(args.dataset, root=args.root)
+    meta = partition_graph(
+        data, args.parts, args.out, method=args.method, balance=args.balance,
+        imbalance=args.imbalance, seed=args.seed, dataset=args.dataset,
+    )
+    log.info("wrote %d parts to %s", meta["num_parts"], args.out)
+    return 0
+
+
+def _cache_dir(args) -> Path:
+    base = args.cache_dir or os.environ.get("GNNSCALE_CACHE") or os.path.join(Path.home(), ".cache", "gnnscale", "partitions")
+    key = json.dumps([args.dataset, os.path.abspath(args.root) if args.root else None, args.method, sorted(args.balance), args.imbalance, args.seed])
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", args.dataset)[:60]
+    return Path(base) / f"{slug}-{args.method}-{args.workers}parts-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+
+
+def _prepare_parts(args) -> str:
+    """Partition --dataset into --workers parts in the cache folder (reused when complete)."""
+    from gnnscale.datasets import load_dataset
+    from gnnscale.partitioning import load_meta, partition_graph
+
+    out = _cache_dir(args)
+    if (out / "meta.json").exists():
+        try:
+            meta = load_meta(out)
+            if meta["num_parts"] == args.workers:
+                log.info("using cached partition %s", out)
+                return str(out)
+        except GnnscaleError:
+            pass
+    log.info("partitioning %s into %d parts (cache folder: %s)", args.dataset, args.workers, out)
+    data = load_dataset(args.dataset, root=args.root)
+    partition_graph(
+        data, args.workers, out, method=args.method, balance=args.balance,
+        imbalance=args.imbalance, seed=args.seed, dataset=args.dataset,
+    )
+    return str(out)
+
+
+def cmd_train(args) -> int:
+    from gnnscale.partitioning import load_meta
+    from gnnscale.runtime import in_torchrun, launch_local
+    from gnnscale.trainer import TrainConfig, train_worker
+
+    if args.parts_dir and args.dataset:
+        raise RuntimeSetupError("give either --parts-dir or --dataset, not both")
+    cfg = TrainConfig(
+        epochs=args.epochs, fanouts=args.fanouts, eval_fanouts=args.eval_fanouts, batch_size=args.batch_size,
+        eval_batch_size=args.eval_batch_size, hidden=args.hidden, lr=args.lr, weight_decay=args.weight_decay,
+        dropout=args.dropout, seed=args.seed, eval_every=args.eval_every, timeout=args.timeout,
+        metrics=args.metrics, progress=args.progress, verify=args.verify,
+    )
+    from gnnscale.samplers import check_fanouts
+
+    check_fanouts(cfg.fanouts)
+    if cfg.eval_fanouts is not None:
+        check_fanouts(cfg.eval_fanouts, num_layers=len(cfg.fanouts))
+    if in_torchrun():
+        if not args.parts_dir:
+            raise RuntimeSetupError("under torchrun, give --parts-dir (partition first with `gnnscale partition`)")
+        train_worker(args.parts_dir, cfg)
+        return 0
+    if args.parts_dir:
+        meta = load_meta(args.parts_dir)
+        workers = args.workers if args.workers is not None else meta["num_parts"]
+        if workers != meta["num_parts"]:
+            raise RuntimeSetupError(
+                f"--workers {workers} does not match the {meta['num_parts']} parts in {args.parts_dir}: one worker "
+                f"trains one part. Use --workers {meta['num_parts']}, or re-partition with "
+                f"`gnnscale partition --parts {workers} ...`"
+            )
+        parts_dir = args.parts_dir
+    else:
+        args.dataset = args.dataset or DEFAULT_DATASET
+        args.workers = args.workers if args.workers is not None else 2
+        if args.workers < 1:
+            raise RuntimeSetupError(f"--workers must be at least 1, found {args.workers}")
+        parts_dir = _prepare_parts(args)
+        workers = args.workers
+    log.info("starting %d local worker(s) on %s", workers, parts_dir)
+    results = launch_local(train_worker, workers, args=(parts_dir, cfg), port=args.port, threads_per_worker=args.threads)
+    r0 = results[0]
+    log.info(
+        "done: val_acc %.4f test_acc %.4f (best val %.4f at epoch %d, test there %.4f), %.2f s/epoch, "
+        "%.1f MB sent, %.1f MB received in all",
+        r0["val_acc"], r0["test_acc"], r0["best_val_acc"], r0["best_epoch"], r0["test_acc_at_best_val"],
+        r0["epoch_seconds"], r0["bytes_sent"] / 1e6, r0["bytes_received"] / 1e6,
+    )
+    return 0
+
+
+def cmd_info(args) -> int:
+    from gnnscale.partitioning import summarize
+
+    summary = summarize(args.dir)
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+        return 0
+    meta = summary.get("meta", summary)
+    print(f"partition folder: {args.dir}")
+    for key in ("format_version", "dataset", "method", "num_parts", "num_nodes", "num_edges", "feature_dim", "num_classes", "partition_seconds"):
+        if key in meta:
+            print(f"  {key:18s} {meta[key]}")
+    cut = meta.get("edge_cut")
+    if cut is not None:
+        print(f"  {'edge_cut':18s} {cut}")
+    parts = summary.get("parts", [])
+    if parts:
+        cols = list(parts[0].keys())
+        print("  " + " ".join(f"{c:>12s}" for c in cols))
+        for row in parts:
+            print("  " + " ".join(f"{str(row[c]):>12s}" for c in cols))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from gnnscale.logs import setup_logging
+
+    setup_logging()
+    args = build_parser().parse_args(argv)
+    commands = {"partition": cmd_partition, "train": cmd_train, "info": cmd_info}
+    try:
+        return commands[args.command](args)
+    except GnnscaleError as err:
+        print(f"gnnscale {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

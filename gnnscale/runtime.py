@@ -1,0 +1,213 @@
+"""Process groups and local worker launch.
+
+Two ways to start workers, one code path after that:
+
+- ``torchrun`` (one machine or several): the environment carries RANK, WORLD_SIZE,
+  MASTER_ADDR and MASTER_PORT; :func:`init_distributed` joins that group.
+- ``gnnscale train --workers N``: :func:`launch_local` spawns N processes on this machine,
+  rendezvous on 127.0.0.1 at a free port (or one the user names, checked first).
+
+Every collective has a timeout (the process group's), and the launcher watches its
+children: when one fails, the others are stopped and the error names the failing rank.
+No process outlives the launcher.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+import multiprocessing as mp
+import multiprocessing.connection
+import os
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from gnnscale.errors import GnnscaleError, PeerError, RuntimeSetupError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorldInfo:
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+
+
+def in_torchrun() -> bool:
+    """True when started by torchrun (or any launcher that sets RANK and WORLD_SIZE)."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def check_port_free(port: int, host: str = "127.0.0.1") -> None:
+    """Raise RuntimeSetupError if ``port`` cannot be bound on ``host``."""
+    if not 0 < int(port) < 65536:
+        raise RuntimeSetupError(f"--port must be in 1..65535, found {port}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, int(port)))
+        except OSError as err:
+            raise RuntimeSetupError(
+                f"port {port} on {host} is already in use ({err.strerror}); the workers need it for their "
+                "rendezvous. Pass a free port with --port, or leave --port out to pick a free one."
+            ) from None
+
+
+def default_backend() -> str:
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def init_distributed(timeout: float = 300.0, backend: str | None = None) -> WorldInfo:
+    """Join the process group described by the environment (torchrun or launch_local).
+
+    With WORLD_SIZE=1 (or no launcher at all) no group is created.
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", str(rank)))
+    backend = backend or default_backend()
+    if world > 1 and not dist.is_initialized():
+        try:
+            dist.init_process_group(
+                backend=backend,
+                init_method="env://",
+                rank=rank,
+                world_size=world,
+                timeout=datetime.timedelta(seconds=timeout),
+            )
+        except Exception as err:  # rendezvous failure: port taken, peer never came, ...
+            addr = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+            raise RuntimeSetupError(
+                f"rank {rank}/{world}: could not join the process group at {addr} within {timeout:.0f} s: {err}. "
+                "Check that every worker was started with the same MASTER_ADDR/MASTER_PORT and that the port is free."
+            ) from err
+    if backend == "nccl" and torch.cuda.is_available():
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
+    return WorldInfo(rank, world, local_rank, backend)
+
+
+def shutdown_distributed() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _entry(fn: Callable, rank: int, world: int, port: int, threads: int, args: tuple, queue) -> None:
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank)
+    )
+    torch.set_num_threads(threads)
+    try:
+        result = fn(*args)
+        queue.put((rank, "ok", result))
+        code = 0
+    except GnnscaleError as err:
+        queue.put((rank, "error", f"{type(err).__name__}: {err}"))
+        code = 2
+    except BaseException as err:  # noqa: BLE001 - report any crash to the launcher
+        queue.put((rank, "crash", "".join(traceback.format_exception(err))))
+        code = 1
+    finally:
+        try:
+            shutdown_distributed()
+        except Exception:  # noqa: BLE001
+            pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def launch_local(
+    fn: Callable[..., Any],
+    nprocs: int,
+    args: tuple = (),
+    port: int | None = None,
+    threads_per_worker: int | None = None,
+    grace: float = 10.0,
+) -> list[Any]:
+    """Run ``fn(*args)`` in ``nprocs`` spawned processes forming one gloo/nccl group.
+
+    Returns the list of per-rank return values. If a worker fails, the others get ``grace``
+    seconds to report their own error, then are terminated; the raised error names the
+    first failing rank and carries its message.
+    """
+    if nprocs < 1:
+        raise RuntimeSetupError(f"--workers must be at least 1, found {nprocs}")
+    if port is None:
+        port = find_free_port()
+    else:
+        check_port_free(port)
+    threads = threads_per_worker or max(1, (os.cpu_count() or 1) // nprocs)
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    procs = [ctx.Process(target=_entry, args=(fn, r, nprocs, port, threads, args, queue), daemon=False) for r in range(nprocs)]
+    results: dict[int, tuple[str, Any]] = {}
+    failed_at: float | None = None
+    try:
+        for p in procs:
+            p.start()
+        while True:
+            while not queue.empty():
+                rank, status, payload = queue.get()
+                results[rank] = (status, payload)
+                if status != "ok" and failed_at is None:
+                    failed_at = time.monotonic()
+            alive = [p for p in procs if p.is_alive()]
+            for r, p in enumerate(procs):
+                if not p.is_alive() and p.exitcode not in (0, None) and failed_at is None:
+                    failed_at = time.monotonic()
+            if not alive:
+                break
+            if failed_at is not None and time.monotonic() - failed_at > grace:
+                break
+            mp.connection.wait([p.sentinel for p in alive] + [queue._reader], timeout=0.5)
+        while not queue.empty():
+            rank, status, payload = queue.get()
+            results[rank] = (status, payload)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return _collect(procs, results)
+
+
+def _collect(procs, results: dict) -> list[Any]:
+    errors = []
+    for r, p in enumerate(procs):
+        status, payload = results.get(r, (None, None))
+        if status == "ok":
+            continue
+        if status == "error":
+            errors.append((r, payload))
+        elif status == "crash":
+            errors.append((r, "crashed:\n" + payload))
+        else:
+            errors.append((r, f"exited with code {p.exitcode} without reporting a result (killed, or stopped after a peer failed)"))
+    if not errors:
+        return [results[r][1] for r in range(len(procs))]
+    # The root cause is the first *reported* error; ranks stopped by the launcher come last.
+    errors.sort(key=lambda e: (e[1].startswith("exited with code"), "PeerError" in e[1], e[0]))
+    first_rank, first_msg = errors[0]
+    others = "; ".join(f"worker {r}: {m.splitlines()[0]}" for r, m in errors[1:])
+    msg = f"worker {first_rank} of {len(procs)} failed: {first_msg}"
+    if others:
+        msg += f"\n(also: {others})"
+    raise PeerError(msg)

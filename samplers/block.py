@@ -1,0 +1,72 @@
+"""Bipartite blocks and the mini-batch that carries them through the pipeline stages."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class Block:
+    """One message-passing layer of a sampled computation graph.
+
+    Attributes:
+        src_ids: int64 [S] global ids of the source nodes; ``src_ids[:D]`` equals ``dst_ids``.
+        dst_ids: int64 [D] global ids of the destination nodes.
+        edge_index: int64 [2, M] in block-local numbering: row 0 indexes ``src_ids``,
+            row 1 indexes ``dst_ids`` (messages flow row 0 -> row 1, PyG's convention).
+
+    A PyG layer consumes it as ``conv((x_src, x_src[:D]), edge_index, size=(S, D))``.
+    """
+
+    src_ids: torch.Tensor
+    dst_ids: torch.Tensor
+    edge_index: torch.Tensor
+
+    @property
+    def num_src(self) -> int:
+        return int(self.src_ids.numel())
+
+    @property
+    def num_dst(self) -> int:
+        return int(self.dst_ids.numel())
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edge_index.size(1))
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return (self.num_src, self.num_dst)
+
+    def to(self, device: torch.device | str) -> "Block":
+        return Block(self.src_ids.to(device), self.dst_ids.to(device), self.edge_index.to(device))
+
+
+@dataclass
+class MiniBatch:
+    """What flows from the sampler through feature fetch to the model.
+
+    Attributes:
+        seeds: int64 [B] global ids of the nodes whose outputs are trained or evaluated.
+        blocks: the layers' blocks in model order: ``blocks[0]`` is consumed by the first
+            layer (the outermost hop), ``blocks[-1].dst_ids`` equals ``seeds``.
+        x: float32 [blocks[0].num_src, F] input features, filled by the feature stage.
+        y: int64 [B] labels of the seeds, filled by the feature stage.
+        stats: counters gathered along the way (sampled edges, remote ids, ...).
+    """
+
+    seeds: torch.Tensor
+    blocks: list[Block]
+    x: torch.Tensor | None = None
+    y: torch.Tensor | None = None
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def input_ids(self) -> torch.Tensor:
+        """int64 [S0]: global ids whose features the first layer needs."""
+        return self.blocks[0].src_ids if self.blocks else self.seeds
+
+    @property
+    def num_sampled_edges(self) -> int:
+        return sum(b.num_edges for b in self.blocks)

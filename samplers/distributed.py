@@ -1,0 +1,110 @@
+"""Distributed neighbor sampler: owners sample their own nodes for everyone.
+
+Each hop splits the frontier by owner. Ids this rank owns are sampled from its local CSC;
+the others go to their owners in one request/response exchange (two all_to_all payloads)
+per hop. Owners draw with the *requester's* random stream, so the result equals what
+:class:`~gnnscale.samplers.local.NeighborSampler` draws in one process for the same rank,
+epoch and step, however the graph is partitioned.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from gnnscale.comm import Communicator
+from gnnscale.partitioning.book import PartitionBook
+from gnnscale.routing import Route
+from gnnscale.samplers.block import MiniBatch
+from gnnscale.samplers.kernels import sample_from_csc
+from gnnscale.samplers.local import SamplingKeys, build_minibatch, check_fanouts, check_seeds
+
+
+class DistNeighborSampler:
+    """Uniform neighbor sampling over a partitioned graph.
+
+    Args:
+        indptr: int64 [n_owned + 1] CSC pointers of this rank's owned nodes (local rows).
+        indices: int64 [E_owned] in-neighbors in global (relabeled) ids.
+        book: the partition book (owner of every global id).
+        comm: this rank's communicator (``comm.rank`` is the part this rank owns).
+        fanouts: neighbors per hop starting at the seeds; -1 = all.
+        seed: base seed of the random streams (the same on every rank).
+        owned_keys: int64 [n_owned] stream identity of each owned node (its original id);
+            default: its global id.
+    """
+
+    def __init__(
+        self,
+        indptr: torch.Tensor,
+        indices: torch.Tensor,
+        book: PartitionBook,
+        comm: Communicator,
+        fanouts: Sequence[int],
+        seed: int = 0,
+        owned_keys: torch.Tensor | None = None,
+    ) -> None:
+        self.indptr = indptr
+        self.indices = indices
+        self.book = book
+        self.comm = comm
+        self.fanouts = check_fanouts(fanouts)
+        self.keys = SamplingKeys(seed)
+        self.offset = int(book.offsets[comm.rank])
+        n_owned = indptr.numel() - 1
+        self.owned_keys = owned_keys if owned_keys is not None else torch.arange(n_owned) + self.offset
+
+    def sample(self, seeds: torch.Tensor, epoch: int = 0, step: int = 0) -> MiniBatch:
+        """Sample the computation graph of ``seeds`` (int64 [B] unique global ids).
+
+        Every rank must call this the same number of times per epoch (collectives inside);
+        an empty ``seeds`` is allowed.
+        """
+        check_seeds(seeds, self.book.num_nodes)
+        remote_ids = [0]
+
+        def hop_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, torch.Tensor]:
+            counts, nbrs, n_remote = self._hop(dst, hop, epoch, step)
+            remote_ids[0] += n_remote
+            return counts, nbrs
+
+        mb = build_minibatch(seeds, len(self.fanouts), hop_fn)
+        mb.stats["remote_frontier_ids"] = remote_ids[0]
+        return mb
+
+    def _hop(self, dst: torch.Tensor, hop: int, epoch: int, step: int):
+        comm, rank, P = self.comm, self.comm.rank, self.comm.world_size
+        fanout = self.fanouts[hop]
+        route = Route.build(self.book.owner(dst), P)
+        req = route.split(dst)
+        own = req[rank]
+        req[rank] = own.new_empty(0)  # served locally, never sent
+        got = comm.exchange(req, "sample_request")
+        # Serve every requester at once: each id drawn with its requester's stream key.
+        sizes = torch.tensor([g.numel() for g in got])
+        keys = torch.tensor([self.keys(epoch, step, r, hop) for r in range(P)], dtype=torch.int64)
+        served = torch.cat(got)
+        s_counts, s_nbrs = sample_from_csc(
+            self.indptr, self.indices, served - self.offset, self.owned_keys[served - self.offset], fanout,
+            torch.repeat_interleave(keys, sizes),
+        )
+        per_req_counts = list(torch.split(s_counts, sizes.tolist()))
+        per_req_nbrs = list(torch.split(s_nbrs, [int(c.sum()) for c in per_req_counts]))
+        reply = [torch.cat([c, v]) for c, v in zip(per_req_counts, per_req_nbrs)]
+        back = comm.exchange(reply, "sample_response")
+        # Own ids with this rank's key.
+        o_counts, o_nbrs = sample_from_csc(
+            self.indptr, self.indices, own - self.offset, self.owned_keys[own - self.offset], fanout,
+            self.keys(epoch, step, rank, hop),
+        )
+        counts_list, nbrs_list = [], []
+        for r in range(P):  # loop over ranks (a handful), not over nodes
+            if r == rank:
+                counts_list.append(o_counts)
+                nbrs_list.append(o_nbrs)
+            else:
+                n_r = int(route.counts[r])
+                counts_list.append(back[r][:n_r])
+                nbrs_list.append(back[r][n_r:])
+        counts, nbrs = route.merge_segments(counts_list, nbrs_list)
+        return counts, nbrs, int(dst.numel() - own.numel())

@@ -1,0 +1,147 @@
+"""Local sampler: uniform distribution (exact test bounds), block structure, determinism, errors."""
+import math
+
+import pytest
+import torch
+
+from gnnscale.errors import SamplerError
+from gnnscale.samplers import NeighborSampler, check_fanouts
+from gnnscale.samplers.kernels import relabel, sample_from_csc, sample_positions
+from gnnscale.samplers.rng import node_hash, stream_key
+
+# Per-cell two-sided binomial bound: z = 6 gives p < 2e-9 per cell; with fewer than 500
+# cells in this file the family-wise false-failure rate stays below 1e-6.
+Z = 6.0
+
+
+def _csc_from_edges(src, dst, n):
+    order = torch.argsort(dst * n + src)
+    indptr = torch.zeros(n + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=n), 0)
+    return indptr, src[order]
+
+
+def _random_graph(n=500, e=5000, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, n, (e,), generator=g)
+    dst = torch.randint(0, n, (e,), generator=g)
+    key = torch.unique(dst * n + src)
+    return _csc_from_edges(key % n, key // n, n)
+
+
+@pytest.mark.parametrize("d,k", [(10, 3), (7, 6), (30, 15), (2, 1)])
+def test_inclusion_frequency_is_k_over_d(d, k):
+    trials = 40000
+    counts, pos = sample_positions(torch.full((trials,), d), k, node_hash(stream_key(d, k), torch.arange(trials)))
+    assert torch.equal(counts, torch.full((trials,), k))
+    pos = pos.view(trials, k)
+    # no duplicates, ascending within a node
+    assert bool((pos[:, 1:] > pos[:, :-1]).all())
+    freq = torch.bincount(pos.flatten(), minlength=d).double()
+    p = k / d
+    sd = math.sqrt(trials * p * (1 - p))
+    assert float((freq - trials * p).abs().max()) <= Z * sd, freq / trials
+
+
+def test_every_subset_equally_likely():
+    # d=5, k=2: 10 subsets, each with probability 1/10 (Floyd's algorithm is exact).
+    trials = 50000
+    _, pos = sample_positions(torch.full((trials,), 5), 2, node_hash(99, torch.arange(trials)))
+    pos = pos.view(trials, 2)
+    code = pos[:, 0] * 5 + pos[:, 1]
+    freq = torch.bincount(code, minlength=25).double()
+    nonzero = freq[freq > 0]
+    assert nonzero.numel() == 10
+    p = 0.1
+    sd = math.sqrt(trials * p * (1 - p))
+    assert float((nonzero - trials * p).abs().max()) <= Z * sd
+
+
+def test_same_node_across_steps_is_uniform():
+    # One node of degree 12 drawn under many stream keys (steps): each neighbor k/d of the time.
+    d, k, steps = 12, 4, 20000
+    keys = torch.tensor([stream_key(0, 0, s, 0, 0) for s in range(steps)], dtype=torch.int64)
+    counts, pos = sample_positions(torch.full((steps,), d), k, node_hash(keys, torch.full((steps,), 7)))
+    freq = torch.bincount(pos, minlength=d).double()
+    p = k / d
+    assert float((freq - steps * p).abs().max()) <= Z * math.sqrt(steps * p * (1 - p))
+
+
+def test_small_degree_and_all_neighbors():
+    deg = torch.tensor([0, 1, 3, 5, 8])
+    counts, pos = sample_positions(deg, 5, node_hash(1, torch.arange(5)))
+    assert counts.tolist() == [0, 1, 3, 5, 5]
+    assert pos[:9].tolist() == [0, 0, 1, 2, 0, 1, 2, 3, 4]
+    counts, pos = sample_positions(deg, -1, torch.arange(5))
+    assert counts.tolist() == deg.tolist() and pos.numel() == 17
+
+
+def test_sampled_edges_exist_and_blocks_chain():
+    indptr, indices = _random_graph()
+    s = NeighborSampler(indptr, indices, [5, 4, 3], seed=1)
+    seeds = torch.tensor([3, 17, 256, 499, 0])
+    mb = s.sample(seeds, epoch=2, step=5)
+    assert len(mb.blocks) == 3
+    assert torch.equal(mb.blocks[-1].dst_ids, seeds)
+    edges = set(zip(indices.tolist(), torch.repeat_interleave(torch.arange(500), indptr[1:] - indptr[:-1]).tolist()))
+    for i, b in enumerate(mb.blocks):
+        assert torch.equal(b.src_ids[: b.num_dst], b.dst_ids)
+        assert b.src_ids.unique().numel() == b.num_src
+        src = b.src_ids[b.edge_index[0]].tolist()
+        dst = b.dst_ids[b.edge_index[1]].tolist()
+        pairs = list(zip(src, dst))
+        assert all(p in edges for p in pairs)
+        assert len(set(pairs)) == len(pairs)  # without replacement: no repeated edge
+        if i + 1 < len(mb.blocks):
+            assert torch.equal(mb.blocks[i + 1].src_ids, b.dst_ids)
+    fan = {0: 3, 1: 4, 2: 5}  # blocks in model order: outermost hop (fanout 3) first
+    for i, b in enumerate(mb.blocks):
+        per_dst = torch.bincount(b.edge_index[1], minlength=b.num_dst)
+        deg = indptr[b.dst_ids + 1] - indptr[b.dst_ids]
+        assert torch.equal(per_dst, deg.clamp(max=fan[i]))
+
+
+def test_deterministic_and_independent_streams():
+    indptr, indices = _random_graph()
+    s = NeighborSampler(indptr, indices, [5, 5], seed=3)
+    seeds = torch.arange(0, 500, 7)
+    a = s.sample(seeds, epoch=1, step=2)
+    b = s.sample(seeds, epoch=1, step=2)
+    c = s.sample(seeds, epoch=1, step=3)
+    d = NeighborSampler(indptr, indices, [5, 5], seed=4).sample(seeds, epoch=1, step=2)
+    for x, y in zip(a.blocks, b.blocks):
+        assert torch.equal(x.src_ids, y.src_ids) and torch.equal(x.edge_index, y.edge_index)
+    assert not torch.equal(a.blocks[-1].src_ids, c.blocks[-1].src_ids)
+    assert not torch.equal(a.blocks[-1].src_ids, d.blocks[-1].src_ids)
+
+
+def test_relabel_dst_first_then_first_appearance():
+    src, local = relabel(torch.tensor([9, 4]), torch.tensor([7, 4, 9, 7, 1]))
+    assert src.tolist() == [9, 4, 7, 1]
+    assert local.tolist() == [2, 1, 0, 2, 3]
+
+
+def test_empty_seeds():
+    indptr, indices = _random_graph()
+    mb = NeighborSampler(indptr, indices, [5, 5]).sample(torch.empty(0, dtype=torch.int64))
+    assert all(b.num_src == 0 and b.num_edges == 0 for b in mb.blocks)
+
+
+@pytest.mark.parametrize("bad", [[0], [10, -2], [1.5], []])
+def test_bad_fanouts(bad):
+    with pytest.raises(SamplerError, match="fanout"):
+        check_fanouts(bad)
+
+
+def test_fanouts_wrong_length():
+    with pytest.raises(SamplerError, match="expected 2 fanouts"):
+        check_fanouts([5, 5, 5], num_layers=2)
+
+
+def test_seeds_out_of_range_and_dtype():
+    indptr, indices = _random_graph()
+    s = NeighborSampler(indptr, indices, [5])
+    with pytest.raises(SamplerError, match=r"seed ids must lie in \[0, 500\)"):
+        s.sample(torch.tensor([3, 500]))
+    with pytest.raises(SamplerError, match="int64"):
+        s.sample(torch.tensor([3.0]))
