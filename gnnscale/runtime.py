@@ -155,6 +155,7 @@ def launch_local(
     queue = ctx.SimpleQueue()
     procs = [ctx.Process(target=_entry, args=(fn, r, nprocs, port, threads, args, queue), daemon=False) for r in range(nprocs)]
     results: dict[int, tuple[str, Any]] = {}
+    terminated: set[int] = set()
     failed_at: float | None = None
     try:
         for p in procs:
@@ -178,35 +179,43 @@ def launch_local(
             rank, status, payload = queue.get()
             results[rank] = (status, payload)
     finally:
-        for p in procs:
+        for r, p in enumerate(procs):
             if p.is_alive():
+                terminated.add(r)
                 p.terminate()
         for p in procs:
             p.join(5)
             if p.is_alive():
                 p.kill()
                 p.join()
-    return _collect(procs, results)
+    return _collect(procs, results, terminated)
 
 
-def _collect(procs, results: dict) -> list[Any]:
+def _collect(procs, results: dict, terminated: set[int]) -> list[Any]:
+    """Return per-rank results, or raise one error that names the root-cause rank first.
+
+    Priority: a reported error or crash; then a rank that died without a word (killed,
+    out of memory, os._exit); then ranks whose collectives failed because of a peer
+    (PeerError); last, ranks the launcher stopped.
+    """
     errors = []
     for r, p in enumerate(procs):
         status, payload = results.get(r, (None, None))
         if status == "ok":
             continue
         if status == "error":
-            errors.append((r, payload))
+            errors.append((2 if payload.startswith("PeerError") else 0, r, payload))
         elif status == "crash":
-            errors.append((r, "crashed:\n" + payload))
+            errors.append((0, r, "crashed:\n" + payload))
+        elif r in terminated:
+            errors.append((3, r, "stopped by the launcher after a peer failed"))
         else:
-            errors.append((r, f"exited with code {p.exitcode} without reporting a result (killed, or stopped after a peer failed)"))
+            errors.append((1, r, f"exited with code {p.exitcode} without reporting a result (killed or died)"))
     if not errors:
         return [results[r][1] for r in range(len(procs))]
-    # The root cause is the first *reported* error; ranks stopped by the launcher come last.
-    errors.sort(key=lambda e: (e[1].startswith("exited with code"), "PeerError" in e[1], e[0]))
-    first_rank, first_msg = errors[0]
-    others = "; ".join(f"worker {r}: {m.splitlines()[0]}" for r, m in errors[1:])
+    errors.sort()
+    _, first_rank, first_msg = errors[0]
+    others = "; ".join(f"worker {r}: {m.splitlines()[0]}" for _, r, m in errors[1:])
     msg = f"worker {first_rank} of {len(procs)} failed: {first_msg}"
     if others:
         msg += f"\n(also: {others})"

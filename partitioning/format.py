@@ -1,0 +1,523 @@
+"""The versioned on-disk partition format (FORMAT_VERSION = 1): writer, loader, summary.
+
+Layout of a partition folder ``OUT/``::
+
+    meta.json                  format_version, dataset, method, num_parts, num_nodes, num_edges,
+                               offsets, feature_dim, num_classes, feature_dtype, parts (sizes),
+                               edge_cut, files {relpath: sha256}, created, gnnscale_version, ...
+    part{p}/indptr.npy         int64 [n_p + 1]  CSC of the in-edges of owned nodes (local dst)
+    part{p}/indices.npy        int64 [E_p]      source of each in-edge, in NEW global ids
+    part{p}/x.npy              float32 [n_p, F]
+    part{p}/y.npy              int64 [n_p]
+    part{p}/train_mask.npy     bool [n_p]   (also val_mask.npy, test_mask.npy)
+    part{p}/orig_ids.npy       int64 [n_p]  new id offsets[p]+i -> original id orig_ids[i]
+
+Edges are those of ``data.edge_index`` with duplicates removed; self loops are kept as given.
+meta.json is written last, so a folder without it is an unfinished write.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from gnnscale.errors import PartitionError
+from gnnscale.partitioning.book import PartitionBook
+from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
+from gnnscale.partitioning.relabel import contiguous_relabel
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+META_FILE = "meta.json"
+PART_FILES = (
+    "indptr.npy",
+    "indices.npy",
+    "x.npy",
+    "y.npy",
+    "train_mask.npy",
+    "val_mask.npy",
+    "test_mask.npy",
+    "orig_ids.npy",
+)
+_MASKS = ("train_mask", "val_mask", "test_mask")
+_REQUIRED_META = (
+    "format_version",
+    "num_parts",
+    "num_nodes",
+    "offsets",
+    "feature_dim",
+    "files",
+)
+_HASH_CHUNK = 1 << 20
+_RERUN_HINT = "re-run `gnnscale partition` to rewrite the partition folder"
+
+
+def _gnnscale_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("gnnscale")
+    except Exception:  # noqa: BLE001 - metadata missing in a source checkout
+        return "unknown"
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks (bounded memory)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def part_dir_name(part: int) -> str:
+    """Folder name of part ``part`` inside a partition folder (``part{p}``)."""
+    return f"part{int(part)}"
+
+
+# --------------------------------------------------------------------------------------------
+# writing
+# --------------------------------------------------------------------------------------------
+
+
+def _node_tensor(data: Data, name: str, n: int, ndim: int) -> torch.Tensor:
+    value = getattr(data, name, None)
+    if value is None:
+        raise PartitionError(
+            f"expected data.{name} with {n} rows, found none; the dataset loader must provide "
+            "x, y, train_mask, val_mask and test_mask"
+        )
+    t = torch.as_tensor(value).detach().cpu()
+    if t.dim() != ndim or t.shape[0] != n:
+        want = f"[{n}, F]" if ndim == 2 else f"[{n}]"
+        raise PartitionError(
+            f"expected data.{name} of shape {want}, found {tuple(t.shape)}; fix the dataset"
+        )
+    return t
+
+
+def _remove_stale(out: Path, num_parts: int) -> None:
+    """Drop an old meta.json and old ``part{p}`` folders (p >= num_parts) holding only our files."""
+    meta = out / META_FILE
+    if meta.exists():
+        logger.info("overwriting the partition folder %s", out)
+        meta.unlink()
+    for child in out.glob("part*"):
+        suffix = child.name[4:]
+        if not (child.is_dir() and suffix.isdigit() and int(suffix) >= num_parts):
+            continue
+        if {c.name for c in child.iterdir()} <= set(PART_FILES):
+            shutil.rmtree(child)
+
+
+def _save(path: Path, arr: np.ndarray) -> str:
+    np.save(path, arr, allow_pickle=False)
+    return sha256_file(path)
+
+
+def write_partitions(
+    data: Data,
+    parts: np.ndarray | torch.Tensor,
+    out_dir: str | os.PathLike,
+    *,
+    method: str,
+    dataset: str,
+    num_parts: int | None = None,
+    extra_meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Relabel nodes contiguously by part and write the format-1 partition folder.
+
+    Args:
+        data: the graph (``x`` float [N, F], ``y`` int [N], ``edge_index`` int [2, E],
+            ``train_mask``/``val_mask``/``test_mask`` bool [N], optional ``num_classes``).
+        parts: int ``[N]``, the part of every original node.
+        out_dir: output folder (created; an existing partition there is replaced).
+        method: partitioner name, recorded in meta.json.
+        dataset: dataset name, recorded in meta.json.
+        num_parts: P (defaults to ``parts.max() + 1``; pass it to keep empty trailing parts).
+        extra_meta: extra JSON-serializable entries merged into meta.json.
+
+    Returns:
+        The meta dict that was written to ``out_dir/meta.json``.
+    """
+    n = int(data.num_nodes)
+    if isinstance(parts, torch.Tensor):
+        parts = parts.detach().cpu().numpy()
+    parts = np.asarray(parts)
+    if parts.shape != (n,):
+        raise PartitionError(
+            f"expected one part id per node, i.e. parts of shape [{n}], found "
+            f"{tuple(parts.shape)}; the partitioner output does not match the graph"
+        )
+    x = _node_tensor(data, "x", n, 2)
+    y = _node_tensor(data, "y", n, 1)
+    masks = {m: _node_tensor(data, m, n, 1).to(torch.bool) for m in _MASKS}
+    num_classes = getattr(data, "num_classes", None)
+    if num_classes is None:
+        num_classes = int(y.max()) + 1 if y.numel() else 0
+    feature_dim = int(x.shape[1])
+
+    new_of_old, old_of_new, offsets = contiguous_relabel(parts, num_parts)
+    num_parts = offsets.shape[0] - 1
+    ei = as_edge_array(data.edge_index, n)
+    cut, undirected = edge_cut(ei, parts, n)
+    indptr_g, indices_g = to_csc(ei, n, dedupe=True, relabel=new_of_old)
+    num_input_edges = int(ei.shape[1])
+    del ei, new_of_old
+
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise PartitionError(
+            f"expected {out} to be a folder for the partition, found a file; pick another "
+            "output path"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    _remove_stale(out, num_parts)
+
+    files: dict[str, str] = {}
+    sizes: list[dict[str, int]] = []
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover
+        tqdm = None
+    it = range(num_parts)
+    if tqdm is not None and n >= 1_000_000:
+        it = tqdm(it, desc="writing parts", unit="part")
+    for p in it:  # one part at a time: only this part's copies are alive
+        lo, hi = int(offsets[p]), int(offsets[p + 1])
+        pdir = out / part_dir_name(p)
+        pdir.mkdir(exist_ok=True)
+        ids_np = old_of_new[lo:hi]
+        ids = torch.from_numpy(ids_np)
+        e_lo, e_hi = int(indptr_g[lo]), int(indptr_g[hi])
+        indptr = indptr_g[lo : hi + 1] - e_lo
+        indices = indices_g[e_lo:e_hi]
+        arrays = {
+            "indptr.npy": indptr,
+            "indices.npy": indices,
+            "x.npy": x[ids].numpy().astype(np.float32, copy=False),
+            "y.npy": y[ids].numpy().astype(np.int64, copy=False),
+            "train_mask.npy": masks["train_mask"][ids].numpy(),
+            "val_mask.npy": masks["val_mask"][ids].numpy(),
+            "test_mask.npy": masks["test_mask"][ids].numpy(),
+            "orig_ids.npy": ids_np,
+        }
+        for fname, arr in arrays.items():
+            files[f"{part_dir_name(p)}/{fname}"] = _save(pdir / fname, arr)
+        remote = indices[(indices < lo) | (indices >= hi)]
+        sizes.append(
+            {
+                "nodes": hi - lo,
+                "in_edges": e_hi - e_lo,
+                "train": int(np.count_nonzero(arrays["train_mask.npy"])),
+                "val": int(np.count_nonzero(arrays["val_mask.npy"])),
+                "test": int(np.count_nonzero(arrays["test_mask.npy"])),
+                "remote_sources": int(sorted_unique(remote, inplace=True).shape[0]),
+            }
+        )
+        del arrays, remote, indptr, indices
+        logger.debug("wrote %s: %d nodes, %d in-edges", pdir, hi - lo, e_hi - e_lo)
+
+    meta: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "dataset": dataset,
+        "method": method,
+        "num_parts": num_parts,
+        "num_nodes": n,
+        "num_edges": int(indptr_g[-1]),
+        "num_input_edges": num_input_edges,
+        "offsets": [int(o) for o in offsets],
+        "feature_dim": feature_dim,
+        "num_classes": int(num_classes),
+        "feature_dtype": "float32",
+        "parts": sizes,
+        "edge_cut": {
+            "count": cut,
+            "fraction": cut / undirected if undirected else 0.0,
+            "undirected_edges": undirected,
+        },
+        "files": files,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "gnnscale_version": _gnnscale_version(),
+    }
+    if extra_meta:
+        clash = set(extra_meta) & {"format_version", "files", "offsets", "num_parts"}
+        if clash:
+            raise PartitionError(
+                f"expected extra_meta not to override core keys, found {sorted(clash)}; "
+                "rename those entries"
+            )
+        meta.update(extra_meta)
+    tmp = out / (META_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(meta, fh, indent=1)
+    os.replace(tmp, out / META_FILE)
+    logger.info(
+        "wrote %d parts to %s (%d nodes, %d edges, edge cut %d = %.2f%%)",
+        num_parts,
+        out,
+        n,
+        meta["num_edges"],
+        cut,
+        100.0 * meta["edge_cut"]["fraction"],
+    )
+    return meta
+
+
+# --------------------------------------------------------------------------------------------
+# reading
+# --------------------------------------------------------------------------------------------
+
+
+def load_meta(part_dir: str | os.PathLike) -> dict[str, Any]:
+    """Read and check ``part_dir/meta.json``.
+
+    Raises:
+        PartitionError: folder missing, meta.json missing or unreadable, wrong format_version,
+            or required keys missing.
+    """
+    root = Path(part_dir)
+    if not root.is_dir():
+        raise PartitionError(
+            f"expected a partition folder at {root}, found "
+            f"{'a file' if root.exists() else 'nothing'}; run `gnnscale partition` first or "
+            "fix the path"
+        )
+    path = root / META_FILE
+    if not path.is_file():
+        raise PartitionError(
+            f"expected {path} in the partition folder, found none (the folder is not a "
+            f"partition or its write did not finish); {_RERUN_HINT}"
+        )
+    try:
+        with open(path, encoding="utf-8") as fh:
+            meta = json.load(fh)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PartitionError(
+            f"expected {path} to be readable JSON, found an error: {exc}; {_RERUN_HINT}"
+        ) from exc
+    if not isinstance(meta, dict):
+        raise PartitionError(
+            f"expected a JSON object in {path}, found {type(meta).__name__}; {_RERUN_HINT}"
+        )
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise PartitionError(
+            f"expected partition format_version {FORMAT_VERSION} in {path}, found {version!r}; "
+            f"{_RERUN_HINT} with this gnnscale version"
+        )
+    missing = [k for k in _REQUIRED_META if k not in meta]
+    if missing:
+        raise PartitionError(f"expected keys {missing} in {path}, found none; {_RERUN_HINT}")
+    if len(meta["offsets"]) != int(meta["num_parts"]) + 1:
+        raise PartitionError(
+            f"expected {int(meta['num_parts']) + 1} offsets in {path}, found "
+            f"{len(meta['offsets'])}; {_RERUN_HINT}"
+        )
+    return meta
+
+
+@dataclass
+class LocalPart:
+    """One part loaded from disk. Owned nodes have new global ids ``offset .. offset+n-1``.
+
+    Attributes:
+        part_id: p.
+        meta: the folder's meta.json.
+        book: the PartitionBook of the whole partitioning.
+        indptr: int64 ``[n+1]`` CSC row pointer over owned (local) targets.
+        indices: int64 ``[E_p]`` sources of the in-edges, new global ids.
+        x: read-only float32 memmap ``[n, F]``.
+        y: int64 ``[n]``; train_mask / val_mask / test_mask: bool ``[n]``.
+        orig_ids: int64 ``[n]``, original id of local node i.
+    """
+
+    part_id: int
+    meta: dict[str, Any]
+    book: PartitionBook
+    indptr: torch.Tensor
+    indices: torch.Tensor
+    x: np.ndarray = field(repr=False)
+    y: torch.Tensor = field(repr=False)
+    train_mask: torch.Tensor = field(repr=False)
+    val_mask: torch.Tensor = field(repr=False)
+    test_mask: torch.Tensor = field(repr=False)
+    orig_ids: torch.Tensor = field(repr=False)
+
+    @property
+    def num_owned(self) -> int:
+        """Number of nodes this part owns."""
+        return int(self.orig_ids.shape[0])
+
+    @property
+    def offset(self) -> int:
+        """New global id of local node 0."""
+        return int(self.book.offsets[self.part_id])
+
+    @property
+    def owned_ids(self) -> torch.Tensor:
+        """int64 ``[n]``: the new global ids this part owns."""
+        return torch.arange(self.offset, self.offset + self.num_owned, dtype=torch.int64)
+
+    def features(self, local_idx: torch.Tensor) -> torch.Tensor:
+        """Feature rows of owned nodes.
+
+        Args:
+            local_idx: int64 ``[k]`` local indices in ``[0, num_owned)``.
+
+        Returns:
+            float32 ``[k, F]`` (a copy, in memory).
+        """
+        idx = torch.as_tensor(local_idx).detach().cpu().to(torch.int64).numpy()
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.num_owned):
+            raise PartitionError(
+                f"expected local indices in [0, {self.num_owned}) for part {self.part_id}, "
+                f"found [{int(idx.min())}, {int(idx.max())}]; convert global ids with "
+                "book.to_local(ids, part) first"
+            )
+        return torch.from_numpy(np.ascontiguousarray(self.x[idx], dtype=np.float32))
+
+
+def _verify_files(root: Path, meta: dict[str, Any], part: int) -> None:
+    prefix = part_dir_name(part) + "/"
+    expected = {k: v for k, v in meta["files"].items() if k.startswith(prefix)}
+    for fname in PART_FILES:
+        rel = prefix + fname
+        if rel not in expected:
+            raise PartitionError(
+                f"expected a sha256 for {rel} in {root / META_FILE}, found none; {_RERUN_HINT}"
+            )
+        found = sha256_file(root / rel)
+        if found != expected[rel]:
+            raise PartitionError(
+                f"expected {root / rel} to have sha256 {expected[rel]}, found {found} (the file "
+                f"is corrupt or was changed after partitioning); {_RERUN_HINT}"
+            )
+
+
+def _load_array(path: Path, dtype: np.dtype, shape: tuple, mmap: bool = False) -> np.ndarray:
+    try:
+        arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise PartitionError(
+            f"expected a readable .npy file at {path}, found an error: {exc}; {_RERUN_HINT}"
+        ) from exc
+    want = tuple(arr.shape[i] if s is None else s for i, s in enumerate(shape))
+    if arr.dtype != dtype or arr.shape != want:
+        raise PartitionError(
+            f"expected {path} with dtype {np.dtype(dtype)} and shape {want}, found dtype "
+            f"{arr.dtype} and shape {arr.shape}; {_RERUN_HINT}"
+        )
+    return arr
+
+
+def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> LocalPart:
+    """Load part ``part`` of a partition folder.
+
+    Args:
+        part_dir: the folder written by :func:`write_partitions`.
+        part: part id in ``[0, num_parts)``.
+        verify: check the sha256 of every file of this part against meta.json.
+
+    Returns:
+        A :class:`LocalPart`; ``x`` stays memory-mapped, the other arrays are loaded.
+    """
+    root = Path(part_dir)
+    meta = load_meta(root)
+    num_parts = int(meta["num_parts"])
+    if not isinstance(part, (int, np.integer)) or not 0 <= int(part) < num_parts:
+        raise PartitionError(
+            f"expected a part id in [0, {num_parts}), found {part!r}; {root} has {num_parts} parts"
+        )
+    part = int(part)
+    pdir = root / part_dir_name(part)
+    for fname in PART_FILES:
+        if not (pdir / fname).is_file():
+            raise PartitionError(
+                f"expected {pdir / fname}, found no such file; {_RERUN_HINT}"
+            )
+    if verify:
+        _verify_files(root, meta, part)
+    book = PartitionBook(torch.tensor(meta["offsets"], dtype=torch.int64))
+    n = book.part_size(part)
+    f = int(meta["feature_dim"])
+    indptr = _load_array(pdir / "indptr.npy", np.int64, (n + 1,))
+    indices = _load_array(pdir / "indices.npy", np.int64, (None,))
+    if int(indptr[0]) != 0 or int(indptr[-1]) != indices.shape[0]:
+        raise PartitionError(
+            f"expected indptr[0] == 0 and indptr[-1] == {indices.shape[0]} in {pdir}, found "
+            f"{int(indptr[0])} and {int(indptr[-1])}; {_RERUN_HINT}"
+        )
+    x = _load_array(pdir / "x.npy", np.float32, (n, f), mmap=True)
+    y = _load_array(pdir / "y.npy", np.int64, (n,))
+    masks = {m: _load_array(pdir / f"{m}.npy", np.bool_, (n,)) for m in _MASKS}
+    orig_ids = _load_array(pdir / "orig_ids.npy", np.int64, (n,))
+    return LocalPart(
+        part_id=part,
+        meta=meta,
+        book=book,
+        indptr=torch.from_numpy(indptr),
+        indices=torch.from_numpy(indices),
+        x=x,
+        y=torch.from_numpy(y),
+        train_mask=torch.from_numpy(masks["train_mask"]),
+        val_mask=torch.from_numpy(masks["val_mask"]),
+        test_mask=torch.from_numpy(masks["test_mask"]),
+        orig_ids=torch.from_numpy(orig_ids),
+    )
+
+
+def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
+    """Sizes and balance of a partition folder, for ``gnnscale info`` (reads meta.json only).
+
+    Returns:
+        dict with dataset, method, num_parts, num_nodes, num_edges, feature_dim, num_classes,
+        edge_cut, created, ``parts`` (per part: id, nodes, in_edges, train, val, test,
+        remote_sources, bytes on disk) and ``balance`` (max/mean ratio of nodes, in_edges and
+        train over parts; 1.0 = perfect).
+    """
+    root = Path(part_dir)
+    meta = load_meta(root)
+    parts = []
+    for p, size in enumerate(meta.get("parts", [])):
+        on_disk = sum(
+            (root / rel).stat().st_size
+            for rel in meta["files"]
+            if rel.startswith(part_dir_name(p) + "/") and (root / rel).is_file()
+        )
+        parts.append({"part": p, **size, "bytes": on_disk})
+    balance = {}
+    for key in ("nodes", "in_edges", "train"):
+        vals = np.array([s.get(key, 0) for s in parts], dtype=np.float64)
+        balance[key] = float(vals.max() / vals.mean()) if vals.size and vals.mean() > 0 else 1.0
+    keys = (
+        "dataset",
+        "method",
+        "num_parts",
+        "num_nodes",
+        "num_edges",
+        "feature_dim",
+        "num_classes",
+        "edge_cut",
+        "created",
+        "partition_seconds",
+        "balance_constraints",
+        "gnnscale_version",
+    )
+    out = {k: meta[k] for k in keys if k in meta}
+    out["path"] = str(root)
+    out["parts"] = parts
+    out["balance"] = balance
+    return out

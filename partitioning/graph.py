@@ -1,0 +1,221 @@
+"""Vectorized graph-structure helpers (numpy, int64) used by the partitioners and the writer.
+
+Every function takes an ``edge_index`` of shape ``[2, E]`` (row 0 = source, row 1 = target),
+given either as a numpy array or a torch tensor of any integer dtype, plus ``num_nodes``.
+Edges are encoded as one int64 key per edge (``a * num_nodes + b``), so sorting and
+deduplication are a single sort (:func:`sorted_unique`); this needs
+``num_nodes ** 2 < 2 ** 63``, i.e. ``num_nodes`` below about 3 * 10 ** 9.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+
+from gnnscale.errors import PartitionError
+
+logger = logging.getLogger(__name__)
+
+_MAX_NODES_FOR_KEYS = 3_037_000_499  # floor(sqrt(2**63 - 1))
+
+
+def as_edge_array(edge_index: np.ndarray | torch.Tensor, num_nodes: int) -> np.ndarray:
+    """Return ``edge_index`` as an int64 numpy array ``[2, E]``, checking shape and id range.
+
+    No copy is made when the input is already a contiguous int64 array/tensor on the CPU.
+    """
+    if isinstance(edge_index, torch.Tensor):
+        edge_index = edge_index.detach().cpu().numpy()
+    ei = np.asarray(edge_index)
+    if ei.ndim != 2 or ei.shape[0] != 2:
+        raise PartitionError(
+            f"expected edge_index of shape [2, E], found shape {tuple(ei.shape)}; "
+            "pass a PyG-style edge_index (row 0 = sources, row 1 = targets)"
+        )
+    if not np.issubdtype(ei.dtype, np.integer):
+        raise PartitionError(
+            f"expected an integer edge_index, found dtype {ei.dtype}; convert it with .long()"
+        )
+    ei = ei.astype(np.int64, copy=False)
+    num_nodes = int(num_nodes)
+    if num_nodes < 0:
+        raise PartitionError(f"expected num_nodes >= 0, found {num_nodes}")
+    if num_nodes > _MAX_NODES_FOR_KEYS:
+        raise PartitionError(
+            f"expected at most {_MAX_NODES_FOR_KEYS} nodes, found {num_nodes}; "
+            "graphs this large are not supported by the single-machine partitioner"
+        )
+    if ei.shape[1] > 0:
+        lo, hi = int(ei.min()), int(ei.max())
+        if lo < 0 or hi >= num_nodes:
+            raise PartitionError(
+                f"expected node ids in [0, {num_nodes}), found edge_index values in "
+                f"[{lo}, {hi}]; fix the edge_index or pass the right num_nodes"
+            )
+    return ei
+
+
+def sorted_unique(keys: np.ndarray, *, inplace: bool = False) -> np.ndarray:
+    """Sorted distinct values of a 1-D array (int64 ``[K]``).
+
+    Equivalent to ``np.unique(keys)`` but a plain sort + mask, which is >10x faster than
+    ``np.unique`` on numpy 2.x for int64 keys. With ``inplace=True`` ``keys`` is sorted in
+    place (and may be returned) instead of being copied.
+    """
+    keys = keys if inplace else keys.copy()
+    keys.sort()
+    if keys.shape[0] < 2:
+        return keys
+    keep = np.empty(keys.shape[0], dtype=np.bool_)
+    keep[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+    if keep.all():
+        return keys
+    return keys[keep]
+
+
+def _keys_to_pairs(keys: np.ndarray, num_nodes: int) -> np.ndarray:
+    """Decode sorted int64 keys ``a * N + b`` into an int64 array ``[2, K]`` of ``(a, b)``."""
+    out = np.empty((2, keys.shape[0]), dtype=np.int64)
+    np.floor_divide(keys, max(num_nodes, 1), out=out[0])
+    np.remainder(keys, max(num_nodes, 1), out=out[1])
+    return out
+
+
+def _keys_to_csr(keys: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique keys ``row * N + col`` -> ``(indptr int64 [N+1], indices int64 [K])``.
+
+    ``keys`` is consumed: it is turned into ``indices`` in place.
+    """
+    n = max(num_nodes, 1)
+    indptr = np.searchsorted(keys, np.arange(num_nodes + 1, dtype=np.int64) * n).astype(
+        np.int64, copy=False
+    )
+    np.remainder(keys, n, out=keys)
+    return indptr, keys
+
+
+def coalesce(edge_index: np.ndarray | torch.Tensor, num_nodes: int) -> np.ndarray:
+    """Remove duplicate edges and sort by (source, target).
+
+    Args:
+        edge_index: int ``[2, E]`` (numpy or torch).
+        num_nodes: N; ids must lie in ``[0, N)``.
+
+    Returns:
+        int64 numpy ``[2, E']`` with ``E' <= E``, lexicographically sorted by (source, target).
+        Self loops are kept.
+    """
+    ei = as_edge_array(edge_index, num_nodes)
+    keys = ei[0] * num_nodes
+    keys += ei[1]
+    keys = sorted_unique(keys, inplace=True)
+    return _keys_to_pairs(keys, num_nodes)
+
+
+def to_undirected_csr(
+    edge_index: np.ndarray | torch.Tensor, num_nodes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetrize, drop self loops and duplicates, and return the CSR adjacency (METIS input).
+
+    Args:
+        edge_index: int ``[2, E]`` (numpy or torch).
+        num_nodes: N.
+
+    Returns:
+        ``(indptr, indices)``: int64 ``[N+1]`` and int64 ``[2M]`` where M is the number of
+        distinct undirected non-loop edges; neighbours of ``v`` are
+        ``indices[indptr[v]:indptr[v+1]]``, sorted ascending.
+    """
+    ei = as_edge_array(edge_index, num_nodes)
+    src, dst = ei[0], ei[1]
+    keep = src != dst
+    if not keep.all():
+        src, dst = src[keep], dst[keep]
+    e = src.shape[0]
+    keys = np.empty(2 * e, dtype=np.int64)
+    np.multiply(src, num_nodes, out=keys[:e])
+    keys[:e] += dst
+    np.multiply(dst, num_nodes, out=keys[e:])
+    keys[e:] += src
+    keys = sorted_unique(keys, inplace=True)
+    return _keys_to_csr(keys, num_nodes)
+
+
+def to_csc(
+    edge_index: np.ndarray | torch.Tensor,
+    num_nodes: int,
+    *,
+    dedupe: bool = False,
+    relabel: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """In-edge (CSC) representation: for each target, its sources.
+
+    Args:
+        edge_index: int ``[2, E]`` (numpy or torch).
+        num_nodes: N.
+        dedupe: drop duplicate edges as well (self loops are always kept).
+        relabel: optional int64 ``[N]`` permutation; node ``v`` is renamed ``relabel[v]``
+            (saves materializing a relabeled edge_index). The sources of each target are
+            then ordered by their ORIGINAL id (and given in new ids).
+
+    Returns:
+        ``(indptr, indices)``: int64 ``[N+1]`` and int64 ``[E]`` (``[E']`` when deduped); the
+        sources of target ``v`` are ``indices[indptr[v]:indptr[v+1]]``, sorted ascending
+        by original id.
+    """
+    ei = as_edge_array(edge_index, num_nodes)
+    if relabel is None:
+        keys = ei[1] * num_nodes
+        keys += ei[0]
+    else:
+        relabel = np.asarray(relabel, dtype=np.int64)
+        if relabel.shape != (num_nodes,):
+            raise PartitionError(
+                f"expected relabel of shape [{num_nodes}], found {tuple(relabel.shape)}"
+            )
+        # Targets renamed; sources kept in original ids for the sort, so every node lists
+        # its in-neighbors in ascending ORIGINAL id whatever the partitioning: samplers keyed
+        # by original ids then draw the same neighbors for any number of parts.
+        keys = relabel[ei[1]]
+        keys *= num_nodes
+        keys += ei[0]
+    if dedupe:
+        keys = sorted_unique(keys, inplace=True)
+    else:
+        keys.sort(kind="stable")
+    indptr, indices = _keys_to_csr(keys, num_nodes)
+    if relabel is not None:
+        indices = relabel[indices]
+    return indptr, indices
+
+
+def edge_cut(
+    edge_index: np.ndarray | torch.Tensor, parts: np.ndarray, num_nodes: int
+) -> tuple[int, int]:
+    """Edge cut of a node partition, measured on the symmetrized simple graph.
+
+    Args:
+        edge_index: int ``[2, E]``.
+        parts: int ``[N]``, the part of every node.
+        num_nodes: N.
+
+    Returns:
+        ``(cut, total)``: the number of distinct undirected non-loop edges ``{u, v}`` with
+        ``parts[u] != parts[v]``, and the number of distinct undirected non-loop edges.
+    """
+    ei = as_edge_array(edge_index, num_nodes)
+    lo = np.minimum(ei[0], ei[1])
+    hi = np.maximum(ei[0], ei[1])
+    keep = lo != hi
+    keys = lo[keep] * num_nodes
+    keys += hi[keep]
+    del lo, hi, keep
+    keys = sorted_unique(keys, inplace=True)
+    pairs = _keys_to_pairs(keys, num_nodes)
+    del keys
+    parts = np.asarray(parts)
+    cut = int(np.count_nonzero(parts[pairs[0]] != parts[pairs[1]]))
+    return cut, int(pairs.shape[1])
