@@ -33,12 +33,18 @@ def _str_list(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
 
-def _add_dataset_args(p: argparse.ArgumentParser, required: bool) -> None:
-    from gnnscale.datasets import DATASET_HELP
+DATASET_NAMES = (
+    "planetoid:cora|citeseer|pubmed (raw Planetoid files in --root), npz:PATH[?split=K], dir:PATH, "
+    "ogbn-arxiv|ogbn-products|ogbn-papers100M|ogbn-* (via the ogb package, --root), "
+    "synthetic[?num_nodes=N&avg_degree=D&num_classes=C&num_features=F&homophily=H&seed=S]; "
+    "`gnnscale datasets` describes every name and option"
+)
 
+
+def _add_dataset_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument(
-        "--dataset", required=required, default=None if required else None, metavar="NAME",
-        help="dataset to load. " + DATASET_HELP,
+        "--dataset", required=required, default=None, metavar="NAME",
+        help="dataset to load: " + DATASET_NAMES,
     )
     p.add_argument(
         "--root", default=None, metavar="DIR",
@@ -96,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_partition_args(t)
     t.add_argument("--epochs", type=int, default=10, help="training epochs")
     t.add_argument("--fanouts", type=_int_list, default=[10, 10], help="neighbors per hop from the seeds outwards; -1 = all; one per layer")
+    t.add_argument("--num-layers", type=int, default=None, help="model layers (default: the number of fanouts; must match it)")
     t.add_argument("--eval-fanouts", type=_int_list, default=None, help="fanouts for evaluation (default: --fanouts)")
     t.add_argument("--batch-size", type=int, default=512, help="seed nodes per step per worker")
     t.add_argument("--eval-batch-size", type=int, default=2048, help="seed nodes per evaluation step per worker")
@@ -111,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--threads", type=int, default=None, help="torch threads per worker (default: cores / workers)")
     t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar (default: only on a terminal, never under CI)")
     t.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True, help="check each part's sha256 before training")
+
+    sub.add_parser(
+        "datasets", help="describe every dataset name and its options",
+        description="Describe every dataset name that --dataset accepts, with its options.",
+    )
 
     i = sub.add_parser(
         "info", help="print a partition folder's metadata and per-part sizes",
@@ -181,7 +193,7 @@ def cmd_train(args) -> int:
     )
     from gnnscale.samplers import check_fanouts
 
-    check_fanouts(cfg.fanouts)
+    check_fanouts(cfg.fanouts, num_layers=args.num_layers)
     if cfg.eval_fanouts is not None:
         check_fanouts(cfg.eval_fanouts, num_layers=len(cfg.fanouts))
     if in_torchrun():
@@ -199,6 +211,12 @@ def cmd_train(args) -> int:
                 f"`gnnscale partition --parts {workers} ...`"
             )
         parts_dir = args.parts_dir
+        if cfg.verify:  # fail fast, before any worker starts, on a corrupt part
+            from gnnscale.partitioning import verify_part
+
+            for p in range(meta["num_parts"]):
+                verify_part(parts_dir, p)
+            cfg.verify = False
     else:
         args.dataset = args.dataset or DEFAULT_DATASET
         args.workers = args.workers if args.workers is not None else 2
@@ -242,12 +260,38 @@ def cmd_info(args) -> int:
     return 0
 
 
+_NUMBER_LIST = re.compile(r"^-?\d+(,-?\d+)*$")
+
+
+def _join_negative_lists(argv: list[str]) -> list[str]:
+    """Let ``--fanouts -1,-1`` work: argparse would read ``-1,-1`` as an option."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok in ("--fanouts", "--eval-fanouts") and i + 1 < len(argv) and _NUMBER_LIST.match(argv[i + 1]):
+            out.append(f"{tok}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(tok)
+        i += 1
+    return out
+
+
+def cmd_datasets(args) -> int:
+    from gnnscale.datasets import DATASET_HELP
+
+    print(DATASET_HELP)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from gnnscale.logs import setup_logging
 
     setup_logging()
+    argv = _join_negative_lists(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
-    commands = {"partition": cmd_partition, "train": cmd_train, "info": cmd_info}
+    commands = {"partition": cmd_partition, "train": cmd_train, "info": cmd_info, "datasets": cmd_datasets}
     try:
         return commands[args.command](args)
     except GnnscaleError as err:

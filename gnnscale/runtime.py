@@ -18,6 +18,7 @@ import logging
 import multiprocessing as mp
 import multiprocessing.connection
 import os
+import pickle
 import socket
 import sys
 import time
@@ -112,7 +113,8 @@ def _entry(fn: Callable, rank: int, world: int, port: int, threads: int, args: t
     torch.set_num_threads(threads)
     try:
         result = fn(*args)
-        queue.put((rank, "ok", result))
+        # Plain pickle: tensors travel by value, not as shared-memory handles that die with us.
+        queue.put((rank, "ok", pickle.dumps(result)))
         code = 0
     except GnnscaleError as err:
         queue.put((rank, "error", f"{type(err).__name__}: {err}"))
@@ -212,7 +214,7 @@ def _collect(procs, results: dict, terminated: set[int]) -> list[Any]:
         else:
             errors.append((1, r, f"exited with code {p.exitcode} without reporting a result (killed or died)"))
     if not errors:
-        return [results[r][1] for r in range(len(procs))]
+        return [pickle.loads(results[r][1]) for r in range(len(procs))]
     errors.sort()
     _, first_rank, first_msg = errors[0]
     others = "; ".join(f"worker {r}: {m.splitlines()[0]}" for _, r, m in errors[1:])

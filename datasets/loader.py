@@ -1,0 +1,137 @@
+"""``load_dataset``: one entry point that dispatches a dataset name to its source module.
+
+Names (options may follow as a URL query, ``NAME?key=value&key2=value2``; keyword
+options override query options):
+
+* ``planetoid:cora|citeseer|pubmed`` (or ``cora``, ``citeseer``, ``pubmed``) -> :mod:`.planetoid`
+* ``npz:PATH`` -> :mod:`.npz`
+* ``dir:PATH`` -> :mod:`.directory`
+* ``ogbn-*`` -> :mod:`.ogb`
+* ``synthetic`` -> :mod:`.synthetic`
+
+A ``root=...`` query item is accepted as the ``root`` argument (handy on a command line).
+"""
+
+from __future__ import annotations
+
+import logging
+from types import ModuleType
+from typing import Any
+
+from torch_geometric.data import Data
+
+from gnnscale.datasets import directory, npz, ogb, planetoid, synthetic
+from gnnscale.datasets._options import canonical_name, format_options, resolve_options, split_spec
+from gnnscale.errors import DatasetError
+
+logger = logging.getLogger(__name__)
+
+_SOURCES: dict[str, ModuleType] = {
+    "planetoid": planetoid,
+    "npz": npz,
+    "dir": directory,
+    "ogbn": ogb,
+    "synthetic": synthetic,
+}
+_ALIASES = {n: f"planetoid:{n}" for n in planetoid.NAMES}
+VALID_NAMES = (
+    "planetoid:cora",
+    "planetoid:citeseer",
+    "planetoid:pubmed",
+    "cora",
+    "citeseer",
+    "pubmed",
+    "npz:PATH",
+    "dir:PATH",
+    "ogbn-arxiv",
+    "ogbn-products",
+    "ogbn-papers100M",
+    "ogbn-<other>",
+    "synthetic",
+)
+
+
+def _help() -> str:
+    parts = [
+        "Datasets: NAME or NAME?key=value&key2=value2 (values are parsed as int, float, true/false or "
+        "text; root=DIR may be given the same way).",
+        "Every dataset gives x float32 [N,F], y int64 [N] (-1 = unlabelled), edge_index int64 [2,E] "
+        "(no duplicates), bool train/val/test masks.",
+        "",
+    ]
+    for module in (planetoid, npz, directory, ogb, synthetic):
+        parts.append(module.HELP)
+        if module.OPTIONS:
+            parts.append(format_options(module.OPTIONS))
+        parts.append("")
+    return "\n".join(parts).rstrip() + "\n"
+
+
+DATASET_HELP: str = _help()
+
+
+def _unknown(name: str) -> DatasetError:
+    return DatasetError(
+        f"expected a dataset name among {', '.join(VALID_NAMES)}, found {name!r}; "
+        "pick one of those (see `gnnscale --help`)"
+    )
+
+
+def parse_name(name: str) -> tuple[str, str, str, dict[str, Any]]:
+    """Split a dataset name into ``(source, arg, canonical base, query options)``.
+
+    ``source`` is a key of the source table (``planetoid``, ``npz``, ``dir``, ``ogbn``,
+    ``synthetic``); ``arg`` is what follows ``source:`` (the ogbn name for OGB).
+    """
+    base, query = split_spec(name)
+    base = _ALIASES.get(base.lower(), base)
+    if base.lower().startswith("ogbn-"):
+        return "ogbn", base, base, query
+    if base.lower() == "synthetic":
+        return "synthetic", "", "synthetic", query
+    scheme, sep, arg = base.partition(":")
+    scheme = scheme.lower()
+    if not sep or scheme not in ("planetoid", "npz", "dir", "synthetic"):
+        raise _unknown(name)
+    if scheme == "synthetic":
+        if arg:
+            raise _unknown(name)
+        return "synthetic", "", "synthetic", query
+    if not arg:
+        raise DatasetError(
+            f"expected {scheme}:<{'name' if scheme == 'planetoid' else 'path'}>, found {name!r} with nothing "
+            f"after ':'; e.g. {'planetoid:cora' if scheme == 'planetoid' else scheme + ':/data/graph'}"
+        )
+    if scheme == "planetoid":
+        arg = arg.lower()
+    return scheme, arg, f"{scheme}:{arg}", query
+
+
+def load_dataset(name: str, root: str | None = None, **options: Any) -> Data:
+    """Load a dataset by name (see :data:`DATASET_HELP` for names and options).
+
+    Args:
+        name: e.g. ``planetoid:cora``, ``npz:/data/squirrel.npz?split=3``, ``dir:/data/g``,
+            ``ogbn-arxiv``, ``synthetic?num_nodes=1000000&avg_degree=20``.
+        root: data folder (its meaning depends on the source; ``None`` = the source's default).
+        **options: source options; they override options given in ``name``.
+
+    Returns:
+        ``Data`` with ``x`` float32 [N, F], ``y`` int64 [N] (-1 = unlabelled, in no mask),
+        ``edge_index`` int64 [2, E] (row 0 source, row 1 target, no duplicate edges),
+        bool ``train_mask``/``val_mask``/``test_mask`` [N], ``num_classes`` (int) and
+        ``name`` (str: the canonical name, with the options that were given).
+
+    Raises:
+        DatasetError: unknown name or option, missing or malformed files.
+    """
+    source, arg, base, query = parse_name(name)
+    if "root" in query:
+        query_root = query.pop("root")
+        if root is None:
+            root = str(query_root)
+    module = _SOURCES[source]
+    resolved = resolve_options(source, module.OPTIONS, query, options)
+    canonical = canonical_name(base, query, options)
+    logger.debug("load_dataset(%r): source=%s arg=%r root=%r options=%s", name, source, arg, root, resolved)
+    return module.load(arg, None if root is None else str(root), resolved, canonical)

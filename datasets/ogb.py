@@ -1,0 +1,320 @@
+"""OGB node-property-prediction datasets (``ogbn-*``) through ``ogb.nodeproppred``.
+
+Name: any homogeneous single-task ``ogbn-*`` of ogb's master.csv: ``ogbn-arxiv``,
+``ogbn-products``, ``ogbn-papers100M`` (ogbn-mag is heterogeneous and ogbn-proteins
+multi-task: both are refused with an explanation). ``root`` (default ``$GNNSCALE_DATA``,
+else ``./data``) is the OGB root: the dataset lives in ``ROOT/<name with - replaced by _>/``.
+
+Offline use: files already there are used. They are checked *before* ogb is called, so
+ogb never reaches its interactive prompts: a folder that exists but misses files raises
+:class:`~gnnscale.errors.DatasetError` naming the folder and the missing files; a
+folder that does not exist is downloaded by ogb (option ``download``, default true) after
+a reachability probe of the URL with a timeout (``download_timeout`` seconds), and a
+failed probe raises DatasetError naming the folder and the files expected. While ogb runs,
+``input()`` inside ogb answers "y" only to ogb's "This will download N GB" question (the
+caller asked for the dataset) and raises DatasetError for any other question; ogb's
+``exit()`` becomes a DatasetError too.
+
+ogb caches the parsed raw files in ``processed/data_processed`` (a protocol-4 pickle of
+numpy arrays that ``torch.load(weights_only=True)`` cannot read); ogb's own loads of that
+file and of ``split/<split>/split_dict.pt`` use ``weights_only=False``, as PyG does for
+files of this kind. These files are written by ogb in the user's data folder; do not
+put files from untrusted sources there.
+
+Conversion: ``x = node_feat`` as float32; labels ``[N, 1]`` squeezed to int64 ``[N]``
+with NaN (papers100M's unlabelled nodes) -> -1; masks from ``get_idx_split()``
+(train/valid/test); edges symmetrized (option ``undirected``, default true; arxiv and
+papers100M are stored directed), duplicates and self loops removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from gnnscale.datasets._data import make_data
+from gnnscale.datasets._graph import check_edge_ids, clean_edges
+from gnnscale.datasets._options import Option
+from gnnscale.errors import DatasetError
+
+logger = logging.getLogger(__name__)
+
+OPTIONS: dict[str, Option] = {
+    "download": Option(bool, True, "download through ogb when the dataset folder does not exist"),
+    "download_timeout": Option(float, 10.0, "seconds to wait for the download server before giving up"),
+    "undirected": Option(bool, True, "store every edge in both directions"),
+}
+HELP = (
+    "ogbn-arxiv | ogbn-products | ogbn-papers100M | any homogeneous single-task ogbn-*\n"
+    "    OGB node property prediction via ogb.nodeproppred (pip install gnnscale[ogb]); root = OGB\n"
+    "    root (default $GNNSCALE_DATA or ./data), dataset folder ROOT/ogbn_<name>/; files already\n"
+    "    there are used offline. Symmetrized; NaN labels -> -1; OGB split. Options:"
+)
+
+
+def default_root() -> str:
+    """``$GNNSCALE_DATA`` if set, else ``./data``."""
+    return os.environ.get("GNNSCALE_DATA") or "data"
+
+
+def _import_ogb():
+    """Import ``ogb.nodeproppred`` without ogb's background PyPI version check.
+
+    ogb's ``__init__`` starts a (non-daemon) thread that asks PyPI for the latest version
+    when the ``outdated`` package is installed; offline that is a network call at import
+    and, with a hanging DNS, a hang at exit. Hiding ``outdated`` during the import skips it.
+    """
+    hide = "outdated" not in sys.modules and "ogb" not in sys.modules
+    if hide:
+        sys.modules["outdated"] = None  # type: ignore[assignment]  # makes `import outdated` fail
+    try:
+        import ogb.nodeproppred as nodeproppred
+        import ogb.nodeproppred.dataset as ogb_dataset
+        import ogb.utils.url as ogb_url
+    except ImportError as exc:
+        raise DatasetError(
+            f"expected the 'ogb' package for dataset names ogbn-*, found it is not importable ({exc}); "
+            "install it with: pip install gnnscale[ogb]"
+        ) from None
+    finally:
+        if hide:
+            sys.modules.pop("outdated", None)
+    return nodeproppred, ogb_dataset, ogb_url
+
+
+def _master(nodeproppred) -> dict[str, dict[str, str]]:
+    import pandas as pd
+
+    path = os.path.join(os.path.dirname(nodeproppred.__file__), "master.csv")
+    return pd.read_csv(path, index_col=0, keep_default_na=False).to_dict()
+
+
+def _meta(name: str, master: dict[str, dict[str, str]]) -> tuple[str, dict[str, str]]:
+    lookup = {k.lower(): k for k in master}
+    key = lookup.get(name.lower())
+    if key is None:
+        raise DatasetError(
+            f"expected an OGB node-property dataset name in {sorted(master)}, found {name!r}; "
+            "fix the spelling"
+        )
+    meta = master[key]
+    if meta["is hetero"] == "True":
+        raise DatasetError(
+            f"expected a homogeneous ogbn dataset, found {key} which is heterogeneous (several "
+            "node types); it is not supported, use ogbn-arxiv, ogbn-products or ogbn-papers100M"
+        )
+    if int(meta["num tasks"]) != 1 or "multiclass" not in meta["task type"]:
+        raise DatasetError(
+            f"expected a single-label multiclass ogbn dataset, found {key} with {meta['num tasks']} "
+            f"tasks ({meta['task type']}); it is not supported, use ogbn-arxiv, ogbn-products or "
+            "ogbn-papers100M"
+        )
+    return key, meta
+
+
+def expected_files(meta: dict[str, str]) -> tuple[list[str], list[str], list[str]]:
+    """The files ogb needs, relative to the dataset folder.
+
+    Returns ``(always, raw, split)``: ``always`` = the release marker; ``raw`` = the raw
+    graph files (not needed when ``processed/data_processed`` exists); ``split`` = the split
+    files (``split/<split>/split_dict.pt`` replaces them).
+    """
+    always = [f"RELEASE_v{meta['version']}.txt"]
+    if meta["binary"] == "True":
+        raw = ["raw/data.npz", "raw/node-label.npz"]
+    else:
+        raw = ["raw/edge.csv.gz"]
+        if meta["has_node_attr"] == "True":
+            raw.append("raw/node-feat.csv.gz")
+        raw += ["raw/node-label.csv.gz", "raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz"]
+        if meta["additional node files"] != "None":
+            raw += [f"raw/{f}.csv.gz" for f in meta["additional node files"].split(",")]
+    split = [f"split/{meta['split']}/{p}.csv.gz" for p in ("train", "valid", "test")]
+    return always, raw, split
+
+
+def _missing(folder: Path, meta: dict[str, str]) -> list[str]:
+    """Files of ``expected_files`` absent from ``folder`` (alternatives taken into account)."""
+    always, raw, split = expected_files(meta)
+    missing = [f for f in always if not (folder / f).is_file()]
+    if not (folder / "processed" / "data_processed").is_file():
+        missing += [f for f in raw if not (folder / f).is_file()]
+    if not (folder / "split" / meta["split"] / "split_dict.pt").is_file():
+        missing += [f for f in split if not (folder / f).is_file()]
+    return missing
+
+
+def _describe_expected(folder: Path, meta: dict[str, str]) -> str:
+    always, raw, split = expected_files(meta)
+    return (
+        f"{folder}/ should hold {', '.join(always + raw + split)} (or processed/data_processed "
+        "instead of the raw/ files)"
+    )
+
+
+def _has_data(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.iterdir())
+
+
+def _probe(url: str, timeout: float) -> None:
+    request = urllib.request.Request(url, method="HEAD")
+    with urllib.request.urlopen(request, timeout=timeout):
+        pass
+
+
+class _TorchForOgb:
+    """Stands in for the ``torch`` module inside ogb's dataset module: ``load`` reads ogb's
+    own numpy-pickle caches (see the module docstring); everything else is torch."""
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(torch, attr)
+
+    @staticmethod
+    def load(path, *args, **kwargs):
+        kwargs["weights_only"] = False
+        return torch.load(path, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def _guarded(ogb_dataset, ogb_url, name: str, folder: Path, allow_download: bool) -> Iterator[io.StringIO]:
+    """Run ogb with its prompts, ``exit()``, ``torch.load`` and prints under control."""
+
+    def _input(prompt: str = "") -> str:
+        if prompt.startswith("This will download") and allow_download:
+            logger.warning("ogb: %s -> yes (download requested by loading %s)", prompt.strip(), name)
+            return "y"
+        raise DatasetError(
+            f"expected ogb to load {name} from {folder} without questions, found it asking "
+            f"{prompt.strip()!r} (stdin is not used); check the files in {folder} or remove the "
+            "folder to download it again"
+        )
+
+    def _exit(code: Any = None) -> None:
+        raise DatasetError(
+            f"expected ogb to load {name} into {folder}, found it stopped (exit({code!r})); "
+            "place the dataset files there by hand"
+        )
+
+    patched = [(ogb_dataset, "input", _input), (ogb_url, "input", _input), (ogb_dataset, "exit", _exit),
+               (ogb_dataset, "torch", _TorchForOgb())]
+    saved = [(mod, attr, mod.__dict__.get(attr, _MISSING)) for mod, attr, _ in patched]
+    for mod, attr, value in patched:
+        setattr(mod, attr, value)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            yield out
+    finally:
+        for mod, attr, value in saved:
+            if value is _MISSING:
+                delattr(mod, attr)
+            else:
+                setattr(mod, attr, value)
+        if out.getvalue().strip():
+            logger.debug("ogb output:\n%s", out.getvalue().strip())
+
+
+_MISSING = object()
+
+
+def _open_dataset(name: str, root: Path, options: dict):
+    nodeproppred, ogb_dataset, ogb_url = _import_ogb()
+    key, meta = _meta(name, _master(nodeproppred))
+    folder = root / "_".join(key.split("-"))
+    if _has_data(folder):
+        missing = _missing(folder, meta)
+        if missing:
+            raise DatasetError(
+                f"expected a complete {key} dataset in {folder}/, found these files missing: "
+                f"{', '.join(missing)}; {_describe_expected(folder, meta)}. Copy the missing files "
+                f"(the RELEASE file marks the ogb data version; an empty file is enough if the data "
+                f"is version {meta['version']}) or delete the folder to download it again"
+            )
+        (folder / "processed").mkdir(exist_ok=True)  # ogb saves its cache there
+    else:
+        reason = "download=false"
+        if options["download"]:
+            try:
+                _probe(meta["url"], options["download_timeout"])
+                reason = ""
+            except Exception as exc:  # no network, DNS failure, timeout, HTTP error
+                reason = f"the download of {meta['url']} failed ({type(exc).__name__}: {exc})"
+        if reason:
+            if (root / "raw").is_dir() or root.name == folder.name:
+                reason += f"; note that {root} looks like a dataset folder itself: root must be its parent"
+            raise DatasetError(
+                f"expected the {key} dataset in {folder}/, found no files there and {reason}; "
+                f"{_describe_expected(folder, meta)}. Download {meta['url']} on a machine with "
+                f"network access and unzip it into {root}/, renaming its top folder {meta['download_name']}/ to "
+                f"{folder.name}/, "
+                "or pass root=<the OGB root that holds it> (or set $GNNSCALE_DATA)"
+            )
+        if folder.is_dir():
+            folder.rmdir()  # empty: ogb would otherwise ask whether to "update" it
+        logger.info("downloading %s into %s through ogb", key, root)
+    with _guarded(ogb_dataset, ogb_url, key, folder, options["download"]):
+        try:
+            dataset = nodeproppred.NodePropPredDataset(name=key, root=str(root))
+            graph, labels = dataset[0]
+            split = dataset.get_idx_split()
+        except DatasetError:
+            raise
+        except Exception as exc:
+            raise DatasetError(
+                f"expected ogb to read {key} from {folder}/, found an error ({type(exc).__name__}: "
+                f"{exc}); {_describe_expected(folder, meta)}. If processed/ holds a stale cache, "
+                "delete processed/data_processed"
+            ) from exc
+    return key, folder, graph, labels, split
+
+
+def load(arg: str, root: str | None, options: dict, name: str) -> Data:
+    """Load ``ogbn-*`` (``arg`` is the ogbn name); see the module docstring."""
+    base = Path(root if root is not None else default_root()).expanduser()
+    key, folder, graph, labels, split = _open_dataset(arg, base, options)
+    n = int(graph["num_nodes"])
+    feat = graph.get("node_feat")
+    if feat is None:
+        raise DatasetError(f"expected node features in {key} ({folder}), found none; this dataset is not supported")
+    lab = np.asarray(labels)
+    lab = lab.reshape(lab.shape[0], -1) if lab.ndim else lab.reshape(1, 1)
+    if lab.shape != (n, 1):
+        raise DatasetError(f"expected labels [{n}, 1] in {key} ({folder}), found {lab.shape}; the files do not belong together")
+    if lab.dtype.kind == "f":
+        y = np.nan_to_num(lab[:, 0], nan=-1.0).astype(np.int64)  # NaN = unlabelled -> -1
+    else:
+        y = lab[:, 0].astype(np.int64)
+    edges = np.asarray(graph["edge_index"])
+    check_edge_ids(edges[0], edges[1], n, f"{key} ({folder})")
+    edge_index = clean_edges(edges[0], edges[1], n, undirected=options["undirected"])
+    del edges, graph
+    masks = []
+    for part in ("train", "valid", "test"):
+        idx = np.asarray(split[part], dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise DatasetError(
+                f"expected {part} ids in [0, {n}) in {folder}/split, found {int(idx.min())}..{int(idx.max())}; "
+                "the split does not belong to this graph"
+            )
+        m = np.zeros(n, dtype=bool)
+        m[idx] = True
+        masks.append(m)
+    data = make_data(
+        x=np.asarray(feat), y=y, edge_index=edge_index, train_mask=masks[0], val_mask=masks[1],
+        test_mask=masks[2], name=name, where=f"{key} ({folder})",
+    )
+    logger.info(
+        "loaded %s from %s: %d nodes, %d edges, %d features, %d classes, %d unlabelled",
+        name, folder, n, edge_index.shape[1], data.x.shape[1], data.num_classes, int((y < 0).sum()),
+    )
+    return data

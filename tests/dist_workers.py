@@ -1,0 +1,69 @@
+"""Worker bodies for multi-process tests (importable by spawned processes).
+
+Each runs inside a process started by ``gnnscale.runtime.launch_local`` (gloo on 127.0.0.1,
+a free port, a timeout on every collective) and returns plain tensors to the test.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from gnnscale.comm import Communicator
+from gnnscale.feature_store import DistFeatureStore
+from gnnscale.models import GraphSAGE
+from gnnscale.partitioning import load_part
+from gnnscale.runtime import init_distributed
+from gnnscale.samplers import DistNeighborSampler
+
+
+def sample_fetch_forward(parts_dir: str, seeds_orig: torch.Tensor, new_of_old: torch.Tensor, fanouts, seed: int, hidden: int):
+    """Sample ``seeds_orig`` (original ids) on this rank, fetch features, run a fixed model.
+
+    Returns blocks in ORIGINAL ids, the fetched input features, the outputs and the
+    communication counters, so the test can compare with a single process.
+    """
+    info = init_distributed(timeout=60)
+    part = load_part(parts_dir, info.rank)
+    comm = Communicator(info.rank, info.world_size, timeout=60)
+    sampler = DistNeighborSampler(part.indptr, part.indices, part.book, comm, fanouts, seed=seed, owned_keys=part.orig_ids)
+    store = DistFeatureStore(part, part.book, comm, part.meta["feature_dim"])
+    old_of_new = torch.empty_like(new_of_old)
+    old_of_new[new_of_old] = torch.arange(new_of_old.numel())
+    seeds = new_of_old[seeds_orig]
+    mb = sampler.sample(seeds, epoch=1, step=4)
+    sample_stats = comm.stats.snapshot()
+    comm.stats.reset()
+    x = store.fetch(mb.input_ids)
+    feature_stats = comm.stats.snapshot()
+    torch.manual_seed(123)
+    model = GraphSAGE(part.meta["feature_dim"], hidden, part.meta["num_classes"], len(fanouts), dropout=0.0)
+    model.eval()
+    with torch.no_grad():
+        out = model(x, mb.blocks)
+    blocks = [
+        {"src": old_of_new[b.src_ids], "dst": old_of_new[b.dst_ids], "edge_index": b.edge_index}
+        for b in mb.blocks
+    ]
+    owned = (mb.input_ids >= part.offset) & (mb.input_ids < part.offset + part.num_owned)
+    return {
+        "rank": info.rank,
+        "blocks": blocks,
+        "x": x,
+        "out": out,
+        "sample_stats": sample_stats,
+        "feature_stats": feature_stats,
+        "remote_frontier_ids": mb.stats["remote_frontier_ids"],
+        "input_remote_rows": int((~owned).sum()),
+        "pid": os.getpid(),
+    }
+
+
+def die_on_rank(rank_to_die: int, timeout: float):
+    """Rank ``rank_to_die`` exits abruptly; the others block in a collective and must error out."""
+    info = init_distributed(timeout=timeout)
+    comm = Communicator(info.rank, info.world_size, timeout=timeout)
+    if info.rank == rank_to_die:
+        os._exit(17)
+    comm.all_reduce(torch.ones(1))
+    return "unreachable"

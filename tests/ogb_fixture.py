@@ -1,0 +1,136 @@
+"""Tiny offline OGB node-property datasets for tests.
+
+``write_tiny_ogb(root, name)`` writes the raw layout that ``ogb.nodeproppred.NodePropPredDataset``
+reads, so that ``NodePropPredDataset(name, root=root)`` (and ``load_dataset(name, root=root)``)
+loads it with no network and no interactive prompt:
+
+* ``ROOT/<name with - replaced by _>/RELEASE_v<version>.txt`` (version from ogb's master.csv;
+  without it ogb asks on stdin whether to update the dataset),
+* csv datasets (ogbn-arxiv, ogbn-products): ``raw/edge.csv.gz``, ``raw/node-feat.csv.gz``,
+  ``raw/node-label.csv.gz``, ``raw/num-node-list.csv.gz``, ``raw/num-edge-list.csv.gz`` and each
+  "additional node file" of master.csv (``raw/node_year.csv.gz`` for arxiv),
+* binary datasets (ogbn-papers100M): ``raw/data.npz`` (``edge_index``, ``num_nodes_list``,
+  ``num_edges_list``, ``node_feat``, ``node_year``) and ``raw/node-label.npz`` (``node_label``
+  float [N, 1], NaN = unlabelled, like the real papers100M),
+* ``split/<split>/{train,valid,test}.csv.gz`` (split name from master.csv: ``time`` for arxiv and
+  papers100M, ``sales_ranking`` for products), and an empty ``processed/`` folder.
+
+The graph, labels and features come from :func:`gnnscale.datasets.generate_synthetic`
+(homophily 0.9, low feature noise), so labels are learnable from features + graph.
+Edges are stored like the real datasets: once per undirected edge, in a random direction
+for the directed ones (``add_inverse_edge`` False: arxiv, papers100M), canonically for
+products (ogb adds the reverse edges itself).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import numpy as np
+
+from gnnscale.datasets import generate_synthetic
+
+
+def _master() -> dict[str, dict[str, str]]:
+    import pandas as pd
+    import ogb.nodeproppred
+
+    path = os.path.join(os.path.dirname(ogb.nodeproppred.__file__), "master.csv")
+    return pd.read_csv(path, index_col=0, keep_default_na=False).to_dict()
+
+
+def _write_csv_gz(path: Path, array: np.ndarray, fmt: str) -> None:
+    array = np.asarray(array)
+    if array.ndim == 1:
+        array = array[:, None]
+    with gzip.open(path, "wt") as f:
+        np.savetxt(f, array, fmt=fmt, delimiter=",")
+
+
+def write_tiny_ogb(
+    root: str | os.PathLike,
+    name: str = "ogbn-arxiv",
+    num_nodes: int = 200,
+    num_features: int = 16,
+    num_classes: int = 5,
+    seed: int = 0,
+) -> str:
+    """Write a tiny dataset in OGB's raw layout for ``name`` under ``root``.
+
+    Args:
+        root: the OGB root (what is passed as ``root=`` to ogb / load_dataset).
+        name: an ogbn name from ogb's master.csv; homogeneous single-task ones
+            (ogbn-arxiv, ogbn-products, ogbn-papers100M) are supported.
+        num_nodes, num_features, num_classes: sizes; about 6 edges per node.
+        seed: seed of everything (graph, features, labels, split).
+
+    Returns:
+        The dataset folder ``ROOT/<name with '-' -> '_'>`` as a string.
+        For papers100M about 10% of the nodes are unlabelled (NaN) and in no split;
+        the labelled nodes are split 60/20/20 at random (train/valid/test).
+    """
+    meta = _master().get(name)
+    if meta is None:
+        raise ValueError(f"unknown ogbn name {name!r}")
+    if meta["is hetero"] == "True" or int(meta["num tasks"]) != 1:
+        raise ValueError(f"{name} is heterogeneous or multi-task; write_tiny_ogb supports single-task homogeneous graphs")
+    folder = Path(root) / "_".join(name.split("-"))
+    raw = folder / "raw"
+    split_dir = folder / "split" / meta["split"]
+    for d in (raw, split_dir, folder / "processed"):
+        d.mkdir(parents=True, exist_ok=True)
+    (folder / f"RELEASE_v{meta['version']}.txt").write_text(f"tiny test copy of {name}\n")
+
+    rng = np.random.default_rng(seed)
+    g = generate_synthetic(
+        num_nodes=num_nodes,
+        avg_degree=min(6.0, (num_nodes - 1) / 2),
+        num_classes=num_classes,
+        num_features=num_features,
+        homophily=0.9,
+        feature_noise=0.5,
+        seed=seed,
+    )
+    x = g.x.numpy()
+    y = g.y.numpy()
+    src, dst = g.edge_index.numpy()
+    upper = src < dst
+    edges = np.stack([src[upper], dst[upper]])  # each undirected edge once: [2, E]
+    if meta["add_inverse_edge"] != "True":
+        flip = rng.random(edges.shape[1]) < 0.5
+        edges[:, flip] = edges[::-1, flip]
+    year = rng.integers(2010, 2021, size=num_nodes)
+
+    labelled = np.ones(num_nodes, dtype=bool)
+    if meta["binary"] == "True":  # papers100M: most nodes are unlabelled; keep 90% here
+        labelled = rng.random(num_nodes) >= 0.1
+    ids = rng.permutation(np.flatnonzero(labelled))
+    n_tr, n_va = int(0.6 * ids.size), int(0.2 * ids.size)
+    for part, idx in (("train", ids[:n_tr]), ("valid", ids[n_tr : n_tr + n_va]), ("test", ids[n_tr + n_va :])):
+        _write_csv_gz(split_dir / f"{part}.csv.gz", np.sort(idx), "%d")
+
+    if meta["binary"] == "True":
+        np.savez_compressed(
+            raw / "data.npz",
+            edge_index=edges.astype(np.int64),
+            num_nodes_list=np.array([num_nodes], dtype=np.int64),
+            num_edges_list=np.array([edges.shape[1]], dtype=np.int64),
+            node_feat=x.astype(np.float32),
+            node_year=year[:, None].astype(np.int64),
+        )
+        label = y.astype(np.float64)[:, None]
+        label[~labelled] = np.nan
+        np.savez_compressed(raw / "node-label.npz", node_label=label)
+    else:
+        _write_csv_gz(raw / "edge.csv.gz", edges.T, "%d")
+        _write_csv_gz(raw / "node-feat.csv.gz", x, "%.6f")
+        _write_csv_gz(raw / "node-label.csv.gz", y, "%d")
+        _write_csv_gz(raw / "num-node-list.csv.gz", np.array([num_nodes]), "%d")
+        _write_csv_gz(raw / "num-edge-list.csv.gz", np.array([edges.shape[1]]), "%d")
+        extra = meta["additional node files"]
+        for extra_name in ([] if extra == "None" else extra.split(",")):
+            values = year if extra_name == "node_year" else rng.integers(0, 10, size=num_nodes)
+            _write_csv_gz(raw / f"{extra_name}.csv.gz", values, "%d")
+    return str(folder)

@@ -1,0 +1,123 @@
+"""The command line as a user meets it: help texts, bad input -> one clear message and exit 2."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+
+def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    """Run ``python -m gnnscale ARGS`` with a hard timeout (a hang fails the test)."""
+    env = dict(os.environ, CI="1")
+    return subprocess.run(
+        [sys.executable, "-m", "gnnscale", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+@pytest.fixture(scope="module")
+def cora_root(shared_data):
+    return str(shared_data / "planetoid" / "raw")
+
+
+@pytest.fixture(scope="module")
+def cora2(cora_root, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "cora2"
+    r = run_cli("partition", "--dataset", "planetoid:cora", "--root", cora_root, "--parts", "2", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+@pytest.mark.parametrize("cmd", ["partition", "train", "info"])
+def test_help_lists_options_with_defaults(cmd):
+    r = run_cli(cmd, "--help", timeout=60)
+    assert r.returncode == 0
+    if cmd == "train":
+        for opt in ["--parts-dir", "--dataset", "--workers", "--epochs", "--fanouts", "--batch-size", "--hidden",
+                    "--lr", "--seed", "--metrics", "--port", "--timeout"]:
+            assert opt in r.stdout, opt
+        assert "(default: 10)" in r.stdout  # epochs
+    if cmd == "partition":
+        assert "--method" in r.stdout and "(default: metis)" in r.stdout
+
+
+def assert_clean_error(r: subprocess.CompletedProcess, *needles: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    for n in needles:
+        assert n in r.stderr, (n, r.stderr[-2000:])
+
+
+def test_unknown_dataset(tmp_path):
+    r = run_cli("partition", "--dataset", "nosuchset", "--parts", "2", "--out", str(tmp_path / "o"))
+    assert_clean_error(r, "nosuchset", "planetoid:")
+
+
+def test_missing_files_pubmed(cora_root, tmp_path):
+    r = run_cli("partition", "--dataset", "planetoid:pubmed", "--root", cora_root, "--parts", "2", "--out", str(tmp_path / "o"))
+    assert_clean_error(r, "ind.pubmed.allx")
+
+
+def test_missing_partition_folder(tmp_path):
+    r = run_cli("train", "--parts-dir", str(tmp_path / "absent"))
+    assert_clean_error(r, str(tmp_path / "absent"))
+
+
+def test_worker_count_must_match_parts(cora2):
+    r = run_cli("train", "--parts-dir", str(cora2), "--workers", "3", "--epochs", "1")
+    assert_clean_error(r, "--workers 3 does not match the 2 parts")
+
+
+def test_checksum_mismatch(cora2, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(cora2, bad)
+    y = bad / "part1" / "y.npy"
+    raw = bytearray(y.read_bytes())
+    raw[-1] ^= 0xFF
+    y.write_bytes(bytes(raw))
+    r = run_cli("train", "--parts-dir", str(bad), "--epochs", "1")
+    assert_clean_error(r, "part1/y.npy", "sha256")
+
+
+def test_fanouts_wrong_length(cora2):
+    r = run_cli("train", "--parts-dir", str(cora2), "--num-layers", "3", "--fanouts", "10,10")
+    assert_clean_error(r, "expected 3 fanouts")
+    r = run_cli("train", "--parts-dir", str(cora2), "--fanouts", "10,0")
+    assert_clean_error(r, "fanouts must be positive integers or -1")
+
+
+def test_port_in_use(cora2):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        r = run_cli("train", "--parts-dir", str(cora2), "--port", str(port), "--epochs", "1")
+    assert_clean_error(r, f"port {port}", "already in use")
+
+
+def test_info_prints_sizes_and_json(cora2):
+    r = run_cli("info", str(cora2), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "num_parts" in r.stdout and "2708" in r.stdout
+    r = run_cli("info", str(cora2), "--json", timeout=60)
+    info = json.loads(r.stdout)
+    assert info["meta"]["num_parts"] == 2 if "meta" in info else info["num_parts"] == 2
+
+
+def test_train_two_workers_writes_metrics(cora2, tmp_path):
+    metrics = tmp_path / "m.json"
+    r = run_cli("train", "--parts-dir", str(cora2), "--epochs", "4", "--batch-size", "32", "--hidden", "32", "--lr", "0.01",
+                "--metrics", str(metrics))
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads(metrics.read_text())
+    for key in ("val_acc", "test_acc", "epoch_seconds", "bytes_sent", "bytes_received"):
+        assert key in m
+    assert len(m["epochs"]) == 4
+    assert m["bytes_sent"] > 0 and m["bytes_sent"] == m["bytes_received"]
+    assert m["test_acc"] > 0.5  # 7 classes: chance is about 0.3
+    assert "epoch   3 | loss" in r.stderr

@@ -1,0 +1,104 @@
+"""Real multi-process runs (gloo on 127.0.0.1): distributed == single process; bytes counted."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from gnnscale.errors import PeerError
+from gnnscale.models import GraphSAGE
+from gnnscale.partitioning import load_meta, load_part, partition_graph, to_csc
+from gnnscale.runtime import launch_local
+from gnnscale.samplers import NeighborSampler
+
+from dist_workers import die_on_rank, sample_fetch_forward
+
+
+@pytest.fixture(scope="module")
+def cora(shared_data):
+    from gnnscale.datasets import load_dataset
+
+    return load_dataset("planetoid:cora", root=str(shared_data / "planetoid" / "raw"))
+
+
+def _partition(data, parts, tmp_path_factory):
+    out = tmp_path_factory.mktemp(f"cora{parts}")
+    partition_graph(data, parts, out, method="metis", dataset="planetoid:cora")
+    orig = [load_part(out, p).orig_ids for p in range(parts)]
+    old_of_new = torch.cat(orig)
+    new_of_old = torch.empty_like(old_of_new)
+    new_of_old[old_of_new] = torch.arange(old_of_new.numel())
+    return str(out), new_of_old
+
+
+def _reference(data, seeds_orig, fanouts, seed, rank, hidden):
+    n = data.num_nodes
+    indptr, indices = to_csc(data.edge_index, n, dedupe=True)
+    sampler = NeighborSampler(torch.from_numpy(indptr), torch.from_numpy(indices), fanouts, seed=seed)
+    mb = sampler.sample(seeds_orig, epoch=1, step=4, rank=rank)
+    x = data.x[mb.input_ids]
+    torch.manual_seed(123)
+    model = GraphSAGE(data.x.size(1), hidden, int(data.num_classes), len(fanouts), dropout=0.0)
+    model.eval()
+    with torch.no_grad():
+        out = model(x, mb.blocks)
+    return mb, x, out
+
+
+SEEDS = torch.arange(0, 2708, 23)  # original ids, spread over every part
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+@pytest.mark.parametrize("fanouts", [[-1, -1], [5, 3]])
+def test_distributed_equals_single_process(cora, parts, fanouts, tmp_path_factory):
+    parts_dir, new_of_old = _partition(cora, parts, tmp_path_factory)
+    results = launch_local(sample_fetch_forward, parts, args=(parts_dir, SEEDS, new_of_old, fanouts, 5, 16))
+    for res in results:
+        mb, x, out = _reference(cora, SEEDS, fanouts, seed=5, rank=res["rank"], hidden=16)
+        assert len(res["blocks"]) == len(mb.blocks)
+        for got, ref in zip(res["blocks"], mb.blocks):
+            assert torch.equal(got["src"], ref.src_ids)
+            assert torch.equal(got["dst"], ref.dst_ids)
+            assert torch.equal(got["edge_index"], ref.edge_index)
+        assert torch.equal(res["x"], x)
+        assert torch.allclose(res["out"], out, atol=1e-5, rtol=0)
+        # One request and one response exchange per hop, and nothing else.
+        rounds = res["sample_stats"]["rounds"]
+        assert rounds == {"sample_request": len(fanouts), "sample_response": len(fanouts)}
+
+
+def test_feature_bytes_equal_remote_rows_times_row_size(cora, tmp_path_factory):
+    parts_dir, new_of_old = _partition(cora, 2, tmp_path_factory)
+    meta = load_meta(parts_dir)
+    offsets = torch.tensor(meta["offsets"])
+    row_bytes = 4 * meta["feature_dim"]
+    results = launch_local(sample_fetch_forward, 2, args=(parts_dir, SEEDS, new_of_old, [5, 3], 5, 16))
+    for res in results:
+        r = res["rank"]
+        # Independently: the reference sampler's input nodes, owner by the partition's offsets.
+        mb, _, _ = _reference(cora, SEEDS, [5, 3], seed=5, rank=r, hidden=16)
+        new = new_of_old[mb.input_ids]
+        remote = int(((new < offsets[r]) | (new >= offsets[r + 1])).sum())
+        assert remote > 0
+        assert res["feature_stats"]["received"]["feature"] == remote * row_bytes
+        assert res["feature_stats"]["sent"]["feature_request"] == remote * 8
+    # What one rank receives the other sent.
+    assert results[0]["feature_stats"]["received"]["feature"] == results[1]["feature_stats"]["sent"]["feature"]
+    assert results[1]["feature_stats"]["received"]["feature"] == results[0]["feature_stats"]["sent"]["feature"]
+
+
+def test_one_part_moves_no_bytes(cora, tmp_path_factory):
+    parts_dir, new_of_old = _partition(cora, 1, tmp_path_factory)
+    (res,) = launch_local(sample_fetch_forward, 1, args=(parts_dir, SEEDS, new_of_old, [5, 3], 5, 16))
+    assert res["feature_stats"]["bytes_received"] == 0 and res["feature_stats"]["bytes_sent"] == 0
+    assert res["sample_stats"]["bytes_received"] == 0 and res["sample_stats"]["bytes_sent"] == 0
+    assert res["input_remote_rows"] == 0
+
+
+def test_dead_peer_ends_every_rank_with_an_error_naming_it():
+    t0 = time.monotonic()
+    with pytest.raises(PeerError, match="worker 1 of 2 failed"):
+        launch_local(die_on_rank, 2, args=(1, 20.0), grace=30)
+    assert time.monotonic() - t0 < 60
