@@ -1,16 +1,27 @@
 """``partition_graph``: validate, partition, relabel, write. Also the partitioner registry.
 
-A partitioner is ``fn(data, num_parts, *, balance, imbalance, seed) -> int [N]`` (numpy array
-or LongTensor) giving the part of every node. The registry below is the only place methods are
-looked up; add one with :func:`register_partitioner`.
+A partitioner is ``fn(data, num_parts, **options) -> int [N]`` (numpy array or LongTensor)
+giving the part of every node. Methods are looked up here only:
+
+* a registered name (built-ins: ``metis``, ``random``, ``hash``, ``range``, ``ldg``, ``fennel``,
+  see :mod:`gnnscale.partitioning.strategies`; add one with :func:`register_partitioner`);
+* or a plug-in ``"module.path:function"``, imported on use.
+
+``partition_graph`` passes ``balance``, ``imbalance`` and ``seed`` to a partitioner that names
+them in its signature (or takes ``**kwargs``) and the method's own ``options`` by keyword; an
+option the partitioner does not take is an error. The output is checked (shape ``[N]``, an
+integer dtype, ids in ``[0, P)``) with an error naming the function for each failure.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import json
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,45 +29,35 @@ import torch
 from torch_geometric.data import Data
 
 from gnnscale.errors import PartitionError
-from gnnscale.partitioning.format import write_partitions
-from gnnscale.partitioning.graph import to_undirected_csr
-from gnnscale.partitioning.metis import metis_partition
-from gnnscale.partitioning.weights import build_vertex_weights
+from gnnscale.partitioning.format import write_meta, write_partitions
+from gnnscale.partitioning.resources import ResourceMeter
+from gnnscale.partitioning.strategies import BUILTIN_STRATEGIES
 
 logger = logging.getLogger(__name__)
 
 Partitioner = Callable[..., "np.ndarray | torch.Tensor"]
 
-
-def _metis(
-    data: Data,
-    num_parts: int,
-    *,
-    balance: Sequence[str] = ("nodes", "train"),
-    imbalance: float = 0.05,
-    seed: int = 0,
-    **_: Any,
-) -> np.ndarray:
-    """Multi-constraint k-way METIS on the symmetrized graph; int64 ``[N]``."""
-    n = int(data.num_nodes)
-    indptr, indices = to_undirected_csr(data.edge_index, n)
-    weights = build_vertex_weights(data, balance)
-    return metis_partition(indptr, indices, num_parts, weights, imbalance=imbalance, seed=seed)
-
-
-_PARTITIONERS: dict[str, Partitioner] = {"metis": _metis}
+_PARTITIONERS: dict[str, Partitioner] = dict(BUILTIN_STRATEGIES)
+_STANDARD_KWARGS = ("balance", "imbalance", "seed")
+_PLUGIN_HINT = (
+    "give a registered method or a plug-in 'module.path:function' whose function is "
+    "fn(data, num_parts, **options) -> LongTensor[N]"
+)
 
 
 def register_partitioner(name: str, fn: Partitioner, *, overwrite: bool = False) -> None:
-    """Make ``fn`` available as ``partition_graph(..., method=name)``.
+    """Make ``fn`` available as ``partition_graph(..., method=name)`` (and ``--method name``).
 
     Args:
-        name: method name (what ``--method`` accepts).
-        fn: ``fn(data, num_parts, *, balance, imbalance, seed) -> int [N]``.
+        name: method name (no ``:``, which marks a plug-in path).
+        fn: ``fn(data, num_parts, **options) -> int [N]``; it may name ``balance``,
+            ``imbalance`` and ``seed`` to receive them.
         overwrite: allow replacing an existing method of that name.
     """
-    if not isinstance(name, str) or not name:
-        raise PartitionError(f"expected a non-empty method name, found {name!r}")
+    if not isinstance(name, str) or not name or ":" in name:
+        raise PartitionError(
+            f"expected a non-empty method name without ':', found {name!r}; pick a plain name"
+        )
     if not callable(fn):
         raise PartitionError(f"expected a callable partitioner for {name!r}, found {fn!r}")
     if name in _PARTITIONERS and not overwrite:
@@ -68,19 +69,178 @@ def register_partitioner(name: str, fn: Partitioner, *, overwrite: bool = False)
 
 
 def available_methods() -> list[str]:
-    """Names of the registered partitioners, sorted."""
-    return sorted(_PARTITIONERS)
+    """Names of the registered partitioners, built-ins first (``metis`` is the default)."""
+    return list(_PARTITIONERS)
+
+
+def _load_plugin(spec: str) -> Partitioner:
+    """Import ``"module.path:function"`` (the function may be ``Class.attr``)."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise PartitionError(
+            f"expected a plug-in method 'module.path:function', found {spec!r}; {_PLUGIN_HINT}"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise PartitionError(
+            f"expected an importable module {module_name!r} for the plug-in method {spec!r}, "
+            f"found an import error: {exc}; check the module path and that its folder is on "
+            "PYTHONPATH"
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - the plug-in's own code failed at import
+        raise PartitionError(
+            f"expected module {module_name!r} (plug-in method {spec!r}) to import, found "
+            f"{type(exc).__name__}: {exc} raised while importing it; fix that module"
+        ) from exc
+    obj: Any = module
+    for name in attr.split("."):
+        try:
+            obj = getattr(obj, name)
+        except AttributeError:
+            public = sorted(k for k in vars(module) if not k.startswith("_"))[:20]
+            raise PartitionError(
+                f"expected module {module_name!r} to define {attr!r} (plug-in method {spec!r}), "
+                f"found no such attribute (it has: {public}); fix the name after ':'"
+            ) from None
+    if not callable(obj):
+        raise PartitionError(
+            f"expected {spec!r} to be a function fn(data, num_parts, **options), found a "
+            f"{type(obj).__name__}; point the method at a function"
+        )
+    return obj
 
 
 def get_partitioner(method: str) -> Partitioner:
-    """The partitioner registered as ``method``; PartitionError listing the known ones if none."""
-    try:
+    """The partitioner of ``method``: a registered name or a plug-in ``module.path:function``.
+
+    Raises:
+        PartitionError: unknown name (the message lists the known ones), or a plug-in that
+            cannot be imported, lacks the attribute, or is not callable.
+    """
+    if isinstance(method, str) and method in _PARTITIONERS:
         return _PARTITIONERS[method]
-    except (KeyError, TypeError):
+    if isinstance(method, str) and ":" in method:
+        return _load_plugin(method)
+    raise PartitionError(
+        f"expected a partitioning method from {available_methods()}, found {method!r}; "
+        f"pick one of those, register_partitioner a new one, or pass 'module.path:function'"
+    )
+
+
+def _describe(method: str, fn: Partitioner) -> str:
+    """``'name' (module.qualname)`` for error messages."""
+    where = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    return f"{method!r} ({where})"
+
+
+def _call_kwargs(
+    fn: Partitioner, label: str, standard: dict[str, Any], options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Keyword arguments for ``fn``: the standard ones it names plus every user option."""
+    clash = sorted(set(options) & set(standard))
+    if clash:
         raise PartitionError(
-            f"expected a partitioning method from {available_methods()}, found {method!r}; "
-            "pick one of those (or register_partitioner a new one)"
-        ) from None
+            f"expected {clash} as partition_graph arguments, found them in options as well; "
+            "pass them once, as arguments"
+        )
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # builtins without a signature: pass everything
+        return {**standard, **options}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return {**standard, **options}
+    kw_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    positional = [p for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    skip = {p.name for p in positional[:2]}  # data, num_parts
+    accepted = [p.name for p in params if p.kind in kw_kinds and p.name not in skip]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise PartitionError(
+            f"expected options of method {label} among {accepted}, found unknown {unknown}; "
+            "drop them or use a method that takes them"
+        )
+    kwargs = {k: v for k, v in standard.items() if k in accepted}
+    kwargs.update(options)
+    return kwargs
+
+
+def _check_output(parts: Any, label: str, n: int, num_parts: int) -> np.ndarray:
+    """The partitioner output as int64 numpy ``[N]``, or a PartitionError naming the function."""
+    if isinstance(parts, torch.Tensor):
+        parts = parts.detach().cpu().numpy()
+    elif not isinstance(parts, np.ndarray):
+        try:
+            parts = np.asarray(parts)
+        except Exception:  # noqa: BLE001
+            parts = np.asarray(None)
+    if parts.dtype == object or parts.ndim == 0:
+        raise PartitionError(
+            f"expected partitioner {label} to return a LongTensor or int array of shape [{n}], "
+            f"found {type(parts).__name__} {parts!r:.80}; return one part id per node"
+        )
+    if parts.shape != (n,):
+        raise PartitionError(
+            f"expected partitioner {label} to return shape [{n}] (one part id per node), found "
+            f"shape {list(parts.shape)}; return a 1-D tensor with an id for every node"
+        )
+    if parts.dtype == np.bool_ or not np.issubdtype(parts.dtype, np.integer):
+        raise PartitionError(
+            f"expected partitioner {label} to return an integer dtype (a LongTensor), found "
+            f"dtype {parts.dtype}; return parts.long() (or .astype(np.int64))"
+        )
+    if n:
+        lo, hi = int(parts.min()), int(parts.max())
+        if lo < 0 or hi >= num_parts:
+            raise PartitionError(
+                f"expected partitioner {label} to return part ids in [0, {num_parts}), found "
+                f"ids in [{lo}, {hi}]; return ids between 0 and num_parts - 1"
+            )
+    return parts.astype(np.int64, copy=False)
+
+
+def _check_request(data: Data, num_parts: Any) -> tuple[int, int]:
+    if getattr(data, "edge_index", None) is None:
+        raise PartitionError("expected data.edge_index [2, E], found none; fix the dataset")
+    n = int(data.num_nodes) if data.num_nodes is not None else 0
+    if isinstance(num_parts, bool) or not isinstance(num_parts, (int, np.integer)):
+        raise PartitionError(
+            f"expected an integer num_parts, found {num_parts!r}; pass e.g. num_parts=4"
+        )
+    num_parts = int(num_parts)
+    if num_parts < 1 or num_parts > n:
+        raise PartitionError(
+            f"expected 1 <= num_parts <= number of nodes ({n}), found num_parts={num_parts}; "
+            f"choose between 1 and {n} parts"
+        )
+    return n, num_parts
+
+
+def assign_parts(
+    data: Data,
+    num_parts: int,
+    *,
+    method: str = "metis",
+    balance: Sequence[str] = ("nodes", "train"),
+    imbalance: float = 0.05,
+    seed: int = 0,
+    options: Mapping[str, Any] | None = None,
+) -> np.ndarray:
+    """Run a partitioner and check its output, without writing anything.
+
+    Args: as :func:`partition_graph`.
+
+    Returns:
+        int64 numpy ``[N]`` with values in ``[0, num_parts)``.
+    """
+    fn = get_partitioner(method)
+    label = _describe(method, fn)
+    n, num_parts = _check_request(data, num_parts)
+    if isinstance(balance, str):
+        balance = (balance,)
+    standard = {"balance": tuple(balance), "imbalance": float(imbalance), "seed": int(seed)}
+    kwargs = _call_kwargs(fn, label, standard, dict(options or {}))
+    return _check_output(fn(data, num_parts, **kwargs), label, n, num_parts)
 
 
 def partition_graph(
@@ -93,89 +253,100 @@ def partition_graph(
     imbalance: float = 0.05,
     seed: int = 0,
     dataset: str | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Partition ``data`` into ``num_parts`` parts and write the format-1 folder ``out_dir``.
 
     Args:
-        data: graph following the dataset contract (x, y, edge_index, masks, num_classes).
+        data: graph following the dataset contract (x, y, edge_index, masks, num_classes;
+            optional edge_weight [E] used by metis/ldg/fennel).
         num_parts: P, 1 <= P <= number of nodes.
         out_dir: output folder.
-        method: registered partitioner name (see :func:`available_methods`).
-        balance: balance constraints ("nodes", "train", "val", "test", "edges").
-        imbalance: allowed relative overweight per constraint (0.05 = 5%).
+        method: a name from :func:`available_methods` or a plug-in ``"module.path:function"``.
+        balance: METIS balance constraints ("nodes", "train", "val", "test", "edges").
+        imbalance: allowed relative overweight per constraint (0.05 = 5%); the default
+            ``slack`` of the streaming methods.
         seed: partitioner seed.
         dataset: name recorded in meta.json (default: ``data.name``).
+        options: the method's own keyword options (e.g. ``{"slack": 0.1}`` for fennel,
+            ``{"edge_weight": False}`` for metis); recorded in meta.json.
 
     Returns:
-        The meta dict written to ``out_dir/meta.json`` (includes ``partition_seconds``).
+        The meta dict written to ``out_dir/meta.json``: the format keys, the quality metrics
+        (``edge_cut``, ``edge_cut_fraction``, ``balance``, ``halo``, ``replication_factor``)
+        and the cost: ``partition_seconds`` / ``partition_peak_rss_bytes`` (the partitioner),
+        ``write_seconds``, ``total_seconds`` and ``peak_rss_bytes`` / ``peak_rss_growth_bytes``
+        (partitioner + writing; see :class:`~gnnscale.partitioning.resources.ResourceMeter`).
     """
-    partitioner = get_partitioner(method)
-    n = int(data.num_nodes) if data.num_nodes is not None else 0
-    if isinstance(num_parts, bool) or not isinstance(num_parts, (int, np.integer)):
-        raise PartitionError(f"expected an integer num_parts, found {num_parts!r}")
-    num_parts = int(num_parts)
-    if num_parts < 1 or num_parts > n:
-        raise PartitionError(
-            f"expected 1 <= num_parts <= number of nodes ({n}), found num_parts={num_parts}; "
-            f"choose between 1 and {n} parts"
-        )
-    if getattr(data, "edge_index", None) is None:
-        raise PartitionError("expected data.edge_index [2, E], found none; fix the dataset")
+    get_partitioner(method)  # fail on an unknown method before anything else
+    n, num_parts = _check_request(data, num_parts)
     if isinstance(balance, str):
         balance = (balance,)
     balance = tuple(balance)
+    options = dict(options or {})
     if dataset is None:
         dataset = str(getattr(data, "name", None) or "unknown")
-    num_edges = int(data.edge_index.shape[1])
     logger.info(
         "partitioning %s (%d nodes, %d edges) into %d parts with %s, balance=%s, "
-        "imbalance=%.3f, seed=%d",
+        "imbalance=%.3f, seed=%d%s",
         dataset,
         n,
-        num_edges,
+        int(data.edge_index.shape[1]),
         num_parts,
         method,
         ",".join(balance) or "none",
         imbalance,
         seed,
+        f", options={options}" if options else "",
     )
-    t0 = time.perf_counter()
-    parts = partitioner(data, num_parts, balance=balance, imbalance=imbalance, seed=seed)
-    seconds = time.perf_counter() - t0
-    if isinstance(parts, torch.Tensor):
-        parts = parts.detach().cpu().numpy()
-    parts = np.asarray(parts)
-    valid = parts.shape == (n,) and (n == 0 or np.issubdtype(parts.dtype, np.integer))
-    if valid and n:
-        valid = 0 <= int(parts.min()) and int(parts.max()) < num_parts
-    if not valid:
-        raise PartitionError(
-            f"expected partitioner {method!r} to return {n} integer part ids in "
-            f"[0, {num_parts}), found shape {tuple(parts.shape)} dtype {parts.dtype}; "
-            "fix the partitioner"
+    with ResourceMeter() as total:
+        with ResourceMeter() as step:
+            parts = assign_parts(
+                data, num_parts, method=method, balance=balance, imbalance=imbalance,
+                seed=seed, options=options,
+            )
+        counts = np.bincount(parts, minlength=num_parts)
+        logger.info(
+            "%s finished in %.2f s; nodes per part min %d / max %d",
+            method,
+            step.seconds,
+            int(counts.min()),
+            int(counts.max()),
         )
-    counts = np.bincount(parts, minlength=num_parts)
+        t1 = time.perf_counter()
+        meta = write_partitions(
+            data,
+            parts,
+            out_dir,
+            method=method,
+            dataset=dataset,
+            num_parts=num_parts,
+            extra_meta={
+                "balance_constraints": list(balance),
+                "imbalance": float(imbalance),
+                "seed": int(seed),
+                "options": json.loads(json.dumps(options, default=str)),
+                "partition_seconds": round(step.seconds, 4),
+                "partition_peak_rss_bytes": int(step.peak_rss_bytes),
+            },
+        )
+        write_seconds = time.perf_counter() - t1
+    meta.update(
+        {
+            "write_seconds": round(write_seconds, 4),
+            "total_seconds": round(total.seconds, 4),
+            "peak_rss_bytes": int(total.peak_rss_bytes),
+            "peak_rss_growth_bytes": int(total.peak_rss_growth_bytes),
+            "peak_rss_exact": bool(total.peak_rss_exact),
+        }
+    )
+    write_meta(out_dir, meta)
     logger.info(
-        "%s finished in %.2f s; nodes per part min %d / max %d",
-        method,
-        seconds,
-        int(counts.min()),
-        int(counts.max()),
-    )
-    t1 = time.perf_counter()
-    meta = write_partitions(
-        data,
-        parts,
+        "partition written to %s in %.2f s (edge cut %d = %.2f%%, peak RSS %.2f GB)",
         out_dir,
-        method=method,
-        dataset=dataset,
-        num_parts=num_parts,
-        extra_meta={
-            "balance_constraints": list(balance),
-            "imbalance": float(imbalance),
-            "seed": int(seed),
-            "partition_seconds": round(seconds, 4),
-        },
+        write_seconds,
+        meta["edge_cut"],
+        100.0 * meta["edge_cut_fraction"],
+        total.peak_rss_bytes / 1e9,
     )
-    logger.info("partition written to %s in %.2f s", out_dir, time.perf_counter() - t1)
     return meta

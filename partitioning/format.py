@@ -4,7 +4,8 @@ Layout of a partition folder ``OUT/``::
 
     meta.json                  format_version, dataset, method, num_parts, num_nodes, num_edges,
                                offsets, feature_dim, num_classes, feature_dtype, parts (sizes),
-                               edge_cut, files {relpath: sha256}, created, gnnscale_version, ...
+                               edge_cut (int), edge_cut_fraction, balance, halo,
+                               replication_factor, files {relpath: sha256}, created, ...
     part{p}/indptr.npy         int64 [n_p + 1]  CSC of the in-edges of owned nodes (local dst)
     part{p}/indices.npy        int64 [E_p]      source of each in-edge, in NEW global ids
     part{p}/x.npy              float32 [n_p, F]
@@ -35,6 +36,7 @@ from torch_geometric.data import Data
 from gnnscale.errors import PartitionError
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
+from gnnscale.partitioning.metrics import metrics_from_counts
 from gnnscale.partitioning.relabel import contiguous_relabel
 
 logger = logging.getLogger(__name__)
@@ -120,6 +122,15 @@ def _remove_stale(out: Path, num_parts: int) -> None:
             continue
         if {c.name for c in child.iterdir()} <= set(PART_FILES):
             shutil.rmtree(child)
+
+
+def write_meta(out_dir: str | os.PathLike, meta: dict[str, Any]) -> None:
+    """Write ``meta`` to ``out_dir/meta.json`` atomically (temp file + rename)."""
+    out = Path(out_dir)
+    tmp = out / (META_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(meta, fh, indent=1)
+    os.replace(tmp, out / META_FILE)
 
 
 def _save(path: Path, arr: np.ndarray) -> str:
@@ -230,6 +241,15 @@ def write_partitions(
         del arrays, remote, indptr, indices
         logger.debug("wrote %s: %d nodes, %d in-edges", pdir, hi - lo, e_hi - e_lo)
 
+    quality = metrics_from_counts(
+        nodes=[s["nodes"] for s in sizes],
+        train=[s["train"] for s in sizes],
+        in_edges=[s["in_edges"] for s in sizes],
+        halo=[s["remote_sources"] for s in sizes],
+        cut=cut,
+        undirected_edges=undirected,
+    )
+    del quality["sizes"]  # the same numbers are in "parts"
     meta: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "dataset": dataset,
@@ -243,11 +263,7 @@ def write_partitions(
         "num_classes": int(num_classes),
         "feature_dtype": "float32",
         "parts": sizes,
-        "edge_cut": {
-            "count": cut,
-            "fraction": cut / undirected if undirected else 0.0,
-            "undirected_edges": undirected,
-        },
+        **quality,
         "files": files,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "gnnscale_version": _gnnscale_version(),
@@ -260,10 +276,7 @@ def write_partitions(
                 "rename those entries"
             )
         meta.update(extra_meta)
-    tmp = out / (META_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(meta, fh, indent=1)
-    os.replace(tmp, out / META_FILE)
+    write_meta(out, meta)
     logger.info(
         "wrote %d parts to %s (%d nodes, %d edges, edge cut %d = %.2f%%)",
         num_parts,
@@ -271,7 +284,7 @@ def write_partitions(
         n,
         meta["num_edges"],
         cut,
-        100.0 * meta["edge_cut"]["fraction"],
+        100.0 * meta["edge_cut_fraction"],
     )
     return meta
 
@@ -390,6 +403,11 @@ class LocalPart:
         return torch.from_numpy(np.ascontiguousarray(self.x[idx], dtype=np.float32))
 
 
+def verify_part(part_dir: str | os.PathLike, part: int) -> None:
+    """Check the sha256 of every file of ``part`` against meta.json (PartitionError if not)."""
+    _verify_files(Path(part_dir), load_meta(part_dir), part)
+
+
 def _verify_files(root: Path, meta: dict[str, Any], part: int) -> None:
     prefix = part_dir_name(part) + "/"
     expected = {k: v for k, v in meta["files"].items() if k.startswith(prefix)}
@@ -480,13 +498,20 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
 
 
 def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
-    """Sizes and balance of a partition folder, for ``gnnscale info`` (reads meta.json only).
+    """Sizes, quality metrics and cost of a partition folder, for ``gnnscale info`` (reads
+    meta.json and the file sizes only).
 
     Returns:
-        dict with dataset, method, num_parts, num_nodes, num_edges, feature_dim, num_classes,
-        edge_cut, created, ``parts`` (per part: id, nodes, in_edges, train, val, test,
-        remote_sources, bytes on disk) and ``balance`` (max/mean ratio of nodes, in_edges and
-        train over parts; 1.0 = perfect).
+        JSON-serializable dict with dataset, method, num_parts, num_nodes, num_edges,
+        feature_dim, num_classes, created, the partitioner's settings and cost
+        (balance_constraints, imbalance, seed, options, partition_seconds, write_seconds,
+        total_seconds, peak_rss_bytes, ...), the quality metrics ``edge_cut`` (int),
+        ``edge_cut_fraction``, ``undirected_edges``, ``balance`` {nodes, train, in_edges}
+        (max/mean over parts, 1.0 = perfect), ``halo`` (list per part),
+        ``replication_factor`` (+ ``replication_factor_per_part``), and ``parts`` (per part:
+        part, nodes, in_edges, train, val, test, remote_sources (= halo), bytes on disk).
+        Folders written before the metrics were stored get ``balance`` computed from
+        ``parts`` and the old ``edge_cut`` dict converted.
     """
     root = Path(part_dir)
     meta = load_meta(root)
@@ -498,11 +523,8 @@ def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
             if rel.startswith(part_dir_name(p) + "/") and (root / rel).is_file()
         )
         parts.append({"part": p, **size, "bytes": on_disk})
-    balance = {}
-    for key in ("nodes", "in_edges", "train"):
-        vals = np.array([s.get(key, 0) for s in parts], dtype=np.float64)
-        balance[key] = float(vals.max() / vals.mean()) if vals.size and vals.mean() > 0 else 1.0
     keys = (
+        "format_version",
         "dataset",
         "method",
         "num_parts",
@@ -510,14 +532,44 @@ def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
         "num_edges",
         "feature_dim",
         "num_classes",
-        "edge_cut",
         "created",
-        "partition_seconds",
-        "balance_constraints",
         "gnnscale_version",
+        "balance_constraints",
+        "imbalance",
+        "seed",
+        "options",
+        "edge_cut",
+        "edge_cut_fraction",
+        "undirected_edges",
+        "balance",
+        "halo",
+        "replication_factor",
+        "replication_factor_per_part",
+        "partition_seconds",
+        "write_seconds",
+        "total_seconds",
+        "partition_peak_rss_bytes",
+        "peak_rss_bytes",
+        "peak_rss_growth_bytes",
+        "peak_rss_exact",
     )
     out = {k: meta[k] for k in keys if k in meta}
+    cut = out.get("edge_cut")
+    if isinstance(cut, dict):  # folders written before edge_cut became an int
+        out["edge_cut"] = int(cut.get("count", 0))
+        out["edge_cut_fraction"] = float(cut.get("fraction", 0.0))
+        out["undirected_edges"] = int(cut.get("undirected_edges", 0))
+    if "balance" not in out and parts:
+        out["balance"] = metrics_from_counts(
+            nodes=[s.get("nodes", 0) for s in parts],
+            train=[s.get("train", 0) for s in parts],
+            in_edges=[s.get("in_edges", 0) for s in parts],
+            halo=[s.get("remote_sources", 0) for s in parts],
+            cut=0,
+            undirected_edges=0,
+        )["balance"]
+    if "halo" not in out and parts and all("remote_sources" in s for s in parts):
+        out["halo"] = [int(s["remote_sources"]) for s in parts]
     out["path"] = str(root)
     out["parts"] = parts
-    out["balance"] = balance
     return out

@@ -115,6 +115,39 @@ def coalesce(edge_index: np.ndarray | torch.Tensor, num_nodes: int) -> np.ndarra
     return _keys_to_pairs(keys, num_nodes)
 
 
+def undirected_csr_native(
+    edge_index: np.ndarray | torch.Tensor, num_nodes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`to_undirected_csr` in scipy's index dtype (int32 when it fits, else int64).
+
+    Built with scipy's linear-time COO -> CSR counting sort, a transpose and a sorted merge
+    (``A + A^T`` on boolean matrices), about 2x faster than sorting ``2E`` int64 keys and
+    half the memory when int32 fits (62M edges: ~9 s instead of ~19 s).
+
+    Returns:
+        ``(indptr, indices)``: int32 or int64 ``[N+1]`` and ``[2M]``, neighbors sorted ascending.
+    """
+    import scipy.sparse as sp
+
+    ei = as_edge_array(edge_index, num_nodes)
+    src, dst = ei[0], ei[1]
+    keep = src != dst
+    if not keep.all():
+        src, dst = src[keep], dst[keep]
+    del keep
+    if num_nodes == 0 or src.shape[0] == 0:
+        return np.zeros(num_nodes + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    shape = (num_nodes, num_nodes)
+    a = sp.coo_matrix((np.ones(src.shape[0], dtype=np.bool_), (src, dst)), shape=shape).tocsr()
+    del src, dst
+    a.sum_duplicates()
+    at = a.T.tocsr()
+    sym = (a + at).tocsr()
+    del a, at
+    sym.sort_indices()
+    return sym.indptr, sym.indices
+
+
 def to_undirected_csr(
     edge_index: np.ndarray | torch.Tensor, num_nodes: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -129,19 +162,63 @@ def to_undirected_csr(
         distinct undirected non-loop edges; neighbours of ``v`` are
         ``indices[indptr[v]:indptr[v+1]]``, sorted ascending.
     """
+    indptr, indices = undirected_csr_native(edge_index, num_nodes)
+    return indptr.astype(np.int64, copy=False), indices.astype(np.int64, copy=False)
+
+
+def to_undirected_csr_weighted(
+    edge_index: np.ndarray | torch.Tensor,
+    num_nodes: int,
+    edge_weight: np.ndarray | torch.Tensor,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`to_undirected_csr` carrying edge weights: ``w({u, v})`` is the SUM of the weights
+    of every given edge ``u -> v`` and ``v -> u`` (so a graph storing both directions with equal
+    weights gets ``2 w`` on both sides, and the adjacency stays symmetric, as METIS requires).
+
+    Args:
+        edge_index: int ``[2, E]`` (numpy or torch).
+        num_nodes: N.
+        edge_weight: real or integer ``[E]``, one weight per column of ``edge_index``.
+
+    Returns:
+        ``(indptr, indices, weights)``: int64 ``[N+1]``, int64 ``[2M]`` (as in
+        :func:`to_undirected_csr`) and float64 ``[2M]``, the weight of each adjacency entry.
+    """
     ei = as_edge_array(edge_index, num_nodes)
+    if isinstance(edge_weight, torch.Tensor):
+        edge_weight = edge_weight.detach().cpu().numpy()
+    w = np.asarray(edge_weight)
+    if w.shape != (ei.shape[1],):
+        raise PartitionError(
+            f"expected edge_weight of shape [{ei.shape[1]}] (one per edge), found shape "
+            f"{tuple(w.shape)}; fix data.edge_weight or drop it"
+        )
+    w = w.astype(np.float64, copy=False)
     src, dst = ei[0], ei[1]
     keep = src != dst
     if not keep.all():
-        src, dst = src[keep], dst[keep]
+        src, dst, w = src[keep], dst[keep], w[keep]
     e = src.shape[0]
     keys = np.empty(2 * e, dtype=np.int64)
     np.multiply(src, num_nodes, out=keys[:e])
     keys[:e] += dst
     np.multiply(dst, num_nodes, out=keys[e:])
     keys[e:] += src
-    keys = sorted_unique(keys, inplace=True)
-    return _keys_to_csr(keys, num_nodes)
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    w2 = np.concatenate([w, w])[order]
+    del order
+    if keys.shape[0]:
+        first = np.empty(keys.shape[0], dtype=np.bool_)
+        first[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        weights = np.add.reduceat(w2, starts)
+        keys = keys[starts]
+    else:
+        weights = w2
+    indptr, indices = _keys_to_csr(keys, num_nodes)
+    return indptr, indices, weights
 
 
 def to_csc(

@@ -32,6 +32,8 @@ BACKENDS = ("auto", "libmetis", "pymetis")
 _METIS_NOPTIONS = 40
 _METIS_OK = 1
 _METIS_STATUS = {-2: "METIS_ERROR_INPUT", -3: "METIS_ERROR_MEMORY", -4: "METIS_ERROR"}
+_OPT_NITER = 6
+_OPT_NCUTS = 7
 _OPT_SEED = 8
 _OPT_CONTIG = 11
 _OPT_UFACTOR = 16
@@ -90,6 +92,7 @@ def find_libmetis() -> _LibMetis | None:
         try:
             lib = ctypes.CDLL(name)
             lib.METIS_PartGraphKway  # noqa: B018  (symbol check)
+            lib.METIS_PartGraphRecursive  # noqa: B018
             lib.METIS_SetDefaultOptions  # noqa: B018
         except (OSError, AttributeError):
             continue
@@ -102,6 +105,7 @@ def find_libmetis() -> _LibMetis | None:
         idx_dtype = np.dtype(np.int32 if idx_w == 32 else np.int64)
         real_dtype = np.dtype(np.float32 if real_w == 32 else np.float64)
         lib.METIS_PartGraphKway.restype = ctypes.c_int
+        lib.METIS_PartGraphRecursive.restype = ctypes.c_int
         lib.METIS_SetDefaultOptions.restype = ctypes.c_int
         logger.debug("using METIS library %s (idx_t %s, real_t %s)", name, idx_dtype, real_dtype)
         return _LibMetis(lib=lib, path=name, idx_dtype=idx_dtype, real_dtype=real_dtype)
@@ -134,6 +138,61 @@ def _check_weights(vertex_weights: np.ndarray | None, n: int) -> np.ndarray | No
     return vw
 
 
+def _check_edge_weights(edge_weights: np.ndarray | None, m2: int) -> np.ndarray | None:
+    """Validate adjacency weights and return them as int64 ``[2M]`` (None stays None)."""
+    if edge_weights is None:
+        return None
+    ew = np.asarray(edge_weights)
+    if ew.shape != (m2,):
+        raise PartitionError(
+            f"expected edge_weights of shape [{m2}] (one per adjacency entry), found shape "
+            f"{tuple(ew.shape)}; build them with to_undirected_csr_weighted"
+        )
+    if not np.issubdtype(ew.dtype, np.integer):
+        raise PartitionError(
+            f"expected integer edge_weights, found dtype {ew.dtype}; METIS only accepts integer "
+            "weights, scale and round them first (see integer_edge_weights)"
+        )
+    ew = ew.astype(np.int64, copy=False)
+    if ew.size and int(ew.min()) < 0:
+        raise PartitionError(
+            f"expected non-negative edge_weights, found minimum {int(ew.min())}; clip them at 0"
+        )
+    return ew
+
+
+def integer_edge_weights(weights: np.ndarray, resolution: int = 1000) -> np.ndarray:
+    """Real edge weights -> METIS's positive integers (int64, same shape).
+
+    Integer-valued weights with a maximum up to ``resolution * 1000`` are kept as they are
+    (zeros become 1); otherwise weights are scaled so that the largest becomes
+    ``resolution`` and rounded, with a minimum of 1 (METIS treats a weight as an edge's
+    importance, so a tiny positive weight must not vanish).
+
+    Args:
+        weights: float or int ``[K]``, finite and non-negative.
+        resolution: integer weight given to the largest edge when scaling.
+
+    Returns:
+        int64 ``[K]`` with values >= 1.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    if w.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if not np.isfinite(w).all() or float(w.min()) < 0:
+        raise PartitionError(
+            f"expected finite non-negative edge weights, found values in [{float(np.nanmin(w))}, "
+            f"{float(np.nanmax(w))}] (or NaN/inf); fix data.edge_weight"
+        )
+    top = float(w.max())
+    if top <= resolution * 1000 and np.array_equal(w, np.round(w)):
+        out = w.astype(np.int64)
+    else:
+        out = np.rint(w * (resolution / max(top, 1e-300))).astype(np.int64)
+    np.maximum(out, 1, out=out)
+    return out
+
+
 def _to_idx(arr: np.ndarray, dtype: np.dtype, what: str) -> np.ndarray:
     """Cast to METIS's idx_t, failing clearly when values do not fit."""
     arr = np.ascontiguousarray(arr)
@@ -161,8 +220,12 @@ def _partition_libmetis(
     vw: np.ndarray | None,
     imbalance: float,
     seed: int,
+    ew: np.ndarray | None = None,
+    ncuts: int = 1,
+    niter: int | None = None,
+    recursive: bool = False,
 ) -> tuple[np.ndarray, int]:
-    """METIS_PartGraphKway through ctypes; returns (parts int64 [N], edgecut)."""
+    """METIS_PartGraphKway (or ...Recursive) through ctypes; returns (parts int64 [N], edgecut)."""
     n = indptr.shape[0] - 1
     idx = lm.idx_dtype
     ncon = 1 if vw is None else vw.shape[1]
@@ -177,26 +240,31 @@ def _partition_libmetis(
                 f"expected the total vertex weight to fit METIS's idx_t, found {int(tot.max())}; "
                 "use smaller weights"
             )
+    adjwgt = None if ew is None else _to_idx(ew, idx, "edge_weights")
     options = np.zeros(_METIS_NOPTIONS, dtype=idx)
     lm.lib.METIS_SetDefaultOptions(_ptr(options))
     options[_OPT_SEED] = seed
     options[_OPT_UFACTOR] = max(1, int(round(imbalance * 1000)))
     options[_OPT_CONTIG] = 0
     options[_OPT_NUMBERING] = 0
+    options[_OPT_NCUTS] = ncuts
+    if niter is not None:
+        options[_OPT_NITER] = niter
     ubvec = np.full(ncon, 1.0 + imbalance, dtype=lm.real_dtype)
     nvtxs = np.array([n], dtype=idx)
     ncon_a = np.array([ncon], dtype=idx)
     nparts = np.array([num_parts], dtype=idx)
     objval = np.zeros(1, dtype=idx)
     part = np.zeros(n, dtype=idx)
-    status = lm.lib.METIS_PartGraphKway(
+    entry = lm.lib.METIS_PartGraphRecursive if recursive else lm.lib.METIS_PartGraphKway
+    status = entry(
         _ptr(nvtxs),
         _ptr(ncon_a),
         _ptr(xadj),
         _ptr(adjncy),
         None if vwgt is None else _ptr(vwgt),
         None,
-        None,
+        None if adjwgt is None else _ptr(adjwgt),
         _ptr(nparts),
         None,
         _ptr(ubvec),
@@ -222,6 +290,10 @@ def _partition_pymetis(
     vw: np.ndarray | None,
     imbalance: float,
     seed: int,
+    ew: np.ndarray | None = None,
+    ncuts: int = 1,
+    niter: int | None = None,
+    recursive: bool = False,
 ) -> tuple[np.ndarray, int]:
     """pymetis fallback; honours only the first weight column."""
     try:
@@ -244,11 +316,20 @@ def _partition_pymetis(
     opts.seed = seed
     opts.ufactor = max(1, int(round(imbalance * 1000)))
     opts.contig = 0
+    opts.ncuts = ncuts
+    if niter is not None:
+        opts.niter = niter
     vweights = None if vw is None else np.ascontiguousarray(vw[:, 0])
+    eweights = None if ew is None else np.ascontiguousarray(ew)
     if hasattr(pymetis, "CSRAdjacency"):
         adjacency = pymetis.CSRAdjacency(indptr, indices)
         cut, parts = pymetis.part_graph(
-            num_parts, adjacency, vweights=vweights, options=opts, recursive=False
+            num_parts,
+            adjacency,
+            vweights=vweights,
+            eweights=eweights,
+            options=opts,
+            recursive=recursive,
         )
     else:  # pragma: no cover - pymetis < 2025.2
         with warnings.catch_warnings():
@@ -258,8 +339,9 @@ def _partition_pymetis(
                 xadj=indptr,
                 adjncy=indices,
                 vweights=vweights,
+                eweights=eweights,
                 options=opts,
-                recursive=False,
+                recursive=recursive,
             )
     return np.asarray(parts, dtype=np.int64), int(cut)
 
@@ -273,6 +355,10 @@ def metis_partition(
     seed: int = 0,
     *,
     backend: str = "auto",
+    edge_weights: np.ndarray | None = None,
+    ncuts: int = 1,
+    niter: int | None = None,
+    recursive: bool = False,
 ) -> np.ndarray:
     """Partition an undirected graph into ``num_parts`` parts with k-way METIS.
 
@@ -287,6 +373,13 @@ def metis_partition(
         seed: METIS random seed (same seed + same input = same partition).
         backend: ``"auto"`` (the METIS library if found, else pymetis), ``"libmetis"`` or
             ``"pymetis"`` (only the first weight column is honoured).
+        edge_weights: optional non-negative int ``[2M]``, the weight of every adjacency entry
+            (symmetric: ``w(u, v) == w(v, u)``); METIS then minimizes the total weight of cut
+            edges instead of their number. See :func:`integer_edge_weights` for real weights.
+        ncuts: partitionings METIS computes, keeping the best (METIS_OPTION_NCUTS; cost grows
+            linearly).
+        niter: refinement iterations per level (METIS_OPTION_NITER; METIS's default 10).
+        recursive: recursive bisection (METIS_PartGraphRecursive) instead of k-way.
 
     Returns:
         int64 numpy ``[N]`` with values in ``[0, P)``.
@@ -315,6 +408,10 @@ def metis_partition(
             f"expected imbalance in [0, 10) (0.05 = 5% overweight allowed), found {imbalance}"
         )
     vw = _check_weights(vertex_weights, n)
+    ew = _check_edge_weights(edge_weights, indices.shape[0])
+    for name, value, low in (("ncuts", ncuts, 1), ("niter", niter, 1)):
+        if value is not None and (isinstance(value, bool) or int(value) != value or value < low):
+            raise PartitionError(f"expected an integer {name} >= {low}, found {value!r}")
     if num_parts == 1 or n == 0:
         return np.zeros(n, dtype=np.int64)
     if num_parts > n:
@@ -337,10 +434,14 @@ def metis_partition(
             f"expected the METIS shared library (libmetis.so.5), found none; {_INSTALL_HINT}"
         )
     if lm is not None:
-        parts, cut = _partition_libmetis(lm, indptr, indices, num_parts, vw, imbalance, seed)
+        parts, cut = _partition_libmetis(
+            lm, indptr, indices, num_parts, vw, imbalance, seed, ew, int(ncuts), niter, recursive
+        )
         used = f"libmetis ({lm.path})"
     else:
-        parts, cut = _partition_pymetis(indptr, indices, num_parts, vw, imbalance, seed)
+        parts, cut = _partition_pymetis(
+            indptr, indices, num_parts, vw, imbalance, seed, ew, int(ncuts), niter, recursive
+        )
         used = "pymetis"
     if parts.shape[0] != n or (n and (int(parts.min()) < 0 or int(parts.max()) >= num_parts)):
         raise PartitionError(
