@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GNNSCALE_SHARED_DATA", REPO.parent / "shared" / "data"))
 
-COMMON = ["--epochs", "30", "--batch-size", "32", "--hidden", "128", "--lr", "0.01", "--weight-decay", "5e-4",
+COMMON = ["--batch-size", "32", "--hidden", "128", "--lr", "0.01", "--weight-decay", "5e-4",
           "--dropout", "0.5", "--fanouts", "10,10", "--eval-fanouts=-1,-1", "--no-progress"]
 
 CASES = [
@@ -66,9 +66,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", default=None, help="write results here")
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: 0,1,2)")
+    ap.add_argument("--epochs", type=int, default=30, help="training epochs (default: 30)")
     ap.add_argument("--cases", default=",".join(c["name"] for c in CASES), help="subset of cases to run")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    COMMON[:0] = ["--epochs", str(args.epochs)]
     wanted = set(args.cases.split(","))
     results = {"hyperparameters": " ".join(COMMON), "seeds": seeds, "cases": []}
     with tempfile.TemporaryDirectory() as tmp:

@@ -53,13 +53,37 @@ def _add_dataset_args(p: argparse.ArgumentParser, required: bool) -> None:
     )
 
 
+def _key_value(text: str) -> tuple[str, object]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as slack=0.1; found {text!r}")
+    key, value = text.split("=", 1)
+    for conv in (int, float):
+        try:
+            return key.strip(), conv(value)
+        except ValueError:
+            pass
+    if value.lower() in ("true", "false"):
+        return key.strip(), value.lower() == "true"
+    return key.strip(), value
+
+
 def _add_partition_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", default="metis", help="partitioning method (default: %(default)s)")
+    p.add_argument(
+        "--method", default="metis",
+        help="partitioning method: metis, random, hash, range, ldg, fennel, a registered name, or a plug-in "
+        "'module.path:function' returning LongTensor[N] of part ids",
+    )
+    p.add_argument(
+        "--method-opt", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+        help="an option of the method, repeatable (metis: scheme=kway|rb|auto, edge_weight=true; "
+        "ldg/fennel: slack=0.1, passes=2, chunk_size=N; fennel: gamma=1.5)",
+    )
     p.add_argument(
         "--balance", type=_str_list, default=["nodes", "train"],
-        help="METIS balance constraints, comma-separated among nodes,train (default: nodes,train)",
+        help="METIS balance constraints, comma-separated among nodes, train, val, test, edges (in-degree)",
     )
-    p.add_argument("--imbalance", type=float, default=0.05, help="allowed imbalance per constraint (default: %(default)s)")
+    p.add_argument("--imbalance", type=float, default=0.05, help="allowed imbalance per constraint (0.05 = 5%%); "
+                   "the default slack of the streaming methods")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,6 +143,25 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar (default: only on a terminal, never under CI)")
     t.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True, help="check each part's sha256 before training")
 
+    b = sub.add_parser(
+        "bench-partition", help="compare partitioning methods: cut, balance, halo, remote bytes, time, memory",
+        description=(
+            "Partition one dataset with several methods and part counts; measure edge cut, balance, halo, "
+            "replication, the remote feature bytes one training epoch fetches (the real sampler replayed over "
+            "the trainer's batches), seconds and peak memory. Prints a table; --out writes results.json and plots."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _add_dataset_args(b, required=True)
+    b.add_argument("--parts", type=_int_list, default=[2, 4, 8], help="part counts, comma-separated")
+    b.add_argument("--methods", type=_str_list, default=["metis", "random", "ldg", "fennel"], help="methods, comma-separated")
+    b.add_argument("--balance", type=_str_list, default=["nodes", "train"], help="METIS balance constraints")
+    b.add_argument("--imbalance", type=float, default=0.05, help="allowed imbalance per constraint")
+    b.add_argument("--fanouts", type=_int_list, default=[10, 10], help="sampler fanouts for the communication figure")
+    b.add_argument("--batch-size", type=int, default=512, help="training batch size per part for the communication figure")
+    b.add_argument("--seed", type=int, default=0, help="partitioner and sampling seed")
+    b.add_argument("--out", default=None, metavar="DIR", help="write results.json and PNG plots here")
+
     sub.add_parser(
         "datasets", help="describe every dataset name and its options",
         description="Describe every dataset name that --dataset accepts, with its options.",
@@ -142,7 +185,7 @@ def cmd_partition(args) -> int:
     data = load_dataset(args.dataset, root=args.root)
     meta = partition_graph(
         data, args.parts, args.out, method=args.method, balance=args.balance,
-        imbalance=args.imbalance, seed=args.seed, dataset=args.dataset,
+        imbalance=args.imbalance, seed=args.seed, dataset=args.dataset, options=dict(args.method_opt),
     )
     log.info("wrote %d parts to %s", meta["num_parts"], args.out)
     return 0
@@ -150,7 +193,8 @@ def cmd_partition(args) -> int:
 
 def _cache_dir(args) -> Path:
     base = args.cache_dir or os.environ.get("GNNSCALE_CACHE") or os.path.join(Path.home(), ".cache", "gnnscale", "partitions")
-    key = json.dumps([args.dataset, os.path.abspath(args.root) if args.root else None, args.method, sorted(args.balance), args.imbalance, args.seed])
+    key = json.dumps([args.dataset, os.path.abspath(args.root) if args.root else None, args.method,
+                      sorted(args.balance), args.imbalance, args.seed, sorted(map(str, args.method_opt))])
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", args.dataset)[:60]
     return Path(base) / f"{slug}-{args.method}-{args.workers}parts-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
@@ -173,7 +217,7 @@ def _prepare_parts(args) -> str:
     data = load_dataset(args.dataset, root=args.root)
     partition_graph(
         data, args.workers, out, method=args.method, balance=args.balance,
-        imbalance=args.imbalance, seed=args.seed, dataset=args.dataset,
+        imbalance=args.imbalance, seed=args.seed, dataset=args.dataset, options=dict(args.method_opt),
     )
     return str(out)
 
@@ -269,13 +313,33 @@ def _join_negative_lists(argv: list[str]) -> list[str]:
     i = 0
     while i < len(argv):
         tok = argv[i]
-        if tok in ("--fanouts", "--eval-fanouts") and i + 1 < len(argv) and _NUMBER_LIST.match(argv[i + 1]):
+        if tok in ("--fanouts", "--eval-fanouts", "--parts") and i + 1 < len(argv) and _NUMBER_LIST.match(argv[i + 1]):
             out.append(f"{tok}={argv[i + 1]}")
             i += 2
             continue
         out.append(tok)
         i += 1
     return out
+
+
+def cmd_bench_partition(args) -> int:
+    from gnnscale.bench_partition import format_table, run_bench, save
+    from gnnscale.datasets import load_dataset
+
+    data = load_dataset(args.dataset, root=args.root)
+    rows = run_bench(
+        data, args.parts, args.methods, fanouts=args.fanouts, batch_size=args.batch_size,
+        balance=args.balance, imbalance=args.imbalance, seed=args.seed,
+    )
+    print(f"dataset {args.dataset}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges; "
+          f"remote bytes for fanouts {args.fanouts}, batch {args.batch_size}")
+    print(format_table(rows))
+    if args.out:
+        info = {"dataset": args.dataset, "num_nodes": int(data.num_nodes), "num_edges": int(data.edge_index.size(1)),
+                "fanouts": args.fanouts, "batch_size": args.batch_size, "seed": args.seed}
+        for path in save(rows, Path(args.out), info):
+            log.info("wrote %s", path)
+    return 0
 
 
 def cmd_datasets(args) -> int:
@@ -291,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     argv = _join_negative_lists(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
-    commands = {"partition": cmd_partition, "train": cmd_train, "info": cmd_info, "datasets": cmd_datasets}
+    commands = {"partition": cmd_partition, "train": cmd_train, "info": cmd_info, "datasets": cmd_datasets,
+                "bench-partition": cmd_bench_partition}
     try:
         return commands[args.command](args)
     except GnnscaleError as err:
