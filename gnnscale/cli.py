@@ -141,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--timeout", type=float, default=300.0, help="seconds before a collective with a silent peer fails")
     t.add_argument("--threads", type=int, default=None, help="torch threads per worker (default: cores / workers)")
     t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar (default: only on a terminal, never under CI)")
+    t.add_argument("--sampler-backend", choices=["auto", "numba", "torch"], default="auto",
+                   help="sampling kernels: compiled numba on CPU (auto) or plain torch; identical draws")
     t.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True, help="check each part's sha256 before training")
 
     b = sub.add_parser(
@@ -234,6 +236,7 @@ def cmd_train(args) -> int:
         eval_batch_size=args.eval_batch_size, hidden=args.hidden, lr=args.lr, weight_decay=args.weight_decay,
         dropout=args.dropout, seed=args.seed, eval_every=args.eval_every, timeout=args.timeout,
         metrics=args.metrics, progress=args.progress, verify=args.verify,
+        sampler_backend=args.sampler_backend,
     )
     from gnnscale.samplers import check_fanouts
 

@@ -108,7 +108,9 @@ def shutdown_distributed() -> None:
 
 def _entry(fn: Callable, rank: int, world: int, port: int, threads: int, args: tuple, queue) -> None:
     os.environ.update(
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank)
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+        # Compiled kernels' thread pools sized to this worker's share of the cores.
+        NUMBA_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
     )
     torch.set_num_threads(threads)
     try:

@@ -49,6 +49,7 @@ class TrainConfig:
     metrics: str | None = None
     progress: bool | None = None  # None: a bar only when stderr is a terminal and not in CI
     verify: bool = True
+    sampler_backend: str = "auto"  # "auto" | "numba" | "torch" (identical draws)
 
 
 def _progress_enabled(cfg: TrainConfig, rank: int) -> bool:
@@ -92,11 +93,11 @@ class Worker:
         eval_fanouts = check_fanouts(cfg.eval_fanouts or cfg.fanouts, num_layers=len(fanouts))
         self.sampler = DistNeighborSampler(
             self.part.indptr, self.part.indices, self.book, self.comm, fanouts, seed=cfg.seed,
-            owned_keys=self.part.orig_ids,
+            owned_keys=self.part.orig_ids, backend=cfg.sampler_backend,
         )
         self.eval_sampler = DistNeighborSampler(
             self.part.indptr, self.part.indices, self.book, self.comm, eval_fanouts, seed=cfg.seed + 7919,
-            owned_keys=self.part.orig_ids,
+            owned_keys=self.part.orig_ids, backend=cfg.sampler_backend,
         )
         self.features = DistFeatureStore(self.part, self.book, self.comm, meta["feature_dim"])
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank

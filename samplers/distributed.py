@@ -16,7 +16,7 @@ from gnnscale.comm import Communicator
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.routing import Route
 from gnnscale.samplers.block import MiniBatch
-from gnnscale.samplers.kernels import sample_from_csc
+from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.local import SamplingKeys, build_minibatch, check_fanouts, check_seeds
 
 
@@ -32,6 +32,7 @@ class DistNeighborSampler:
         seed: base seed of the random streams (the same on every rank).
         owned_keys: int64 [n_owned] stream identity of each owned node (its original id);
             default: its global id.
+        backend: ``"auto"``, ``"numba"`` or ``"torch"`` kernels (identical results).
     """
 
     def __init__(
@@ -43,6 +44,7 @@ class DistNeighborSampler:
         fanouts: Sequence[int],
         seed: int = 0,
         owned_keys: torch.Tensor | None = None,
+        backend: str = "auto",
     ) -> None:
         self.indptr = indptr
         self.indices = indices
@@ -53,6 +55,7 @@ class DistNeighborSampler:
         self.offset = int(book.offsets[comm.rank])
         n_owned = indptr.numel() - 1
         self.owned_keys = owned_keys if owned_keys is not None else torch.arange(n_owned) + self.offset
+        self.kernels = Kernels(book.num_nodes, indptr.device, backend)
 
     def sample(self, seeds: torch.Tensor, epoch: int = 0, step: int = 0) -> MiniBatch:
         """Sample the computation graph of ``seeds`` (int64 [B] unique global ids).
@@ -68,7 +71,7 @@ class DistNeighborSampler:
             remote_ids[0] += n_remote
             return counts, nbrs
 
-        mb = build_minibatch(seeds, len(self.fanouts), hop_fn)
+        mb = build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel)
         mb.stats["remote_frontier_ids"] = remote_ids[0]
         return mb
 
@@ -84,7 +87,7 @@ class DistNeighborSampler:
         sizes = torch.tensor([g.numel() for g in got])
         keys = torch.tensor([self.keys(epoch, step, r, hop) for r in range(P)], dtype=torch.int64)
         served = torch.cat(got)
-        s_counts, s_nbrs = sample_from_csc(
+        s_counts, s_nbrs = self.kernels.sample(
             self.indptr, self.indices, served - self.offset, self.owned_keys[served - self.offset], fanout,
             torch.repeat_interleave(keys, sizes),
         )
@@ -93,7 +96,7 @@ class DistNeighborSampler:
         reply = [torch.cat([c, v]) for c, v in zip(per_req_counts, per_req_nbrs)]
         back = comm.exchange(reply, "sample_response")
         # Own ids with this rank's key.
-        o_counts, o_nbrs = sample_from_csc(
+        o_counts, o_nbrs = self.kernels.sample(
             self.indptr, self.indices, own - self.offset, self.owned_keys[own - self.offset], fanout,
             self.keys(epoch, step, rank, hop),
         )

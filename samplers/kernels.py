@@ -109,3 +109,31 @@ def relabel(dst_ids: torch.Tensor, nbrs: torch.Tensor) -> tuple[torch.Tensor, to
     slot[order] = torch.arange(order.numel(), device=order.device)
     local = slot[inv]
     return uniq[order], local[dst_ids.numel():]
+
+
+class Kernels:
+    """The sampling and relabeling functions a sampler uses.
+
+    Args:
+        num_nodes: size of the global id space (the compiled relabeler's table).
+        device: where the graph lives; CUDA tensors always use the torch kernels.
+        backend: ``"auto"`` (compiled numba kernels on CPU when numba is installed, else
+            torch), ``"numba"`` or ``"torch"``. Both give identical results.
+    """
+
+    def __init__(self, num_nodes: int, device: torch.device | str = "cpu", backend: str = "auto") -> None:
+        from gnnscale.samplers import cpu_kernels
+
+        if backend not in ("auto", "numba", "torch"):
+            raise ValueError(f"backend must be 'auto', 'numba' or 'torch', found {backend!r}")
+        on_cpu = torch.device(device).type == "cpu"
+        if backend == "numba" and not (cpu_kernels.HAVE_NUMBA and on_cpu):
+            raise RuntimeError("the numba backend needs numba installed and the graph on the CPU")
+        self.name = "numba" if (backend == "numba" or (backend == "auto" and cpu_kernels.HAVE_NUMBA and on_cpu)) else "torch"
+        if self.name == "numba":
+            cpu_kernels.match_torch_threads()
+            self.sample = cpu_kernels.sample_from_csc
+            self.relabel = cpu_kernels.Relabeler(num_nodes)
+        else:
+            self.sample = sample_from_csc
+            self.relabel = relabel

@@ -7,7 +7,7 @@ import torch
 
 from gnnscale.errors import SamplerError
 from gnnscale.samplers.block import Block, MiniBatch
-from gnnscale.samplers.kernels import relabel, sample_from_csc
+from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.rng import stream_key
 
 
@@ -52,6 +52,7 @@ class NeighborSampler:
         node_keys: optional int64 [N] identity of each node in the random streams (default:
             the node id). Partitioned graphs pass the original ids, so that a node draws the
             same neighbors whatever it was relabeled to.
+        backend: ``"auto"``, ``"numba"`` or ``"torch"`` kernels (see :class:`Kernels`).
 
     ``sample(seeds, epoch, step, rank)`` draws exactly what :class:`DistNeighborSampler`
     draws for requester ``rank`` at the same (epoch, step), whatever the partitioning,
@@ -66,6 +67,7 @@ class NeighborSampler:
         fanouts: Sequence[int],
         seed: int = 0,
         node_keys: torch.Tensor | None = None,
+        backend: str = "auto",
     ) -> None:
         self.indptr = indptr
         self.indices = indices
@@ -73,6 +75,7 @@ class NeighborSampler:
         self.keys = SamplingKeys(seed)
         self.num_nodes = indptr.numel() - 1
         self.node_keys = node_keys
+        self.kernels = Kernels(self.num_nodes, indptr.device, backend)
 
     def sample(self, seeds: torch.Tensor, epoch: int = 0, step: int = 0, rank: int = 0) -> MiniBatch:
         """Sample the computation graph of ``seeds`` (int64 [B], unique global ids)."""
@@ -81,9 +84,9 @@ class NeighborSampler:
         def hop_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, torch.Tensor]:
             key = self.keys(epoch, step, rank, hop)
             ids = dst if self.node_keys is None else self.node_keys[dst]
-            return sample_from_csc(self.indptr, self.indices, dst, ids, self.fanouts[hop], key)
+            return self.kernels.sample(self.indptr, self.indices, dst, ids, self.fanouts[hop], key)
 
-        return build_minibatch(seeds, len(self.fanouts), hop_fn)
+        return build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel)
 
 
 def check_seeds(seeds: torch.Tensor, num_nodes: int, lo: int = 0) -> None:
@@ -96,7 +99,7 @@ def check_seeds(seeds: torch.Tensor, num_nodes: int, lo: int = 0) -> None:
         )
 
 
-def build_minibatch(seeds: torch.Tensor, num_hops: int, hop_fn) -> MiniBatch:
+def build_minibatch(seeds: torch.Tensor, num_hops: int, hop_fn, relabel) -> MiniBatch:
     """Run ``hop_fn(dst_ids, hop) -> (counts, nbrs)`` hop by hop and relabel into blocks."""
     blocks: list[Block] = []
     dst = seeds

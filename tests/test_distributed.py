@@ -36,7 +36,7 @@ def _partition(data, parts, tmp_path_factory):
 def _reference(data, seeds_orig, fanouts, seed, rank, hidden):
     n = data.num_nodes
     indptr, indices = to_csc(data.edge_index, n, dedupe=True)
-    sampler = NeighborSampler(torch.from_numpy(indptr), torch.from_numpy(indices), fanouts, seed=seed)
+    sampler = NeighborSampler(torch.from_numpy(indptr), torch.from_numpy(indices), fanouts, seed=seed, backend="torch")
     mb = sampler.sample(seeds_orig, epoch=1, step=4, rank=rank)
     x = data.x[mb.input_ids]
     torch.manual_seed(123)

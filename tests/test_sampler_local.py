@@ -145,3 +145,29 @@ def test_seeds_out_of_range_and_dtype():
         s.sample(torch.tensor([3, 500]))
     with pytest.raises(SamplerError, match="int64"):
         s.sample(torch.tensor([3.0]))
+
+
+@pytest.mark.parametrize("fanouts", [[5, 4, 3], [-1, 2], [1, 1, 1, 1]])
+def test_compiled_and_torch_kernels_agree(fanouts):
+    pytest.importorskip("numba")
+    indptr, indices = _random_graph(n=2000, e=30000, seed=5)
+    seeds = torch.randperm(2000, generator=torch.Generator().manual_seed(0))[:300]
+    keys = torch.randperm(2000, generator=torch.Generator().manual_seed(1))  # arbitrary stream identities
+    a = NeighborSampler(indptr, indices, fanouts, seed=9, node_keys=keys, backend="torch").sample(seeds, 3, 4, 1)
+    b = NeighborSampler(indptr, indices, fanouts, seed=9, node_keys=keys, backend="numba").sample(seeds, 3, 4, 1)
+    for x, y in zip(a.blocks, b.blocks):
+        assert torch.equal(x.src_ids, y.src_ids)
+        assert torch.equal(x.dst_ids, y.dst_ids)
+        assert torch.equal(x.edge_index, y.edge_index)
+
+
+def test_compiled_kernel_per_node_keys_match_torch():
+    pytest.importorskip("numba")
+    from gnnscale.samplers import cpu_kernels
+
+    indptr, indices = _random_graph(n=300, e=6000, seed=2)
+    rows = torch.arange(300)
+    keys = torch.tensor([stream_key(0, 0, 0, r % 3, 0) for r in range(300)], dtype=torch.int64)
+    c1, n1 = sample_from_csc(indptr, indices, rows, rows, 7, keys)
+    c2, n2 = cpu_kernels.sample_from_csc(indptr, indices, rows, rows, 7, keys)
+    assert torch.equal(c1, c2) and torch.equal(n1, n2)

@@ -1,0 +1,75 @@
+"""End to end as users run it: OGB layout offline, torchrun launch, the embedded default job."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ogb_fixture import write_tiny_ogb
+from test_cli import run_cli
+from gnnscale.runtime import find_free_port
+
+
+@pytest.mark.parametrize("name", ["ogbn-arxiv", "ogbn-products"])
+def test_tiny_ogb_partition_and_train_one_epoch(tmp_path, name):
+    root = tmp_path / "ogb"
+    write_tiny_ogb(str(root), name=name, num_nodes=300)
+    parts = tmp_path / "parts"
+    r = run_cli("partition", "--dataset", name, "--root", str(root), "--parts", "2", "--out", str(parts))
+    assert r.returncode == 0, r.stderr[-3000:]
+    meta = json.loads((parts / "meta.json").read_text())
+    assert meta["num_nodes"] == 300 and meta["num_parts"] == 2
+    m = tmp_path / "m.json"
+    r = run_cli("train", "--parts-dir", str(parts), "--epochs", "1", "--batch-size", "32", "--hidden", "32",
+                "--lr", "0.01", "--metrics", str(m))
+    assert r.returncode == 0, r.stderr[-3000:]
+    metrics = json.loads(m.read_text())
+    assert len(metrics["epochs"]) == 1
+    assert 0.0 <= metrics["test_acc"] <= 1.0  # computed by OGB's Evaluator on all ranks' predictions
+    assert metrics["bytes_received"] > 0
+
+
+def test_train_dataset_partitions_into_a_named_cache(tmp_path):
+    root = tmp_path / "ogb"
+    write_tiny_ogb(str(root), name="ogbn-arxiv", num_nodes=300)
+    cache = tmp_path / "cache"
+    args = ("train", "--dataset", "ogbn-arxiv", "--root", str(root), "--workers", "2", "--epochs", "1",
+            "--batch-size", "32", "--cache-dir", str(cache))
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"cache folder: {cache}" in r.stderr
+    (made,) = list(cache.iterdir())
+    assert json.loads((made / "meta.json").read_text())["num_parts"] == 2
+    r = run_cli(*args)  # second run reuses the partition
+    assert r.returncode == 0 and "using cached partition" in r.stderr
+
+
+def test_torchrun_launch(tmp_path, shared_data):
+    parts = tmp_path / "parts"
+    r = run_cli("partition", "--dataset", "planetoid:cora", "--root", str(shared_data / "planetoid" / "raw"),
+                "--parts", "2", "--out", str(parts))
+    assert r.returncode == 0, r.stderr
+    m = tmp_path / "m.json"
+    env = dict(os.environ, CI="1", OMP_NUM_THREADS="1")
+    r = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+         "--master-port", str(find_free_port()), "-m", "gnnscale", "train", "--parts-dir", str(parts),
+         "--epochs", "2", "--batch-size", "32", "--lr", "0.01", "--metrics", str(m), "--timeout", "60"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    metrics = json.loads(m.read_text())
+    assert metrics["num_parts"] == 2 and metrics["test_acc"] > 0.5
+
+
+def test_default_job_on_generated_graph(tmp_path):
+    """The README's first command: no dataset given -> generated graph, 2 local workers."""
+    m = tmp_path / "m.json"
+    r = run_cli("train", "--cache-dir", str(tmp_path / "cache"), "--epochs", "3", "--metrics", str(m), timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    metrics = json.loads(m.read_text())
+    assert metrics["num_parts"] == 2
+    assert metrics["test_acc"] > 0.6  # 8 classes: chance is 0.125
