@@ -67,3 +67,13 @@ def die_on_rank(rank_to_die: int, timeout: float):
         os._exit(17)
     comm.all_reduce(torch.ones(1))
     return "unreachable"
+
+
+def sample_stats(parts_dir: str, seeds_by_rank: list, fanouts):
+    """Sample ``seeds_by_rank[rank]`` (new ids) once and return the sampling traffic counters."""
+    info = init_distributed(timeout=60)
+    part = load_part(parts_dir, info.rank)
+    comm = Communicator(info.rank, info.world_size, timeout=60)
+    sampler = DistNeighborSampler(part.indptr, part.indices, part.book, comm, fanouts, owned_keys=part.orig_ids)
+    mb = sampler.sample(torch.tensor(seeds_by_rank[info.rank], dtype=torch.int64))
+    return {"stats": comm.stats.snapshot(), "src": [b.src_ids for b in mb.blocks]}

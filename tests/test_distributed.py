@@ -13,7 +13,7 @@ from gnnscale.partitioning import load_meta, load_part, partition_graph, to_csc
 from gnnscale.runtime import launch_local
 from gnnscale.samplers import NeighborSampler
 
-from dist_workers import die_on_rank, sample_fetch_forward
+from dist_workers import die_on_rank, sample_fetch_forward, sample_stats
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +102,35 @@ def test_dead_peer_ends_every_rank_with_an_error_naming_it():
     with pytest.raises(PeerError, match="worker 1 of 2 failed"):
         launch_local(die_on_rank, 2, args=(1, 20.0), grace=30)
     assert time.monotonic() - t0 < 60
+
+
+def test_one_round_per_hop_and_only_remote_frontier_ids(tmp_path):
+    """Path 0-1-2-3-4-5 split 0,1,2 | 3,4,5; full neighborhoods, 2 hops, counted by hand.
+
+    Rank 0 samples seed 2: hop 1 frontier {2} is local; hop 2 frontier {2, 1, 3} holds one
+    remote id (3): 8 request bytes to rank 1, whose reply is [count 2, neighbors 2, 4] = 24 bytes.
+    Rank 1 samples seed 5: frontiers {5} and {5, 4} are local: it asks for nothing.
+    """
+    from torch_geometric.data import Data
+
+    from gnnscale.partitioning import write_partitions
+
+    src = torch.tensor([0, 1, 1, 2, 2, 3, 3, 4, 4, 5])
+    dst = torch.tensor([1, 0, 2, 1, 3, 2, 4, 3, 5, 4])
+    data = Data(x=torch.arange(12, dtype=torch.float32).view(6, 2), y=torch.zeros(6, dtype=torch.int64),
+                edge_index=torch.stack([src, dst]), train_mask=torch.ones(6, dtype=torch.bool),
+                val_mask=torch.zeros(6, dtype=torch.bool), test_mask=torch.zeros(6, dtype=torch.bool))
+    data.num_classes = 1
+    write_partitions(data, np.array([0, 0, 0, 1, 1, 1]), tmp_path / "p", method="manual", dataset="path6")
+    r0, r1 = launch_local(sample_stats, 2, args=(str(tmp_path / "p"), [[2], [5]], [-1, -1]))
+    s0, s1 = r0["stats"], r1["stats"]
+    assert s0["rounds"] == {"sample_request": 2, "sample_response": 2}
+    assert s1["rounds"] == {"sample_request": 2, "sample_response": 2}
+    assert s0["sent"]["sample_request"] == 8 and s1["received"]["sample_request"] == 8
+    assert s1["sent"]["sample_request"] == 0 and s0["received"]["sample_request"] == 0
+    assert s1["sent"]["sample_response"] == 24 and s0["received"]["sample_response"] == 24
+    assert s0["sent"]["sample_response"] == 0
+    # Two all_to_all calls per exchange: split sizes (control) and payload.
+    assert s0["calls"] == {"control": 4, "sample_request": 2, "sample_response": 2}
+    assert [t.tolist() for t in r0["src"]] == [[2, 1, 3, 0, 4], [2, 1, 3]]
+    assert [t.tolist() for t in r1["src"]] == [[5, 4, 3], [5, 4]]
