@@ -143,6 +143,20 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar (default: only on a terminal, never under CI)")
     t.add_argument("--sampler-backend", choices=["auto", "numba", "torch"], default="auto",
                    help="sampling kernels: compiled numba on CPU (auto) or plain torch; identical draws")
+    g = t.add_argument_group("feature cache, pipeline and network model")
+    g.add_argument("--cache-policy", default="none",
+                   help="remote feature rows to cache: none, degree (most-referenced halo nodes), presample "
+                   "(access counts over --presample-epochs sampled epochs), file (--cache-file ids)")
+    g.add_argument("--cache-size", default="10%",
+                   help="cache size: rows=N, bytes=64MB, fraction=0.1 or 10%% of the remote rows")
+    g.add_argument("--cache-file", default=None, metavar="FILE", help="for --cache-policy file: .npy of int64 global ids")
+    g.add_argument("--presample-epochs", type=int, default=2, help="epochs sampled to count accesses (presample policy)")
+    g.add_argument("--pipeline", action=argparse.BooleanOptionalAction, default=False,
+                   help="sample and fetch the next batches in a background thread while the current one trains")
+    g.add_argument("--pipeline-depth", type=int, default=2, help="batches prepared ahead (queue depth)")
+    g.add_argument("--net-bandwidth-gbps", type=float, default=None,
+                   help="model a network link of this bandwidth on one machine (reported as modelled)")
+    g.add_argument("--net-latency-ms", type=float, default=0.05, help="latency per exchange of the modelled link")
     t.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True, help="check each part's sha256 before training")
 
     b = sub.add_parser(
@@ -236,7 +250,10 @@ def cmd_train(args) -> int:
         eval_batch_size=args.eval_batch_size, hidden=args.hidden, lr=args.lr, weight_decay=args.weight_decay,
         dropout=args.dropout, seed=args.seed, eval_every=args.eval_every, timeout=args.timeout,
         metrics=args.metrics, progress=args.progress, verify=args.verify,
-        sampler_backend=args.sampler_backend,
+        sampler_backend=args.sampler_backend, cache_policy=args.cache_policy, cache_size=args.cache_size,
+        cache_file=args.cache_file, presample_epochs=args.presample_epochs, pipeline=args.pipeline,
+        pipeline_depth=args.pipeline_depth, net_bandwidth_gbps=args.net_bandwidth_gbps,
+        net_latency_ms=args.net_latency_ms,
     )
     from gnnscale.samplers import check_fanouts
 

@@ -29,6 +29,29 @@ CATEGORIES = ("sample_request", "sample_response", "feature_request", "feature",
 
 
 @dataclass
+class NetworkModel:
+    """A modelled link for benchmarks on one machine (loopback is far faster than a network).
+
+    After each exchange, the caller is held for ``latency + max(bytes sent, bytes received) /
+    bandwidth`` seconds, less the time the exchange really took; every report that includes
+    it says it is modelled (``CommStats.modelled_seconds``).
+
+    Args:
+        bandwidth_gbps: link bandwidth in Gbit/s.
+        latency_ms: one-way latency per exchange in milliseconds.
+    """
+
+    bandwidth_gbps: float = 10.0
+    latency_ms: float = 0.05
+
+    def seconds(self, nbytes: int) -> float:
+        return self.latency_ms * 1e-3 + nbytes * 8 / (self.bandwidth_gbps * 1e9)
+
+    def describe(self) -> str:
+        return f"modelled link {self.bandwidth_gbps:g} Gbit/s, {self.latency_ms:g} ms latency"
+
+
+@dataclass
 class CommStats:
     """Counters: bytes sent/received and collective calls per category, and exchange rounds."""
 
@@ -37,6 +60,8 @@ class CommStats:
     calls: dict = field(default_factory=lambda: defaultdict(int))
     rounds: dict = field(default_factory=lambda: defaultdict(int))
     seconds: float = 0.0
+    modelled_seconds: float = 0.0
+    grad_sync_seconds: float = 0.0
 
     @property
     def bytes_sent(self) -> int:
@@ -55,6 +80,8 @@ class CommStats:
             "calls": dict(self.calls),
             "rounds": dict(self.rounds),
             "seconds": self.seconds,
+            "modelled_seconds": self.modelled_seconds,
+            "grad_sync_seconds": self.grad_sync_seconds,
         }
 
     def reset(self) -> None:
@@ -63,6 +90,8 @@ class CommStats:
         self.calls.clear()
         self.rounds.clear()
         self.seconds = 0.0
+        self.modelled_seconds = 0.0
+        self.grad_sync_seconds = 0.0
 
 
 class Communicator:
@@ -76,12 +105,26 @@ class Communicator:
             timeout must be set to the same value at init; see :mod:`gnnscale.runtime`).
     """
 
-    def __init__(self, rank: int = 0, world_size: int = 1, group=None, timeout: float = 300.0) -> None:
+    def __init__(
+        self, rank: int = 0, world_size: int = 1, group=None, timeout: float = 300.0,
+        network: NetworkModel | None = None,
+    ) -> None:
         self.rank = rank
         self.world_size = world_size
         self.group = group
         self.timeout = timeout
+        self.network = network
         self.stats = CommStats()
+
+    def _model(self, t0: float, nbytes: int) -> None:
+        """Hold the caller as long as the modelled link would take (see NetworkModel)."""
+        if self.network is None or self.world_size == 1:
+            return
+        want = self.network.seconds(nbytes)
+        self.stats.modelled_seconds += want
+        left = want - (time.perf_counter() - t0)
+        if left > 0:
+            time.sleep(left)
 
     # -- helpers ---------------------------------------------------------------------------
     def _fail(self, op: str, category: str, err: Exception) -> PeerError:
@@ -125,8 +168,11 @@ class Communicator:
         flat = torch.cat([t.reshape((t.shape[0],) + trailing) for t in send]) if sum(sizes.tolist()) else ref.new_empty((0,) + trailing)
         out = ref.new_empty((int(recv_sizes.sum()),) + trailing)
         self._a2a(out, flat.contiguous(), recv_sizes.tolist(), sizes.tolist(), category)
-        self.stats.sent[category] += int(sizes[others].sum()) * row_bytes
-        self.stats.received[category] += int(recv_sizes[others].sum()) * row_bytes
+        sent = int(sizes[others].sum()) * row_bytes
+        received = int(recv_sizes[others].sum()) * row_bytes
+        self.stats.sent[category] += sent
+        self.stats.received[category] += received
+        self._model(t0, max(sent, received))
         self.stats.seconds += time.perf_counter() - t0
         return list(torch.split(out, recv_sizes.tolist()))
 
@@ -171,6 +217,7 @@ class Communicator:
         """A DDP communication hook that all-reduces (averages) each bucket and counts its bytes."""
 
         def hook(state, bucket):
+            t0 = time.perf_counter()
             buf = bucket.buffer()
             nbytes = buf.numel() * buf.element_size()
             self.stats.calls["gradient"] += 1
@@ -178,6 +225,13 @@ class Communicator:
             self.stats.received["gradient"] += nbytes
             buf.div_(self.world_size)
             fut = dist.all_reduce(buf, group=self.group, async_op=True).get_future()
-            return fut.then(lambda f: f.value()[0])
+
+            def done(f):
+                # Ring all-reduce moves about 2 (P-1)/P of the buffer each way.
+                self._model(t0, int(2 * nbytes * (self.world_size - 1) / self.world_size))
+                self.stats.grad_sync_seconds += time.perf_counter() - t0
+                return f.value()[0]
+
+            return fut.then(done)
 
         return hook

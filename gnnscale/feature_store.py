@@ -26,8 +26,10 @@ class DistFeatureStore:
         comm: this rank's communicator; remote rows move in one exchange per call.
         feature_dim: F (every rank must agree; it sizes empty replies).
 
-    Counters (per call, cumulative in ``self.stats``): ``local_rows``, ``remote_rows``.
-    Bytes are counted by ``comm`` under ``feature_request`` (ids) and ``feature`` (rows).
+    Counters (cumulative in ``self.stats``): ``local_rows``, ``remote_rows`` (fetched from
+    owners) and ``cache_hits`` (remote rows served by the cache, see :meth:`fill_cache`).
+    Bytes are counted by ``comm`` under ``feature_request`` (ids) and ``feature`` (rows); the
+    one-time cache fill under ``cache_fill``.
     """
 
     def __init__(self, part: LocalRows, book: PartitionBook, comm: Communicator, feature_dim: int) -> None:
@@ -36,28 +38,58 @@ class DistFeatureStore:
         self.comm = comm
         self.feature_dim = int(feature_dim)
         self.offset = int(book.offsets[comm.rank])
-        self.stats = {"local_rows": 0, "remote_rows": 0}
+        self.cache = None
+        self.stats = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0}
 
-    def fetch(self, ids: torch.Tensor) -> torch.Tensor:
+    def reset_stats(self) -> None:
+        for k in self.stats:
+            self.stats[k] = 0
+
+    def fill_cache(self, ids: torch.Tensor, device: torch.device | str = "cpu") -> None:
+        """Fetch rows ``ids`` (int64 [K] remote global ids) once and keep them in a FeatureCache.
+
+        Collective (every rank calls it, with its own ids); bytes count as ``cache_fill``.
+        """
+        from gnnscale.feature_cache import FeatureCache
+
+        self.cache = None
+        rows = self.fetch(ids, category="cache_fill")
+        self.cache = FeatureCache(ids, rows, device)
+        self.reset_stats()
+
+    def fetch(self, ids: torch.Tensor, category: str = "feature") -> torch.Tensor:
         """float32 [n, F] rows of global ids ``ids`` (int64 [n]), in the order given.
 
-        Collective: every rank must call it the same number of times (``ids`` may be empty).
+        Owned rows come from the local part, cached rows from the cache, the rest from their
+        owners in one exchange. Collective: every rank must call it the same number of times
+        (``ids`` may be empty).
         """
         rank, P = self.comm.rank, self.comm.world_size
-        route = Route.build(self.book.owner(ids), P)
-        req = route.split(ids)
-        own = req[rank]
-        req[rank] = own.new_empty(0)
-        got = self.comm.exchange(req, "feature_request")
+        n = ids.numel()
+        out = torch.empty(n, self.feature_dim, dtype=torch.float32)
+        owner = self.book.owner(ids)
+        mine = owner == rank
+        out[mine] = self._local(ids[mine] - self.offset)
+        need = ~mine
+        if self.cache is not None and self.cache.num_rows:
+            remote_pos = torch.nonzero(need).flatten()
+            hit, rows = self.cache.lookup(ids[remote_pos])
+            out[remote_pos[hit]] = rows.to(out.device)
+            need[remote_pos[hit]] = False
+            self.stats["cache_hits"] += int(hit.sum())
+        need_pos = torch.nonzero(need).flatten()
+        route = Route.build(owner[need_pos], P)
+        req = route.split(ids[need_pos])
+        got = self.comm.exchange(req, category + "_request")
         served = torch.cat(got)
         rows = self._local(served - self.offset)
-        sizes = [g.numel() for g in got]
-        reply = list(torch.split(rows, sizes))
-        back = self.comm.exchange(reply, "feature")
-        back[rank] = self._local(own - self.offset)
-        self.stats["local_rows"] += int(own.numel())
-        self.stats["remote_rows"] += int(ids.numel() - own.numel())
-        return route.merge_rows(back)
+        back = self.comm.exchange(list(torch.split(rows, [g.numel() for g in got])), category)
+        back[rank] = rows.new_empty(0, self.feature_dim)
+        if need_pos.numel():
+            out[need_pos] = route.merge_rows(back)
+        self.stats["local_rows"] += int(mine.sum())
+        self.stats["remote_rows"] += int(need_pos.numel())
+        return out
 
     def _local(self, local_idx: torch.Tensor) -> torch.Tensor:
         if local_idx.numel() == 0:

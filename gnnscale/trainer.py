@@ -19,7 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from gnnscale.comm import Communicator
+import torch.distributed as dist
+
+from gnnscale.comm import CATEGORIES, Communicator, NetworkModel
+from gnnscale.feature_cache import CacheContext, CacheSize, choose_cache_ids
+from gnnscale.pipeline import Prefetcher
 from gnnscale.errors import RuntimeSetupError
 from gnnscale.feature_store import DistFeatureStore
 from gnnscale.models import GraphSAGE
@@ -50,6 +54,14 @@ class TrainConfig:
     progress: bool | None = None  # None: a bar only when stderr is a terminal and not in CI
     verify: bool = True
     sampler_backend: str = "auto"  # "auto" | "numba" | "torch" (identical draws)
+    cache_policy: str = "none"  # none | degree | presample | file | a registered name
+    cache_size: str = "10%"  # rows=N, bytes=64MB, fraction=0.1 or 10% (of the remote rows)
+    cache_file: str | None = None
+    presample_epochs: int = 2
+    pipeline: bool = False  # sample/fetch batch i+1 in a thread while batch i trains
+    pipeline_depth: int = 2
+    net_bandwidth_gbps: float | None = None  # a modelled link (benchmarks on one machine)
+    net_latency_ms: float = 0.05
 
 
 def _progress_enabled(cfg: TrainConfig, rank: int) -> bool:
@@ -88,18 +100,25 @@ class Worker:
         self.meta = meta
         self.book = self.part.book
         self.offset = self.part.offset
-        self.comm = Communicator(self.rank, self.world, timeout=cfg.timeout)
+        network = NetworkModel(cfg.net_bandwidth_gbps, cfg.net_latency_ms) if cfg.net_bandwidth_gbps else None
+        self.network = network
+        # Control and gradients on the default group; sampling and features on their own group,
+        # so a prefetching thread's collectives never interleave with DDP's all-reduce.
+        self.comm = Communicator(self.rank, self.world, timeout=cfg.timeout, network=network)
+        data_group = dist.new_group(backend="gloo") if self.world > 1 else None
+        self.data_comm = Communicator(self.rank, self.world, group=data_group, timeout=cfg.timeout, network=network)
         fanouts = check_fanouts(cfg.fanouts)
         eval_fanouts = check_fanouts(cfg.eval_fanouts or cfg.fanouts, num_layers=len(fanouts))
         self.sampler = DistNeighborSampler(
-            self.part.indptr, self.part.indices, self.book, self.comm, fanouts, seed=cfg.seed,
+            self.part.indptr, self.part.indices, self.book, self.data_comm, fanouts, seed=cfg.seed,
             owned_keys=self.part.orig_ids, backend=cfg.sampler_backend,
         )
         self.eval_sampler = DistNeighborSampler(
-            self.part.indptr, self.part.indices, self.book, self.comm, eval_fanouts, seed=cfg.seed + 7919,
+            self.part.indptr, self.part.indices, self.book, self.data_comm, eval_fanouts, seed=cfg.seed + 7919,
             owned_keys=self.part.orig_ids, backend=cfg.sampler_backend,
         )
-        self.features = DistFeatureStore(self.part, self.book, self.comm, meta["feature_dim"])
+        self.sampler.kernels.warmup()
+        self.features = DistFeatureStore(self.part, self.book, self.data_comm, meta["feature_dim"])
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
         model = GraphSAGE(meta["feature_dim"], cfg.hidden, meta["num_classes"], len(fanouts), cfg.dropout)
         if self.world > 1:
@@ -113,6 +132,37 @@ class Worker:
         self.val_ids = self._owned(self.part.val_mask)
         self.test_ids = self._owned(self.part.test_mask)
         self.is_ogb = str(meta.get("dataset", "")).startswith("ogbn-")
+        self.cache_info = self._setup_cache()
+
+    # -- feature cache ---------------------------------------------------------------------
+    def _presample_counts(self, epochs: int) -> torch.Tensor:
+        """int64 [N]: how often each node was an input row over ``epochs`` pre-sampling epochs."""
+        counts = torch.zeros(self.book.num_nodes, dtype=torch.int64)
+        for e in range(epochs):
+            epoch = 1_000_000 + e  # streams disjoint from the training epochs'
+            for step, seeds in enumerate(self._train_batches(epoch)):
+                mb = self.sampler.sample(seeds, epoch=epoch, step=step)
+                counts += torch.bincount(mb.input_ids, minlength=self.book.num_nodes)
+        return counts
+
+    def _setup_cache(self) -> dict:
+        cfg = self.cfg
+        if cfg.cache_policy == "none":
+            return {"policy": "none", "rows": 0, "bytes": 0}
+        t0 = time.perf_counter()
+        row_bytes = 4 * self.meta["feature_dim"]
+        ctx = CacheContext(self.part, self.book.num_nodes, presample=self._presample_counts,
+                           epochs=cfg.presample_epochs, file=cfg.cache_file)
+        ids = choose_cache_ids(cfg.cache_policy, ctx, CacheSize.parse(cfg.cache_size), row_bytes)
+        self.features.fill_cache(ids)
+        self.data_comm.stats.reset()
+        info = {"policy": cfg.cache_policy, "size": cfg.cache_size, "rows": int(ids.numel()),
+                "bytes": int(ids.numel()) * row_bytes, "remote_rows": ctx.remote_rows,
+                "seconds": time.perf_counter() - t0}
+        log.warning("rank %d: feature cache %s holds %d rows (%.1f MB) of %d remote rows, built in %.2f s",
+                    self.rank, cfg.cache_policy, info["rows"], info["bytes"] / 1e6, ctx.remote_rows, info["seconds"]) \
+            if self.rank == 0 else None
+        return info
 
     def _owned(self, mask: torch.Tensor) -> torch.Tensor:
         return torch.nonzero(mask).flatten() + self.offset
@@ -124,26 +174,49 @@ class Worker:
         t = torch.tensor([math.ceil(n_local / batch_size)], dtype=torch.int64)
         return int(self.comm.all_reduce(t, "max")[0])
 
-    def train_epoch(self, epoch: int) -> dict:
+    def _train_batches(self, epoch: int) -> list[torch.Tensor]:
+        """This rank's seed batches of ``epoch``: the same count on every rank (max; wrap-around)."""
         cfg = self.cfg
-        self.model.train()
         g = torch.Generator().manual_seed(cfg.seed * 100003 + epoch * 101 + self.rank)
         ids = self.train_ids[torch.randperm(self.train_ids.numel(), generator=g)]
         steps = self._steps(ids.numel(), cfg.batch_size)
-        batches = _batches(ids, cfg.batch_size, steps, wrap=True)
-        times = {"sample": 0.0, "fetch": 0.0, "compute": 0.0}
+        return _batches(ids, cfg.batch_size, steps, wrap=True)
+
+    def _produce(self, epoch: int, batches: list[torch.Tensor], times: dict):
+        """The data stages of one step: sample, then fetch features and labels."""
+
+        def produce(step: int):
+            seeds = batches[step]
+            t0 = time.perf_counter()
+            mb = self.sampler.sample(seeds, epoch=epoch, step=step)
+            t1 = time.perf_counter()
+            x = self.features.fetch(mb.input_ids)
+            y = self._labels(seeds)
+            times["sample"] += t1 - t0
+            times["fetch"] += time.perf_counter() - t1
+            return seeds, mb, x, y
+
+        return produce
+
+    def train_epoch(self, epoch: int) -> dict:
+        cfg = self.cfg
+        self.model.train()
+        batches = self._train_batches(epoch)
+        steps = len(batches)
+        times = {"sample": 0.0, "fetch": 0.0, "compute": 0.0, "wait": 0.0}
+        produce = self._produce(epoch, batches, times)
+        if cfg.pipeline:
+            feed = Prefetcher(produce, steps, cfg.pipeline_depth)
+        else:
+            feed = (produce(step) for step in range(steps))
         loss_sum, correct, count = 0.0, 0, 0
         bar = None
         if _progress_enabled(cfg, self.rank):
             from tqdm import tqdm
 
             bar = tqdm(total=steps, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True)
-        for step, seeds in enumerate(batches):
-            t0 = time.perf_counter()
-            mb = self.sampler.sample(seeds, epoch=epoch, step=step)
-            t1 = time.perf_counter()
-            x = self.features.fetch(mb.input_ids)
-            y = self._labels(seeds)
+        self.losses = []
+        for seeds, mb, x, y in feed:
             t2 = time.perf_counter()
             out = self.model(x, mb.blocks)
             if seeds.numel():
@@ -153,10 +226,8 @@ class Worker:
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             self.opt.step()
-            t3 = time.perf_counter()
-            times["sample"] += t1 - t0
-            times["fetch"] += t2 - t1
-            times["compute"] += t3 - t2
+            times["compute"] += time.perf_counter() - t2
+            self.losses.append(float(loss.detach()))
             loss_sum += float(loss.detach()) * seeds.numel()
             correct += int((out.argmax(1) == y).sum()) if seeds.numel() else 0
             count += int(seeds.numel())
@@ -165,6 +236,9 @@ class Worker:
                 bar.set_postfix(loss=f"{float(loss):.3f}")
         if bar is not None:
             bar.close()
+        if cfg.pipeline:
+            times["wait"] = feed.wait_seconds
+        times["grad_sync"] = self.comm.stats.grad_sync_seconds
         tot = self.comm.all_reduce(torch.tensor([loss_sum, float(correct), float(count)], dtype=torch.float64))
         return {
             "loss": float(tot[0] / max(tot[2], 1)),
@@ -206,6 +280,53 @@ class Worker:
             return 0.0
         return float(Evaluator(name=self.meta["dataset"]).eval({"y_true": y_true, "y_pred": y_pred})["acc"])
 
+    def _weights_digest(self) -> str:
+        """sha256 of the model's parameters (to compare runs bit for bit)."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for p in self.model.parameters():
+            h.update(p.detach().cpu().numpy().tobytes())
+        return h.hexdigest()
+
+    def _traffic(self) -> dict:
+        """This rank's bytes per category (both communicators) and modelled seconds."""
+        sent, received = {}, {}
+        for c in (self.comm, self.data_comm):
+            for k, v in c.stats.sent.items():
+                sent[k] = sent.get(k, 0) + v
+            for k, v in c.stats.received.items():
+                received[k] = received.get(k, 0) + v
+        modelled = self.comm.stats.modelled_seconds + self.data_comm.stats.modelled_seconds
+        rounds = dict(self.data_comm.stats.rounds)
+        return {"sent": sent, "received": received, "modelled": modelled, "rounds": rounds}
+
+    def _sum_traffic(self, traffic: dict, feat: dict) -> dict:
+        """Sum the per-category bytes and cache counters of every rank (one all_reduce)."""
+        cats = list(CATEGORIES) + ["cache_fill_request", "cache_fill"]
+        vals = [traffic["sent"].get(c, 0) for c in cats] + [traffic["received"].get(c, 0) for c in cats]
+        vals += [feat["cache_hits"], feat["remote_rows"], feat["local_rows"], traffic["modelled"]]
+        t = self.comm.all_reduce(torch.tensor(vals, dtype=torch.float64))
+        n = len(cats)
+        sent = {c: int(v) for c, v in zip(cats, t[:n]) if v}
+        received = {c: int(v) for c, v in zip(cats, t[n:2 * n]) if v}
+        hits, misses, local = (int(v) for v in t[2 * n:2 * n + 3])
+        row_bytes = 4 * self.meta["feature_dim"]
+        return {
+            "bytes_sent": sum(sent.values()),
+            "bytes_received": sum(received.values()),
+            "bytes_sent_by_category": sent,
+            "bytes_received_by_category": received,
+            "sampling_rounds_rank0": traffic["rounds"],
+            "feature_rows_local": local,
+            "feature_rows_remote_fetched": misses,
+            "feature_rows_from_cache": hits,
+            "cache_hit_rate": hits / max(hits + misses, 1),
+            "cache_bytes_served": hits * row_bytes,
+            "feature_bytes_fetched": received.get("feature", 0),
+            "modelled_network_seconds": float(t[-1]),
+        }
+
     def fit(self) -> dict:
         cfg = self.cfg
         history = []
@@ -217,25 +338,28 @@ class Worker:
                 list(cfg.fanouts), cfg.batch_size,
             )
         for epoch in range(cfg.epochs):
-            self.comm.stats.reset()
+            for c in (self.comm, self.data_comm):
+                c.stats.reset()
+            self.features.reset_stats()
             t0 = time.perf_counter()
             rec = self.train_epoch(epoch)
             train_seconds = time.perf_counter() - t0
+            traffic = self._traffic()  # training only, before evaluation adds its own
+            feat = dict(self.features.stats)
             if (epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
                 rec["val_acc"] = self.evaluate(self.val_ids)
                 rec["test_acc"] = self.evaluate(self.test_ids)
-            seconds = torch.tensor([train_seconds, time.perf_counter() - t0], dtype=torch.float64)
-            self.comm.all_reduce(seconds, "max")
-            traffic = torch.tensor([self.comm.stats.bytes_sent, self.comm.stats.bytes_received], dtype=torch.float64)
-            per_rank = self.comm.stats.snapshot()
-            self.comm.all_reduce(traffic)
+            stages = ["sample", "fetch", "compute", "wait", "grad_sync"]
+            vec = torch.tensor([train_seconds, time.perf_counter() - t0] + [rec["stage_seconds"][k] for k in stages],
+                               dtype=torch.float64)
+            self.comm.all_reduce(vec, "max")
+            totals = self._sum_traffic(traffic, feat)
             rec.update(
                 epoch=epoch,
-                epoch_seconds=float(seconds[0]),
-                epoch_seconds_with_eval=float(seconds[1]),
-                bytes_sent=int(traffic[0]),
-                bytes_received=int(traffic[1]),
-                rank0_traffic=per_rank,
+                epoch_seconds=float(vec[0]),
+                epoch_seconds_with_eval=float(vec[1]),
+                stage_seconds_max_over_ranks={k: float(v) for k, v in zip(stages, vec[2:])},
+                **totals,
             )
             history.append(rec)
             if "val_acc" in rec and rec["val_acc"] > best["val_acc"]:
@@ -244,10 +368,17 @@ class Worker:
                 acc = (
                     f" val {rec['val_acc']:.4f} test {rec['test_acc']:.4f}" if "val_acc" in rec else ""
                 )
+                extra = ""
+                if self.cache_info["rows"]:
+                    extra += f" | cache hit {rec['cache_hit_rate']:.1%}"
+                if self.network is not None:
+                    extra += f" | {rec['modelled_network_seconds']:.2f} s modelled network"
+                st = rec["stage_seconds_max_over_ranks"]
                 log.info(
-                    "epoch %3d | loss %.4f | train %.4f%s | %.2f s | sent %.2f MB recv %.2f MB (all ranks)",
-                    epoch, rec["loss"], rec["train_acc"], acc, rec["epoch_seconds"],
-                    rec["bytes_sent"] / 1e6, rec["bytes_received"] / 1e6,
+                    "epoch %3d | loss %.4f | train %.4f%s | %.2f s (sample %.2f fetch %.2f compute %.2f wait %.2f) | "
+                    "sent %.2f MB recv %.2f MB (all ranks)%s",
+                    epoch, rec["loss"], rec["train_acc"], acc, rec["epoch_seconds"], st["sample"], st["fetch"],
+                    st["compute"], st["wait"], rec["bytes_sent"] / 1e6, rec["bytes_received"] / 1e6, extra,
                 )
         last = history[-1]
         result = {
@@ -263,6 +394,9 @@ class Worker:
             "epoch_seconds": sum(h["epoch_seconds"] for h in history) / len(history),
             "bytes_sent": sum(h["bytes_sent"] for h in history),
             "bytes_received": sum(h["bytes_received"] for h in history),
+            "cache": self.cache_info,
+            "network_model": self.network.describe() if self.network else None,
+            "final_weights_sha256": self._weights_digest(),
         }
         if self.rank == 0 and cfg.metrics:
             os.makedirs(os.path.dirname(os.path.abspath(cfg.metrics)), exist_ok=True)

@@ -77,3 +77,20 @@ def sample_stats(parts_dir: str, seeds_by_rank: list, fanouts):
     sampler = DistNeighborSampler(part.indptr, part.indices, part.book, comm, fanouts, owned_keys=part.orig_ids)
     mb = sampler.sample(torch.tensor(seeds_by_rank[info.rank], dtype=torch.int64))
     return {"stats": comm.stats.snapshot(), "src": [b.src_ids for b in mb.blocks]}
+
+
+def fetch_with_cache(parts_dir: str, ids_by_rank: list, cache_ids_by_rank: list, bandwidth_gbps=None):
+    """Fill a cache with ``cache_ids_by_rank[rank]``, then fetch ``ids_by_rank[rank]`` (new ids)."""
+    from gnnscale.comm import NetworkModel
+
+    info = init_distributed(timeout=60)
+    part = load_part(parts_dir, info.rank)
+    net = NetworkModel(bandwidth_gbps, 1.0) if bandwidth_gbps else None
+    comm = Communicator(info.rank, info.world_size, timeout=60, network=net)
+    store = DistFeatureStore(part, part.book, comm, part.meta["feature_dim"])
+    store.fill_cache(torch.tensor(cache_ids_by_rank[info.rank], dtype=torch.int64))
+    fill = comm.stats.snapshot()
+    comm.stats.reset()
+    x = store.fetch(torch.tensor(ids_by_rank[info.rank], dtype=torch.int64))
+    return {"x": x, "fill": fill, "fetch": comm.stats.snapshot(), "store": dict(store.stats),
+            "cache_rows": store.cache.num_rows}

@@ -1,0 +1,226 @@
+"""Feature cache: hot remote feature rows kept on the training device.
+
+A policy chooses which remote rows to keep (by global id); the cache is filled once with one
+feature exchange, then :meth:`DistFeatureStore.fetch` serves hits from it and sends only the
+misses to their owners. Lookup is vectorized (a sorted id array and ``searchsorted``).
+
+Policies (pluggable by name, like partitioners; see :func:`register_cache_policy`):
+
+- ``none``: no cache;
+- ``degree``: the remote nodes that most of this part's in-edges come from (PaGraph's
+  in-degree heuristic seen from this part's halo);
+- ``presample``: access counts of remote rows over K pre-sampling epochs with the real
+  sampler (GNNLab);
+- ``file``: ids listed by the user in a ``.npy`` file (int64 global ids of the partition's
+  numbering, i.e. new ids).
+
+Sizes: ``rows=N``, ``bytes=B`` or ``fraction=f`` of the remote rows (the nodes this rank does
+not own). A size beyond the candidates is clamped, and said once in the log.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from gnnscale.errors import GnnscaleError
+
+log = logging.getLogger(__name__)
+
+
+class CacheError(GnnscaleError):
+    """A cache policy, size or id file is invalid."""
+
+
+@dataclass
+class CacheSize:
+    """How big a cache: exactly one of rows, bytes or fraction (of the remote rows)."""
+
+    rows: int | None = None
+    bytes: int | None = None
+    fraction: float | None = None
+
+    @staticmethod
+    def parse(text: str | None) -> "CacheSize":
+        """'rows=1000', 'bytes=64MB', 'fraction=0.1', or a bare '10%' / '0.1' / '5000'."""
+        if text is None or text == "":
+            return CacheSize(fraction=0.0)
+        t = str(text).strip().lower()
+        try:
+            if t.endswith("%"):
+                return CacheSize(fraction=float(t[:-1]) / 100)
+            if "=" in t:
+                kind, val = t.split("=", 1)
+                if kind == "rows":
+                    return CacheSize(rows=int(val))
+                if kind == "fraction":
+                    return CacheSize(fraction=float(val))
+                if kind == "bytes":
+                    mult = 1
+                    for suf, m in (("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10)):
+                        if val.endswith(suf):
+                            val, mult = val[: -len(suf)], m
+                    return CacheSize(bytes=int(float(val) * mult))
+                raise ValueError(kind)
+            v = float(t)
+            return CacheSize(fraction=v) if v < 1 or "." in t else CacheSize(rows=int(v))
+        except ValueError:
+            raise CacheError(
+                f"cache size must look like rows=5000, bytes=64MB, fraction=0.1 or 10%; found {text!r}"
+            ) from None
+
+    def to_rows(self, remote_rows: int, row_bytes: int) -> int:
+        if self.rows is not None:
+            n = self.rows
+        elif self.bytes is not None:
+            n = self.bytes // max(row_bytes, 1)
+        else:
+            n = math.floor((self.fraction or 0.0) * remote_rows)
+        if n < 0:
+            raise CacheError(f"cache size must be >= 0, found {n} rows")
+        return int(n)
+
+
+class FeatureCache:
+    """Rows of some remote nodes, looked up by global id.
+
+    Args:
+        ids: int64 [K] global ids (any order; stored sorted).
+        rows: float32 [K, F] their feature rows, in the order of ``ids``.
+        device: where the rows live (the training device).
+    """
+
+    def __init__(self, ids: torch.Tensor, rows: torch.Tensor, device: torch.device | str = "cpu") -> None:
+        order = torch.argsort(ids)
+        self.ids = ids[order].to(device)
+        self.rows = rows[order].to(device)
+        self.stats = {"lookups": 0, "hits": 0}
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.ids.numel())
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.rows.numel() * self.rows.element_size())
+
+    def lookup(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(hit bool [n], rows float32 [hits, F] for the hits in order)."""
+        if self.num_rows == 0 or ids.numel() == 0:
+            return torch.zeros(ids.numel(), dtype=torch.bool), self.rows[:0]
+        pos = torch.searchsorted(self.ids, ids).clamp_(max=self.num_rows - 1)
+        hit = self.ids[pos] == ids
+        self.stats["lookups"] += int(ids.numel())
+        self.stats["hits"] += int(hit.sum())
+        return hit, self.rows[pos[hit]]
+
+
+# -- policies ----------------------------------------------------------------------------------
+# A policy returns candidate remote global ids, most valuable first: f(ctx, max_rows) -> LongTensor.
+CachePolicy = Callable[["CacheContext", int], torch.Tensor]
+_POLICIES: dict[str, CachePolicy] = {}
+
+
+@dataclass
+class CacheContext:
+    """What a policy may look at: this rank's part and, for presampling, a batch iterator."""
+
+    part: object  # LocalPart
+    num_nodes: int
+    presample: Callable[[int], torch.Tensor] | None = None  # epochs -> int64 counts [num_nodes]
+    epochs: int = 2
+    file: str | None = None
+
+    @property
+    def remote_rows(self) -> int:
+        return self.num_nodes - int(self.part.num_owned)
+
+    def is_remote(self, ids: torch.Tensor) -> torch.Tensor:
+        lo = self.part.offset
+        return (ids < lo) | (ids >= lo + self.part.num_owned)
+
+
+def register_cache_policy(name: str, fn: CachePolicy) -> None:
+    """Make ``fn(ctx, max_rows) -> LongTensor`` available as ``--cache-policy name``."""
+    _POLICIES[name] = fn
+
+
+def available_cache_policies() -> list[str]:
+    return list(_POLICIES)
+
+
+def _top(ids: torch.Tensor, score: torch.Tensor, k: int) -> torch.Tensor:
+    keep = score > 0
+    ids, score = ids[keep], score[keep]
+    order = torch.argsort(score, descending=True, stable=True)
+    return ids[order[:k]]
+
+
+def _none(ctx: CacheContext, k: int) -> torch.Tensor:
+    return torch.empty(0, dtype=torch.int64)
+
+
+def _degree(ctx: CacheContext, k: int) -> torch.Tensor:
+    src = ctx.part.indices
+    remote = src[ctx.is_remote(src)]
+    uniq, counts = torch.unique(remote, return_counts=True)
+    return _top(uniq, counts, k)
+
+
+def _presample(ctx: CacheContext, k: int) -> torch.Tensor:
+    if ctx.presample is None:
+        raise CacheError("the presample policy needs the sampler (it runs inside a training worker)")
+    counts = ctx.presample(ctx.epochs)
+    ids = torch.arange(ctx.num_nodes)
+    remote = ctx.is_remote(ids)
+    return _top(ids[remote], counts[remote], k)
+
+
+def _file(ctx: CacheContext, k: int) -> torch.Tensor:
+    if not ctx.file:
+        raise CacheError("the file policy needs --cache-file PATH (a .npy of int64 global ids)")
+    try:
+        arr = np.load(ctx.file, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise CacheError(f"could not read cache id file {ctx.file}: {err}") from None
+    if arr.dtype.kind not in "iu":
+        raise CacheError(
+            f"cache id file {ctx.file} must hold integer node ids (int64), found dtype {arr.dtype}; "
+            "save it with np.save(path, ids.astype(np.int64))"
+        )
+    ids = torch.from_numpy(arr.astype(np.int64).reshape(-1))
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= ctx.num_nodes):
+        raise CacheError(
+            f"cache id file {ctx.file} has ids in [{int(ids.min())}, {int(ids.max())}], expected [0, {ctx.num_nodes}) "
+            "(global ids in the partition's numbering; map original ids through the parts' orig_ids.npy)"
+        )
+    ids = ids[ctx.is_remote(ids)]
+    # keep the user's order (first = most valuable), without repeats
+    uniq, inv = torch.unique(ids, return_inverse=True)
+    first = torch.full((uniq.numel(),), ids.numel(), dtype=torch.int64).scatter_reduce_(0, inv, torch.arange(ids.numel()), "amin")
+    return uniq[torch.argsort(first)][:k]
+
+
+for _name, _fn in (("none", _none), ("degree", _degree), ("presample", _presample), ("file", _file)):
+    register_cache_policy(_name, _fn)
+
+
+def choose_cache_ids(policy: str, ctx: CacheContext, size: CacheSize, row_bytes: int) -> torch.Tensor:
+    """Global ids to cache (int64 [K]) under ``policy`` and ``size``; clamps and says so once."""
+    if policy not in _POLICIES:
+        raise CacheError(f"unknown cache policy {policy!r}; known: {', '.join(_POLICIES)}")
+    want = size.to_rows(ctx.remote_rows, row_bytes)
+    if want > ctx.remote_rows:
+        log.warning(
+            "cache size of %d rows is larger than the %d remote rows of part %d: clamped to %d",
+            want, ctx.remote_rows, ctx.part.part_id, ctx.remote_rows,
+        )
+        want = ctx.remote_rows
+    ids = _POLICIES[policy](ctx, want) if want > 0 else torch.empty(0, dtype=torch.int64)
+    if policy != "none" and ids.numel() < want:
+        log.info("cache policy %s found %d candidate rows for a size of %d: caching %d", policy, ids.numel(), want, ids.numel())
+    return ids[:want]

@@ -1,0 +1,128 @@
+"""Feature cache, pipelined training and per-category byte accounting (issue 5)."""
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from gnnscale.feature_cache import CacheContext, CacheError, CacheSize, FeatureCache, choose_cache_ids
+from gnnscale.partitioning import load_part, write_partitions
+from gnnscale.runtime import launch_local
+
+from dist_workers import fetch_with_cache
+from test_cli import run_cli
+
+
+def test_cache_lookup_matches_a_reference():
+    g = torch.Generator().manual_seed(0)
+    cached = torch.randperm(1000, generator=g)[:200]
+    rows = torch.randn(200, 3, generator=g)
+    cache = FeatureCache(cached, rows)
+    query = torch.randint(0, 1000, (500,), generator=g)
+    hit, got = cache.lookup(query)
+    ref = {int(i): rows[k] for k, i in enumerate(cached)}
+    assert hit.tolist() == [int(q) in ref for q in query]
+    expect = torch.stack([ref[int(q)] for q in query if int(q) in ref])
+    assert torch.equal(got, expect)
+    assert cache.stats == {"lookups": 500, "hits": int(hit.sum())}
+
+
+def _path_graph(tmp_path, n=8, feat=4):
+    src = torch.arange(n - 1)
+    ei = torch.cat([torch.stack([src, src + 1]), torch.stack([src + 1, src])], 1)
+    x = torch.arange(n * feat, dtype=torch.float32).view(n, feat)
+    data = Data(x=x, y=torch.zeros(n, dtype=torch.int64), edge_index=ei, train_mask=torch.ones(n, dtype=torch.bool),
+                val_mask=torch.zeros(n, dtype=torch.bool), test_mask=torch.zeros(n, dtype=torch.bool))
+    data.num_classes = 1
+    parts = np.repeat(np.arange(2), n // 2)
+    write_partitions(data, parts, tmp_path / "p", method="manual", dataset="path")
+    return str(tmp_path / "p"), x
+
+
+def test_cache_hits_misses_and_bytes_per_category(tmp_path):
+    parts_dir, x = _path_graph(tmp_path)  # part 0: 0..3, part 1: 4..7; 4 float32 features = 16 B/row
+    ids = [[0, 5, 6, 7, 4], [1, 2, 4]]
+    cache = [[5, 6], [2]]
+    r0, r1 = launch_local(fetch_with_cache, 2, args=(parts_dir, ids, cache, 10.0))
+    for r, res in ((0, r0), (1, r1)):
+        assert torch.equal(res["x"], x[ids[r]])  # right rows, cache or not
+        assert res["cache_rows"] == len(cache[r])
+    # rank 0: 5, 6 from the cache, 7 and 4 fetched; rank 1: 2 from the cache, 1 fetched.
+    assert r0["store"] == {"local_rows": 1, "remote_rows": 2, "cache_hits": 2}
+    assert r1["store"] == {"local_rows": 1, "remote_rows": 1, "cache_hits": 1}
+    f0, f1 = r0["fetch"], r1["fetch"]
+    assert f0["sent"]["feature_request"] == 2 * 8 and f0["received"]["feature"] == 2 * 16
+    assert f1["sent"]["feature_request"] == 1 * 8 and f1["received"]["feature"] == 1 * 16
+    assert f0["sent"]["feature"] == 1 * 16 and f1["sent"]["feature"] == 2 * 16
+    # The fill is counted apart from the per-step traffic.
+    assert r0["fill"]["received"]["cache_fill"] == 2 * 16 and r1["fill"]["received"]["cache_fill"] == 16
+    # The modelled link: 1 ms latency per exchange plus bytes at 10 Gbit/s, for both exchanges.
+    expect = 2 * 1e-3 + (2 * 8 + 2 * 16) * 8 / 10e9
+    assert f0["modelled_seconds"] == pytest.approx(expect, rel=1e-9)
+
+
+def test_policies_choose_remote_rows_and_clamp(tmp_path, caplog):
+    parts_dir, _ = _path_graph(tmp_path)
+    part = load_part(parts_dir, 0)
+    ctx = CacheContext(part, 8)
+    ids = choose_cache_ids("degree", ctx, CacheSize.parse("rows=3"), 16)
+    assert ids.tolist() == [4]  # the only remote in-neighbor of part 0
+    with caplog.at_level(logging.WARNING):
+        ids = choose_cache_ids("degree", ctx, CacheSize.parse("rows=100"), 16)
+    assert "larger than the 4 remote rows" in caplog.text and "clamped to 4" in caplog.text
+    assert caplog.text.count("clamped") == 1
+
+
+def test_file_policy_bad_ids(tmp_path):
+    parts_dir, _ = _path_graph(tmp_path)
+    ctx = CacheContext(load_part(parts_dir, 0), 8)
+    bad = tmp_path / "ids.npy"
+    np.save(bad, np.array([5, 99], dtype=np.int64))
+    ctx.file = str(bad)
+    with pytest.raises(CacheError, match=r"ids in \[5, 99\], expected \[0, 8\)"):
+        choose_cache_ids("file", ctx, CacheSize.parse("rows=2"), 16)
+    np.save(bad, np.array([5.0, 6.0]))
+    with pytest.raises(CacheError, match="must hold integer node ids"):
+        choose_cache_ids("file", ctx, CacheSize.parse("rows=2"), 16)
+    np.save(bad, np.array([6, 1, 5], dtype=np.int64))
+    assert choose_cache_ids("file", ctx, CacheSize.parse("rows=2"), 16).tolist() == [6, 5]
+    with pytest.raises(CacheError, match="unknown cache policy 'lru'"):
+        choose_cache_ids("lru", ctx, CacheSize.parse("rows=2"), 16)
+    with pytest.raises(CacheError, match="cache size must look like"):
+        CacheSize.parse("lots")
+
+
+@pytest.fixture(scope="module")
+def cora2(shared_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cp") / "cora2"
+    r = run_cli("partition", "--dataset", "planetoid:cora", "--root", str(shared_data / "planetoid" / "raw"),
+                "--parts", "2", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_pipelined_equals_sequential(cora2, tmp_path):
+    runs = {}
+    for mode in ("--no-pipeline", "--pipeline"):
+        m = tmp_path / f"{mode}.json"
+        r = run_cli("train", "--parts-dir", str(cora2), "--epochs", "2", "--batch-size", "16", "--lr", "0.01",
+                    "--cache-policy", "presample", "--cache-size", "10%", mode, "--metrics", str(m))
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs[mode] = json.loads(m.read_text())
+    a, b = runs["--no-pipeline"], runs["--pipeline"]
+    assert [e["loss"] for e in a["epochs"]] == [e["loss"] for e in b["epochs"]]
+    assert a["final_weights_sha256"] == b["final_weights_sha256"]
+    assert a["test_acc"] == b["test_acc"]
+    for ea, eb in zip(a["epochs"], b["epochs"]):
+        assert ea["bytes_received_by_category"] == eb["bytes_received_by_category"]
+        assert 0 < ea["cache_hit_rate"] < 1
+        assert set(ea["stage_seconds_max_over_ranks"]) == {"sample", "fetch", "compute", "wait", "grad_sync"}
+    # Gradient bytes: one all-reduce of every parameter per step per rank (counted by the DDP hook).
+    params = a["epochs"][0]["bytes_sent_by_category"]["gradient"]
+    steps = a["epochs"][0]["steps"]
+    n_param_bytes = 4 * (1433 * 128 * 2 + 128 + 128 * 7 * 2 + 7)  # two SAGEConv layers (lin_l with bias, lin_r)
+    assert params == 2 * steps * n_param_bytes
