@@ -82,6 +82,12 @@ def _batches(ids: torch.Tensor, batch_size: int, steps: int, wrap: bool) -> list
     return out
 
 
+def shuffled_batches(ids: torch.Tensor, batch_size: int, seed: int, epoch: int, rank: int, steps: int) -> list[torch.Tensor]:
+    """The seed batches rank ``rank`` trains in ``epoch``: its ids shuffled, cut into ``steps``."""
+    g = torch.Generator().manual_seed(seed * 100003 + epoch * 101 + rank)
+    return _batches(ids[torch.randperm(ids.numel(), generator=g)], batch_size, steps, wrap=True)
+
+
 class Worker:
     """One rank's training state: its part, sampler, feature store, model and optimizer."""
 
@@ -177,10 +183,8 @@ class Worker:
     def _train_batches(self, epoch: int) -> list[torch.Tensor]:
         """This rank's seed batches of ``epoch``: the same count on every rank (max; wrap-around)."""
         cfg = self.cfg
-        g = torch.Generator().manual_seed(cfg.seed * 100003 + epoch * 101 + self.rank)
-        ids = self.train_ids[torch.randperm(self.train_ids.numel(), generator=g)]
-        steps = self._steps(ids.numel(), cfg.batch_size)
-        return _batches(ids, cfg.batch_size, steps, wrap=True)
+        steps = self._steps(self.train_ids.numel(), cfg.batch_size)
+        return shuffled_batches(self.train_ids, cfg.batch_size, cfg.seed, epoch, self.rank, steps)
 
     def _produce(self, epoch: int, batches: list[torch.Tensor], times: dict):
         """The data stages of one step: sample, then fetch features and labels."""

@@ -1,0 +1,156 @@
+"""Remote feature bytes per epoch with each cache policy and size (issue 5, item 1).
+
+For each graph: partition into 4 parts (METIS), then for every rank replay its training
+epoch with the engine's own sampler and count how often each remote row is an input. The
+replay runs the sampler in one process over the union of the parts' CSCs keyed by original
+ids, which draws exactly what the distributed sampler draws (tests/test_distributed.py
+checks that), and chooses the cached rows with the engine's own policies
+(gnnscale.feature_cache.choose_cache_ids; ``presample`` counts over 2 pre-sampling epochs
+with disjoint random streams, as the trainer does). On Squirrel every configuration is also
+run for real (``gnnscale train --epochs 1`` with 4 workers) and the replay must agree.
+
+    python benchmarks/cache.py --json results/cache.json
+    python benchmarks/cache.py --graphs squirrel            # the small graph only
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("GNNSCALE_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+GRAPHS = {
+    "squirrel": dict(dataset=f"npz:{SHARED / 'squirrel' / 'squirrel.npz'}", fanouts=[10, 10], batch_size=256, real=True),
+    "products": dict(dataset="synthetic?num_nodes=2449029&avg_degree=25.3&num_classes=47&num_features=100",
+                     fanouts=[15, 10, 5], batch_size=1024, real=False),
+}
+POLICIES = ["none", "degree", "presample"]
+SIZES = ["5%", "10%", "20%"]
+
+
+def replay_counts(parts_dir: Path, fanouts, batch_size, seed, epochs) -> tuple[list, list, list]:
+    """Per rank: its LocalPart, input-row access counts (int64 [N]) of each requested epoch."""
+    from gnnscale.partitioning import load_meta, load_part
+    from gnnscale.samplers import NeighborSampler
+    from gnnscale.trainer import shuffled_batches
+
+    meta = load_meta(parts_dir)
+    P, N = meta["num_parts"], meta["num_nodes"]
+    parts = [load_part(parts_dir, p, verify=False) for p in range(P)]
+    indptr = [torch.zeros(1, dtype=torch.int64)]
+    off = 0
+    for part in parts:  # loop over parts
+        indptr.append(part.indptr[1:] + off)
+        off += int(part.indptr[-1])
+    indptr = torch.cat(indptr)
+    indices = torch.cat([part.indices for part in parts])
+    orig = torch.cat([part.orig_ids for part in parts])
+    sampler = NeighborSampler(indptr, indices, fanouts, seed=seed, node_keys=orig)
+    train = [torch.nonzero(p.train_mask).flatten() + p.offset for p in parts]
+    steps = max(-(-t.numel() // batch_size) for t in train)
+    counts = {}
+    for epoch in epochs:
+        for r in range(P):  # loop over ranks and their batches
+            c = torch.zeros(N, dtype=torch.int64)
+            for step, seeds in enumerate(shuffled_batches(train[r], batch_size, seed, epoch, r, steps)):
+                mb = sampler.sample(seeds, epoch=epoch, step=step, rank=r)
+                c += torch.bincount(mb.input_ids, minlength=N)
+            counts[(epoch, r)] = c
+    return parts, counts, meta
+
+
+def evaluate(parts, counts, meta, policy, size, seed, presample_epochs) -> dict:
+    from gnnscale.feature_cache import CacheContext, CacheSize, choose_cache_ids
+
+    N, F = meta["num_nodes"], meta["feature_dim"]
+    fetched = hits = cached_rows = 0
+    for r, part in enumerate(parts):
+        def pre(k, r=r):
+            return sum(counts[(1_000_000 + e, r)] for e in range(k))
+
+        ctx = CacheContext(part, N, presample=pre, epochs=presample_epochs)
+        ids = choose_cache_ids(policy, ctx, CacheSize.parse(size), 4 * F)
+        c = counts[(0, r)]
+        remote = ctx.is_remote(torch.arange(N))
+        total = int(c[remote].sum())
+        h = int(c[ids].sum()) if ids.numel() else 0
+        fetched += total - h
+        hits += h
+        cached_rows += int(ids.numel())
+    return {"policy": policy, "size": size, "cached_rows": cached_rows, "remote_rows_fetched": fetched,
+            "cache_hits": hits, "hit_rate": hits / max(hits + fetched, 1), "remote_feature_bytes": fetched * 4 * F}
+
+
+def real_run(parts_dir: Path, spec: dict, policy: str, size: str, seed: int, tmp: Path) -> dict:
+    m = tmp / f"{policy}-{size.strip('%')}.json"
+    cmd = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", str(parts_dir), "--epochs", "1",
+           "--fanouts", ",".join(map(str, spec["fanouts"])), "--batch-size", str(spec["batch_size"]),
+           "--cache-policy", policy, "--cache-size", size, "--seed", str(seed), "--eval-every", "1000",
+           "--metrics", str(m), "--no-progress", "--no-verify"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    e = json.loads(m.read_text())["epochs"][0]
+    return {"remote_feature_bytes": e["feature_bytes_fetched"], "hit_rate": e["cache_hit_rate"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--graphs", default="squirrel,products")
+    ap.add_argument("--parts", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--presample-epochs", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    report = {"parts": args.parts, "graphs": {}}
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        for key in args.graphs.split(","):
+            spec = GRAPHS[key]
+            pdir = tmp / key
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "gnnscale", "partition", "--dataset", spec["dataset"],
+                            "--parts", str(args.parts), "--out", str(pdir)], check=True, capture_output=True)
+            t1 = time.perf_counter()
+            epochs = [0] + [1_000_000 + e for e in range(args.presample_epochs)]
+            parts, counts, meta = replay_counts(pdir, spec["fanouts"], spec["batch_size"], args.seed, epochs)
+            t2 = time.perf_counter()
+            rows = []
+            for policy in POLICIES:
+                for size in (SIZES if policy != "none" else ["0%"]):
+                    row = evaluate(parts, counts, meta, policy, size, args.seed, args.presample_epochs)
+                    if spec["real"]:
+                        real = real_run(pdir, spec, policy, size, args.seed, tmp)
+                        row["real_run_remote_feature_bytes"] = real["remote_feature_bytes"]
+                        row["real_run_hit_rate"] = real["hit_rate"]
+                    rows.append(row)
+            base = rows[0]["remote_feature_bytes"]
+            for row in rows:
+                row["reduction_vs_none"] = 1 - row["remote_feature_bytes"] / max(base, 1)
+            report["graphs"][key] = {"dataset": spec["dataset"], "fanouts": spec["fanouts"],
+                                     "batch_size": spec["batch_size"], "num_nodes": meta["num_nodes"],
+                                     "partition_seconds": t1 - t0, "replay_seconds": t2 - t1, "rows": rows}
+            print(f"\n{key}: {meta['num_nodes']} nodes, {args.parts} parts, fanouts {spec['fanouts']}, "
+                  f"batch {spec['batch_size']} (replayed epoch; 'real' = gnnscale train, 4 workers)")
+            print("policy     size  cached rows  remote MB/epoch  hit rate  cut vs none   real MB   real hit")
+            for row in rows:
+                real_mb = row.get("real_run_remote_feature_bytes")
+                real = (f"{real_mb / 1e6:9.2f} {row['real_run_hit_rate']:9.1%}" if real_mb is not None else "")
+                print(f"{row['policy']:9s} {row['size']:>5s} {row['cached_rows']:12d} {row['remote_feature_bytes'] / 1e6:16.2f} "
+                      f"{row['hit_rate']:9.1%} {row['reduction_vs_none']:11.1%} {real}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
