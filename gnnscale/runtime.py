@@ -106,7 +106,22 @@ def shutdown_distributed() -> None:
         dist.destroy_process_group()
 
 
-def _entry(fn: Callable, rank: int, world: int, port: int, threads: int, args: tuple, queue) -> None:
+def _die_with_parent() -> None:
+    """Linux: have the kernel send SIGTERM to this worker when the launcher dies (even by SIGKILL)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def _entry(fn: Callable, rank: int, world: int, port: int, threads: int, args: tuple, queue, parent: int) -> None:
+    _die_with_parent()
+    if os.getppid() != parent:  # the launcher died before we got here
+        os._exit(1)
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
         # Compiled kernels' thread pools sized to this worker's share of the cores.
@@ -157,7 +172,7 @@ def launch_local(
     threads = threads_per_worker or max(1, (os.cpu_count() or 1) // nprocs)
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
-    procs = [ctx.Process(target=_entry, args=(fn, r, nprocs, port, threads, args, queue), daemon=False) for r in range(nprocs)]
+    procs = [ctx.Process(target=_entry, args=(fn, r, nprocs, port, threads, args, queue, os.getpid()), daemon=False) for r in range(nprocs)]
     results: dict[int, tuple[str, Any]] = {}
     terminated: set[int] = set()
     failed_at: float | None = None

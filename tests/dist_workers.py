@@ -94,3 +94,11 @@ def fetch_with_cache(parts_dir: str, ids_by_rank: list, cache_ids_by_rank: list,
     x = store.fetch(torch.tensor(ids_by_rank[info.rank], dtype=torch.int64))
     return {"x": x, "fill": fill, "fetch": comm.stats.snapshot(), "store": dict(store.stats),
             "cache_rows": store.cache.num_rows}
+
+
+def sleep_forever():
+    """A worker that never returns (for the launcher-death test)."""
+    import time
+
+    while True:
+        time.sleep(1)

@@ -134,3 +134,39 @@ def test_one_round_per_hop_and_only_remote_frontier_ids(tmp_path):
     assert s0["calls"] == {"control": 4, "sample_request": 2, "sample_response": 2}
     assert [t.tolist() for t in r0["src"]] == [[2, 1, 3, 0, 4], [2, 1, 3]]
     assert [t.tolist() for t in r1["src"]] == [[5, 4, 3], [5, 4]]
+
+
+def test_workers_die_with_a_killed_launcher(tmp_path):
+    """SIGKILL the launching process: its workers must not live on (no leaked processes)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    script = tmp_path / "launch.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(tmp_path.parent)!r})\n"
+        "from gnnscale.runtime import launch_local\n"
+        "from dist_workers import sleep_forever\n"
+        "if __name__ == '__main__':\n"
+        "    launch_local(sleep_forever, 2)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(__file__))
+    proc = subprocess.Popen([sys.executable, str(script)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        kids = []
+        while time.monotonic() < deadline and len(kids) < 2:
+            time.sleep(0.5)
+            kids = [c for c in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(c.cmdline())]
+        assert len(kids) == 2
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        gone, alive = psutil.wait_procs(kids, timeout=20)
+        assert not alive, [p.pid for p in alive]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
