@@ -48,7 +48,8 @@ class TrainConfig:
     weight_decay: float = 0.0
     dropout: float = 0.5
     seed: int = 0
-    eval_every: int = 1
+    eval_every: int = 1  # 0: never evaluate (benchmarks)
+    max_steps: int | None = None  # cap on steps per epoch (benchmarks); None: the whole epoch
     timeout: float = 300.0
     metrics: str | None = None
     progress: bool | None = None  # None: a bar only when stderr is a terminal and not in CI
@@ -184,6 +185,8 @@ class Worker:
         """This rank's seed batches of ``epoch``: the same count on every rank (max; wrap-around)."""
         cfg = self.cfg
         steps = self._steps(self.train_ids.numel(), cfg.batch_size)
+        if cfg.max_steps is not None:
+            steps = min(steps, cfg.max_steps)
         return shuffled_batches(self.train_ids, cfg.batch_size, cfg.seed, epoch, self.rank, steps)
 
     def _produce(self, epoch: int, batches: list[torch.Tensor], times: dict):
@@ -350,7 +353,7 @@ class Worker:
             train_seconds = time.perf_counter() - t0
             traffic = self._traffic()  # training only, before evaluation adds its own
             feat = dict(self.features.stats)
-            if (epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
+            if cfg.eval_every > 0 and ((epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1):
                 rec["val_acc"] = self.evaluate(self.val_ids)
                 rec["test_acc"] = self.evaluate(self.test_ids)
             stages = ["sample", "fetch", "compute", "wait", "grad_sync"]
