@@ -6,6 +6,13 @@ loops: sampling in parallel over destination nodes (Floyd's algorithm per node, 
 the same splitmix64 stream), relabeling in one pass with an id -> slot scatter table instead
 of a sort. A test checks both paths give equal tensors.
 
+The default uniform-without-replacement path has its own kernels (``_fill_one``, inlined);
+sampling with replacement and weighted sampling share separate ones (``_fill_var``, chosen
+by a mode number), so the default path is compiled and runs exactly as before. Weighted
+without replacement keeps a ``fanout``-slot buffer of the smallest exponential keys per
+node; weighted with replacement binary-searches the node's segment of the sampler's
+precomputed float64 cumsum, comparing exactly the values ``torch.searchsorted`` compares.
+
 numba is imported lazily; when it is missing the torch kernels are used.
 """
 from __future__ import annotations
@@ -108,6 +115,163 @@ if HAVE_NUMBA:
             _fill_one(indptr, indices, rows, node_keys, keys, fanout, offsets, out, i)
         return out
 
+    # ---- replacement and weighted variants (separate kernels: the uniform path above is untouched)
+    # mode 1: uniform with replacement; 2: weighted without replacement; 3: weighted with replacement.
+
+    @nb.njit(inline="always", cache=True)
+    def _draw(h, j):
+        x = _mix64(h + _U(j + 1) * _M2)
+        return float(x >> _U(11)) * _INV53
+
+    @nb.njit(inline="always", cache=True)
+    def _count_var(indptr, rows, weights, cum, fanout, mode, i):
+        start = indptr[rows[i]]
+        d = indptr[rows[i] + 1] - start
+        if mode == 1:
+            if fanout < 0:
+                return d
+            return fanout if d > 0 else 0
+        if mode == 3 and fanout >= 0:
+            if d == 0:
+                return 0
+            base = cum[start - 1] if start > 0 else 0.0
+            return fanout if cum[start + d - 1] - base > 0.0 else 0
+        c = 0
+        for e in range(start, start + d):
+            if weights[e] > 0:
+                c += 1
+                if c == fanout:  # min(#positive, fanout) is known: skip the rest of a hub's list
+                    break
+        return c
+
+    @nb.njit(inline="always", cache=True)
+    def _argworst(keybuf, out, o, c):
+        # slot with the largest (key, position): the next one to evict
+        w = 0
+        for q in range(1, c):
+            kq = keybuf[o + q]
+            kw = keybuf[o + w]
+            if kq > kw or (kq == kw and out[o + q] > out[o + w]):
+                w = q
+        return w
+
+    @nb.njit(inline="always", cache=True)
+    def _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf, i):
+        start = indptr[rows[i]]
+        d = indptr[rows[i] + 1] - start
+        o = offsets[i]
+        c = offsets[i + 1] - o
+        if c == 0:
+            return
+        if mode == 1 and fanout < 0:
+            for j in range(d):
+                out[o + j] = indices[start + j]
+            return
+        if fanout < 0 or (mode == 2 and c < fanout):  # every positive-weight neighbor once
+            n_in = 0
+            for p in range(d):
+                if weights[start + p] > 0:
+                    out[o + n_in] = indices[start + p]
+                    n_in += 1
+            return
+        key = keys[0] if keys.shape[0] == 1 else keys[i]
+        h = _mix64(_U(node_keys[i]) * _G + _U(key))
+        if mode == 1:
+            for j in range(fanout):
+                t = np.int64(_draw(h, j) * float(d))
+                if t > d - 1:
+                    t = d - 1
+                out[o + j] = indices[start + t]
+            return
+        if mode == 3:
+            e = start + d
+            base = cum[start - 1] if start > 0 else 0.0
+            last = cum[e - 1]
+            total = last - base
+            fallback = -1
+            for j in range(fanout):
+                target = base + _draw(h, j) * total
+                lo = start
+                hi = e
+                while lo < hi:  # first edge with cum > target
+                    mid = (lo + hi) >> 1
+                    if cum[mid] > target:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                if lo >= e:  # rounding: the node's last edge that raised the cumsum
+                    if fallback < 0:
+                        lo = start
+                        hi = e
+                        while lo < hi:  # first edge with cum >= last
+                            mid = (lo + hi) >> 1
+                            if cum[mid] >= last:
+                                hi = mid
+                            else:
+                                lo = mid + 1
+                        fallback = lo
+                    lo = fallback
+                out[o + j] = indices[lo]
+            return
+        # mode 2 with more than `fanout` positive-weight edges (or exactly as many): keep the
+        # c = fanout smallest exponential keys -log(u_p) / w_p in a c-slot buffer (positions
+        # in out[o:o+c], keys in keybuf[o:o+c]); ties go to the smaller position.
+        # Once the buffer is full, most keys lose; -log(u) >= 1 - u (1 - u is exact, log is
+        # faithfully rounded) rejects them without the logarithm, with the same outcome.
+        n_in = 0
+        worst = 0
+        for p in range(d):
+            w = weights[start + p]
+            if not (w > 0):
+                continue
+            u = _draw(h, p)
+            if n_in == c and (1.0 - u) / float(w) >= keybuf[o + worst]:
+                continue
+            r = -np.log(u) / float(w)
+            if n_in < c:
+                out[o + n_in] = p
+                keybuf[o + n_in] = r
+                n_in += 1
+                if n_in == c:
+                    worst = _argworst(keybuf, out, o, c)
+            elif r < keybuf[o + worst]:
+                out[o + worst] = p
+                keybuf[o + worst] = r
+                worst = _argworst(keybuf, out, o, c)
+        for a in range(1, c):  # ascending positions
+            v = out[o + a]
+            b = a - 1
+            while b >= 0 and out[o + b] > v:
+                out[o + b + 1] = out[o + b]
+                b -= 1
+            out[o + b + 1] = v
+        for j in range(c):
+            out[o + j] = indices[start + out[o + j]]
+
+    @nb.njit(parallel=True, cache=True, nogil=True)
+    def _sample_var_parallel(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, counts):
+        n = rows.shape[0]
+        for i in nb.prange(n):
+            counts[i] = _count_var(indptr, rows, weights, cum, fanout, mode, i)
+        offsets = _offsets(counts)
+        out = np.empty(offsets[n], dtype=np.int64)
+        keybuf = np.empty(offsets[n] if mode == 2 else 0, dtype=np.float64)
+        for i in nb.prange(n):
+            _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf, i)
+        return out
+
+    @nb.njit(cache=True, nogil=True)
+    def _sample_var_serial(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, counts):
+        n = rows.shape[0]
+        for i in range(n):
+            counts[i] = _count_var(indptr, rows, weights, cum, fanout, mode, i)
+        offsets = _offsets(counts)
+        out = np.empty(offsets[n], dtype=np.int64)
+        keybuf = np.empty(offsets[n] if mode == 2 else 0, dtype=np.float64)
+        for i in range(n):
+            _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf, i)
+        return out
+
     @nb.njit(cache=True, nogil=True)
     def _relabel(dst, nbrs, table):
         nd = dst.shape[0]
@@ -152,6 +316,10 @@ def usable(*tensors: torch.Tensor) -> bool:
     return HAVE_NUMBA and all(t.device.type == "cpu" for t in tensors)
 
 
+_EMPTY_F32 = np.empty(0, dtype=np.float32)  # typing placeholders: mode 1 shares float32 weights' compiled kernel
+_EMPTY_F64 = np.empty(0, dtype=np.float64)
+
+
 def sample_from_csc(
     indptr: torch.Tensor,
     indices: torch.Tensor,
@@ -159,13 +327,33 @@ def sample_from_csc(
     node_keys: torch.Tensor,
     fanout: int,
     key: "int | torch.Tensor",
+    replace: bool = False,
+    weights: "torch.Tensor | None" = None,
+    cum_weights: "torch.Tensor | None" = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Compiled twin of :func:`gnnscale.samplers.kernels.sample_from_csc` (same arguments and results)."""
     keys = np.asarray([key], dtype=np.int64) if isinstance(key, int) else key.numpy()
     counts = np.empty(rows.numel(), dtype=np.int64)
     # Small frontiers or one thread: the serial kernel (a parallel region costs more than it saves).
-    kernel = _sample_parallel if (_THREADS[0] > 1 and rows.numel() >= 4096) else _sample_serial
-    nbrs = kernel(indptr.numpy(), indices.numpy(), rows.numpy(), node_keys.numpy(), keys, int(fanout), counts)
+    parallel = _THREADS[0] > 1 and rows.numel() >= 4096
+    if weights is None and not replace:  # uniform without replacement (the default, fastest path)
+        kernel = _sample_parallel if parallel else _sample_serial
+        nbrs = kernel(indptr.numpy(), indices.numpy(), rows.numpy(), node_keys.numpy(), keys, int(fanout), counts)
+        return torch.from_numpy(counts), torch.from_numpy(nbrs)
+    if weights is None:
+        mode, w, cum = 1, _EMPTY_F32, _EMPTY_F64
+    else:
+        if weights.dtype not in (torch.float32, torch.float64):
+            weights = weights.to(torch.float32)  # exact for half/bfloat16
+        w = weights.numpy()
+        if replace and fanout >= 0:
+            if cum_weights is None:
+                cum_weights = torch.cumsum(weights.to(torch.float64), 0)
+            mode, cum = 3, cum_weights.numpy()
+        else:
+            mode, cum = 2, _EMPTY_F64
+    kernel = _sample_var_parallel if parallel else _sample_var_serial
+    nbrs = kernel(indptr.numpy(), indices.numpy(), rows.numpy(), node_keys.numpy(), keys, int(fanout), mode, w, cum, counts)
     return torch.from_numpy(counts), torch.from_numpy(nbrs)
 
 

@@ -17,11 +17,19 @@ from gnnscale.partitioning.book import PartitionBook
 from gnnscale.routing import Route
 from gnnscale.samplers.block import MiniBatch
 from gnnscale.samplers.kernels import Kernels
-from gnnscale.samplers.local import SamplingKeys, build_minibatch, check_fanouts, check_seeds
+from gnnscale.samplers.local import (
+    SamplingKeys,
+    build_minibatch,
+    check_edge_weight,
+    check_fanouts,
+    check_replace,
+    check_seeds,
+    sampling_variant,
+)
 
 
 class DistNeighborSampler:
-    """Uniform neighbor sampling over a partitioned graph.
+    """Neighbor sampling (uniform or weighted, with or without replacement) over a partitioned graph.
 
     Args:
         indptr: int64 [n_owned + 1] CSC pointers of this rank's owned nodes (local rows).
@@ -33,6 +41,9 @@ class DistNeighborSampler:
         owned_keys: int64 [n_owned] stream identity of each owned node (its original id);
             default: its global id.
         backend: ``"auto"``, ``"numba"`` or ``"torch"`` kernels (identical results).
+        replace: sample with replacement (see :class:`~gnnscale.samplers.local.NeighborSampler`).
+        edge_weight: optional float [E_owned] non-negative weights aligned with this rank's
+            ``indices``; owners apply them when sampling their nodes for any requester.
     """
 
     def __init__(
@@ -45,6 +56,8 @@ class DistNeighborSampler:
         seed: int = 0,
         owned_keys: torch.Tensor | None = None,
         backend: str = "auto",
+        replace: bool = False,
+        edge_weight: torch.Tensor | None = None,
     ) -> None:
         self.indptr = indptr
         self.indices = indices
@@ -56,6 +69,9 @@ class DistNeighborSampler:
         n_owned = indptr.numel() - 1
         self.owned_keys = owned_keys if owned_keys is not None else torch.arange(n_owned) + self.offset
         self.kernels = Kernels(book.num_nodes, indptr.device, backend)
+        self.replace = check_replace(replace)
+        self.edge_weight = check_edge_weight(edge_weight, indices.numel(), indices.device)
+        self.variant = sampling_variant(self.replace, self.edge_weight)
 
     def sample(self, seeds: torch.Tensor, epoch: int = 0, step: int = 0) -> MiniBatch:
         """Sample the computation graph of ``seeds`` (int64 [B] unique global ids).
@@ -89,7 +105,7 @@ class DistNeighborSampler:
         served = torch.cat(got)
         s_counts, s_nbrs = self.kernels.sample(
             self.indptr, self.indices, served - self.offset, self.owned_keys[served - self.offset], fanout,
-            torch.repeat_interleave(keys, sizes),
+            torch.repeat_interleave(keys, sizes), **self.variant,
         )
         per_req_counts = list(torch.split(s_counts, sizes.tolist()))
         per_req_nbrs = list(torch.split(s_nbrs, [int(c.sum()) for c in per_req_counts]))
@@ -98,7 +114,7 @@ class DistNeighborSampler:
         # Own ids with this rank's key.
         o_counts, o_nbrs = self.kernels.sample(
             self.indptr, self.indices, own - self.offset, self.owned_keys[own - self.offset], fanout,
-            self.keys(epoch, step, rank, hop),
+            self.keys(epoch, step, rank, hop), **self.variant,
         )
         counts_list, nbrs_list = [], []
         for r in range(P):  # loop over ranks (a handful), not over nodes

@@ -1,4 +1,7 @@
-"""Single-process uniform neighbor sampler over a CSC graph (the reference and the fast path)."""
+"""Single-process neighbor sampler over a CSC graph (the reference and the fast path).
+
+Uniform or weighted, without replacement (default) or with replacement.
+"""
 from __future__ import annotations
 
 from typing import Sequence
@@ -31,6 +34,60 @@ def check_fanouts(fanouts: Sequence[int], num_layers: int | None = None) -> list
     return out
 
 
+def check_replace(replace) -> bool:
+    """Validate the ``replace`` flag (a real bool, not 0/1 or a string)."""
+    if not isinstance(replace, bool):
+        raise SamplerError(
+            f"replace must be a bool; found {replace!r} of type {type(replace).__name__}. "
+            "Pass replace=True to sample with replacement or replace=False (the default) without."
+        )
+    return replace
+
+
+def check_edge_weight(edge_weight, num_edges: int, device: torch.device | str = "cpu") -> torch.Tensor | None:
+    """Validate an edge-weight array: float [num_edges], finite, non-negative.
+
+    Returns the weights on ``device`` (half and bfloat16 weights become float32, exactly), or
+    ``None`` when ``edge_weight`` is ``None`` (uniform sampling).
+    """
+    if edge_weight is None:
+        return None
+    fix = "Pass edge_weight as a float tensor with one non-negative finite weight per entry of `indices`."
+    if not isinstance(edge_weight, torch.Tensor):
+        raise SamplerError(
+            f"edge_weight must be a torch.Tensor; found {type(edge_weight).__name__}. "
+            "Convert it with torch.as_tensor(w, dtype=torch.float32)."
+        )
+    if edge_weight.dim() != 1 or edge_weight.numel() != num_edges:
+        raise SamplerError(
+            f"edge_weight must have shape [{num_edges}] (one weight per entry of `indices`, in CSC order); "
+            f"found shape {tuple(edge_weight.shape)}. {fix}"
+        )
+    if not edge_weight.dtype.is_floating_point:
+        raise SamplerError(
+            f"edge_weight must be a floating-point tensor; found dtype {edge_weight.dtype}. "
+            "Convert it with edge_weight.float()."
+        )
+    w = edge_weight.to(device)
+    if w.dtype in (torch.float16, torch.bfloat16):
+        w = w.to(torch.float32)
+    finite = torch.isfinite(w)
+    if not bool(finite.all()):
+        bad = torch.nonzero(~finite).flatten()
+        raise SamplerError(
+            f"edge_weight must be finite; found {bad.numel()} NaN or infinite entries (first at edge "
+            f"{int(bad[0])}: {float(w[bad[0]])}). {fix}"
+        )
+    neg = w < 0
+    if bool(neg.any()):
+        bad = torch.nonzero(neg).flatten()
+        raise SamplerError(
+            f"edge_weight must be non-negative; found {bad.numel()} negative entries (first at edge "
+            f"{int(bad[0])}: {float(w[bad[0]])}). Use 0 for an edge that must never be sampled."
+        )
+    return w.contiguous()
+
+
 class SamplingKeys:
     """Stream keys: one independent random stream per (seed, epoch, step, rank, hop)."""
 
@@ -42,7 +99,7 @@ class SamplingKeys:
 
 
 class NeighborSampler:
-    """Uniform neighbor sampler without replacement over a whole graph in one process.
+    """Neighbor sampler over a whole graph in one process.
 
     Args:
         indptr: int64 [N + 1] CSC pointers (in-edges of each node).
@@ -53,11 +110,19 @@ class NeighborSampler:
             the node id). Partitioned graphs pass the original ids, so that a node draws the
             same neighbors whatever it was relabeled to.
         backend: ``"auto"``, ``"numba"`` or ``"torch"`` kernels (see :class:`Kernels`).
+        replace: sample with replacement: every node with a neighbor (a positive total
+            weight when weighted) gets exactly ``fanout`` draws, repeats allowed.
+        edge_weight: optional float [E] non-negative weights aligned with ``indices``:
+            neighbors are drawn with probability proportional to their weight (without
+            replacement: exponential keys; with: inverse CDF). Zero-weight edges are never
+            sampled.
 
     ``sample(seeds, epoch, step, rank)`` draws exactly what :class:`DistNeighborSampler`
     draws for requester ``rank`` at the same (epoch, step), whatever the partitioning,
     provided each node's in-neighbors are listed in the same order (gnnscale's partition
-    format lists them by original id).
+    format lists them by original id). (Weighted sampling with replacement searches a
+    cumulative sum over the local CSC, so across different partitionings its draws can
+    differ where a draw falls within rounding of an interval boundary.)
     """
 
     def __init__(
@@ -68,6 +133,8 @@ class NeighborSampler:
         seed: int = 0,
         node_keys: torch.Tensor | None = None,
         backend: str = "auto",
+        replace: bool = False,
+        edge_weight: torch.Tensor | None = None,
     ) -> None:
         self.indptr = indptr
         self.indices = indices
@@ -76,6 +143,9 @@ class NeighborSampler:
         self.num_nodes = indptr.numel() - 1
         self.node_keys = node_keys
         self.kernels = Kernels(self.num_nodes, indptr.device, backend)
+        self.replace = check_replace(replace)
+        self.edge_weight = check_edge_weight(edge_weight, indices.numel(), indices.device)
+        self.variant = sampling_variant(self.replace, self.edge_weight)
 
     def sample(self, seeds: torch.Tensor, epoch: int = 0, step: int = 0, rank: int = 0) -> MiniBatch:
         """Sample the computation graph of ``seeds`` (int64 [B], unique global ids)."""
@@ -84,9 +154,23 @@ class NeighborSampler:
         def hop_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, torch.Tensor]:
             key = self.keys(epoch, step, rank, hop)
             ids = dst if self.node_keys is None else self.node_keys[dst]
-            return self.kernels.sample(self.indptr, self.indices, dst, ids, self.fanouts[hop], key)
+            return self.kernels.sample(self.indptr, self.indices, dst, ids, self.fanouts[hop], key, **self.variant)
 
         return build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel)
+
+
+def sampling_variant(replace: bool, edge_weight: torch.Tensor | None) -> dict:
+    """Keyword arguments of the kernels' ``sample`` for this variant (empty for the default).
+
+    Weighted sampling with replacement gets its float64 inclusive cumsum of the weights
+    here, once per sampler; both kernel backends search the same array.
+    """
+    if edge_weight is None:
+        return {"replace": True} if replace else {}
+    out = {"replace": replace, "weights": edge_weight}
+    if replace:
+        out["cum_weights"] = torch.cumsum(edge_weight.to(torch.float64), 0)
+    return out
 
 
 def check_seeds(seeds: torch.Tensor, num_nodes: int, lo: int = 0) -> None:

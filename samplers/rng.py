@@ -64,7 +64,15 @@ def node_hash(key: "int | torch.Tensor", node_ids: torch.Tensor) -> torch.Tensor
     return mix64(node_ids * _GOLDEN_S + key)
 
 
-def uniform(node_h: torch.Tensor, draw: int) -> torch.Tensor:
-    """float64 [n] in [0, 1): draw number ``draw`` for each node whose hash is ``node_h``."""
-    x = mix64(node_h + _signed((draw + 1) * _M2))
+def uniform(node_h: torch.Tensor, draw: "int | torch.Tensor") -> torch.Tensor:
+    """float64 [n] in [0, 1): draw number ``draw`` for each node whose hash is ``node_h``.
+
+    ``draw`` is an int (the same draw for every node) or an int64 [n] tensor (one draw
+    number per entry, e.g. the position of each edge in its node's list); both give the
+    same bits for the same (hash, draw).
+    """
+    if isinstance(draw, torch.Tensor):
+        x = mix64(node_h + (draw + 1) * _M2_S)  # int64 multiplication wraps like the constant below
+    else:
+        x = mix64(node_h + _signed((draw + 1) * _M2))
     return _srl(x, 11).to(torch.float64) * (1.0 / (1 << 53))
