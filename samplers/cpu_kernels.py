@@ -46,6 +46,19 @@ if HAVE_NUMBA:
         return x
 
     @nb.njit(inline="always", cache=True)
+    def _sort_and_gather(out, o, c, indices, start):
+        """out[o:o+c] holds positions: sort them (insertion sort, c is small), then map to ids."""
+        for a in range(1, c):
+            v = out[o + a]
+            b = a - 1
+            while b >= 0 and out[o + b] > v:
+                out[o + b + 1] = out[o + b]
+                b -= 1
+            out[o + b + 1] = v
+        for j in range(c):
+            out[o + j] = indices[start + out[o + j]]
+
+    @nb.njit(inline="always", cache=True)
     def _count_one(indptr, rows, fanout, i):
         d = indptr[rows[i] + 1] - indptr[rows[i]]
         return d if (fanout < 0 or d < fanout) else fanout
@@ -74,15 +87,7 @@ if HAVE_NUMBA:
                     t = bound
                     break
             out[o + j] = t
-        for a in range(1, k):  # ascending positions (insertion sort of k small values)
-            v = out[o + a]
-            b = a - 1
-            while b >= 0 and out[o + b] > v:
-                out[o + b + 1] = out[o + b]
-                b -= 1
-            out[o + b + 1] = v
-        for j in range(k):
-            out[o + j] = indices[start + out[o + j]]
+        _sort_and_gather(out, o, k, indices, start)
 
     @nb.njit(cache=True, nogil=True)
     def _offsets(counts):
@@ -238,15 +243,7 @@ if HAVE_NUMBA:
                 out[o + worst] = p
                 keybuf[o + worst] = r
                 worst = _argworst(keybuf, out, o, c)
-        for a in range(1, c):  # ascending positions
-            v = out[o + a]
-            b = a - 1
-            while b >= 0 and out[o + b] > v:
-                out[o + b + 1] = out[o + b]
-                b -= 1
-            out[o + b + 1] = v
-        for j in range(c):
-            out[o + j] = indices[start + out[o + j]]
+        _sort_and_gather(out, o, c, indices, start)
 
     @nb.njit(parallel=True, cache=True, nogil=True)
     def _sample_var_parallel(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, counts):
