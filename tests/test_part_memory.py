@@ -24,6 +24,11 @@ PROBE = textwrap.dedent(
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * 4096
 
+    # Warm the code paths (lazy imports, first allocations) on another part, outside the window.
+    warm = load_part(sys.argv[1], int(sys.argv[3]), verify=True)
+    float(warm.features(torch.arange(warm.num_owned)).sum())
+    del warm
+    import gc; gc.collect()
     r0, m0 = io(), rss()
     part = load_part(sys.argv[1], int(sys.argv[2]), verify=True)
     x = part.features(torch.arange(part.num_owned))  # touch every owned feature row
@@ -40,7 +45,7 @@ def test_worker_reads_only_its_part(tmp_path):
     sizes = {p: sum(f.stat().st_size for f in (out / f"part{p}").iterdir()) for p in range(8)}
     total = sum(sizes.values())
     meta_bytes = (out / "meta.json").stat().st_size
-    r = subprocess.run([sys.executable, "-c", PROBE, str(out), "2"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-c", PROBE, str(out), "2", "5"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.strip().splitlines()[-1])
     own = sizes[2]
