@@ -126,6 +126,8 @@ def _entry(fn: Callable, rank: int, world: int, port: int, threads: int, args: t
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
         # Compiled kernels' thread pools sized to this worker's share of the cores.
         NUMBA_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+        # Idle OpenMP threads sleep instead of spinning on cores the other workers need.
+        OMP_WAIT_POLICY="PASSIVE",
     )
     torch.set_num_threads(threads)
     try:

@@ -74,13 +74,20 @@ def _progress_enabled(cfg: TrainConfig, rank: int) -> bool:
 
 
 def _batches(ids: torch.Tensor, batch_size: int, steps: int, wrap: bool) -> list[torch.Tensor]:
-    """Cut ``ids`` into exactly ``steps`` batches; wrap around (training) or pad with empties."""
-    if wrap and ids.numel():
-        need = steps * batch_size
-        reps = math.ceil(need / ids.numel())
-        ids = ids.repeat(reps)[:need] if reps > 1 else ids
-    out = [ids[i * batch_size:(i + 1) * batch_size] for i in range(steps)]
-    return out
+    """Cut ``ids`` into exactly ``steps`` batches of distinct ids.
+
+    ``wrap``: a rank with fewer batches than ``steps`` starts over from its first ids
+    (training: every rank keeps stepping); a rank with fewer ids than ``batch_size`` uses all
+    of them in every step. Without ``wrap``, missing batches are empty (evaluation).
+    """
+    n = ids.numel()
+    if not wrap or n == 0:
+        return [ids[i * batch_size:(i + 1) * batch_size] for i in range(steps)]
+    if n <= batch_size:
+        return [ids for _ in range(steps)]
+    ar = torch.arange(batch_size)
+    return [ids[(i * batch_size + ar) % n] if (i + 1) * batch_size > n else ids[i * batch_size:(i + 1) * batch_size]
+            for i in range(steps)]
 
 
 def shuffled_batches(ids: torch.Tensor, batch_size: int, seed: int, epoch: int, rank: int, steps: int) -> list[torch.Tensor]:

@@ -308,6 +308,11 @@ def match_torch_threads() -> None:
         nb.set_num_threads(min(_THREADS[0], nb.config.NUMBA_NUM_THREADS))
 
 
+def parallel_enabled() -> bool:
+    """True when the parallel kernels may run (more than one thread for this process)."""
+    return HAVE_NUMBA and _THREADS[0] > 1
+
+
 def usable(*tensors: torch.Tensor) -> bool:
     """True when the compiled kernels can serve these tensors (numba present, all on CPU)."""
     return HAVE_NUMBA and all(t.device.type == "cpu" for t in tensors)

@@ -314,6 +314,7 @@ class Kernels:
         indices = torch.tensor([1, 0, 0], dtype=torch.int64)
         rows = torch.tensor([0, 1], dtype=torch.int64)
         self.sample(indptr, indices, rows, rows, 1, 7)
-        cpu_kernels._sample_parallel(indptr.numpy(), indices.numpy(), rows.numpy(), rows.numpy(),
-                                     torch.tensor([7]).numpy(), 1, rows.numpy().copy())
+        if cpu_kernels.parallel_enabled():  # never start a thread pool a single-threaded worker won't use
+            cpu_kernels._sample_parallel(indptr.numpy(), indices.numpy(), rows.numpy(), rows.numpy(),
+                                         torch.tensor([7]).numpy(), 1, rows.numpy().copy())
         cpu_kernels.Relabeler(2)(rows[:1], rows)

@@ -181,6 +181,12 @@ def check_seeds(seeds: torch.Tensor, num_nodes: int, lo: int = 0) -> None:
             f"seed ids must lie in [{lo}, {lo + num_nodes}); found range "
             f"[{int(seeds.min())}, {int(seeds.max())}]. Pass node ids of this graph (after relabeling)."
         )
+    if seeds.numel() > 1 and torch.unique(seeds).numel() != seeds.numel():
+        dup = seeds.numel() - torch.unique(seeds).numel()
+        raise SamplerError(
+            f"seeds must be distinct (each is one output row of the batch); found {dup} repeated id(s). "
+            "Deduplicate the batch, e.g. with torch.unique(seeds)."
+        )
 
 
 def build_minibatch(seeds: torch.Tensor, num_hops: int, hop_fn, relabel) -> MiniBatch:

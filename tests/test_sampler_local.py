@@ -171,3 +171,23 @@ def test_compiled_kernel_per_node_keys_match_torch():
     c1, n1 = sample_from_csc(indptr, indices, rows, rows, 7, keys)
     c2, n2 = cpu_kernels.sample_from_csc(indptr, indices, rows, rows, 7, keys)
     assert torch.equal(c1, c2) and torch.equal(n1, n2)
+
+
+def test_repeated_seeds_are_rejected():
+    indptr, indices = _random_graph()
+    with pytest.raises(SamplerError, match="seeds must be distinct"):
+        NeighborSampler(indptr, indices, [5]).sample(torch.tensor([3, 7, 3]))
+
+
+def test_training_batches_never_repeat_a_seed():
+    from gnnscale.trainer import _batches
+
+    ids = torch.arange(100, 130)  # 30 ids, batch 32: every step uses all 30 once
+    for b in _batches(ids, 32, 3, wrap=True):
+        assert torch.equal(b, ids)
+    ids = torch.arange(70)  # 70 ids, batch 32, 4 steps: wrap across batches, not inside one
+    out = _batches(ids, 32, 4, wrap=True)
+    assert [b.numel() for b in out] == [32, 32, 32, 32]
+    assert all(b.unique().numel() == b.numel() for b in out)
+    assert out[2].tolist() == list(range(64, 70)) + list(range(0, 26))
+    assert [b.numel() for b in _batches(ids, 32, 4, wrap=False)] == [32, 32, 6, 0]
