@@ -42,7 +42,7 @@ def replay_counts(parts_dir: Path, fanouts, batch_size, seed, epochs) -> tuple[l
     """Per rank: its LocalPart, input-row access counts (int64 [N]) of each requested epoch."""
     from gnnscale.partitioning import load_meta, load_part
     from gnnscale.samplers import NeighborSampler
-    from gnnscale.trainer import shuffled_batches
+    from gnnscale.batching import shuffled_batches
 
     meta = load_meta(parts_dir)
     P, N = meta["num_parts"], meta["num_nodes"]

@@ -21,6 +21,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import torch.distributed as dist
 
+from gnnscale.batching import cut_batches as _batches
+from gnnscale.batching import shuffled_batches
 from gnnscale.comm import CATEGORIES, Communicator, NetworkModel
 from gnnscale.feature_cache import CacheContext, CacheSize, choose_cache_ids
 from gnnscale.pipeline import Prefetcher
@@ -71,29 +73,6 @@ def _progress_enabled(cfg: TrainConfig, rank: int) -> bool:
     if cfg.progress is not None:
         return cfg.progress
     return sys.stderr.isatty() and not os.environ.get("CI")
-
-
-def _batches(ids: torch.Tensor, batch_size: int, steps: int, wrap: bool) -> list[torch.Tensor]:
-    """Cut ``ids`` into exactly ``steps`` batches of distinct ids.
-
-    ``wrap``: a rank with fewer batches than ``steps`` starts over from its first ids
-    (training: every rank keeps stepping); a rank with fewer ids than ``batch_size`` uses all
-    of them in every step. Without ``wrap``, missing batches are empty (evaluation).
-    """
-    n = ids.numel()
-    if not wrap or n == 0:
-        return [ids[i * batch_size:(i + 1) * batch_size] for i in range(steps)]
-    if n <= batch_size:
-        return [ids for _ in range(steps)]
-    ar = torch.arange(batch_size)
-    return [ids[(i * batch_size + ar) % n] if (i + 1) * batch_size > n else ids[i * batch_size:(i + 1) * batch_size]
-            for i in range(steps)]
-
-
-def shuffled_batches(ids: torch.Tensor, batch_size: int, seed: int, epoch: int, rank: int, steps: int) -> list[torch.Tensor]:
-    """The seed batches rank ``rank`` trains in ``epoch``: its ids shuffled, cut into ``steps``."""
-    g = torch.Generator().manual_seed(seed * 100003 + epoch * 101 + rank)
-    return _batches(ids[torch.randperm(ids.numel(), generator=g)], batch_size, steps, wrap=True)
 
 
 class Worker:

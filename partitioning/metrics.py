@@ -157,22 +157,11 @@ def _structure(
 def _epoch_batches(
     train_ids: list[torch.Tensor], batch_size: int, seed: int, epoch: int
 ) -> list[list[torch.Tensor]]:
-    """Per part, the seeds of every step of one epoch, as the trainer cuts them.
+    """Per part, the seeds of every step of one epoch, exactly as the trainer cuts them."""
+    from gnnscale.batching import shuffled_batches
 
-    Mirrors ``Worker.train_epoch``: shuffle with the rank's generator, ``steps`` = the max over
-    ranks of ``ceil(n_p / batch_size)``, wrap around a shorter list.
-    """
     steps = max(math.ceil(t.numel() / batch_size) for t in train_ids)
-    out = []
-    for p, ids in enumerate(train_ids):  # loop over parts
-        g = torch.Generator().manual_seed(seed * 100003 + epoch * 101 + p)
-        ids = ids[torch.randperm(ids.numel(), generator=g)]
-        if ids.numel():
-            need = steps * batch_size
-            reps = math.ceil(need / ids.numel())
-            ids = ids.repeat(reps)[:need] if reps > 1 else ids
-        out.append([ids[i * batch_size : (i + 1) * batch_size] for i in range(steps)])
-    return out
+    return [shuffled_batches(ids, batch_size, seed, epoch, p, steps) for p, ids in enumerate(train_ids)]
 
 
 def _communication(

@@ -180,7 +180,7 @@ def test_repeated_seeds_are_rejected():
 
 
 def test_training_batches_never_repeat_a_seed():
-    from gnnscale.trainer import _batches
+    from gnnscale.batching import cut_batches as _batches
 
     ids = torch.arange(100, 130)  # 30 ids, batch 32: every step uses all 30 once
     for b in _batches(ids, 32, 3, wrap=True):
