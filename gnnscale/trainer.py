@@ -152,9 +152,9 @@ class Worker:
         info = {"policy": cfg.cache_policy, "size": cfg.cache_size, "rows": int(ids.numel()),
                 "bytes": int(ids.numel()) * row_bytes, "remote_rows": ctx.remote_rows,
                 "seconds": time.perf_counter() - t0}
-        log.warning("rank %d: feature cache %s holds %d rows (%.1f MB) of %d remote rows, built in %.2f s",
-                    self.rank, cfg.cache_policy, info["rows"], info["bytes"] / 1e6, ctx.remote_rows, info["seconds"]) \
-            if self.rank == 0 else None
+        if self.rank == 0:
+            log.info("feature cache %s on rank 0: %d rows (%.1f MB) of %d remote rows, built in %.2f s",
+                     cfg.cache_policy, info["rows"], info["bytes"] / 1e6, ctx.remote_rows, info["seconds"])
         return info
 
     def _owned(self, mask: torch.Tensor) -> torch.Tensor:
