@@ -78,17 +78,20 @@ class PartitionBook:
         """int64 ``[P]``: number of nodes of every part."""
         return self.offsets[1:] - self.offsets[:-1]
 
-    def _check_ids(self, ids: torch.Tensor) -> torch.Tensor:
+    def _check_ids(self, ids: torch.Tensor, start: int = 0, stop: int | None = None, hint: str | None = None) -> torch.Tensor:
+        """int64 ids, checked to be integers in ``[start, stop)`` (default: all global ids)."""
+        stop = self.num_nodes if stop is None else stop
         ids = torch.as_tensor(ids)
         if ids.dtype.is_floating_point or ids.dtype == torch.bool:
             raise PartitionError(f"expected integer node ids, found dtype {ids.dtype}")
         ids = ids.to(torch.int64)
         if ids.numel():
             lo, hi = int(ids.min()), int(ids.max())
-            if lo < 0 or hi >= self.num_nodes:
+            if lo < start or hi >= stop:
                 raise PartitionError(
-                    f"expected global node ids in [0, {self.num_nodes}), found ids in "
-                    f"[{lo}, {hi}]; ids must be the relabeled (new) ids of this partitioning"
+                    f"expected {hint or 'global node ids'} in [{start}, {stop}), found ids in [{lo}, {hi}]; "
+                    + ("split the ids by owner(ids) first" if hint else
+                       "ids must be the relabeled (new) ids of this partitioning")
                 )
         return ids
 
@@ -116,18 +119,7 @@ class PartitionBook:
             int64 ``[...]`` local indices in ``[0, part_size(part))``.
         """
         start, stop = self.part_range(part)
-        ids = torch.as_tensor(ids)
-        if ids.dtype.is_floating_point or ids.dtype == torch.bool:
-            raise PartitionError(f"expected integer node ids, found dtype {ids.dtype}")
-        ids = ids.to(torch.int64)
-        if ids.numel():
-            lo, hi = int(ids.min()), int(ids.max())
-            if lo < start or hi >= stop:
-                raise PartitionError(
-                    f"expected ids owned by part {part}, i.e. in [{start}, {stop}), found ids "
-                    f"in [{lo}, {hi}]; split the ids by owner(ids) first"
-                )
-        return ids - start
+        return self._check_ids(ids, start, stop, hint=f"ids owned by part {part}, i.e.") - start
 
     def to_global(self, local_ids: torch.Tensor, part: int) -> torch.Tensor:
         """Inverse of :meth:`to_local`: ``local_ids + offsets[part]`` (int64 ``[...]``)."""
