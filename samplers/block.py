@@ -16,12 +16,18 @@ class Block:
         edge_index: int64 [2, M] in block-local numbering: row 0 indexes ``src_ids``,
             row 1 indexes ``dst_ids`` (messages flow row 0 -> row 1, PyG's convention).
 
+        num_hist: the last ``num_hist`` sources are *historical* leaves (``historical``
+            exchange mode): remote nodes that were not expanded; their input embedding comes
+            from the halo table of this layer instead of the previous layer's output, so the
+            previous block's destinations are ``src_ids[:S - num_hist]``. 0 otherwise.
+
     A PyG layer consumes it as ``conv((x_src, x_src[:D]), edge_index, size=(S, D))``.
     """
 
     src_ids: torch.Tensor
     dst_ids: torch.Tensor
     edge_index: torch.Tensor
+    num_hist: int = 0
 
     @property
     def num_src(self) -> int:
@@ -40,7 +46,12 @@ class Block:
         return (self.num_src, self.num_dst)
 
     def to(self, device: torch.device | str) -> "Block":
-        return Block(self.src_ids.to(device), self.dst_ids.to(device), self.edge_index.to(device))
+        return Block(self.src_ids.to(device), self.dst_ids.to(device), self.edge_index.to(device), self.num_hist)
+
+    @property
+    def hist_ids(self) -> torch.Tensor:
+        """int64 [num_hist] global ids of the historical leaves (the tail of ``src_ids``)."""
+        return self.src_ids[self.num_src - self.num_hist:]
 
 
 @dataclass

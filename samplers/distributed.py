@@ -5,6 +5,11 @@ the others go to their owners in one request/response exchange (two all_to_all p
 per hop. Owners draw with the *requester's* random stream, so the result equals what
 :class:`~gnnscale.samplers.local.NeighborSampler` draws in one process for the same rank,
 epoch and step, however the graph is partitioned.
+
+Exchange modes (see :mod:`gnnscale.exchange`): ``exact`` is the above; ``historical``
+expands only owned nodes (remote nodes reached before the last hop become historical leaves,
+``Block.num_hist``), so sampling never communicates; ``local`` drops the cross-partition
+edges altogether.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from typing import Sequence
 import torch
 
 from gnnscale.comm import Communicator
+from gnnscale.errors import SamplerError
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.routing import Route
 from gnnscale.samplers.block import MiniBatch
@@ -26,6 +32,20 @@ from gnnscale.samplers.local import (
     check_seeds,
     sampling_variant,
 )
+
+
+MODES = ("exact", "historical", "local")
+
+
+def _owned_edges_only(indptr, indices, book, rank, edge_weight):
+    """The CSC without in-edges from other parts (``local`` mode)."""
+    keep = book.owner(indices) == rank
+    deg = torch.diff(indptr)
+    row = torch.repeat_interleave(torch.arange(deg.numel(), device=indptr.device), deg, output_size=indices.numel())
+    new_deg = torch.bincount(row[keep], minlength=deg.numel())
+    new_ptr = torch.zeros_like(indptr)
+    new_ptr[1:] = torch.cumsum(new_deg, 0)
+    return new_ptr, indices[keep], (edge_weight[keep] if edge_weight is not None else None)
 
 
 class DistNeighborSampler:
@@ -44,6 +64,10 @@ class DistNeighborSampler:
         replace: sample with replacement (see :class:`~gnnscale.samplers.local.NeighborSampler`).
         edge_weight: optional float [E_owned] non-negative weights aligned with this rank's
             ``indices``; owners apply them when sampling their nodes for any requester.
+        mode: ``"exact"`` (sampling crosses partitions), ``"historical"`` (owned nodes only
+            are expanded; no collectives) or ``"local"`` (cross-partition edges dropped; no
+            collectives). An owned node draws the same neighbors in ``exact`` and
+            ``historical`` mode.
     """
 
     def __init__(
@@ -58,7 +82,13 @@ class DistNeighborSampler:
         backend: str = "auto",
         replace: bool = False,
         edge_weight: torch.Tensor | None = None,
+        mode: str = "exact",
     ) -> None:
+        if mode not in MODES:
+            raise SamplerError(f"sampling mode must be one of {', '.join(MODES)}; found {mode!r}")
+        self.mode = mode
+        if mode == "local":
+            indptr, indices, edge_weight = _owned_edges_only(indptr, indices, book, comm.rank, edge_weight)
         self.indptr = indptr
         self.indices = indices
         self.book = book
@@ -87,6 +117,21 @@ class DistNeighborSampler:
             remote_ids[0] += n_remote
             return counts, nbrs
 
+        if self.mode != "exact":
+            rank = self.comm.rank
+
+            def hop_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: F811
+                rows = dst - self.offset
+                return self.kernels.sample(self.indptr, self.indices, rows, self.owned_keys[rows], self.fanouts[hop],
+                                           self.keys(epoch, step, rank, hop), **self.variant)
+
+            if self.mode == "historical":
+                mb = build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel,
+                                     leaf=lambda ids: self.book.owner(ids) != rank)
+            else:
+                mb = build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel)
+            mb.stats["remote_frontier_ids"] = 0
+            return mb
         mb = build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel)
         mb.stats["remote_frontier_ids"] = remote_ids[0]
         return mb

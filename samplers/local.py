@@ -189,15 +189,31 @@ def check_seeds(seeds: torch.Tensor, num_nodes: int, lo: int = 0) -> None:
         )
 
 
-def build_minibatch(seeds: torch.Tensor, num_hops: int, hop_fn, relabel) -> MiniBatch:
-    """Run ``hop_fn(dst_ids, hop) -> (counts, nbrs)`` hop by hop and relabel into blocks."""
+def build_minibatch(seeds: torch.Tensor, num_hops: int, hop_fn, relabel, leaf=None) -> MiniBatch:
+    """Run ``hop_fn(dst_ids, hop) -> (counts, nbrs)`` hop by hop and relabel into blocks.
+
+    ``leaf``: optional ``ids -> bool mask``; new sources it marks at hops before the last are
+    not expanded further: they are moved to the tail of the block's sources (``num_hist``)
+    and left out of the next hop's destinations (historical embeddings stand in for them).
+    """
     blocks: list[Block] = []
     dst = seeds
     for hop in range(num_hops):
         counts, nbrs = hop_fn(dst, hop)
         src_ids, nbr_local = relabel(dst, nbrs)
         dst_local = torch.repeat_interleave(torch.arange(dst.numel(), device=dst.device), counts, output_size=nbrs.numel())
-        blocks.append(Block(src_ids, dst, torch.stack([nbr_local, dst_local])))
-        dst = src_ids
+        num_hist = 0
+        if leaf is not None and hop < num_hops - 1:
+            d = dst.numel()
+            is_leaf = leaf(src_ids[d:])
+            num_hist = int(is_leaf.sum())
+            if num_hist:
+                new = torch.arange(d, src_ids.numel(), device=dst.device)
+                perm = torch.cat([torch.arange(d, device=dst.device), new[~is_leaf], new[is_leaf]])
+                pos = torch.empty_like(perm)
+                pos[perm] = torch.arange(perm.numel(), device=dst.device)
+                src_ids, nbr_local = src_ids[perm], pos[nbr_local]
+        blocks.append(Block(src_ids, dst, torch.stack([nbr_local, dst_local]), num_hist))
+        dst = src_ids[: src_ids.numel() - num_hist]
     blocks.reverse()
     return MiniBatch(seeds=seeds, blocks=blocks, stats={"sampled_edges": sum(b.num_edges for b in blocks)})
