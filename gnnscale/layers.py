@@ -1,0 +1,657 @@
+"""Message-passing layers for sampled bipartite blocks, and how to pick one by name.
+
+Blocks
+------
+A block has S source nodes and D destination nodes; the destinations are the first
+D sources (``x_dst == x_src[:D]``). ``edge_index`` is int64 [2, M]: row 0 indexes
+sources (0..S-1), row 1 indexes destinations (0..D-1); messages flow row 0 -> row 1
+(PyG's ``source_to_target``). A block may hold a sampled subset of a node's in-edges
+or its full neighborhood. It holds no self-loop edge unless the graph has one.
+
+The layer contract
+------------------
+A layer is any ``nn.Module`` callable as::
+
+    layer((x_src, x_dst), edge_index) -> Tensor[D, out_dim]
+
+with ``x_src`` float32 [S, in_dim] and ``x_dst`` float32 [D, in_dim]. Every
+torch_geometric conv that accepts a bipartite ``(x_src, x_dst)`` tuple follows it as
+is (``SAGEConv``, ``GATConv``, ``GINConv``, ``GraphConv`` ...). A layer that needs the
+initial representation (GCNII) sets the class attribute ``needs_x0 = True`` and is
+called as ``layer((x_src, x_dst), edge_index, x0=x0_dst)`` with ``x0_dst`` float32
+[D, dim]. The layers of this module also take an optional ``size=(S, D)`` keyword
+(as the PyG convs do), so callers may pass it or not.
+
+Picking a layer
+---------------
+:func:`build_conv` takes a *spec*:
+
+* a zoo name (see :data:`ZOO`): ``sage``, ``gcn``, ``gat``, ``gin``, ``gcnii``;
+* an import path ``"package.module:ClassName"``: the class is built as
+  ``ClassName(in_dim, out_dim, **kwargs)`` and probed once by :func:`check_layer`;
+* ``"dgl:ClassName"``: ``dgl.nn.ClassName(in_dim, out_dim, **kwargs)`` wrapped in
+  :class:`DGLLayerAdapter` (DGL is optional: ``pip install 'gnnscale[dgl]'``).
+
+Every bad spec raises :class:`LayerError` saying what was expected, what was found
+and how to fix it.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import math
+from typing import Any, Optional
+
+import torch
+from torch import Tensor, nn
+
+from gnnscale.errors import GnnscaleError
+
+__all__ = [
+    "LayerError",
+    "ZOO",
+    "SPEC_HELP",
+    "BlockGCNConv",
+    "BlockGCN2Conv",
+    "DGLLayerAdapter",
+    "build_conv",
+    "load_layer_class",
+    "check_layer",
+    "block_gcn_norm",
+]
+
+
+class LayerError(GnnscaleError):
+    """A layer spec is unknown, cannot be imported or built, or breaks the layer contract."""
+
+
+#: Zoo names accepted by :func:`build_conv`, with a one-line description (for ``--help``).
+ZOO: dict[str, str] = {
+    "sage": "GraphSAGE, mean aggregation (torch_geometric.nn.SAGEConv)",
+    "gcn": "GCN with symmetric normalization computed on the sampled block (BlockGCNConv)",
+    "gat": "GAT (torch_geometric.nn.GATConv); heads=4, hidden layers concatenate heads, the last averages them",
+    "gin": "GIN with a 2-layer MLP and trainable eps (torch_geometric.nn.GINConv)",
+    "gcnii": "GCNII: initial residual + identity mapping (BlockGCN2Conv); needs in_dim == out_dim; alpha=0.1, theta=0.5",
+}
+
+#: How a layer spec may be written (for ``--help``).
+SPEC_HELP: str = (
+    "a zoo name (" + ", ".join(ZOO) + "), an import path 'package.module:ClassName' "
+    "(built as ClassName(in_dim, out_dim, **kwargs)), or 'dgl:ClassName' (dgl.nn.ClassName, needs DGL)"
+)
+
+_SIGNATURE = "forward(self, x: tuple[Tensor, Tensor], edge_index: Tensor) -> Tensor"
+_DGL_MISSING = "DGL is not installed; pip install 'gnnscale[dgl]' (DGL 2.1 needs torch <= 2.2.1)"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _split_input(x: Tensor | tuple[Tensor, Tensor], size: Optional[tuple[int, int]]) -> tuple[Tensor, Tensor]:
+    """``(x_src, x_dst)`` from a tuple or a single tensor (then S == D, or D = size[1])."""
+    if isinstance(x, Tensor):
+        x_src = x
+        num_dst = x.size(0) if size is None else int(size[1])
+        x_dst = x[:num_dst]
+    else:
+        x_src, x_dst = x
+        if x_dst is None:
+            if size is None:
+                raise LayerError("x_dst is None and no size=(S, D) was given: cannot tell the number of destinations")
+            x_dst = x_src[: int(size[1])]
+    if x_src.dim() != 2 or x_dst.dim() != 2:
+        raise LayerError(
+            f"expected x_src [S, F] and x_dst [D, F] (2-D), found shapes {tuple(x_src.shape)} and {tuple(x_dst.shape)}"
+        )
+    if x_dst.size(0) > x_src.size(0):
+        raise LayerError(
+            f"a block's destinations are its first D sources, so D <= S; found S={x_src.size(0)}, D={x_dst.size(0)}"
+        )
+    if size is not None and (int(size[0]), int(size[1])) != (x_src.size(0), x_dst.size(0)):
+        raise LayerError(f"size={tuple(size)} does not match x_src/x_dst with S={x_src.size(0)}, D={x_dst.size(0)}")
+    return x_src, x_dst
+
+
+def block_gcn_norm(edge_index: Tensor, num_src: int, num_dst: int, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+    """Symmetric GCN normalization on a bipartite block, with one self loop per destination.
+
+    The self loop of destination ``i`` comes from source ``i`` (the same node). Degrees
+    count that self loop: ``deg_dst(v)`` = in-edges of ``v`` in the block + 1, and
+    ``deg_src(u)`` = out-edges of ``u`` in the block + (1 if ``u < D`` else 0). An edge
+    that is already a self loop (``u == v``) is kept and a self loop is still added, so
+    it counts twice (PyG's ``gcn_norm`` would keep only one); blocks hold no self-loop
+    edge unless the graph has one.
+
+    Args:
+        edge_index: int64 [2, M], row 0 in 0..S-1, row 1 in 0..D-1.
+        num_src: S. num_dst: D (D <= S).
+        dtype: dtype of the returned weights.
+
+    Returns:
+        ``(edge_norm, self_norm)``: ``edge_norm`` [M] = 1/sqrt(deg_src(u) deg_dst(v)) per
+        edge, ``self_norm`` [D] = 1/sqrt(deg_src(i) deg_dst(i)) for the self loop of ``i``.
+    """
+    src, dst = edge_index[0], edge_index[1]
+    deg_dst = torch.bincount(dst, minlength=num_dst).to(dtype) + 1.0
+    deg_src = torch.bincount(src, minlength=num_src).to(dtype)
+    deg_src[:num_dst] += 1.0
+    # Sources with no out-edge and no self loop (u >= D, unused) have degree 0: weight 0.
+    inv_src = deg_src.pow(-0.5).masked_fill_(deg_src == 0, 0.0)
+    inv_dst = deg_dst.pow(-0.5)
+    edge_norm = inv_src[src] * inv_dst[dst]
+    self_norm = inv_src[:num_dst] * inv_dst
+    return edge_norm, self_norm
+
+
+def graph_gcn_norm(edge_index: Tensor, deg: Tensor, num_dst: int, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+    """GCN normalization with the nodes' degrees in the whole graph, for sampled blocks.
+
+    With ``d`` the in-degree in the graph and ``k_v`` the in-edges ``v`` has in the block,
+    an edge u -> v weighs ``(d_v / k_v) / sqrt((d_u + 1)(d_v + 1))`` and the self loop of
+    ``v`` weighs ``1 / (d_v + 1)``: an unbiased estimate of the full-graph GCN aggregation
+    under uniform neighbor sampling, and exactly it when the block holds every in-edge
+    (full neighborhoods), whatever else the block holds.
+
+    Args:
+        edge_index: int64 [2, M]. deg: [S] in-degree of each source in the graph (the
+            destinations are the first D sources). num_dst: D.
+
+    Returns:
+        ``(edge_norm [M], self_norm [D])``.
+    """
+    src, dst = edge_index[0], edge_index[1]
+    d = deg.to(dtype)
+    inv = (d + 1.0).pow(-0.5)
+    k = torch.bincount(dst, minlength=num_dst).to(dtype).clamp_(min=1.0)
+    scale = d[:num_dst] / k
+    edge_norm = inv[src] * inv[dst] * scale[dst]
+    self_norm = inv[:num_dst] * inv[:num_dst]
+    return edge_norm, self_norm
+
+
+def _propagate(h_src: Tensor, edge_index: Tensor, num_dst: int, deg: Optional[Tensor] = None) -> Tensor:
+    """Normalized sum ``out[v] = sum_{u->v or u=v} norm(u, v) h_src[u]``.
+
+    Args:
+        h_src: float [S, C]. edge_index: int64 [2, M]. num_dst: D.
+        deg: optional [S] in-degrees of the sources in the whole graph: then
+            :func:`graph_gcn_norm`, else :func:`block_gcn_norm` (degrees within the block).
+
+    Returns:
+        float [D, C].
+    """
+    if deg is not None:
+        edge_norm, self_norm = graph_gcn_norm(edge_index, deg, num_dst, dtype=h_src.dtype)
+    else:
+        edge_norm, self_norm = block_gcn_norm(edge_index, h_src.size(0), num_dst, dtype=h_src.dtype)
+    src, dst = edge_index[0], edge_index[1]
+    out = h_src[:num_dst] * self_norm.unsqueeze(-1)
+    return out.index_add(0, dst, h_src.index_select(0, src) * edge_norm.unsqueeze(-1))
+
+
+# --------------------------------------------------------------------------- our layers
+
+
+class BlockGCNConv(nn.Module):
+    """GCN layer (Kipf & Welling) normalized on a bipartite sampled block.
+
+    ``out[v] = b + W^T * sum_{u in N_block(v) + {v}} x_src[u] / sqrt(deg_src(u) deg_dst(v))``
+    with the degrees of :func:`block_gcn_norm` (self loops included). On a block that
+    holds every node as both source and destination (S == D == N, all edges) it equals
+    ``torch_geometric.nn.GCNConv`` on the whole graph for an undirected graph (PyG
+    uses in-degrees at both ends, equal to out-degrees there).
+
+    The linear map is applied before the aggregation when ``out_dim < in_dim`` (the
+    M edge messages then carry ``out_dim`` floats instead of ``in_dim``) and after it
+    otherwise; both orders give the same result since the aggregation is linear.
+
+    Parameters mirror ``GCNConv`` (``lin.weight`` [out, in], ``bias`` [out]) so that a
+    ``GCNConv`` state dict loads as is.
+
+    Degrees: ``needs_degree = True`` tells the engine to pass ``deg`` (the sources'
+    in-degrees in the whole graph); the normalization is then :func:`graph_gcn_norm`,
+    which on full neighborhoods equals GCN on the whole graph for any block. Without
+    ``deg`` it falls back to the degrees within the block (:func:`block_gcn_norm`).
+
+    Args:
+        in_dim: input feature size. out_dim: output feature size. bias: add a learnt bias.
+    """
+
+    needs_x0 = False
+    needs_degree = True
+
+    def __init__(self, in_dim: int, out_dim: int, bias: bool = True) -> None:
+        super().__init__()
+        self.in_dim = in_dim
+        self.out_dim = out_dim
+        self.lin = nn.Linear(in_dim, out_dim, bias=False)
+        self.bias = nn.Parameter(torch.empty(out_dim)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Glorot weight, zero bias (as ``GCNConv``)."""
+        nn.init.xavier_uniform_(self.lin.weight)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def forward(
+        self, x: Tensor | tuple[Tensor, Tensor], edge_index: Tensor, size: Optional[tuple[int, int]] = None,
+        deg: Optional[Tensor] = None,
+    ) -> Tensor:
+        """Args:
+            x: ``(x_src, x_dst)``: float32 [S, in_dim], [D, in_dim] (``x_dst`` only gives
+                D; the self loop of ``i`` reads ``x_src[i]``), or one tensor [N, in_dim]
+                for S == D == N.
+            edge_index: int64 [2, M] (row 0: sources, row 1: destinations).
+            size: optional ``(S, D)``.
+            deg: optional [S] in-degrees of the sources in the whole graph.
+
+        Returns:
+            float32 [D, out_dim].
+        """
+        x_src, x_dst = _split_input(x, size)
+        num_dst = x_dst.size(0)
+        if self.out_dim < self.in_dim:
+            out = _propagate(self.lin(x_src), edge_index, num_dst, deg)
+        else:
+            out = self.lin(_propagate(x_src, edge_index, num_dst, deg))
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
+    def extra_repr(self) -> str:
+        return f"{self.in_dim}, {self.out_dim}, bias={self.bias is not None}"
+
+
+class BlockGCN2Conv(nn.Module):
+    """GCNII layer (Chen et al., 2020) normalized on a bipartite sampled block.
+
+    Same math as ``torch_geometric.nn.GCN2Conv(channels, alpha, theta, layer,
+    shared_weights)`` with ``normalize=True``, but the propagation ``P x`` uses
+    :func:`block_gcn_norm` (self loops included)::
+
+        h   = (1 - alpha) * P x_src + alpha * x0
+        out = (1 - beta) * h + beta * h @ W1                   (shared_weights=True)
+        out = (1 - beta) * ((1 - alpha) P x_src) + beta * ((1 - alpha) P x_src) @ W1
+              + (1 - beta) * alpha x0 + beta * (alpha x0) @ W2  (shared_weights=False)
+
+    with ``beta = log(theta / layer + 1)``. Called as ``layer((x_src, x_dst),
+    edge_index, x0=x0_dst)`` (``needs_x0 = True``).
+
+    Args:
+        channels: feature size (input == output). alpha: initial-residual weight.
+        theta: identity-mapping strength. layer: 1-based layer position (for beta).
+        shared_weights: one weight for both terms (True) or a separate ``weight2``.
+    """
+
+    needs_x0 = True
+    needs_degree = True
+
+    def __init__(
+        self, channels: int, alpha: float = 0.1, theta: float = 0.5, layer: int = 1, shared_weights: bool = True
+    ) -> None:
+        super().__init__()
+        if layer < 1:
+            raise LayerError(f"BlockGCN2Conv: layer is 1-based, found layer={layer}")
+        self.channels = channels
+        self.alpha = float(alpha)
+        self.theta = float(theta)
+        self.layer = int(layer)
+        self.beta = math.log(theta / layer + 1.0)
+        self.weight1 = nn.Parameter(torch.empty(channels, channels))
+        self.weight2 = None if shared_weights else nn.Parameter(torch.empty(channels, channels))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Glorot weights (as ``GCN2Conv``)."""
+        nn.init.xavier_uniform_(self.weight1)
+        if self.weight2 is not None:
+            nn.init.xavier_uniform_(self.weight2)
+
+    def forward(
+        self,
+        x: Tensor | tuple[Tensor, Tensor],
+        edge_index: Tensor,
+        x0: Optional[Tensor] = None,
+        size: Optional[tuple[int, int]] = None,
+        deg: Optional[Tensor] = None,
+    ) -> Tensor:
+        """Args:
+            x: ``(x_src, x_dst)``: float32 [S, channels], [D, channels], or one tensor.
+            edge_index: int64 [2, M].
+            x0: float32 [D, channels], the initial representation of the destinations
+                (a longer tensor is cut to its first D rows, as ``GCN2Conv`` does).
+            size: optional ``(S, D)``.
+
+        Returns:
+            float32 [D, channels].
+        """
+        if x0 is None:
+            raise LayerError(
+                "BlockGCN2Conv needs the initial representation: call layer((x_src, x_dst), edge_index, x0=x0_dst)"
+            )
+        x_src, x_dst = _split_input(x, size)
+        num_dst = x_dst.size(0)
+        if x0.dim() != 2 or x0.size(0) < num_dst or x0.size(1) != self.channels:
+            raise LayerError(
+                f"BlockGCN2Conv: expected x0 of shape [D={num_dst}, {self.channels}], found {tuple(x0.shape)}"
+            )
+        h = _propagate(x_src, edge_index, num_dst, deg) * (1.0 - self.alpha)
+        h0 = x0[:num_dst] * self.alpha
+        if self.weight2 is None:
+            h = h + h0
+            return torch.addmm(h, h, self.weight1, beta=1.0 - self.beta, alpha=self.beta)
+        out = torch.addmm(h, h, self.weight1, beta=1.0 - self.beta, alpha=self.beta)
+        return out + torch.addmm(h0, h0, self.weight2, beta=1.0 - self.beta, alpha=self.beta)
+
+    def extra_repr(self) -> str:
+        return f"{self.channels}, alpha={self.alpha}, theta={self.theta}, layer={self.layer}, shared_weights={self.weight2 is None}"
+
+
+# --------------------------------------------------------------------------- DGL
+
+
+def _import_dgl() -> Any:
+    """``import dgl`` or raise :class:`LayerError` with the install hint."""
+    try:
+        import dgl  # noqa: PLC0415  (optional dependency, imported lazily)
+        import dgl.nn  # noqa: F401,PLC0415
+    except ImportError as exc:
+        raise LayerError(f"{_DGL_MISSING} (import dgl failed: {exc})") from exc
+    except Exception as exc:  # a broken install (wrong torch ABI, missing .so) fails with other errors
+        raise LayerError(f"{_DGL_MISSING}; DGL is installed but does not load: {type(exc).__name__}: {exc}") from exc
+    return dgl
+
+
+class DGLLayerAdapter(nn.Module):
+    """Makes a DGL block module (e.g. ``dgl.nn.SAGEConv``) follow the layer contract.
+
+    ``forward((x_src, x_dst), edge_index)`` builds ``dgl.create_block((edge_index[0],
+    edge_index[1]), num_src_nodes=S, num_dst_nodes=D)`` and returns
+    ``module(block, (x_src, x_dst))``. DGL is imported lazily; without it the
+    constructor raises :class:`LayerError`.
+
+    Args:
+        module: a DGL nn module called as ``module(block, (feat_src, feat_dst))``.
+    """
+
+    needs_x0 = False
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        _import_dgl()  # fail early, with the install hint
+        self.module = module
+
+    def forward(
+        self, x: Tensor | tuple[Tensor, Tensor], edge_index: Tensor, size: Optional[tuple[int, int]] = None
+    ) -> Tensor:
+        """Args:
+            x: ``(x_src, x_dst)`` float32 [S, F], [D, F]. edge_index: int64 [2, M].
+            size: optional ``(S, D)``.
+
+        Returns:
+            what the DGL module returns, [D, out_dim] for the usual convs.
+        """
+        dgl = _import_dgl()  # cached in sys.modules after the first import
+        x_src, x_dst = _split_input(x, size)
+        block = dgl.create_block(
+            (edge_index[0], edge_index[1]),
+            num_src_nodes=x_src.size(0),
+            num_dst_nodes=x_dst.size(0),
+            device=x_src.device,
+        )
+        return self.module(block, (x_src, x_dst))
+
+
+# --------------------------------------------------------------------------- loading and checking
+
+
+def _describe(obj: Any) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}".removeprefix("builtins.")
+
+
+def load_layer_class(path: str) -> type:
+    """Import a layer class from ``"package.module:ClassName"``.
+
+    ``ClassName`` may be dotted (``"pkg.mod:Outer.Inner"``).
+
+    Args:
+        path: the import path.
+
+    Returns:
+        the class, an ``nn.Module`` subclass.
+
+    Raises:
+        LayerError: no colon, module not importable, attribute missing, attribute not
+            a class, or not an ``nn.Module`` subclass.
+    """
+    if not isinstance(path, str) or ":" not in path:
+        raise LayerError(
+            f"expected a layer import path 'package.module:ClassName', found {path!r} (no ':'); "
+            f"write e.g. 'mypkg.layers:MyConv', or use a zoo name ({', '.join(ZOO)})"
+        )
+    mod_name, _, attr_path = path.partition(":")
+    mod_name, attr_path = mod_name.strip(), attr_path.strip()
+    if not mod_name or not attr_path:
+        raise LayerError(
+            f"expected a layer import path 'package.module:ClassName', found {path!r} "
+            f"(empty {'module' if not mod_name else 'class'} part); write e.g. 'mypkg.layers:MyConv'"
+        )
+    try:
+        module = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise LayerError(
+            f"layer {path!r}: cannot import module {mod_name!r}: {type(exc).__name__}: {exc}; "
+            "check the spelling, install the package, or put its folder on PYTHONPATH"
+        ) from exc
+    except Exception as exc:  # the module exists but fails while importing
+        raise LayerError(
+            f"layer {path!r}: importing module {mod_name!r} failed: {type(exc).__name__}: {exc}; fix the module"
+        ) from exc
+
+    obj: Any = module
+    walked = mod_name
+    for part in attr_path.split("."):
+        if not hasattr(obj, part):
+            names = [n for n in dir(obj) if not n.startswith("_")]
+            modules = [n for n in names if inspect.isclass(getattr(obj, n, None)) and issubclass(getattr(obj, n), nn.Module)]
+            close = difflib.get_close_matches(part, names, n=3)
+            pool = modules or names
+            shown = list(dict.fromkeys(difflib.get_close_matches(part, pool, n=5, cutoff=0.4) + pool))[:10]
+            more = f" (of {len(pool)})" if len(pool) > len(shown) else ""
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise LayerError(
+                f"layer {path!r}: {walked!r} has no attribute {part!r}{hint}; it has "
+                f"{'nn.Module classes' if modules else 'names'}{more}: {', '.join(shown) or '(none)'}; "
+                "fix the class name after the ':'"
+            )
+        obj = getattr(obj, part)
+        walked = f"{walked}:{part}" if walked == mod_name else f"{walked}.{part}"
+
+    if not inspect.isclass(obj):
+        raise LayerError(
+            f"layer {path!r}: expected a class (an nn.Module subclass), found a {_describe(obj)} ({obj!r:.60}); "
+            "point the path at the layer class"
+        )
+    if not issubclass(obj, nn.Module):
+        bases = ", ".join(b.__qualname__ for b in obj.__mro__[1:])
+        raise LayerError(
+            f"layer {path!r}: expected an nn.Module subclass, found class {obj.__qualname__} (bases: {bases}); "
+            "a layer must derive from torch.nn.Module (e.g. torch_geometric.nn.MessagePassing)"
+        )
+    return obj
+
+
+def check_layer(layer: nn.Module, in_dim: int, out_dim: int, spec: str) -> None:
+    """Run ``layer`` once on a tiny probe block and check it follows the layer contract.
+
+    The probe has S=4 sources, D=2 destinations and 3 edges, float32 features on the
+    layer's device. The layer runs in eval mode under ``torch.no_grad``; the training
+    mode of each submodule is restored afterwards. ``needs_x0`` layers also get
+    ``x0`` float32 [D, out_dim].
+
+    Args:
+        layer: the layer. in_dim / out_dim: the sizes it was built for.
+        spec: how the user named it (for messages).
+
+    Raises:
+        LayerError: the call raised (TypeError: wrong signature; anything else: the
+            exception text), or the output is not a Tensor [D, out_dim].
+    """
+    param = next(iter(layer.parameters()), None)
+    device = param.device if param is not None else torch.device("cpu")
+    gen = torch.Generator().manual_seed(0)
+    num_src, num_dst = 4, 2
+    x_src = torch.randn(num_src, in_dim, generator=gen).to(device)
+    x_dst = x_src[:num_dst]
+    edge_index = torch.tensor([[2, 3, 1], [0, 1, 0]], dtype=torch.long, device=device)
+    needs_x0 = bool(getattr(layer, "needs_x0", False))
+    kwargs: dict[str, Tensor] = {}
+    if needs_x0:
+        kwargs["x0"] = torch.randn(num_dst, out_dim, generator=gen).to(device)
+    call = "layer((x_src, x_dst), edge_index" + (", x0=x0_dst)" if needs_x0 else ")")
+    expected = _SIGNATURE if not needs_x0 else _SIGNATURE.replace("edge_index: Tensor)", "edge_index: Tensor, x0: Tensor)")
+    probe = f"probe block S={num_src}, D={num_dst}, 3 edges, in_dim={in_dim}"
+
+    modes = [(m, m.training) for m in layer.modules()]
+    layer.eval()
+    try:
+        with torch.no_grad():
+            out = layer((x_src, x_dst), edge_index, **kwargs)
+    except LayerError:
+        raise
+    except TypeError as exc:
+        raise LayerError(
+            f"layer {spec!r} ({type(layer).__qualname__}) cannot be called as {call}: TypeError: {exc}; "
+            f"a layer must have {expected} returning [D, out_dim]"
+        ) from exc
+    except Exception as exc:
+        raise LayerError(
+            f"layer {spec!r} ({type(layer).__qualname__}) failed on a {probe}: {type(exc).__name__}: {exc}; "
+            f"a layer must have {expected} and accept bipartite input (x_src [S, in_dim], x_dst [D, in_dim])"
+        ) from exc
+    finally:
+        for module, training in modes:
+            module.training = training
+
+    if not isinstance(out, Tensor):
+        raise LayerError(
+            f"layer {spec!r} ({type(layer).__qualname__}) returned a {_describe(out)}, expected a Tensor "
+            f"[D, out_dim]; {expected}"
+        )
+    if tuple(out.shape) != (num_dst, out_dim):
+        raise LayerError(
+            f"layer {spec!r} ({type(layer).__qualname__}) returned shape {tuple(out.shape)} on a {probe}, "
+            f"expected [D, out_dim] = [{num_dst}, {out_dim}]; it must return one row per destination"
+        )
+
+
+# --------------------------------------------------------------------------- build_conv
+
+
+def _construct(spec: str, what: str, factory: Any, *args: Any, **kwargs: Any) -> nn.Module:
+    """Call ``factory(*args, **kwargs)``, turning a bad-argument TypeError into a LayerError."""
+    try:
+        return factory(*args, **kwargs)
+    except LayerError:
+        raise
+    except TypeError as exc:
+        raise LayerError(
+            f"layer {spec!r}: could not build {what}({', '.join(map(repr, args))}"
+            f"{', ' if args and kwargs else ''}{', '.join(f'{k}={v!r}' for k, v in kwargs.items())}): "
+            f"TypeError: {exc}; check the layer options (an import-path class must take (in_dim, out_dim, **kwargs))"
+        ) from exc
+
+
+def build_conv(spec: str, in_dim: int, out_dim: int, *, index: int, num_layers: int, **kwargs: Any) -> nn.Module:
+    """Build one message-passing layer that follows the layer contract.
+
+    Args:
+        spec: a zoo name (:data:`ZOO`), an import path ``"package.module:ClassName"``
+            or ``"dgl:ClassName"``.
+        in_dim: input feature size. out_dim: output feature size.
+        index: 0-based position of the layer. num_layers: number of layers. GAT's
+            last layer (``index == num_layers - 1``) averages its heads; GCNII's beta
+            uses ``layer = index + 1``.
+        **kwargs: layer options: ``heads`` (gat, default 4), ``alpha``/``theta``/
+            ``shared_weights`` (gcnii), ``train_eps`` (gin), any option of the
+            underlying PyG conv; for an import path, passed as
+            ``ClassName(in_dim, out_dim, **kwargs)``.
+
+    Returns:
+        the layer, called as ``layer((x_src, x_dst), edge_index)`` (plus ``x0=`` when
+        its ``needs_x0`` is True) -> float32 [D, out_dim].
+
+    Raises:
+        LayerError: unknown spec, bad sizes or options, or a layer that breaks the contract.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise LayerError(f"expected a layer spec: {SPEC_HELP}; found {spec!r}")
+    spec = spec.strip()
+    for name, value in (("in_dim", in_dim), ("out_dim", out_dim), ("num_layers", num_layers)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise LayerError(f"layer {spec!r}: {name} must be a positive int, found {value!r}")
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < num_layers:
+        raise LayerError(f"layer {spec!r}: index must be in 0..{num_layers - 1} (num_layers={num_layers}), found {index!r}")
+    last = index == num_layers - 1
+    name = spec.lower()
+
+    if name == "sage":
+        from torch_geometric.nn import SAGEConv
+
+        return _construct(spec, "SAGEConv", SAGEConv, in_dim, out_dim, **kwargs)
+    if name == "gcn":
+        return _construct(spec, "BlockGCNConv", BlockGCNConv, in_dim, out_dim, **kwargs)
+    if name == "gat":
+        from torch_geometric.nn import GATConv
+
+        heads = kwargs.pop("heads", 4)
+        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+            raise LayerError(f"layer 'gat': heads must be a positive int, found {heads!r}")
+        if last:
+            return _construct(spec, "GATConv", GATConv, in_dim, out_dim, heads=heads, concat=False, **kwargs)
+        if out_dim % heads != 0:
+            raise LayerError(
+                f"layer 'gat' (hidden layer {index}): out_dim={out_dim} is not divisible by heads={heads}; hidden GAT "
+                f"layers concatenate heads of out_dim // heads features each; choose a hidden size that is a multiple "
+                f"of {heads} (e.g. {(out_dim // heads + 1) * heads}) or change heads"
+            )
+        return _construct(spec, "GATConv", GATConv, in_dim, out_dim // heads, heads=heads, concat=True, **kwargs)
+    if name == "gin":
+        from torch_geometric.nn import GINConv
+
+        kwargs.setdefault("train_eps", True)
+        mlp = nn.Sequential(nn.Linear(in_dim, out_dim), nn.ReLU(), nn.Linear(out_dim, out_dim))
+        return _construct(spec, "GINConv", GINConv, mlp, **kwargs)
+    if name == "gcnii":
+        if in_dim != out_dim:
+            raise LayerError(
+                f"layer 'gcnii' (layer {index}): in_dim ({in_dim}) must equal out_dim ({out_dim}); a GCNII layer keeps "
+                "the feature size, so the GCNII model maps inputs to the hidden size with a linear layer first "
+                "(and to the classes with one after)"
+            )
+        return _construct(spec, "BlockGCN2Conv", BlockGCN2Conv, in_dim, layer=index + 1, **kwargs)
+
+    if name.startswith("dgl:"):
+        cls_name = spec.split(":", 1)[1].strip()
+        dgl = _import_dgl()
+        cls = getattr(dgl.nn, cls_name, None)
+        if not (inspect.isclass(cls) and issubclass(cls, nn.Module)):
+            known = [n for n in dir(dgl.nn) if n.endswith("Conv")][:12]
+            raise LayerError(f"layer {spec!r}: dgl.nn has no module class {cls_name!r}; it has: {', '.join(known)}, ...")
+        if cls_name == "SAGEConv":
+            kwargs.setdefault("aggregator_type", "mean")
+        layer = DGLLayerAdapter(_construct(spec, f"dgl.nn.{cls_name}", cls, in_dim, out_dim, **kwargs))
+        check_layer(layer, in_dim, out_dim, spec)
+        return layer
+
+    if ":" in spec:
+        cls = load_layer_class(spec)
+        layer = _construct(spec, cls.__qualname__, cls, in_dim, out_dim, **kwargs)
+        check_layer(layer, in_dim, out_dim, spec)
+        return layer
+
+    close = difflib.get_close_matches(name, list(ZOO), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise LayerError(f"unknown layer {spec!r}{hint}; expected {SPEC_HELP}")
