@@ -1,4 +1,15 @@
-"""Models that run on sampled blocks (layer i consumes ``blocks[i]``)."""
+"""Models that run on sampled blocks (layer i consumes ``blocks[i]``).
+
+:class:`GNN` stacks layers built from a spec (a zoo name or ``module:Class``, see
+:mod:`gnnscale.layers`); it never looks inside a layer. Between layers it applies the
+options a user expects: normalization, activation, residual connection and dropout; after
+the last one, an optional jumping-knowledge readout.
+
+Historical embeddings (``historical`` exchange mode): a block may end with ``num_hist``
+leaves whose input embedding comes from a halo table instead of the previous layer; the
+caller passes those rows as ``hist[i]`` and they are appended below the previous layer's
+output. ``emit`` collects each hidden layer's output (the embedding a halo table holds).
+"""
 from __future__ import annotations
 
 from typing import Sequence
@@ -6,36 +17,214 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch_geometric.nn import SAGEConv
 
+from gnnscale.errors import GnnscaleError
 from gnnscale.samplers.block import Block
 
+NORMS = ("none", "batch", "layer")
+JK = ("none", "cat", "max")
 
-class GraphSAGE(nn.Module):
-    """GraphSAGE (mean aggregation) from ``torch_geometric.nn.SAGEConv``.
+
+class ModelError(GnnscaleError):
+    """A model option is invalid."""
+
+
+def layer_name(layer) -> str:
+    """A printable spec of a layer given by name, import path or class."""
+    if isinstance(layer, str):
+        return layer
+    return f"{getattr(layer, '__module__', '?')}:{getattr(layer, '__qualname__', repr(layer))}"
+
+
+def layer_needs_x0(spec) -> bool:
+    """Whether the layers of ``spec`` (a spec string or a layer class) take an initial representation x0."""
+    if isinstance(spec, type):
+        return bool(getattr(spec, "needs_x0", False))
+    if spec == "gcnii":
+        return True
+    if ":" in spec and not spec.startswith("dgl:"):
+        from gnnscale.layers import load_layer_class
+
+        return bool(getattr(load_layer_class(spec), "needs_x0", False))
+    return False
+
+
+class GNN(nn.Module):
+    """A stack of message-passing layers on bipartite blocks.
 
     Args:
-        in_dim: input feature size F. hidden: hidden size. out_dim: number of classes.
-        num_layers: number of SAGEConv layers (= number of blocks per batch).
-        dropout: dropout on hidden activations.
+        in_dim: input feature size F. hidden: hidden size H. out_dim: number of classes C.
+        num_layers: number of message-passing layers L (= blocks per batch).
+        layer: a zoo name (``sage``, ``gcn``, ``gat``, ``gin``, ``gcnii``), ``module:Class``, or
+            a layer class (built as ``layer(in_dim, out_dim, **layer_kwargs)``).
+        layer_kwargs: extra keyword arguments of every layer (e.g. ``{"heads": 4}``).
+        dropout: dropout on every hidden representation (and on the input of encoder models).
+        norm: ``none``, ``batch`` or ``layer`` normalization after each hidden layer.
+        residual: add the layer's input to its output where the shapes agree.
+        jk: jumping knowledge over the layers' outputs at the seeds: ``none``, ``cat`` or ``max``.
 
-    ``forward(x, blocks)``: x float32 [blocks[0].num_src, F] -> logits [blocks[-1].num_dst, C].
+    Layers whose class sets ``needs_x0`` (GCNII) get a linear encoder F -> H in front (its
+    output is ``x0``), hidden-to-hidden layers and a linear head H -> C; so do models with
+    ``jk``. Otherwise the last layer maps to C directly.
+
+    ``forward(x, blocks, hist=None, emit=None)``: x float32 [blocks[0].num_src, F] ->
+    logits float32 [blocks[-1].num_dst, C].
     """
 
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2, dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: int,
+        out_dim: int,
+        num_layers: int = 2,
+        layer: str | type = "sage",
+        layer_kwargs: dict | None = None,
+        dropout: float = 0.5,
+        norm: str = "none",
+        residual: bool = False,
+        jk: str = "none",
+    ) -> None:
         super().__init__()
-        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-        self.convs = nn.ModuleList(SAGEConv(dims[i], dims[i + 1]) for i in range(num_layers))
-        self.dropout = dropout
+        from gnnscale.layers import build_conv, check_layer
 
-    def forward(self, x: torch.Tensor, blocks: Sequence[Block]) -> torch.Tensor:
-        if len(blocks) != len(self.convs):
-            raise ValueError(f"model has {len(self.convs)} layers but the batch has {len(blocks)} blocks")
-        last = len(self.convs) - 1
-        for i, (conv, block) in enumerate(zip(self.convs, blocks)):
-            x = conv((x, x[: block.num_dst]), block.edge_index, size=block.size)
-            if i < last:
-                x = F.relu(x)
-                if self.dropout > 0:
-                    x = F.dropout(x, p=self.dropout, training=self.training)
-        return x
+        if num_layers < 1:
+            raise ModelError(f"num_layers must be >= 1; found {num_layers}")
+        if norm not in NORMS:
+            raise ModelError(f"norm must be one of {', '.join(NORMS)}; found {norm!r}")
+        if jk not in JK:
+            raise ModelError(f"jk must be one of {', '.join(JK)}; found {jk!r}")
+        kwargs = dict(layer_kwargs or {})
+        self.num_layers = num_layers
+        self.dropout = float(dropout)
+        self.residual = bool(residual)
+        self.jk = jk
+        self.spec = layer_name(layer)
+        encoder = layer_needs_x0(layer)
+        self.encoder = nn.Linear(in_dim, hidden) if encoder else None
+        with_head = encoder or jk != "none"
+        first = hidden if encoder else in_dim
+        dims = [first] + [hidden] * (num_layers - 1) + [hidden if with_head else out_dim]
+        self.dims = dims
+        def make(i: int) -> nn.Module:
+            if isinstance(layer, str):
+                return build_conv(layer, dims[i], dims[i + 1], index=i, num_layers=num_layers, **kwargs)
+            if not (isinstance(layer, type) and issubclass(layer, nn.Module)):
+                raise ModelError(f"layer must be a spec string or an nn.Module subclass; found {layer!r}")
+            conv = layer(dims[i], dims[i + 1], **kwargs)
+            check_layer(conv, dims[i], dims[i + 1], self.spec)
+            return conv
+
+        self.convs = nn.ModuleList(make(i) for i in range(num_layers))
+        self.needs_x0 = [bool(getattr(c, "needs_x0", False)) for c in self.convs]
+        self.needs_degree = [bool(getattr(c, "needs_degree", False)) for c in self.convs]
+        self.uses_degree = any(self.needs_degree)
+        self.uses_x0 = any(self.needs_x0)
+        if self.uses_x0 and self.encoder is None:
+            raise ModelError(f"layer {layer!r} needs x0 (an initial representation of the hidden size); "
+                             "such layers are used with the encoder of the 'gcnii' spec")
+        n_post = num_layers if with_head else num_layers - 1
+        if norm == "batch":
+            self.norms = nn.ModuleList(nn.BatchNorm1d(dims[i + 1]) for i in range(n_post))
+        elif norm == "layer":
+            self.norms = nn.ModuleList(nn.LayerNorm(dims[i + 1]) for i in range(n_post))
+        else:
+            self.norms = None
+        self.n_post = n_post
+        if with_head:
+            self.head = nn.Linear(hidden * (num_layers if jk == "cat" else 1), out_dim)
+        else:
+            self.head = None
+
+    # -- pieces shared by mini-batch forward and layer-wise inference ------------------------
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Input features [n, F] -> (h^0 [n, dims[0]], x0 or None)."""
+        if self.encoder is None:
+            return x, None
+        h = F.relu(self.encoder(F.dropout(x, self.dropout, self.training)))
+        return h, h
+
+    def layer_step(
+        self, i: int, h_src: torch.Tensor, h_dst: torch.Tensor, edge_index: torch.Tensor,
+        x0_dst: torch.Tensor | None = None,
+        deg_src: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Layer i on one block: h^i of sources [S, dims[i]] -> h^{i+1} of destinations [D, dims[i+1]].
+
+        ``h_dst`` must be ``h_src[:D]``; dropout is the caller's (applied to ``h_src``).
+        ``deg_src``: int64 [S] in-degrees of the sources in the graph, for layers that set
+        ``needs_degree`` (GCN-style normalization).
+        """
+        conv = self.convs[i]
+        kw = {}
+        if self.needs_x0[i]:
+            kw["x0"] = x0_dst
+        if self.needs_degree[i] and deg_src is not None:
+            kw["deg"] = deg_src
+        out = conv((h_src, h_dst), edge_index, **kw)
+        if i < self.n_post:
+            if self.norms is not None:
+                out = self.norms[i](out)
+            out = F.relu(out)
+            if self.residual and out.shape == h_dst.shape:
+                out = out + h_dst
+        return out
+
+    def readout(self, h_last: torch.Tensor, outs: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Logits from the last layer's output (and every layer's, for jumping knowledge)."""
+        if self.head is None:
+            return h_last
+        if self.jk == "cat":
+            return self.head(torch.cat(list(outs), 1))
+        if self.jk == "max":
+            return self.head(torch.stack(list(outs)).max(0).values)
+        return self.head(h_last)
+
+    def input_dropout(self, i: int, h: torch.Tensor) -> torch.Tensor:
+        if i == 0 and self.encoder is None:
+            return h  # raw input features are not dropped (GraphSAGE's recipe)
+        return F.dropout(h, self.dropout, self.training) if self.dropout > 0 else h
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        blocks: Sequence[Block],
+        hist: Sequence[torch.Tensor | None] | None = None,
+        emit: list | None = None,
+        node_degree: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits [blocks[-1].num_dst, C] from input rows x [blocks[0].num_src, F].
+
+        hist: per block, float32 [blocks[i].num_hist, dims[i]] historical embeddings of the
+            block's leaves (None or absent where ``num_hist == 0``).
+        emit: if a list, each hidden layer's output h^{l} (l = 1..L-1, rows =
+            ``blocks[l-1].dst_ids``) is appended to it, detached.
+        node_degree: int64 [N] in-degree of every node by global id, for layers that set
+            ``needs_degree`` (without it they normalize with degrees within the block).
+        """
+        if len(blocks) != self.num_layers:
+            raise ModelError(f"model has {self.num_layers} layers but the batch has {len(blocks)} blocks")
+        h, x0 = self.encode(x)
+        num_seeds = blocks[-1].num_dst
+        outs = []
+        for i, block in enumerate(blocks):
+            if block.num_hist:
+                if hist is None or hist[i] is None or hist[i].shape[0] != block.num_hist:
+                    raise ModelError(f"block {i} has {block.num_hist} historical leaves but no matching hist rows "
+                                     "were given (historical mode needs the halo tables' rows)")
+                h = torch.cat([h, hist[i].to(h.dtype)])
+            h = self.input_dropout(i, h)
+            d = block.num_dst
+            deg = node_degree[block.src_ids] if node_degree is not None and self.needs_degree[i] else None
+            h = self.layer_step(i, h, h[:d], block.edge_index, x0[:d] if x0 is not None else None, deg)
+            if emit is not None and i < self.num_layers - 1:
+                emit.append(h.detach())
+            if self.jk != "none":
+                outs.append(h[:num_seeds])
+        return self.readout(h, outs)
+
+
+class GraphSAGE(GNN):
+    """GraphSAGE (mean aggregation, PyG's ``SAGEConv``): ``GNN`` with ``layer="sage"``."""
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2, dropout: float = 0.5) -> None:
+        super().__init__(in_dim, hidden, out_dim, num_layers, layer="sage", dropout=dropout)
