@@ -6,7 +6,8 @@ Public API (small on purpose):
 - :func:`gnnscale.partitioning.partition_graph`, :func:`gnnscale.partitioning.load_part`;
 - :class:`gnnscale.samplers.NeighborSampler`, :class:`gnnscale.samplers.DistNeighborSampler`;
 - :class:`Communicator`, :class:`DistFeatureStore`, :class:`GraphSAGE`;
-- :class:`TrainConfig`, :func:`train_worker`, :func:`launch_local`.
+- :class:`TrainConfig`, :func:`train_worker`, :func:`launch_local`;
+- :func:`train` - partition (cached) and train in one call; :class:`GNN` - the layer stack.
 """
 __version__ = "0.1.0"
 
@@ -21,6 +22,8 @@ _LAZY = {
     "TrainConfig": "gnnscale.trainer",
     "train_worker": "gnnscale.trainer",
     "launch_local": "gnnscale.runtime",
+    "train": "gnnscale.api",
+    "GNN": "gnnscale.models",
     "init_distributed": "gnnscale.runtime",
 }
 __all__ += list(_LAZY)

@@ -159,6 +159,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model a network link of this bandwidth on one machine (reported as modelled)")
     g.add_argument("--net-latency-ms", type=float, default=0.05, help="latency per exchange of the modelled link")
     t.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True, help="check each part's sha256 before training")
+    x = t.add_argument_group("cross-partition embedding exchange")
+    x.add_argument("--exchange", choices=["exact", "historical", "local"], default="exact",
+                   help="exact: sampling crosses partitions; historical: remote nodes before the last hop use "
+                   "their owner's recent embeddings (halo tables, no remote sampling); local: drop "
+                   "cross-partition edges (the cheap baseline)")
+    x.add_argument("--staleness", type=int, default=4,
+                   help="historical: no halo embedding older than this many steps is used (>= 2)")
+    x.add_argument("--eval-method", choices=["auto", "layerwise", "sampled"], default="auto",
+                   help="layerwise: full-graph inference layer by layer; sampled: with --eval-fanouts; "
+                   "auto: layerwise in historical mode or when every eval fanout is -1")
+    m = t.add_argument_group("model")
+    m.add_argument("--layer", default="sage",
+                   help="message-passing layer: sage, gcn, gat, gin, gcnii, or an import path module:Class "
+                   "(called as layer((x_src, x_dst), edge_index); see README)")
+    m.add_argument("--layer-kwargs", type=_json_dict, default={}, metavar="JSON",
+                   help='extra keyword arguments of every layer, e.g. \'{"heads": 4}\'')
+    m.add_argument("--norm", choices=["none", "batch", "layer"], default="none", help="normalization after each hidden layer")
+    m.add_argument("--residual", action=argparse.BooleanOptionalAction, default=False,
+                   help="add each layer's input to its output where shapes agree")
+    m.add_argument("--jk", choices=["none", "cat", "max"], default="none", help="jumping-knowledge readout")
 
     b = sub.add_parser(
         "bench-partition", help="compare partitioning methods: cut, balance, halo, remote bytes, time, memory",
@@ -239,6 +259,27 @@ def _prepare_parts(args) -> str:
     return str(out)
 
 
+def prepare_parts(dataset: str, workers: int, root: str | None = None, cache_dir: str | None = None,
+                  method: str = "metis", seed: int = 0, balance=("nodes", "train"), imbalance: float = 0.05,
+                  method_opt=()) -> str:
+    """The cached partition of ``dataset`` into ``workers`` parts (made on first use); its folder."""
+    ns = argparse.Namespace(dataset=dataset, workers=workers, root=root, cache_dir=cache_dir, method=method, seed=seed,
+                            balance=list(balance), imbalance=imbalance, method_opt=list(method_opt))
+    return _prepare_parts(ns)
+
+
+def _json_dict(text: str) -> dict:
+    import json
+
+    try:
+        val = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"expected a JSON object like '{{\"heads\": 4}}'; found {text!r} ({err})")
+    if not isinstance(val, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object like '{{\"heads\": 4}}'; found {text!r}")
+    return val
+
+
 def cmd_train(args) -> int:
     from gnnscale.partitioning import load_meta
     from gnnscale.runtime import in_torchrun, launch_local
@@ -254,8 +295,17 @@ def cmd_train(args) -> int:
         sampler_backend=args.sampler_backend, cache_policy=args.cache_policy, cache_size=args.cache_size,
         cache_file=args.cache_file, presample_epochs=args.presample_epochs, pipeline=args.pipeline,
         pipeline_depth=args.pipeline_depth, net_bandwidth_gbps=args.net_bandwidth_gbps,
-        net_latency_ms=args.net_latency_ms, max_steps=args.max_steps,
+        net_latency_ms=args.net_latency_ms, max_steps=args.max_steps, exchange=args.exchange,
+        staleness=args.staleness, eval_method=args.eval_method, layer=args.layer, layer_kwargs=args.layer_kwargs,
+        norm=args.norm, residual=args.residual, jk=args.jk,
     )
+    from gnnscale.exchange import check_staleness
+
+    check_staleness(cfg.staleness)
+    if ":" in cfg.layer and not cfg.layer.startswith("dgl:"):  # a bad layer fails here, before any worker starts
+        from gnnscale.layers import build_conv
+
+        build_conv(cfg.layer, 8, 8, index=0, num_layers=2, **cfg.layer_kwargs)
     from gnnscale.samplers import check_fanouts
 
     check_fanouts(cfg.fanouts, num_layers=args.num_layers)

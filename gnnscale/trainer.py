@@ -28,7 +28,9 @@ from gnnscale.feature_cache import CacheContext, CacheSize, choose_cache_ids
 from gnnscale.pipeline import Prefetcher
 from gnnscale.errors import RuntimeSetupError
 from gnnscale.feature_store import DistFeatureStore
-from gnnscale.models import GraphSAGE
+from gnnscale.exchange import HaloExchange, check_mode, check_staleness, gather_degrees
+from gnnscale.inference import layerwise_inference
+from gnnscale.models import GNN, layer_name
 from gnnscale.partitioning import load_part
 from gnnscale.runtime import init_distributed
 from gnnscale.samplers import DistNeighborSampler, check_fanouts
@@ -65,6 +67,14 @@ class TrainConfig:
     pipeline_depth: int = 2
     net_bandwidth_gbps: float | None = None  # a modelled link (benchmarks on one machine)
     net_latency_ms: float = 0.05
+    exchange: str = "exact"  # exact | historical | local (see gnnscale.exchange)
+    staleness: int = 4  # historical mode: no embedding older than this many steps is used
+    eval_method: str = "auto"  # auto | layerwise | sampled (auto: layerwise when exact anyway)
+    layer: str | type = "sage"  # zoo name, module:Class, or a layer class (see gnnscale.layers)
+    layer_kwargs: dict = field(default_factory=dict)
+    norm: str = "none"  # none | batch | layer
+    residual: bool = False
+    jk: str = "none"  # none | cat | max
 
 
 def _progress_enabled(cfg: TrainConfig, rank: int) -> bool:
@@ -102,9 +112,15 @@ class Worker:
         self.data_comm = Communicator(self.rank, self.world, group=data_group, timeout=cfg.timeout, network=network)
         fanouts = check_fanouts(cfg.fanouts)
         eval_fanouts = check_fanouts(cfg.eval_fanouts or cfg.fanouts, num_layers=len(fanouts))
+        self.mode = check_mode(cfg.exchange)
+        check_staleness(cfg.staleness)
+        if cfg.eval_method not in ("auto", "layerwise", "sampled"):
+            raise RuntimeSetupError(f"eval_method must be auto, layerwise or sampled; found {cfg.eval_method!r}")
+        self.layerwise_eval = cfg.eval_method == "layerwise" or (
+            cfg.eval_method == "auto" and (self.mode == "historical" or all(f == -1 for f in eval_fanouts)))
         self.sampler = DistNeighborSampler(
             self.part.indptr, self.part.indices, self.book, self.data_comm, fanouts, seed=cfg.seed,
-            owned_keys=self.part.orig_ids, backend=cfg.sampler_backend,
+            owned_keys=self.part.orig_ids, backend=cfg.sampler_backend, mode=self.mode,
         )
         self.eval_sampler = DistNeighborSampler(
             self.part.indptr, self.part.indices, self.book, self.data_comm, eval_fanouts, seed=cfg.seed + 7919,
@@ -113,7 +129,29 @@ class Worker:
         self.sampler.kernels.warmup()
         self.features = DistFeatureStore(self.part, self.book, self.data_comm, meta["feature_dim"])
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
-        model = GraphSAGE(meta["feature_dim"], cfg.hidden, meta["num_classes"], len(fanouts), cfg.dropout)
+        model = GNN(meta["feature_dim"], cfg.hidden, meta["num_classes"], len(fanouts), layer=cfg.layer,
+                    layer_kwargs=cfg.layer_kwargs, dropout=cfg.dropout, norm=cfg.norm, residual=cfg.residual,
+                    jk=cfg.jk)
+        self.net = model
+        # Halo tables on a third process group: pushes run in a thread beside the prefetcher's.
+        emb_group = dist.new_group(backend="gloo") if self.world > 1 else None
+        self.emb_comm = Communicator(self.rank, self.world, group=emb_group, timeout=cfg.timeout, network=network)
+        self.halo = None
+        if self.mode == "historical" or self.layerwise_eval:
+            self.halo = HaloExchange(self.part.indptr, self.part.indices, self.book, self.emb_comm,
+                                     model.dims[1:len(fanouts)], cfg.staleness)
+        self.global_step = 0
+        # In-degrees of every node (one exchange) for GCN-style layers on sampled blocks.
+        self.degree = gather_degrees(self.part.indptr, self.comm) if model.uses_degree else None
+        self.exchange_info = {"mode": self.mode, "staleness": cfg.staleness if self.mode == "historical" else None}
+        if self.halo is not None:
+            self.exchange_info.update(halo_rows=self.halo.num_halo, halo_table_bytes=self.halo.table_bytes,
+                                      boundary_rows=int(self.halo.boundary.numel()))
+        if self.rank == 0 and self.halo is not None:
+            log.info("exchange mode %s: %d halo rows on rank 0, halo tables %.1f MB (%d rows x %s x 4 B)%s",
+                     self.mode, self.halo.num_halo, self.halo.table_bytes / 1e6, self.halo.num_halo,
+                     "+".join(map(str, self.halo.dims)) or "0",
+                     f", staleness bound {cfg.staleness} steps" if self.mode == "historical" else "")
         if self.world > 1:
             self.model = DDP(model)
             self.model.register_comm_hook(None, self.comm.ddp_comm_hook())
@@ -178,10 +216,16 @@ class Worker:
     def _produce(self, epoch: int, batches: list[torch.Tensor], times: dict):
         """The data stages of one step: sample, then fetch features and labels."""
 
+        base = self.global_step
+
         def produce(step: int):
             seeds = batches[step]
             t0 = time.perf_counter()
-            mb = self.sampler.sample(seeds, epoch=epoch, step=step)
+            batch = seeds
+            if self.mode == "historical":  # due boundary nodes ride along as extra seeds (no loss)
+                extra = self.halo.refresh_seeds(base + step)
+                batch = torch.cat([seeds, extra[~torch.isin(extra, seeds)]])
+            mb = self.sampler.sample(batch, epoch=epoch, step=step)
             t1 = time.perf_counter()
             x = self.features.fetch(mb.input_ids)
             y = self._labels(seeds)
@@ -209,9 +253,18 @@ class Worker:
 
             bar = tqdm(total=steps, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True)
         self.losses = []
+        historical = self.mode == "historical"
+        num_layers = len(self.cfg.fanouts)
         for seeds, mb, x, y in feed:
             t2 = time.perf_counter()
-            out = self.model(x, mb.blocks)
+            gstep = self.global_step
+            if historical:
+                hist = [self.halo.lookup(i, b.hist_ids, gstep) if b.num_hist else None for i, b in enumerate(mb.blocks)]
+                emit: list | None = []
+                out = self.model(x, mb.blocks, hist=hist, emit=emit, node_degree=self.degree)[: seeds.numel()]
+            else:
+                emit = None
+                out = self.model(x, mb.blocks, node_degree=self.degree)
             if seeds.numel():
                 loss = F.cross_entropy(out, y)
             else:  # a rank with no training nodes still joins DDP's gradient all-reduce
@@ -219,6 +272,9 @@ class Worker:
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             self.opt.step()
+            if historical:
+                self.halo.push(gstep, [mb.blocks[l].dst_ids for l in range(num_layers - 1)], emit)
+            self.global_step += 1
             times["compute"] += time.perf_counter() - t2
             self.losses.append(float(loss.detach()))
             loss_sum += float(loss.detach()) * seeds.numel()
@@ -229,6 +285,10 @@ class Worker:
                 bar.set_postfix(loss=f"{float(loss):.3f}")
         if bar is not None:
             bar.close()
+        if historical:
+            t3 = time.perf_counter()
+            self.halo.drain()
+            times["compute"] += time.perf_counter() - t3
         if cfg.pipeline:
             times["wait"] = feed.wait_seconds
         times["grad_sync"] = self.comm.stats.grad_sync_seconds
@@ -240,9 +300,45 @@ class Worker:
             "stage_seconds": times,
         }
 
+    def fill_tables(self) -> float:
+        """Fill the halo tables with one layer-wise inference pass (current weights); seconds."""
+        t0 = time.perf_counter()
+        self.net.eval()
+        self._full_logits()
+        self.net.train()
+        return time.perf_counter() - t0
+
+    def _full_logits(self) -> torch.Tensor:
+        """float32 [n_owned, C] logits of the owned nodes by layer-wise inference (collective).
+
+        The halo tables get the new embeddings, stamped as computed at the previous step.
+        """
+        n = self.part.num_owned
+        own_x = self.part.features(torch.arange(n, dtype=torch.int64))
+        return layerwise_inference(self.net, self.part.indptr, own_x, self.features, self.halo,
+                                   step=self.global_step - 1, node_degree=self.degree)
+
+    @torch.no_grad()
+    def evaluate_splits(self, splits: Sequence[torch.Tensor]) -> list[float]:
+        """Accuracy over each set of node ids (every rank's, summed by all_reduce)."""
+        if not self.layerwise_eval:
+            return [self.evaluate(ids) for ids in splits]
+        self.net.eval()
+        pred_all = self._full_logits().argmax(1)
+        accs = []
+        for ids in splits:
+            pred = pred_all[ids - self.offset]
+            true = self._labels(ids)
+            if self.is_ogb:
+                accs.append(self._ogb_accuracy(pred, true))
+            else:
+                tot = self.comm.all_reduce(torch.tensor([int((pred == true).sum()), pred.numel()], dtype=torch.int64))
+                accs.append(float(tot[0]) / max(int(tot[1]), 1))
+        return accs
+
     @torch.no_grad()
     def evaluate(self, ids: torch.Tensor) -> float:
-        """Accuracy over the nodes ``ids`` of every rank (distributed, summed by all_reduce)."""
+        """Accuracy over the nodes ``ids`` of every rank, with the sampled evaluation blocks."""
         cfg = self.cfg
         self.model.eval()
         steps = self._steps(ids.numel(), cfg.eval_batch_size)
@@ -250,7 +346,7 @@ class Worker:
         for step, seeds in enumerate(_batches(ids, cfg.eval_batch_size, steps, wrap=False)):
             mb = self.eval_sampler.sample(seeds, epoch=0, step=step)
             x = self.features.fetch(mb.input_ids)
-            out = self.model(x, mb.blocks)
+            out = self.model(x, mb.blocks, node_degree=self.degree)
             preds.append(out.argmax(1))
             labels.append(self._labels(seeds))
         pred = torch.cat(preds) if preds else torch.empty(0, dtype=torch.int64)
@@ -285,27 +381,41 @@ class Worker:
     def _traffic(self) -> dict:
         """This rank's bytes per category (both communicators) and modelled seconds."""
         sent, received = {}, {}
-        for c in (self.comm, self.data_comm):
+        for c in (self.comm, self.data_comm, self.emb_comm):
             for k, v in c.stats.sent.items():
                 sent[k] = sent.get(k, 0) + v
             for k, v in c.stats.received.items():
                 received[k] = received.get(k, 0) + v
-        modelled = self.comm.stats.modelled_seconds + self.data_comm.stats.modelled_seconds
+        modelled = sum(c.stats.modelled_seconds for c in (self.comm, self.data_comm, self.emb_comm))
         rounds = dict(self.data_comm.stats.rounds)
+        rounds.update({k: v for k, v in self.emb_comm.stats.rounds.items() if k == "embedding"})
         return {"sent": sent, "received": received, "modelled": modelled, "rounds": rounds}
 
-    def _sum_traffic(self, traffic: dict, feat: dict) -> dict:
-        """Sum the per-category bytes and cache counters of every rank (one all_reduce)."""
+    def _sum_traffic(self, traffic: dict, feat: dict, steps: int) -> dict:
+        """Sum the per-category bytes, cache and embedding counters of every rank (two all_reduces)."""
         cats = list(CATEGORIES) + ["cache_fill_request", "cache_fill"]
         vals = [traffic["sent"].get(c, 0) for c in cats] + [traffic["received"].get(c, 0) for c in cats]
         vals += [feat["cache_hits"], feat["remote_rows"], feat["local_rows"], traffic["modelled"]]
+        hs = self.halo.stats if self.halo is not None else {"rows_used": 0, "age_sum": 0, "age_max": 0}
+        vals += [hs["rows_used"], hs["age_sum"]]
         t = self.comm.all_reduce(torch.tensor(vals, dtype=torch.float64))
+        age_max = int(self.comm.all_reduce(torch.tensor([hs["age_max"]], dtype=torch.int64), "max")[0])
         n = len(cats)
         sent = {c: int(v) for c, v in zip(cats, t[:n]) if v}
         received = {c: int(v) for c, v in zip(cats, t[n:2 * n]) if v}
         hits, misses, local = (int(v) for v in t[2 * n:2 * n + 3])
+        used, age_sum = int(t[-2]), float(t[-1])
         row_bytes = 4 * self.meta["feature_dim"]
+        rounds = traffic["rounds"]
+        per = max(steps, 1)
         return {
+            "sampling_rounds_per_batch": rounds.get("sample_request", 0) / per,
+            "feature_rounds_per_batch": rounds.get("feature_request", 0) / per,
+            "embedding_rounds_per_batch": rounds.get("embedding", 0) / per,
+            "embedding_bytes": received.get("embedding", 0),
+            "embedding_rows_used": used,
+            "embedding_age_mean": age_sum / used if used else None,
+            "embedding_age_max": age_max if used else None,
             "bytes_sent": sum(sent.values()),
             "bytes_received": sum(received.values()),
             "bytes_sent_by_category": sent,
@@ -330,23 +440,31 @@ class Worker:
                 self.meta.get("dataset"), self.world, self.book.num_nodes, self.train_ids.numel(),
                 list(cfg.fanouts), cfg.batch_size,
             )
+        if self.mode == "historical":
+            secs = self.fill_tables()
+            fill_bytes = self.emb_comm.stats.bytes_received + self.data_comm.stats.bytes_received
+            self.exchange_info.update(fill_seconds=secs, fill_bytes_rank0=fill_bytes)
+            if self.rank == 0:
+                log.info("halo tables filled by layer-wise inference in %.2f s (%.1f MB received on rank 0)",
+                         secs, fill_bytes / 1e6)
         for epoch in range(cfg.epochs):
-            for c in (self.comm, self.data_comm):
+            for c in (self.comm, self.data_comm, self.emb_comm):
                 c.stats.reset()
             self.features.reset_stats()
+            if self.halo is not None:
+                self.halo.reset_stats()
             t0 = time.perf_counter()
             rec = self.train_epoch(epoch)
             train_seconds = time.perf_counter() - t0
             traffic = self._traffic()  # training only, before evaluation adds its own
             feat = dict(self.features.stats)
             if cfg.eval_every > 0 and ((epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1):
-                rec["val_acc"] = self.evaluate(self.val_ids)
-                rec["test_acc"] = self.evaluate(self.test_ids)
+                rec["val_acc"], rec["test_acc"] = self.evaluate_splits([self.val_ids, self.test_ids])
             stages = ["sample", "fetch", "compute", "wait", "grad_sync"]
             vec = torch.tensor([train_seconds, time.perf_counter() - t0] + [rec["stage_seconds"][k] for k in stages],
                                dtype=torch.float64)
             self.comm.all_reduce(vec, "max")
-            totals = self._sum_traffic(traffic, feat)
+            totals = self._sum_traffic(traffic, feat, rec["steps"])
             rec.update(
                 epoch=epoch,
                 epoch_seconds=float(vec[0]),
@@ -366,6 +484,9 @@ class Worker:
                     extra += f" | cache hit {rec['cache_hit_rate']:.1%}"
                 if self.network is not None:
                     extra += f" | {rec['modelled_network_seconds']:.2f} s modelled network"
+                if rec["embedding_age_mean"] is not None:
+                    extra += (f" | embeddings {rec['embedding_bytes'] / 1e6:.2f} MB, age mean "
+                              f"{rec['embedding_age_mean']:.2f} max {rec['embedding_age_max']}")
                 st = rec["stage_seconds_max_over_ranks"]
                 log.info(
                     "epoch %3d | loss %.4f | train %.4f%s | %.2f s (sample %.2f fetch %.2f compute %.2f wait %.2f) | "
@@ -375,7 +496,7 @@ class Worker:
                 )
         last = history[-1]
         result = {
-            "config": asdict(self.cfg) | {"fanouts": list(cfg.fanouts)},
+            "config": asdict(self.cfg) | {"fanouts": list(cfg.fanouts), "layer": layer_name(cfg.layer)},
             "dataset": self.meta.get("dataset"),
             "num_parts": self.world,
             "epochs": history,
@@ -388,6 +509,7 @@ class Worker:
             "bytes_sent": sum(h["bytes_sent"] for h in history),
             "bytes_received": sum(h["bytes_received"] for h in history),
             "cache": self.cache_info,
+            "exchange": self.exchange_info,
             "network_model": self.network.describe() if self.network else None,
             "final_weights_sha256": self._weights_digest(),
         }

@@ -102,3 +102,65 @@ def sleep_forever():
 
     while True:
         time.sleep(1)
+
+
+def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, staleness: int):
+    """Fill the halo tables by layer-wise inference, then compare historical with exact outputs.
+
+    Returns this rank's outputs in both modes for its seeds (every 7th owned node), the
+    layer-wise logits of the same seeds, the halo ids in original ids, how many historical
+    leaves the blocks had, the ages read, and whether a too-old read was refused.
+    """
+    from gnnscale.exchange import ExchangeError, HaloExchange, gather_degrees
+    from gnnscale.inference import layerwise_inference
+    from gnnscale.models import GNN
+
+    info = init_distributed(timeout=60)
+    part = load_part(parts_dir, info.rank)
+    comm = Communicator(info.rank, info.world_size, timeout=60)
+    book = part.book
+    store = DistFeatureStore(part, book, comm, part.meta["feature_dim"])
+    L = len(fanouts)
+    torch.manual_seed(123)
+    model = GNN(part.meta["feature_dim"], hidden, part.meta["num_classes"], L, layer=layer, dropout=0.5)
+    model.eval()
+    halo = HaloExchange(part.indptr, part.indices, book, comm, model.dims[1:L], staleness)
+    own_x = part.features(torch.arange(part.num_owned))
+    degree = gather_degrees(part.indptr, comm)
+    full = layerwise_inference(model, part.indptr, own_x, store, halo, step=-1, node_degree=degree)
+    seeds = torch.arange(part.offset, part.offset + part.num_owned, 7)
+    out = {}
+    leaves = 0
+    with torch.no_grad():
+        for mode in ("exact", "historical"):
+            sampler = DistNeighborSampler(part.indptr, part.indices, book, comm, fanouts, seed=3,
+                                          owned_keys=part.orig_ids, mode=mode)
+            mb = sampler.sample(seeds, epoch=0, step=0)
+            comm.stats.reset()
+            x = store.fetch(mb.input_ids)
+            hist = None
+            if mode == "historical":
+                hist = [halo.lookup(i, b.hist_ids, 0) if b.num_hist else None for i, b in enumerate(mb.blocks)]
+                leaves = sum(b.num_hist for b in mb.blocks)
+            out[mode] = model(x, mb.blocks, hist=hist, node_degree=degree)
+    # The bound: rows stamped -1 may be read up to step staleness - 1, not at step staleness.
+    some = halo.halo_ids[:5]
+    ok_age = int(halo.ages(1, some, staleness - 1).max()) if some.numel() else 0
+    refused = None
+    if some.numel():
+        try:
+            halo.lookup(1, some, staleness)
+            refused = False
+        except ExchangeError as err:
+            refused = str(err)
+    return {
+        "rank": info.rank,
+        "exact": out["exact"],
+        "historical": out["historical"],
+        "layerwise": full[seeds - part.offset],
+        "leaves": leaves,
+        "halo_orig": torch.sort(torch.cat([load_part(parts_dir, p, verify=False).orig_ids for p in range(book.num_parts)])[halo.halo_ids]).values,
+        "table_rows": [t.shape[0] for t in halo.tables],
+        "ok_age": ok_age,
+        "refused": refused,
+    }

@@ -1,0 +1,286 @@
+"""Cross-partition embedding exchange: halo tables of historical embeddings.
+
+In ``historical`` mode a worker expands only the nodes it owns. A remote node reached at
+depth d < L is a leaf: its layer-(L-d) embedding comes from this worker's halo table of that
+layer instead of its own subtree (GNNAutoScale's historical embeddings, PipeGCN's stale
+boundary features, made distributed). The halo is the set of remote in-neighbors of owned
+nodes; there is one table per hidden layer, float32 [H, hidden].
+
+Keeping tables fresh:
+
+- **fill**: one distributed layer-wise inference pass (:mod:`gnnscale.inference`) computes
+  every owned node's embeddings and :meth:`HaloExchange.exchange_layer` ships each layer's
+  boundary rows to the workers that hold them as halo;
+- **push**: after every training step the owner sends the embeddings of its boundary nodes
+  that the step computed (one all_to_all on the exchange's own process group), in a
+  background thread overlapped with the next step; rows arrive before the step after it;
+- **staleness bound** S (steps): the owner also adds a round-robin slice of its boundary
+  nodes to every batch's seeds (:meth:`refresh_seeds`) so that every boundary row is
+  recomputed at least every S - 1 steps; with the one-step delay of overlapped pushes no
+  embedding older than S steps is ever read, and :meth:`lookup` checks it.
+
+Modes: ``exact`` (sampling crosses partitions), ``historical``, ``local`` (cross-partition
+edges dropped).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from typing import Sequence
+
+import torch
+
+from gnnscale.comm import Communicator
+from gnnscale.errors import GnnscaleError
+from gnnscale.partitioning.book import PartitionBook
+from gnnscale.routing import Route
+
+log = logging.getLogger(__name__)
+
+MODES = ("exact", "historical", "local")
+NEVER = -(1 << 40)  # stamp of a row that was never written
+
+
+class ExchangeError(GnnscaleError):
+    """Bad exchange options, or a historical embedding that may not be used."""
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ExchangeError(f"exchange mode must be one of {', '.join(MODES)}; found {mode!r}. "
+                            "Use --exchange exact (default), historical or local.")
+    return mode
+
+
+def check_staleness(staleness: int) -> int:
+    if isinstance(staleness, bool) or int(staleness) != staleness or int(staleness) < 2:
+        raise ExchangeError(
+            f"the staleness bound must be an integer >= 2 steps; found {staleness!r}. Pushed embeddings "
+            "travel while the next step computes, so the freshest row a step can read is 2 steps old."
+        )
+    return int(staleness)
+
+
+class HaloExchange:
+    """One rank's halo tables and the exchange that fills them.
+
+    Args:
+        indptr, indices: this rank's CSC (int64 [n + 1], int64 [E] global in-neighbor ids).
+        book: the partition book. comm: a communicator on the exchange's own process group.
+        dims: width of each table: the hidden sizes of layers 1..L-1 (empty for L = 1).
+        staleness: the bound S in steps (>= 2).
+
+    Attributes:
+        halo_ids: int64 [H] sorted global ids of the remote in-neighbors of owned nodes.
+        send_ids: per peer, int64 [k_p] own global ids that peer holds as halo (sorted).
+        boundary: int64 [B] own global ids held by at least one peer (sorted).
+        local_indices: int64 [E] the CSC's in-neighbors in local numbering: own node j -> j,
+            halo node ``halo_ids[k]`` -> n + k (layer-wise inference gathers with it).
+        tables: per hidden layer l = 1..L-1, float32 [H, dims[l-1]]; ``stamps`` int64
+            [L-1, H]: the step whose computation produced each row.
+    """
+
+    def __init__(
+        self,
+        indptr: torch.Tensor,
+        indices: torch.Tensor,
+        book: PartitionBook,
+        comm: Communicator,
+        dims: Sequence[int],
+        staleness: int = 4,
+    ) -> None:
+        self.book = book
+        self.comm = comm
+        self.rank, self.world = comm.rank, comm.world_size
+        self.offset = int(book.offsets[self.rank])
+        self.num_owned = int(indptr.numel() - 1)
+        self.dims = [int(d) for d in dims]
+        self.staleness = check_staleness(staleness)
+        owner = book.owner(indices)
+        remote = owner != self.rank
+        self.halo_ids = torch.unique(indices[remote])
+        # Tell every owner which of its nodes this rank holds as halo (once, at start-up).
+        route = Route.build(book.owner(self.halo_ids), self.world)
+        self.halo_route = route
+        got = comm.exchange(route.split(self.halo_ids), "control")
+        got[self.rank] = self.halo_ids.new_empty(0)
+        self.send_ids = [torch.sort(g).values for g in got]
+        needed = torch.zeros(self.num_owned, dtype=torch.bool)
+        for ids in self.send_ids:  # loop over peers (a handful)
+            needed[ids - self.offset] = True
+        self.boundary = torch.nonzero(needed).flatten() + self.offset
+        self.needed_by = torch.zeros(self.num_owned, self.world, dtype=torch.bool)
+        for p, ids in enumerate(self.send_ids):
+            self.needed_by[ids - self.offset, p] = True
+        local = indices - self.offset
+        local[remote] = self.num_owned + torch.searchsorted(self.halo_ids, indices[remote])
+        self.local_indices = local
+        self.tables = [torch.zeros(self.num_halo, d) for d in self.dims]
+        self.stamps = torch.full((len(self.dims), self.num_halo), NEVER, dtype=torch.int64)
+        self._pending: threading.Thread | None = None
+        self._result: dict = {}
+        self.reset_stats()
+
+    # -- sizes and statistics ------------------------------------------------------------
+    @property
+    def num_halo(self) -> int:
+        return int(self.halo_ids.numel())
+
+    @property
+    def table_bytes(self) -> int:
+        """Memory of the tables: halo rows x sum of hidden sizes x 4 bytes."""
+        return self.num_halo * sum(self.dims) * 4
+
+    def reset_stats(self) -> None:
+        self.stats = {"rows_used": 0, "age_sum": 0, "age_max": 0, "rows_pushed": 0, "rows_received": 0}
+
+    # -- reading -------------------------------------------------------------------------
+    def slots(self, ids: torch.Tensor) -> torch.Tensor:
+        """int64 [k]: table row of each halo id (int64 [k]); an id outside the halo is an error."""
+        slot = torch.searchsorted(self.halo_ids, ids)
+        ok = slot < self.num_halo
+        ok[ok.clone()] = self.halo_ids[slot[ok]] == ids[ok]
+        if not bool(ok.all()):
+            bad = ids[~ok][:5].tolist()
+            raise ExchangeError(f"rank {self.rank}: ids {bad} are not halo nodes of this part (remote "
+                                "in-neighbors of owned nodes); historical leaves must be halo nodes")
+        return slot
+
+    def lookup(self, layer: int, ids: torch.Tensor, step: int) -> torch.Tensor:
+        """float32 [k, dims[layer-1]]: layer-``layer`` embeddings of halo ids (int64 [k]) at ``step``.
+
+        Raises ExchangeError if a row is older than the staleness bound (or never written).
+        """
+        slot = self.slots(ids)
+        age = step - self.stamps[layer - 1, slot]
+        if age.numel():
+            worst = int(age.max())
+            if worst > self.staleness:
+                bad = ids[age == worst][:3].tolist()
+                raise ExchangeError(
+                    f"rank {self.rank}, step {step}: layer-{layer} embedding of halo nodes {bad} is "
+                    f"{'never written' if worst > (1 << 39) else f'{worst} steps old'}, beyond the "
+                    f"staleness bound {self.staleness}"
+                )
+            self.stats["rows_used"] += int(age.numel())
+            self.stats["age_sum"] += int(age.sum())
+            self.stats["age_max"] = max(self.stats["age_max"], worst)
+        return self.tables[layer - 1][slot]
+
+    def ages(self, layer: int, ids: torch.Tensor, step: int) -> torch.Tensor:
+        """int64 [k]: how many steps old each id's layer-``layer`` row would be at ``step``."""
+        return step - self.stamps[layer - 1, self.slots(ids)]
+
+    # -- writing -------------------------------------------------------------------------
+    def refresh_seeds(self, step: int) -> torch.Tensor:
+        """int64 [<= ceil(B / (S-1))]: the boundary nodes to recompute at ``step`` (round robin).
+
+        Every boundary node is in the slice of one step in every S - 1 consecutive steps.
+        """
+        period = self.staleness - 1
+        b = self.boundary.numel()
+        if b == 0 or not self.dims:
+            return self.boundary[:0]
+        chunk = math.ceil(b / period)
+        k = step % period
+        return self.boundary[k * chunk:(k + 1) * chunk]
+
+    def _payload(self, ids: Sequence[torch.Tensor], rows: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Per peer, float32 [k, 2 + d] rows: (layer, id) packed in an int64 viewed as 2 floats, then the row."""
+        n_total = self.book.num_nodes
+        out = [[] for _ in range(self.world)]
+        d = self.dims[0]
+        for layer, (ids_l, rows_l) in enumerate(zip(ids, rows), start=1):  # loop over layers
+            own = ids_l - self.offset
+            mask = self.needed_by[own]  # [k, P]
+            key = ((layer - 1) * n_total + ids_l).view(torch.float32).reshape(-1, 2)
+            packed = torch.cat([key, rows_l.to(torch.float32)], 1)
+            for p in range(self.world):  # loop over peers
+                if p != self.rank:
+                    out[p].append(packed[mask[:, p]])
+        return [torch.cat(o) if o else torch.empty(0, 2 + d) for o in out]
+
+    def _apply(self, received: list[torch.Tensor], step: int) -> None:
+        got = torch.cat(received)
+        if got.shape[0] == 0:
+            return
+        key = got[:, :2].contiguous().view(torch.int64).flatten()
+        layer0 = key // self.book.num_nodes
+        ids = key % self.book.num_nodes
+        self.stats["rows_received"] += int(got.shape[0])
+        for l in range(len(self.dims)):  # loop over layers
+            m = layer0 == l
+            if bool(m.any()):
+                slot = self.slots(ids[m])
+                self.tables[l][slot] = got[m, 2:]
+                self.stamps[l, slot] = step
+
+    def push(self, step: int, ids: Sequence[torch.Tensor], rows: Sequence[torch.Tensor], overlap: bool = True) -> None:
+        """Send the boundary rows a step computed to the peers holding them as halo.
+
+        Args:
+            step: the global step that computed the rows (their stamp).
+            ids: per hidden layer l = 1..L-1, int64 [k_l] own global ids.
+            rows: per hidden layer, float32 [k_l, dims[l-1]] their embeddings (detached).
+            overlap: run the exchange in a background thread; its rows are written into the
+                tables at the next :meth:`push` or :meth:`drain` (so they serve step + 2 on).
+
+        Collective on this exchange's group: every rank pushes once per step.
+        """
+        if not self.dims:
+            return
+        payload = self._payload(ids, rows)
+        self.stats["rows_pushed"] += sum(int(p.shape[0]) for p in payload)
+        self.drain()
+        if not overlap:
+            self._apply(self.comm.exchange(payload, "embedding"), step)
+            return
+
+        def run() -> None:
+            try:
+                self._result["rows"] = self.comm.exchange(payload, "embedding")
+            except BaseException as err:  # noqa: BLE001 - re-raised by drain
+                self._result["error"] = err
+
+        self._result = {"step": step}
+        self._pending = threading.Thread(target=run, name="gnnscale-embedding-push", daemon=True)
+        self._pending.start()
+
+    def drain(self) -> None:
+        """Wait for the push in flight (if any) and write its rows into the tables."""
+        if self._pending is None:
+            return
+        self._pending.join()
+        self._pending = None
+        res, self._result = self._result, {}
+        if "error" in res:
+            raise res["error"]
+        self._apply(res["rows"], res["step"])
+
+    def exchange_layer(self, layer: int, h_own: torch.Tensor, step: int) -> torch.Tensor:
+        """Ship every boundary row of layer ``layer`` (h_own float32 [n, d]) and fill that table.
+
+        Returns the table, float32 [H, d] (aligned with ``halo_ids``); rows are stamped ``step``.
+        Collective (one exchange, category ``embedding``).
+        """
+        send = [h_own[ids - self.offset] for ids in self.send_ids]
+        got = self.comm.exchange(send, "embedding")
+        got[self.rank] = h_own.new_empty(0, h_own.shape[1])
+        rows = self.halo_route.merge_rows(got) if self.num_halo else h_own.new_empty(0, h_own.shape[1])
+        if layer <= len(self.dims):
+            self.tables[layer - 1] = rows
+            self.stamps[layer - 1] = step
+        return rows
+
+
+def gather_degrees(indptr: torch.Tensor, comm: Communicator) -> torch.Tensor:
+    """int64 [N]: every node's in-degree in the whole graph, by global id (one exchange).
+
+    Each rank contributes its owned nodes' degrees (``diff(indptr)``); parts own contiguous
+    global id ranges in rank order, so concatenating the answers gives the global vector.
+    Used by layers that set ``needs_degree`` (GCN normalization on sampled blocks).
+    """
+    deg = torch.diff(indptr)
+    got = comm.exchange([deg] * comm.world_size, "control")
+    return torch.cat(got)
