@@ -28,6 +28,7 @@ def train(
     root: str | None = None,
     cache_dir: str | None = None,
     method: str = "metis",
+    partition_seed: int = 0,
     threads: int | None = None,
     **config,
 ) -> dict:
@@ -41,6 +42,8 @@ def train(
         root: where the dataset's files are (or are downloaded to, when online).
         cache_dir: partition cache folder (default: ``$GNNSCALE_CACHE`` or ~/.cache/gnnscale).
         method: partitioning method when partitioning ``dataset``.
+        partition_seed: its seed (apart from the training ``seed``, so that runs over several
+            seeds share one cached partition).
         threads: torch threads per worker (default: cores / workers).
         **config: any :class:`gnnscale.trainer.TrainConfig` field: ``epochs``, ``fanouts``,
             ``batch_size``, ``hidden``, ``lr``, ``layer`` (a zoo name, ``module:Class`` or a
@@ -65,7 +68,7 @@ def train(
         from gnnscale.cli import prepare_parts
 
         workers = workers if workers is not None else 2
-        parts_dir = prepare_parts(dataset, workers, root=root, cache_dir=cache_dir, method=method, seed=cfg.seed)
+        parts_dir = prepare_parts(dataset, workers, root=root, cache_dir=cache_dir, method=method, seed=partition_seed)
     meta = load_meta(parts_dir)
     workers = workers if workers is not None else meta["num_parts"]
     if workers != meta["num_parts"]:

@@ -12,12 +12,15 @@ Keeping tables fresh:
   every owned node's embeddings and :meth:`HaloExchange.exchange_layer` ships each layer's
   boundary rows to the workers that hold them as halo;
 - **push**: after every training step the owner sends the embeddings of its boundary nodes
-  that the step computed (one all_to_all on the exchange's own process group), in a
-  background thread overlapped with the next step; rows arrive before the step after it;
+  that the step computed and that it has not sent in the last P steps (one all_to_all on
+  the exchange's own process group), in a background thread overlapped with the next step;
+  rows arrive before the step after it;
 - **staleness bound** S (steps): the owner also adds a round-robin slice of its boundary
-  nodes to every batch's seeds (:meth:`refresh_seeds`) so that every boundary row is
-  recomputed at least every S - 1 steps; with the one-step delay of overlapped pushes no
-  embedding older than S steps is ever read, and :meth:`lookup` checks it.
+  nodes to every batch's seeds (:meth:`refresh_seeds`), so that every boundary row is
+  recomputed at least every R steps. With R + P <= S (P = max(1, S // 4), R = S - P), a
+  row is pushed at least every S - 1 steps and, with the one-step delay of overlapped
+  pushes, no embedding older than S steps is ever read; :meth:`lookup` checks it. A larger
+  S means fewer bytes (P) and fewer extra seeds (1/R of the boundary per step).
 
 Modes: ``exact`` (sampling crosses partitions), ``historical``, ``local`` (cross-partition
 edges dropped).
@@ -118,6 +121,10 @@ class HaloExchange:
         self.local_indices = local
         self.tables = [torch.zeros(self.num_halo, d) for d in self.dims]
         self.stamps = torch.full((len(self.dims), self.num_halo), NEVER, dtype=torch.int64)
+        self.push_interval = max(1, self.staleness // 4)
+        self.refresh_period = self.staleness - self.push_interval
+        # Owner side: the step each own row (per hidden layer) was last sent to its holders.
+        self.last_push = torch.full((len(self.dims), self.num_owned), NEVER, dtype=torch.int64)
         self._pending: threading.Thread | None = None
         self._result: dict = {}
         self.reset_stats()
@@ -174,11 +181,11 @@ class HaloExchange:
 
     # -- writing -------------------------------------------------------------------------
     def refresh_seeds(self, step: int) -> torch.Tensor:
-        """int64 [<= ceil(B / (S-1))]: the boundary nodes to recompute at ``step`` (round robin).
+        """int64 [<= ceil(B / R)]: the boundary nodes to recompute at ``step`` (round robin).
 
-        Every boundary node is in the slice of one step in every S - 1 consecutive steps.
+        Every boundary node is in the slice of one step in every R consecutive steps.
         """
-        period = self.staleness - 1
+        period = self.refresh_period
         b = self.boundary.numel()
         if b == 0 or not self.dims:
             return self.boundary[:0]
@@ -186,14 +193,20 @@ class HaloExchange:
         k = step % period
         return self.boundary[k * chunk:(k + 1) * chunk]
 
-    def _payload(self, ids: Sequence[torch.Tensor], rows: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """Per peer, float32 [k, 2 + d] rows: (layer, id) packed in an int64 viewed as 2 floats, then the row."""
+    def _payload(self, step: int, ids: Sequence[torch.Tensor], rows: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Per peer, float32 [k, 2 + d] rows: (layer, id) packed in an int64 viewed as 2 floats, then the row.
+
+        Only rows not sent in the last P steps go; their send step is recorded.
+        """
         n_total = self.book.num_nodes
         out = [[] for _ in range(self.world)]
         d = self.dims[0]
         for layer, (ids_l, rows_l) in enumerate(zip(ids, rows), start=1):  # loop over layers
             own = ids_l - self.offset
+            due = (step - self.last_push[layer - 1, own]) >= self.push_interval
+            ids_l, rows_l, own = ids_l[due], rows_l[due], own[due]
             mask = self.needed_by[own]  # [k, P]
+            self.last_push[layer - 1, own[mask.any(1)]] = step
             key = ((layer - 1) * n_total + ids_l).view(torch.float32).reshape(-1, 2)
             packed = torch.cat([key, rows_l.to(torch.float32)], 1)
             for p in range(self.world):  # loop over peers
@@ -230,7 +243,7 @@ class HaloExchange:
         """
         if not self.dims:
             return
-        payload = self._payload(ids, rows)
+        payload = self._payload(step, ids, rows)
         self.stats["rows_pushed"] += sum(int(p.shape[0]) for p in payload)
         self.drain()
         if not overlap:
@@ -271,6 +284,7 @@ class HaloExchange:
         if layer <= len(self.dims):
             self.tables[layer - 1] = rows
             self.stamps[layer - 1] = step
+            self.last_push[layer - 1] = step
         return rows
 
 

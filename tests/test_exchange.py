@@ -59,7 +59,7 @@ def test_historical_full_neighborhoods_equals_exact_after_fill(cora, cora_parts,
         assert res["refused"] and "beyond the staleness bound 3" in res["refused"]
 
 
-@pytest.mark.parametrize("staleness", [2, 5])
+@pytest.mark.parametrize("staleness", [2, 5, 9])
 def test_training_never_reads_an_embedding_older_than_the_bound(cora_parts, staleness, tmp_path):
     metrics = tmp_path / "m.json"
     cfg = TrainConfig(epochs=3, fanouts=[5, 5], batch_size=16, hidden=16, lr=0.01, exchange="historical",
@@ -73,7 +73,7 @@ def test_training_never_reads_an_embedding_older_than_the_bound(cora_parts, stal
         assert 0 < e["embedding_age_max"] <= staleness
         assert e["embedding_bytes"] > 0 and e["sampling_rounds_per_batch"] == 0
         assert e["embedding_rounds_per_batch"] == 1.0  # one push per step
-    if staleness == 5:  # ages really vary up to the bound, not just the 2-step minimum
+    if staleness >= 5:  # ages really vary up to the bound, not just the 2-step minimum
         assert max(e["embedding_age_max"] for e in res["epochs"]) > 2
     assert res["test_acc"] > 0.6
 
