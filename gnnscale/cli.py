@@ -166,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "cross-partition edges (the cheap baseline)")
     x.add_argument("--staleness", type=int, default=4,
                    help="historical: no halo embedding older than this many steps is used (>= 2)")
+    x.add_argument("--embedding-dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                   help="historical: dtype of the halo tables and of the pushed embeddings (16-bit halves both)")
     x.add_argument("--eval-method", choices=["auto", "layerwise", "sampled"], default="auto",
                    help="layerwise: full-graph inference layer by layer; sampled: with --eval-fanouts; "
                    "auto: layerwise in historical mode or when every eval fanout is -1")
@@ -296,7 +298,7 @@ def cmd_train(args) -> int:
         cache_file=args.cache_file, presample_epochs=args.presample_epochs, pipeline=args.pipeline,
         pipeline_depth=args.pipeline_depth, net_bandwidth_gbps=args.net_bandwidth_gbps,
         net_latency_ms=args.net_latency_ms, max_steps=args.max_steps, exchange=args.exchange,
-        staleness=args.staleness, eval_method=args.eval_method, layer=args.layer, layer_kwargs=args.layer_kwargs,
+        staleness=args.staleness, embedding_dtype=args.embedding_dtype, eval_method=args.eval_method, layer=args.layer, layer_kwargs=args.layer_kwargs,
         norm=args.norm, residual=args.residual, jk=args.jk,
     )
     from gnnscale.exchange import check_staleness

@@ -4,7 +4,8 @@ In ``historical`` mode a worker expands only the nodes it owns. A remote node re
 depth d < L is a leaf: its layer-(L-d) embedding comes from this worker's halo table of that
 layer instead of its own subtree (GNNAutoScale's historical embeddings, PipeGCN's stale
 boundary features, made distributed). The halo is the set of remote in-neighbors of owned
-nodes; there is one table per hidden layer, float32 [H, hidden].
+nodes; there is one table per hidden layer, [H, hidden] in the exchange dtype (float32 by
+default; bfloat16 or float16 halve the tables and the embedding bytes).
 
 Keeping tables fresh:
 
@@ -17,10 +18,11 @@ Keeping tables fresh:
   rows arrive before the step after it;
 - **staleness bound** S (steps): the owner also adds a round-robin slice of its boundary
   nodes to every batch's seeds (:meth:`refresh_seeds`), so that every boundary row is
-  recomputed at least every R steps. With R + P <= S (P = max(1, S // 4), R = S - P), a
-  row is pushed at least every S - 1 steps and, with the one-step delay of overlapped
-  pushes, no embedding older than S steps is ever read; :meth:`lookup` checks it. A larger
-  S means fewer bytes (P) and fewer extra seeds (1/R of the boundary per step).
+  recomputed at least every R steps. With R + P <= S (P = S // 2, R = S - P), a row is
+  pushed at least every S - 1 steps and, with the one-step delay of overlapped pushes, no
+  embedding older than S steps is ever read; :meth:`lookup` checks it. A larger S means
+  fewer bytes (each row at most once per P steps) and fewer extra seeds (1/R of the
+  boundary per step).
 
 Modes: ``exact`` (sampling crosses partitions), ``historical``, ``local`` (cross-partition
 edges dropped).
@@ -73,6 +75,7 @@ class HaloExchange:
         book: the partition book. comm: a communicator on the exchange's own process group.
         dims: width of each table: the hidden sizes of layers 1..L-1 (empty for L = 1).
         staleness: the bound S in steps (>= 2).
+        dtype: dtype of the tables and of the exchanged rows (float32, bfloat16, float16).
 
     Attributes:
         halo_ids: int64 [H] sorted global ids of the remote in-neighbors of owned nodes.
@@ -92,7 +95,11 @@ class HaloExchange:
         comm: Communicator,
         dims: Sequence[int],
         staleness: int = 4,
+        dtype: torch.dtype = torch.float32,
     ) -> None:
+        if dtype not in (torch.float32, torch.bfloat16, torch.float16):
+            raise ExchangeError(f"embedding dtype must be float32, bfloat16 or float16; found {dtype}")
+        self.dtype = dtype
         self.book = book
         self.comm = comm
         self.rank, self.world = comm.rank, comm.world_size
@@ -119,9 +126,9 @@ class HaloExchange:
         local = indices - self.offset
         local[remote] = self.num_owned + torch.searchsorted(self.halo_ids, indices[remote])
         self.local_indices = local
-        self.tables = [torch.zeros(self.num_halo, d) for d in self.dims]
+        self.tables = [torch.zeros(self.num_halo, d, dtype=dtype) for d in self.dims]
         self.stamps = torch.full((len(self.dims), self.num_halo), NEVER, dtype=torch.int64)
-        self.push_interval = max(1, self.staleness // 4)
+        self.push_interval = self.staleness // 2
         self.refresh_period = self.staleness - self.push_interval
         # Owner side: the step each own row (per hidden layer) was last sent to its holders.
         self.last_push = torch.full((len(self.dims), self.num_owned), NEVER, dtype=torch.int64)
@@ -136,8 +143,8 @@ class HaloExchange:
 
     @property
     def table_bytes(self) -> int:
-        """Memory of the tables: halo rows x sum of hidden sizes x 4 bytes."""
-        return self.num_halo * sum(self.dims) * 4
+        """Memory of the tables: halo rows x sum of hidden sizes x bytes per value."""
+        return self.num_halo * sum(self.dims) * self.dtype.itemsize
 
     def reset_stats(self) -> None:
         self.stats = {"rows_used": 0, "age_sum": 0, "age_max": 0, "rows_pushed": 0, "rows_received": 0}
@@ -173,7 +180,7 @@ class HaloExchange:
             self.stats["rows_used"] += int(age.numel())
             self.stats["age_sum"] += int(age.sum())
             self.stats["age_max"] = max(self.stats["age_max"], worst)
-        return self.tables[layer - 1][slot]
+        return self.tables[layer - 1][slot].to(torch.float32)
 
     def ages(self, layer: int, ids: torch.Tensor, step: int) -> torch.Tensor:
         """int64 [k]: how many steps old each id's layer-``layer`` row would be at ``step``."""
@@ -194,7 +201,8 @@ class HaloExchange:
         return self.boundary[k * chunk:(k + 1) * chunk]
 
     def _payload(self, step: int, ids: Sequence[torch.Tensor], rows: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """Per peer, float32 [k, 2 + d] rows: (layer, id) packed in an int64 viewed as 2 floats, then the row.
+        """Per peer, [k, w + d] rows in the exchange dtype: (layer, id) packed in an int64 viewed as
+        w = 8 / itemsize values, then the row.
 
         Only rows not sent in the last P steps go; their send step is recorded.
         """
@@ -207,18 +215,20 @@ class HaloExchange:
             ids_l, rows_l, own = ids_l[due], rows_l[due], own[due]
             mask = self.needed_by[own]  # [k, P]
             self.last_push[layer - 1, own[mask.any(1)]] = step
-            key = ((layer - 1) * n_total + ids_l).view(torch.float32).reshape(-1, 2)
-            packed = torch.cat([key, rows_l.to(torch.float32)], 1)
+            key = ((layer - 1) * n_total + ids_l).view(self.dtype).reshape(ids_l.numel(), 8 // self.dtype.itemsize)
+            packed = torch.cat([key, rows_l.to(self.dtype)], 1)
             for p in range(self.world):  # loop over peers
                 if p != self.rank:
                     out[p].append(packed[mask[:, p]])
-        return [torch.cat(o) if o else torch.empty(0, 2 + d) for o in out]
+        w = 8 // self.dtype.itemsize
+        return [torch.cat(o) if o else torch.empty(0, w + d, dtype=self.dtype) for o in out]
 
     def _apply(self, received: list[torch.Tensor], step: int) -> None:
         got = torch.cat(received)
         if got.shape[0] == 0:
             return
-        key = got[:, :2].contiguous().view(torch.int64).flatten()
+        w = 8 // self.dtype.itemsize
+        key = got[:, :w].contiguous().view(torch.int64).flatten()
         layer0 = key // self.book.num_nodes
         ids = key % self.book.num_nodes
         self.stats["rows_received"] += int(got.shape[0])
@@ -226,7 +236,7 @@ class HaloExchange:
             m = layer0 == l
             if bool(m.any()):
                 slot = self.slots(ids[m])
-                self.tables[l][slot] = got[m, 2:]
+                self.tables[l][slot] = got[m, w:]
                 self.stamps[l, slot] = step
 
     def push(self, step: int, ids: Sequence[torch.Tensor], rows: Sequence[torch.Tensor], overlap: bool = True) -> None:
@@ -274,13 +284,15 @@ class HaloExchange:
     def exchange_layer(self, layer: int, h_own: torch.Tensor, step: int) -> torch.Tensor:
         """Ship every boundary row of layer ``layer`` (h_own float32 [n, d]) and fill that table.
 
-        Returns the table, float32 [H, d] (aligned with ``halo_ids``); rows are stamped ``step``.
+        Returns the table, [H, d] in the exchange dtype (aligned with ``halo_ids``); rows are
+        stamped ``step``.
         Collective (one exchange, category ``embedding``).
         """
-        send = [h_own[ids - self.offset] for ids in self.send_ids]
+        send = [h_own[ids - self.offset].to(self.dtype) for ids in self.send_ids]
         got = self.comm.exchange(send, "embedding")
-        got[self.rank] = h_own.new_empty(0, h_own.shape[1])
-        rows = self.halo_route.merge_rows(got) if self.num_halo else h_own.new_empty(0, h_own.shape[1])
+        empty = torch.empty(0, h_own.shape[1], dtype=self.dtype)
+        got[self.rank] = empty
+        rows = self.halo_route.merge_rows(got) if self.num_halo else empty
         if layer <= len(self.dims):
             self.tables[layer - 1] = rows
             self.stamps[layer - 1] = step

@@ -42,9 +42,8 @@ def layerwise_inference(
     Collective: every rank calls it (one feature fetch and L - 1 embedding exchanges).
     """
     n = halo.num_owned
-    x_all = torch.cat([own_features, features.fetch(halo.halo_ids)])
-    h_all, x0_all = model.encode(x_all)
-    x0_own = x0_all[:n] if x0_all is not None else None
+    h_own, x0_own = model.encode(own_features)
+    h_halo, _ = model.encode(features.fetch(halo.halo_ids))
     kernels = Kernels(n + halo.num_halo, indptr.device, "auto")
     loc = halo.local_indices
     deg_local = None
@@ -55,7 +54,6 @@ def layerwise_inference(
     bounds = torch.searchsorted(indptr, torch.arange(0, int(indptr[-1]) + 1, chunk_edges, dtype=torch.int64))
     cuts = sorted(set([0, n] + bounds.clamp(max=n).tolist()))
     outs = []
-    h_own = h_all[:n]
     for i in range(model.num_layers):
         pieces = []
         for a, b in zip(cuts[:-1], cuts[1:]):  # loop over a few slices, for memory
@@ -64,13 +62,17 @@ def layerwise_inference(
             counts = torch.diff(indptr[a:b + 1])
             src, nbr_local = kernels.relabel(dst, nbrs)
             dst_local = torch.repeat_interleave(torch.arange(b - a), counts, output_size=nbrs.numel())
-            hs = model.input_dropout(i, h_all[src])
+            is_own = src < n  # gather from the owned rows or the halo rows (no concatenated copy)
+            hs = torch.empty(src.numel(), h_own.shape[1], dtype=torch.float32)
+            hs[is_own] = h_own[src[is_own]].to(torch.float32)
+            hs[~is_own] = h_halo[src[~is_own] - n].to(torch.float32)
+            hs = model.input_dropout(i, hs)
             pieces.append(model.layer_step(i, hs, hs[: b - a], torch.stack([nbr_local, dst_local]),
                                            x0_own[a:b] if x0_own is not None else None,
                                            deg_local[src] if deg_local is not None else None))
-        h_own = torch.cat(pieces) if pieces else h_all[:0]
+        h_own = torch.cat(pieces) if pieces else h_own[:0]
         if model.jk != "none":
             outs.append(h_own)
         if i < model.num_layers - 1:
-            h_all = torch.cat([h_own, halo.exchange_layer(i + 1, h_own, step)])
+            h_halo = halo.exchange_layer(i + 1, h_own, step)
     return model.readout(h_own, outs)

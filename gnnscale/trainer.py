@@ -69,12 +69,20 @@ class TrainConfig:
     net_latency_ms: float = 0.05
     exchange: str = "exact"  # exact | historical | local (see gnnscale.exchange)
     staleness: int = 4  # historical mode: no embedding older than this many steps is used
+    embedding_dtype: str = "float32"  # float32 | bfloat16 | float16: halo tables and pushed rows
     eval_method: str = "auto"  # auto | layerwise | sampled (auto: layerwise when exact anyway)
     layer: str | type = "sage"  # zoo name, module:Class, or a layer class (see gnnscale.layers)
     layer_kwargs: dict = field(default_factory=dict)
     norm: str = "none"  # none | batch | layer
     residual: bool = False
     jk: str = "none"  # none | cat | max
+
+
+def _embedding_dtype(name: str) -> torch.dtype:
+    table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name not in table:
+        raise RuntimeSetupError(f"embedding_dtype must be one of {', '.join(table)}; found {name!r}")
+    return table[name]
 
 
 def _progress_enabled(cfg: TrainConfig, rank: int) -> bool:
@@ -139,7 +147,8 @@ class Worker:
         self.halo = None
         if self.mode == "historical" or self.layerwise_eval:
             self.halo = HaloExchange(self.part.indptr, self.part.indices, self.book, self.emb_comm,
-                                     model.dims[1:len(fanouts)], cfg.staleness)
+                                     model.dims[1:len(fanouts)], cfg.staleness,
+                                     dtype=_embedding_dtype(cfg.embedding_dtype))
         self.global_step = 0
         # In-degrees of every node (one exchange) for GCN-style layers on sampled blocks.
         self.degree = gather_degrees(self.part.indptr, self.comm) if model.uses_degree else None
@@ -442,10 +451,15 @@ class Worker:
             )
         if self.mode == "historical":
             secs = self.fill_tables()
-            fill_bytes = self.emb_comm.stats.bytes_received + self.data_comm.stats.bytes_received
-            self.exchange_info.update(fill_seconds=secs, fill_bytes_rank0=fill_bytes)
+            got = torch.tensor([self.emb_comm.stats.received.get("embedding", 0),
+                                self.data_comm.stats.received.get("feature", 0)], dtype=torch.float64)
+            got = self.comm.all_reduce(got)
+            fill_bytes = int(got.sum())
+            self.exchange_info.update(fill_seconds=secs, fill_embedding_bytes=int(got[0]),
+                                      fill_feature_bytes=int(got[1]), push_interval=self.halo.push_interval,
+                                      refresh_period=self.halo.refresh_period)
             if self.rank == 0:
-                log.info("halo tables filled by layer-wise inference in %.2f s (%.1f MB received on rank 0)",
+                log.info("halo tables filled by layer-wise inference in %.2f s (%.1f MB received, all ranks)",
                          secs, fill_bytes / 1e6)
         for epoch in range(cfg.epochs):
             for c in (self.comm, self.data_comm, self.emb_comm):

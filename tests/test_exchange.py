@@ -59,11 +59,11 @@ def test_historical_full_neighborhoods_equals_exact_after_fill(cora, cora_parts,
         assert res["refused"] and "beyond the staleness bound 3" in res["refused"]
 
 
-@pytest.mark.parametrize("staleness", [2, 5, 9])
-def test_training_never_reads_an_embedding_older_than_the_bound(cora_parts, staleness, tmp_path):
+@pytest.mark.parametrize("staleness,dtype", [(2, "float32"), (5, "float32"), (9, "float32"), (9, "bfloat16")])
+def test_training_never_reads_an_embedding_older_than_the_bound(cora_parts, staleness, dtype, tmp_path):
     metrics = tmp_path / "m.json"
     cfg = TrainConfig(epochs=3, fanouts=[5, 5], batch_size=16, hidden=16, lr=0.01, exchange="historical",
-                      staleness=staleness, metrics=str(metrics), progress=False, seed=1)
+                      staleness=staleness, embedding_dtype=dtype, metrics=str(metrics), progress=False, seed=1)
     launch_local(train_worker, 2, args=(cora_parts[2], cfg))
     res = json.loads(metrics.read_text())
     assert res["exchange"]["mode"] == "historical" and res["exchange"]["halo_rows"] > 0
@@ -72,6 +72,9 @@ def test_training_never_reads_an_embedding_older_than_the_bound(cora_parts, stal
         assert e["embedding_rows_used"] > 0
         assert 0 < e["embedding_age_max"] <= staleness
         assert e["embedding_bytes"] > 0 and e["sampling_rounds_per_batch"] == 0
+        # Every pushed row is (key, row) in the exchange dtype: 16 values of 4 or 2 bytes, plus the key.
+        row_bytes = (16 + 2) * 4 if dtype == "float32" else (16 + 4) * 2
+        assert e["embedding_bytes"] % row_bytes == 0
         assert e["embedding_rounds_per_batch"] == 1.0  # one push per step
     if staleness >= 5:  # ages really vary up to the bound, not just the 2-step minimum
         assert max(e["embedding_age_max"] for e in res["epochs"]) > 2
