@@ -156,6 +156,14 @@ class Worker:
         if self.halo is not None:
             self.exchange_info.update(halo_rows=self.halo.num_halo, halo_table_bytes=self.halo.table_bytes,
                                       boundary_rows=int(self.halo.boundary.numel()))
+        if self.mode == "historical" and self.halo is not None:
+            extra = self.halo.refresh_seeds(0).numel()
+            if extra > cfg.batch_size:
+                log.warning(
+                    "rank %d: to keep every halo embedding at most %d steps old, each step recomputes %d boundary "
+                    "nodes (1/%d of %d) beside its %d seeds; raise --staleness to make steps cheaper (and push fewer "
+                    "bytes)", self.rank, cfg.staleness, extra, self.halo.refresh_period, self.halo.boundary.numel(),
+                    cfg.batch_size)
         if self.rank == 0 and self.halo is not None:
             log.info("exchange mode %s: %d halo rows on rank 0, halo tables %.1f MB (%d rows x %s x 4 B)%s",
                      self.mode, self.halo.num_halo, self.halo.table_bytes / 1e6, self.halo.num_halo,
