@@ -151,21 +151,39 @@ class Communicator:
         """
         if len(send) != self.world_size:
             raise ValueError(f"exchange needs one tensor per rank ({self.world_size}), got {len(send)}")
-        self.stats.rounds[category] += 1
         if self.world_size == 1:
+            self.stats.rounds[category] += 1
             return [send[0]]
-        t0 = time.perf_counter()
         ref = send[0]
         trailing = tuple(ref.shape[1:])
-        row_bytes = ref.element_size() * (int(torch.tensor(trailing).prod()) if trailing else 1)
         sizes = torch.tensor([t.shape[0] for t in send], dtype=torch.int64)
+        flat = torch.cat([t.reshape((t.shape[0],) + trailing) for t in send]) if sum(sizes.tolist()) else ref.new_empty((0,) + trailing)
+        out, recv_sizes = self.exchange_flat(flat, sizes, category)
+        return list(torch.split(out, recv_sizes.tolist()))
+
+    def exchange_flat(self, flat: torch.Tensor, sizes: torch.Tensor, category: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`exchange` without the per-rank lists (no extra copy of large payloads).
+
+        Args:
+            flat: [n, ...] the rows for rank 0, then rank 1, ... (concatenated).
+            sizes: int64 [P] rows for each rank.
+
+        Returns:
+            (out [m, ...] the rows received from rank 0, then rank 1, ...; int64 [P] their counts).
+        """
+        self.stats.rounds[category] += 1
+        if self.world_size == 1:
+            return flat, sizes.clone()
+        t0 = time.perf_counter()
+        ref = flat
+        trailing = tuple(ref.shape[1:])
+        row_bytes = ref.element_size() * (int(torch.tensor(trailing).prod()) if trailing else 1)
         recv_sizes = torch.empty_like(sizes)
         self._a2a(recv_sizes, sizes, None, None, "control")
         others = torch.ones(self.world_size, dtype=torch.bool)
         others[self.rank] = False
         self.stats.sent["control"] += 8 * (self.world_size - 1)
         self.stats.received["control"] += 8 * (self.world_size - 1)
-        flat = torch.cat([t.reshape((t.shape[0],) + trailing) for t in send]) if sum(sizes.tolist()) else ref.new_empty((0,) + trailing)
         out = ref.new_empty((int(recv_sizes.sum()),) + trailing)
         self._a2a(out, flat.contiguous(), recv_sizes.tolist(), sizes.tolist(), category)
         sent = int(sizes[others].sum()) * row_bytes
@@ -174,7 +192,7 @@ class Communicator:
         self.stats.received[category] += received
         self._model(t0, max(sent, received))
         self.stats.seconds += time.perf_counter() - t0
-        return list(torch.split(out, recv_sizes.tolist()))
+        return out, recv_sizes
 
     def all_reduce(self, t: torch.Tensor, op: str = "sum", category: str = "control") -> torch.Tensor:
         """All-reduce ``t`` in place (op: sum, max, min) and return it."""

@@ -126,7 +126,8 @@ class HaloExchange:
         local = indices - self.offset
         local[remote] = self.num_owned + torch.searchsorted(self.halo_ids, indices[remote])
         self.local_indices = local
-        self.tables = [torch.zeros(self.num_halo, d, dtype=dtype) for d in self.dims]
+        # Allocated at the first write (the fill), so that start-up holds no zero tables.
+        self.tables = [torch.empty(0, d, dtype=dtype) for d in self.dims]
         self.stamps = torch.full((len(self.dims), self.num_halo), NEVER, dtype=torch.int64)
         self.push_interval = self.staleness // 2
         self.refresh_period = self.staleness - self.push_interval
@@ -235,6 +236,8 @@ class HaloExchange:
         for l in range(len(self.dims)):  # loop over layers
             m = layer0 == l
             if bool(m.any()):
+                if self.tables[l].shape[0] != self.num_halo:
+                    self.tables[l] = torch.zeros(self.num_halo, self.dims[l], dtype=self.dtype)
                 slot = self.slots(ids[m])
                 self.tables[l][slot] = got[m, w:]
                 self.stamps[l, slot] = step
@@ -288,11 +291,13 @@ class HaloExchange:
         stamped ``step``.
         Collective (one exchange, category ``embedding``).
         """
-        send = [h_own[ids - self.offset].to(self.dtype) for ids in self.send_ids]
-        got = self.comm.exchange(send, "embedding")
-        empty = torch.empty(0, h_own.shape[1], dtype=self.dtype)
-        got[self.rank] = empty
-        rows = self.halo_route.merge_rows(got) if self.num_halo else empty
+        sizes = torch.tensor([ids.numel() for ids in self.send_ids], dtype=torch.int64)
+        flat = h_own[torch.cat(self.send_ids) - self.offset].to(self.dtype)
+        out, _ = self.comm.exchange_flat(flat, sizes, "embedding")
+        del flat
+        # Received in owner order, each owner's rows in the order this rank listed them.
+        rows = torch.empty(self.num_halo, h_own.shape[1], dtype=self.dtype)
+        rows[self.halo_route.order] = out
         if layer <= len(self.dims):
             self.tables[layer - 1] = rows
             self.stamps[layer - 1] = step

@@ -74,5 +74,6 @@ def layerwise_inference(
         if model.jk != "none":
             outs.append(h_own)
         if i < model.num_layers - 1:
+            h_halo = None  # the previous layer's halo rows are not needed any more
             h_halo = halo.exchange_layer(i + 1, h_own, step)
     return model.readout(h_own, outs)
