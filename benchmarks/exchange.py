@@ -73,11 +73,12 @@ def accuracy(args, work: Path) -> dict:
                 runs = []
                 for seed in [int(s) for s in args.seeds.split(",")]:
                     m = work / f"{name}-{layers}-{mode}-{seed}.json"
-                    gnnscale("train", "--parts-dir", str(pdir), "--exchange", mode, "--seed", str(seed),
-                             "--epochs", str(spec["epochs"]), "--batch-size", str(spec["batch"]), "--hidden", "128",
-                             "--lr", "0.01", "--weight-decay", "5e-4", "--dropout", "0.5", "--fanouts", fan,
-                             "--eval-fanouts=" + ",".join(["-1"] * layers), "--staleness", str(args.staleness),
-                             "--metrics", str(m), "--no-progress", "--no-verify")
+                    if not (args.reuse and m.exists()):
+                        gnnscale("train", "--parts-dir", str(pdir), "--exchange", mode, "--seed", str(seed),
+                                 "--epochs", str(spec["epochs"]), "--batch-size", str(spec["batch"]), "--hidden", "128",
+                                 "--lr", "0.01", "--weight-decay", "5e-4", "--dropout", "0.5", "--fanouts", fan,
+                                 "--eval-fanouts=" + ",".join(["-1"] * layers), "--staleness", str(args.staleness),
+                                 "--metrics", str(m), "--no-progress", "--no-verify")
                     r = json.loads(m.read_text())
                     runs.append({"seed": seed, "test_acc_at_best_val": r["test_acc_at_best_val"],
                                  "final_test_acc": r["test_acc"], "epoch_seconds": r["epoch_seconds"],
@@ -107,8 +108,8 @@ def traffic(args, work: Path) -> dict:
     train_per_rank = [int(x) for x in meta.get("train_per_part", [])] or None
     rows = {}
     variants = [("exact", "exact", None, "float32"), ("local", "local", None, "float32")]
-    for s in [int(x) for x in args.bytes_staleness.split(",")]:
-        for dt in args.embedding_dtypes.split(","):
+    for dt in args.embedding_dtypes.split(","):
+        for s in [int(x) for x in args.bytes_staleness.split(",")]:
             variants.append((f"historical S={s} {dt}", "historical", s, dt))
     steps_per_epoch = None
     for name, mode, s, dt in variants:
@@ -119,7 +120,8 @@ def traffic(args, work: Path) -> dict:
         if s is not None:
             cmd += ["--staleness", str(s)]
         t1 = time.perf_counter()
-        gnnscale(*cmd)
+        if not (args.reuse and m.exists()):
+            gnnscale(*cmd)
         r = json.loads(m.read_text())
         e = r["epochs"][-1]  # the second run of --max-steps steps: pushes past their first P steps
         got = e["bytes_received_by_category"]
@@ -175,10 +177,11 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--staleness", type=int, default=4, help="historical mode's bound in the accuracy part")
     ap.add_argument("--bytes-staleness", default="400,1000", help="bounds compared in the bytes part")
-    ap.add_argument("--embedding-dtypes", default="float32,bfloat16", help="exchange dtypes in the bytes part")
+    ap.add_argument("--embedding-dtypes", default="bfloat16,float32", help="exchange dtypes in the bytes part")
     ap.add_argument("--bytes-dataset", default=PRODUCTS)
     ap.add_argument("--max-steps", type=int, default=8, help="steps measured per mode in the bytes part")
     ap.add_argument("--workdir", default=None, help="keep partitions here (reused when present)")
+    ap.add_argument("--reuse", action="store_true", help="reuse a run's metrics file left in --workdir")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     report = {"args": vars(args)}

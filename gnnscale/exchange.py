@@ -16,12 +16,15 @@ Keeping tables fresh:
   that the step computed and that it has not sent in the last P steps (one all_to_all on
   the exchange's own process group), in a background thread overlapped with the next step;
   rows arrive before the step after it;
-- **staleness bound** S (steps): the owner also adds a round-robin slice of its boundary
-  nodes to every batch's seeds (:meth:`refresh_seeds`), so that every boundary row is
-  recomputed at least every R steps. With R + P <= S (P = S // 2, R = S - P), a row is
+- **staleness bound** S (steps): every step the owner also recomputes a round-robin slice of
+  its boundary nodes (:meth:`refresh_seeds`), layer by layer from a one-hop sample of their
+  in-neighbors: raw features for layer 1, then the previous layer's historical rows (its own
+  history for owned neighbors, the halo tables for remote ones; GNNAutoScale's update rule),
+  see :func:`gnnscale.inference.refresh_embeddings`. So every boundary row is recomputed
+  at least every R steps. With R + P <= S (P = S // 2, R = S - P), a row is
   pushed at least every S - 1 steps and, with the one-step delay of overlapped pushes, no
   embedding older than S steps is ever read; :meth:`lookup` checks it. A larger S means
-  fewer bytes (each row at most once per P steps) and fewer extra seeds (1/R of the
+  fewer bytes (each row at most once per P steps) and less refresh work (1/R of the
   boundary per step).
 
 Modes: ``exact`` (sampling crosses partitions), ``historical``, ``local`` (cross-partition
@@ -128,6 +131,8 @@ class HaloExchange:
         self.local_indices = local
         # Allocated at the first write (the fill), so that start-up holds no zero tables.
         self.tables = [torch.empty(0, d, dtype=dtype) for d in self.dims]
+        # The owned nodes' own history per hidden layer [n, d] (inputs of the refresh).
+        self.own_tables = [torch.empty(0, d, dtype=dtype) for d in self.dims]
         self.stamps = torch.full((len(self.dims), self.num_halo), NEVER, dtype=torch.int64)
         self.push_interval = self.staleness // 2
         self.refresh_period = self.staleness - self.push_interval
@@ -182,6 +187,17 @@ class HaloExchange:
             self.stats["age_sum"] += int(age.sum())
             self.stats["age_max"] = max(self.stats["age_max"], worst)
         return self.tables[layer - 1][slot].to(torch.float32)
+
+    def history(self, layer: int, ids: torch.Tensor) -> torch.Tensor:
+        """float32 [k, d]: the latest layer-``layer`` rows of any ids (owned: own history; else halo table).
+
+        No staleness accounting (the refresh reads it); every id must be owned or a halo node.
+        """
+        own = self.book.owner(ids) == self.rank
+        out = torch.empty(ids.numel(), self.dims[layer - 1], dtype=torch.float32)
+        out[own] = self.own_tables[layer - 1][ids[own] - self.offset].to(torch.float32)
+        out[~own] = self.tables[layer - 1][self.slots(ids[~own])].to(torch.float32)
+        return out
 
     def ages(self, layer: int, ids: torch.Tensor, step: int) -> torch.Tensor:
         """int64 [k]: how many steps old each id's layer-``layer`` row would be at ``step``."""
@@ -256,6 +272,9 @@ class HaloExchange:
         """
         if not self.dims:
             return
+        for l, (ids_l, rows_l) in enumerate(zip(ids, rows)):  # loop over layers: keep the own history
+            if self.own_tables[l].shape[0] == self.num_owned:
+                self.own_tables[l][ids_l - self.offset] = rows_l.to(self.dtype)
         payload = self._payload(step, ids, rows)
         self.stats["rows_pushed"] += sum(int(p.shape[0]) for p in payload)
         self.drain()
@@ -300,6 +319,7 @@ class HaloExchange:
         rows[self.halo_route.order] = out
         if layer <= len(self.dims):
             self.tables[layer - 1] = rows
+            self.own_tables[layer - 1] = h_own.to(self.dtype)
             self.stamps[layer - 1] = step
             self.last_push[layer - 1] = step
         return rows

@@ -24,7 +24,7 @@ def layerwise_inference(
     features: DistFeatureStore,
     halo: HaloExchange,
     step: int,
-    chunk_edges: int = 1 << 20,
+    chunk_edges: int = 1 << 18,
     node_degree: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Logits float32 [n_owned, C] of every owned node, computed on the full graph.
@@ -77,3 +77,36 @@ def layerwise_inference(
             h_halo = None  # the previous layer's halo rows are not needed any more
             h_halo = halo.exchange_layer(i + 1, h_own, step)
     return model.readout(h_own, outs)
+
+
+@torch.no_grad()
+def refresh_embeddings(
+    model: GNN,
+    nodes: torch.Tensor,
+    sample_fn,
+    relabel,
+    features: DistFeatureStore,
+    halo: HaloExchange,
+    node_degree: torch.Tensor | None = None,
+) -> list[torch.Tensor]:
+    """Recompute the hidden embeddings h^1..h^{L-1} of owned ``nodes`` (int64 [k] global ids).
+
+    One hop per layer, GNNAutoScale's rule: ``sample_fn(nodes) -> (counts, nbrs)`` draws the
+    in-neighbors once; layer 1 reads their raw features (one feature fetch, collective: every
+    rank calls this once per step, ``nodes`` may be empty), layer l > 1 their historical
+    layer-(l-1) rows (``halo.history``). Returns per hidden layer float32 [k, d].
+    """
+    k = nodes.numel()
+    counts, nbrs = sample_fn(nodes)
+    src, nbr_local = relabel(nodes, nbrs)
+    edge_index = torch.stack([nbr_local, torch.repeat_interleave(torch.arange(k), counts, output_size=nbrs.numel())])
+    deg = node_degree[src] if node_degree is not None and model.uses_degree else None
+    h, x0 = model.encode(features.fetch(src))
+    x0_dst = x0[:k] if x0 is not None else None
+    out = []
+    for i in range(model.num_layers - 1):
+        if i > 0:
+            h = halo.history(i, src)
+        h = model.layer_step(i, h, h[:k], edge_index, x0_dst, deg)
+        out.append(h)
+    return out

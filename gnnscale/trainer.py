@@ -29,7 +29,7 @@ from gnnscale.pipeline import Prefetcher
 from gnnscale.errors import RuntimeSetupError
 from gnnscale.feature_store import DistFeatureStore
 from gnnscale.exchange import HaloExchange, check_mode, check_staleness, gather_degrees
-from gnnscale.inference import layerwise_inference
+from gnnscale.inference import layerwise_inference, refresh_embeddings
 from gnnscale.models import GNN, layer_name
 from gnnscale.partitioning import load_part
 from gnnscale.runtime import init_distributed
@@ -136,6 +136,7 @@ class Worker:
         )
         self.sampler.kernels.warmup()
         self.features = DistFeatureStore(self.part, self.book, self.data_comm, meta["feature_dim"])
+        self.refresh_features = None  # historical mode: the refresh's fetches, on the exchange's group
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
         model = GNN(meta["feature_dim"], cfg.hidden, meta["num_classes"], len(fanouts), layer=cfg.layer,
                     layer_kwargs=cfg.layer_kwargs, dropout=cfg.dropout, norm=cfg.norm, residual=cfg.residual,
@@ -157,13 +158,14 @@ class Worker:
             self.exchange_info.update(halo_rows=self.halo.num_halo, halo_table_bytes=self.halo.table_bytes,
                                       boundary_rows=int(self.halo.boundary.numel()))
         if self.mode == "historical" and self.halo is not None:
+            self.refresh_features = DistFeatureStore(self.part, self.book, self.emb_comm, meta["feature_dim"])
             extra = self.halo.refresh_seeds(0).numel()
             if extra > cfg.batch_size:
                 log.warning(
-                    "rank %d: to keep every halo embedding at most %d steps old, each step recomputes %d boundary "
-                    "nodes (1/%d of %d) beside its %d seeds; raise --staleness to make steps cheaper (and push fewer "
-                    "bytes)", self.rank, cfg.staleness, extra, self.halo.refresh_period, self.halo.boundary.numel(),
-                    cfg.batch_size)
+                    "rank %d: to keep every halo embedding at most %d steps old, each step refreshes %d boundary "
+                    "nodes (1/%d of %d; one hop per layer) beside its %d seeds; raise --staleness to make steps "
+                    "cheaper (and push fewer bytes)", self.rank, cfg.staleness, extra, self.halo.refresh_period,
+                    self.halo.boundary.numel(), cfg.batch_size)
         if self.rank == 0 and self.halo is not None:
             log.info("exchange mode %s: %d halo rows on rank 0, halo tables %.1f MB (%d rows x %s x 4 B)%s",
                      self.mode, self.halo.num_halo, self.halo.table_bytes / 1e6, self.halo.num_halo,
@@ -203,6 +205,8 @@ class Worker:
                            epochs=cfg.presample_epochs, file=cfg.cache_file)
         ids = choose_cache_ids(cfg.cache_policy, ctx, CacheSize.parse(cfg.cache_size), row_bytes)
         self.features.fill_cache(ids)
+        if self.refresh_features is not None:  # the refresh reads through the same cache
+            self.refresh_features.cache = self.features.cache
         self.data_comm.stats.reset()
         info = {"policy": cfg.cache_policy, "size": cfg.cache_size, "rows": int(ids.numel()),
                 "bytes": int(ids.numel()) * row_bytes, "remote_rows": ctx.remote_rows,
@@ -233,16 +237,10 @@ class Worker:
     def _produce(self, epoch: int, batches: list[torch.Tensor], times: dict):
         """The data stages of one step: sample, then fetch features and labels."""
 
-        base = self.global_step
-
         def produce(step: int):
             seeds = batches[step]
             t0 = time.perf_counter()
-            batch = seeds
-            if self.mode == "historical":  # due boundary nodes ride along as extra seeds (no loss)
-                extra = self.halo.refresh_seeds(base + step)
-                batch = torch.cat([seeds, extra[~torch.isin(extra, seeds)]])
-            mb = self.sampler.sample(batch, epoch=epoch, step=step)
+            mb = self.sampler.sample(seeds, epoch=epoch, step=step)
             t1 = time.perf_counter()
             x = self.features.fetch(mb.input_ids)
             y = self._labels(seeds)
@@ -278,7 +276,7 @@ class Worker:
             if historical:
                 hist = [self.halo.lookup(i, b.hist_ids, gstep) if b.num_hist else None for i, b in enumerate(mb.blocks)]
                 emit: list | None = []
-                out = self.model(x, mb.blocks, hist=hist, emit=emit, node_degree=self.degree)[: seeds.numel()]
+                out = self.model(x, mb.blocks, hist=hist, emit=emit, node_degree=self.degree)
             else:
                 emit = None
                 out = self.model(x, mb.blocks, node_degree=self.degree)
@@ -290,7 +288,7 @@ class Worker:
             loss.backward()
             self.opt.step()
             if historical:
-                self.halo.push(gstep, [mb.blocks[l].dst_ids for l in range(num_layers - 1)], emit)
+                self._push_and_refresh(epoch, gstep, mb, emit)
             self.global_step += 1
             times["compute"] += time.perf_counter() - t2
             self.losses.append(float(loss.detach()))
@@ -316,6 +314,31 @@ class Worker:
             "steps": steps,
             "stage_seconds": times,
         }
+
+    def _push_and_refresh(self, epoch: int, gstep: int, mb, emit: list) -> None:
+        """Historical mode, end of a step: recompute this step's refresh slice, push what is due."""
+        cfg = self.cfg
+        self.halo.drain()  # the previous push (overlapped with this step) lands; its group is free
+        nodes = self.halo.refresh_seeds(gstep)
+        rank = self.rank
+        key = self.sampler.keys(epoch, gstep, rank, 1000)  # a stream of its own
+
+        def sample_fn(ids: torch.Tensor):
+            rows = ids - self.offset
+            return self.sampler.kernels.sample(self.part.indptr, self.part.indices, rows, self.part.orig_ids[rows],
+                                               cfg.fanouts[0], key)
+
+        self.net.eval()
+        fresh = refresh_embeddings(self.net, nodes, sample_fn, self.sampler.kernels.relabel, self.refresh_features,
+                                   self.halo, node_degree=self.degree)
+        self.net.train()
+        ids, rows = [], []
+        for l in range(len(self.cfg.fanouts) - 1):  # loop over hidden layers
+            computed = mb.blocks[l].dst_ids
+            extra = ~torch.isin(nodes, computed)
+            ids.append(torch.cat([computed, nodes[extra]]))
+            rows.append(torch.cat([emit[l], fresh[l][extra]]))
+        self.halo.push(gstep, ids, rows)
 
     def fill_tables(self) -> float:
         """Fill the halo tables with one layer-wise inference pass (current weights); seconds."""

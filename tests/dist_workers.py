@@ -143,6 +143,20 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
                 hist = [halo.lookup(i, b.hist_ids, 0) if b.num_hist else None for i, b in enumerate(mb.blocks)]
                 leaves = sum(b.num_hist for b in mb.blocks)
             out[mode] = model(x, mb.blocks, hist=hist, node_degree=degree)
+    # The refresh rule (one hop over histories) with full neighborhoods reproduces the fill's rows.
+    from gnnscale.inference import refresh_embeddings
+    from gnnscale.samplers.kernels import Kernels
+
+    kernels = Kernels(book.num_nodes, "cpu", "torch")
+    nodes = halo.boundary[::5]
+
+    def sample_fn(ids):
+        rows = ids - part.offset
+        return kernels.sample(part.indptr, part.indices, rows, part.orig_ids[rows], -1, 0)
+
+    fresh = refresh_embeddings(model, nodes, sample_fn, kernels.relabel, store, halo, node_degree=degree)
+    refresh_err = max((float((f - halo.own_tables[l][nodes - part.offset]).abs().max()) if nodes.numel() else 0.0)
+                      for l, f in enumerate(fresh))
     # The bound: rows stamped -1 may be read up to step staleness - 1, not at step staleness.
     some = halo.halo_ids[:5]
     ok_age = int(halo.ages(1, some, staleness - 1).max()) if some.numel() else 0
@@ -162,5 +176,7 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
         "halo_orig": torch.sort(torch.cat([load_part(parts_dir, p, verify=False).orig_ids for p in range(book.num_parts)])[halo.halo_ids]).values,
         "table_rows": [t.shape[0] for t in halo.tables],
         "ok_age": ok_age,
+        "refresh_err": refresh_err,
+        "refreshed": int(nodes.numel()),
         "refused": refused,
     }

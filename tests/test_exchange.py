@@ -54,6 +54,8 @@ def test_historical_full_neighborhoods_equals_exact_after_fill(cora, cora_parts,
         expected = _expected_halo(cora, cora_parts[parts], res["rank"], parts)
         assert torch.equal(res["halo_orig"], expected)
         assert res["table_rows"] == [expected.numel()] * (len(fanouts) - 1)
+        # The refresh rule recomputes boundary rows equal to the fill's (full neighborhoods, same weights).
+        assert res["refreshed"] > 0 and res["refresh_err"] < 1e-5
         # Staleness bound 3: a row stamped -1 is 3 steps old at step 2 (allowed), refused at step 3.
         assert res["ok_age"] == 3
         assert res["refused"] and "beyond the staleness bound 3" in res["refused"]
