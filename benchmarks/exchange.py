@@ -121,7 +121,12 @@ def traffic(args, work: Path) -> dict:
             cmd += ["--staleness", str(s)]
         t1 = time.perf_counter()
         if not (args.reuse and m.exists()):
-            gnnscale(*cmd)
+            try:
+                gnnscale(*cmd)
+            except SystemExit as err:  # e.g. a worker killed for memory: recorded, the others still run
+                rows[name] = {"mode": mode, "staleness": s, "embedding_dtype": dt, "failed": str(err)[-1500:]}
+                print(f"  {name:26s} FAILED: {str(err).splitlines()[-1][:300]}", flush=True)
+                continue
         r = json.loads(m.read_text())
         e = r["epochs"][-1]  # the second run of --max-steps steps: pushes past their first P steps
         got = e["bytes_received_by_category"]
@@ -148,6 +153,9 @@ def traffic(args, work: Path) -> dict:
     print(f"\nper epoch ({steps_per_epoch} steps; per-step bytes x steps, plus for historical at most one "
           f"re-push of every boundary row per push interval P, sized by the measured fill exchange):")
     for name, row in rows.items():
+        if "failed" in row:
+            print(f"  {name:26s} failed (see the JSON)")
+            continue
         epoch = row["bytes_per_step"] * steps_per_epoch
         p = row["exchange"].get("push_interval") if row["mode"] == "historical" else None
         if p is not None and p > row["steps_measured"]:
