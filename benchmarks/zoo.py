@@ -1,7 +1,8 @@
 """Model zoo: GAT and GCN with 2 workers against 1 worker, and a 16-layer GCNII (issue 7, item 2).
 
 For Cora and CiteSeer (public splits): ``gnnscale partition`` into 2 parts and into 1 part,
-then ``gnnscale train --layer gat|gcn`` on each with seeds 0/1/2; the figure is the test
+then ``gnnscale train --layer gat|gcn`` on each with seeds 0/1/2 and the same global batch
+(32 seeds per optimizer step: 16 per worker with 2 workers, as DDP is meant to be compared); the figure is the test
 accuracy at the epoch of best validation accuracy (full-graph layer-wise evaluation), median
 over seeds. Then GCNII with 16 layers on Cora with 2 workers: every epoch's loss must stay
 finite and the loss must fall.
@@ -23,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GNNSCALE_SHARED_DATA", REPO.parent / "shared" / "data"))
 ROOT = SHARED / "planetoid" / "raw"
-COMMON = ["--batch-size", "32", "--hidden", "64", "--lr", "0.01", "--weight-decay", "5e-4", "--dropout", "0.5",
+COMMON = ["--hidden", "64", "--lr", "0.01", "--weight-decay", "5e-4", "--dropout", "0.5",
           "--fanouts", "10,10", "--eval-fanouts=-1,-1", "--no-progress", "--no-verify"]
 LAYERS = {"gcn": [], "gat": ["--layer-kwargs", '{"heads": 4}']}
 
@@ -45,6 +46,9 @@ def parts(dataset: str, p: int, work: Path) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--epochs", type=int, default=50)
+    ap.add_argument("--global-batch", type=int, default=32,
+                    help="seeds per optimizer step over all workers (each of P workers takes global/P), so that "
+                    "1 and 2 workers take the same number of steps per epoch")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--gcnii-layers", type=int, default=16)
     ap.add_argument("--gcnii-epochs", type=int, default=30)
@@ -52,7 +56,8 @@ def main() -> None:
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     work = Path(tempfile.mkdtemp())
-    report = {"epochs": args.epochs, "seeds": seeds, "hyperparameters": " ".join(COMMON), "pairs": {}}
+    report = {"epochs": args.epochs, "seeds": seeds, "global_batch": args.global_batch,
+              "hyperparameters": " ".join(COMMON), "pairs": {}}
     for dataset in ("cora", "citeseer"):
         for layer, extra in LAYERS.items():
             row = {}
@@ -61,7 +66,8 @@ def main() -> None:
                 for seed in seeds:
                     m = work / f"{dataset}-{layer}-{p}-{seed}.json"
                     gnnscale("train", "--parts-dir", str(parts(dataset, p, work)), "--layer", layer, *extra,
-                             "--epochs", str(args.epochs), "--seed", str(seed), "--metrics", str(m), *COMMON)
+                             "--batch-size", str(args.global_batch // p), "--epochs", str(args.epochs),
+                             "--seed", str(seed), "--metrics", str(m), *COMMON)
                     r = json.loads(m.read_text())
                     runs.append({"seed": seed, "test_acc_at_best_val": r["test_acc_at_best_val"],
                                  "final_test_acc": r["test_acc"]})
