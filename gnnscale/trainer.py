@@ -428,7 +428,9 @@ class Worker:
                 received[k] = received.get(k, 0) + v
         modelled = sum(c.stats.modelled_seconds for c in (self.comm, self.data_comm, self.emb_comm))
         rounds = dict(self.data_comm.stats.rounds)
-        rounds.update({k: v for k, v in self.emb_comm.stats.rounds.items() if k == "embedding"})
+        for k, v in self.emb_comm.stats.rounds.items():  # pushes and the refresh's feature fetch
+            if k in ("embedding", "feature_request"):
+                rounds[k] = rounds.get(k, 0) + v
         return {"sent": sent, "received": received, "modelled": modelled, "rounds": rounds}
 
     def _sum_traffic(self, traffic: dict, feat: dict, steps: int) -> dict:
