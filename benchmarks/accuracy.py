@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("GNNSCALE_SHARED_DATA", REPO.parent / "shared" / "data"))
+from _common import SHARED, gnnscale  # benchmarks/ is the script folder
 
 COMMON = ["--batch-size", "32", "--hidden", "128", "--lr", "0.01", "--weight-decay", "5e-4",
           "--dropout", "0.5", "--fanouts", "10,10", "--eval-fanouts=-1,-1", "--no-progress"]
@@ -30,9 +26,6 @@ CASES = [
      "parts": 2, "target": None},
 ]
 
-
-def gnnscale(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "gnnscale", *args], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def run_case(case: dict, seeds: list[int], work: Path) -> dict:

@@ -22,16 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("GNNSCALE_SHARED_DATA", REPO.parent / "shared" / "data"))
+from _common import SHARED, gnnscale  # benchmarks/ is the script folder
 MODES = ["exact", "historical", "local"]
 PRODUCTS = "synthetic?num_nodes=2449029&avg_degree=25.3&num_classes=47&num_features=100"
 
@@ -43,12 +39,6 @@ GRAPHS = {
     "generated": dict(dataset="synthetic", root=None, epochs=10, batch=256),
 }
 
-
-def gnnscale(*args: str) -> None:
-    r = subprocess.run([sys.executable, "-m", "gnnscale", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                       text=True)
-    if r.returncode:
-        raise SystemExit(f"gnnscale {' '.join(args)} failed:\n{r.stderr[-3000:]}")
 
 
 def partition(spec: dict, parts: int, out: Path) -> None:

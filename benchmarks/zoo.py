@@ -14,26 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("GNNSCALE_SHARED_DATA", REPO.parent / "shared" / "data"))
+from _common import SHARED, gnnscale  # benchmarks/ is the script folder
 ROOT = SHARED / "planetoid" / "raw"
 COMMON = ["--hidden", "64", "--lr", "0.01", "--weight-decay", "5e-4", "--dropout", "0.5",
           "--fanouts", "10,10", "--eval-fanouts=-1,-1", "--no-progress", "--no-verify"]
 LAYERS = {"gcn": [], "gat": ["--layer-kwargs", '{"heads": 4}']}
 
-
-def gnnscale(*args: str) -> None:
-    r = subprocess.run([sys.executable, "-m", "gnnscale", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                       text=True)
-    if r.returncode:
-        raise SystemExit(f"gnnscale {' '.join(args)} failed:\n{r.stderr[-3000:]}")
 
 
 def parts(dataset: str, p: int, work: Path) -> Path:
