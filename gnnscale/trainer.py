@@ -34,6 +34,7 @@ from gnnscale.models import GNN, layer_name
 from gnnscale.partitioning import load_part
 from gnnscale.runtime import init_distributed
 from gnnscale.samplers import DistNeighborSampler, check_fanouts
+from gnnscale.samplers.kernels import Kernels
 
 log = logging.getLogger("gnnscale.train")
 
@@ -159,6 +160,8 @@ class Worker:
                                       boundary_rows=int(self.halo.boundary.numel()))
         if self.mode == "historical" and self.halo is not None:
             self.refresh_features = DistFeatureStore(self.part, self.book, self.emb_comm, meta["feature_dim"])
+            # Its own kernels: the compiled relabeler keeps a table that the prefetch thread also uses.
+            self.refresh_kernels = Kernels(self.book.num_nodes, self.part.indptr.device, cfg.sampler_backend)
             extra = self.halo.refresh_seeds(0).numel()
             if extra > cfg.batch_size:
                 log.warning(
@@ -325,11 +328,11 @@ class Worker:
 
         def sample_fn(ids: torch.Tensor):
             rows = ids - self.offset
-            return self.sampler.kernels.sample(self.part.indptr, self.part.indices, rows, self.part.orig_ids[rows],
+            return self.refresh_kernels.sample(self.part.indptr, self.part.indices, rows, self.part.orig_ids[rows],
                                                cfg.fanouts[0], key)
 
         self.net.eval()
-        fresh = refresh_embeddings(self.net, nodes, sample_fn, self.sampler.kernels.relabel, self.refresh_features,
+        fresh = refresh_embeddings(self.net, nodes, sample_fn, self.refresh_kernels.relabel, self.refresh_features,
                                    self.halo, node_degree=self.degree)
         self.net.train()
         ids, rows = [], []

@@ -99,3 +99,17 @@ def test_bad_staleness_is_refused():
         check_staleness(1)
     with pytest.raises(ExchangeError, match="integer >= 2"):
         check_staleness(2.5)
+
+
+def test_historical_pipelined_equals_sequential(cora_parts, tmp_path):
+    """The prefetch thread, the push thread and the refresh never race: same losses and weights."""
+    res = {}
+    for pipe in (False, True):
+        metrics = tmp_path / f"m{pipe}.json"
+        cfg = TrainConfig(epochs=2, fanouts=[5, 5], batch_size=16, hidden=16, lr=0.01, exchange="historical",
+                          staleness=4, pipeline=pipe, eval_every=0, dropout=0.0, metrics=str(metrics), progress=False,
+                          sampler_backend="numba")
+        launch_local(train_worker, 2, args=(cora_parts[2], cfg))
+        res[pipe] = json.loads(metrics.read_text())
+    assert [e["loss"] for e in res[True]["epochs"]] == [e["loss"] for e in res[False]["epochs"]]
+    assert res[True]["final_weights_sha256"] == res[False]["final_weights_sha256"]
