@@ -298,8 +298,8 @@ def cmd_train(args) -> int:
         cache_file=args.cache_file, presample_epochs=args.presample_epochs, pipeline=args.pipeline,
         pipeline_depth=args.pipeline_depth, net_bandwidth_gbps=args.net_bandwidth_gbps,
         net_latency_ms=args.net_latency_ms, max_steps=args.max_steps, exchange=args.exchange,
-        staleness=args.staleness, embedding_dtype=args.embedding_dtype, eval_method=args.eval_method, layer=args.layer, layer_kwargs=args.layer_kwargs,
-        norm=args.norm, residual=args.residual, jk=args.jk,
+        staleness=args.staleness, embedding_dtype=args.embedding_dtype, eval_method=args.eval_method,
+        layer=args.layer, layer_kwargs=args.layer_kwargs, norm=args.norm, residual=args.residual, jk=args.jk,
     )
     from gnnscale.exchange import check_staleness
 

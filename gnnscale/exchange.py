@@ -103,6 +103,7 @@ class HaloExchange:
         if dtype not in (torch.float32, torch.bfloat16, torch.float16):
             raise ExchangeError(f"embedding dtype must be float32, bfloat16 or float16; found {dtype}")
         self.dtype = dtype
+        self.key_width = 8 // dtype.itemsize  # an int64 (layer, id) key as values of the exchange dtype
         self.book = book
         self.comm = comm
         self.rank, self.world = comm.rank, comm.world_size
@@ -119,13 +120,10 @@ class HaloExchange:
         got = comm.exchange(route.split(self.halo_ids), "control")
         got[self.rank] = self.halo_ids.new_empty(0)
         self.send_ids = [torch.sort(g).values for g in got]
-        needed = torch.zeros(self.num_owned, dtype=torch.bool)
-        for ids in self.send_ids:  # loop over peers (a handful)
-            needed[ids - self.offset] = True
-        self.boundary = torch.nonzero(needed).flatten() + self.offset
         self.needed_by = torch.zeros(self.num_owned, self.world, dtype=torch.bool)
-        for p, ids in enumerate(self.send_ids):
+        for p, ids in enumerate(self.send_ids):  # loop over peers (a handful)
             self.needed_by[ids - self.offset, p] = True
+        self.boundary = torch.nonzero(self.needed_by.any(1)).flatten() + self.offset
         local = indices - self.offset
         local[remote] = self.num_owned + torch.searchsorted(self.halo_ids, indices[remote])
         self.local_indices = local
@@ -232,19 +230,18 @@ class HaloExchange:
             ids_l, rows_l, own = ids_l[due], rows_l[due], own[due]
             mask = self.needed_by[own]  # [k, P]
             self.last_push[layer - 1, own[mask.any(1)]] = step
-            key = ((layer - 1) * n_total + ids_l).view(self.dtype).reshape(ids_l.numel(), 8 // self.dtype.itemsize)
+            key = ((layer - 1) * n_total + ids_l).view(self.dtype).reshape(ids_l.numel(), self.key_width)
             packed = torch.cat([key, rows_l.to(self.dtype)], 1)
             for p in range(self.world):  # loop over peers
                 if p != self.rank:
                     out[p].append(packed[mask[:, p]])
-        w = 8 // self.dtype.itemsize
-        return [torch.cat(o) if o else torch.empty(0, w + d, dtype=self.dtype) for o in out]
+        return [torch.cat(o) if o else torch.empty(0, self.key_width + d, dtype=self.dtype) for o in out]
 
     def _apply(self, received: list[torch.Tensor], step: int) -> None:
         got = torch.cat(received)
         if got.shape[0] == 0:
             return
-        w = 8 // self.dtype.itemsize
+        w = self.key_width
         key = got[:, :w].contiguous().view(torch.int64).flatten()
         layer0 = key // self.book.num_nodes
         ids = key % self.book.num_nodes

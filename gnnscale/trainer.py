@@ -368,16 +368,7 @@ class Worker:
             return [self.evaluate(ids) for ids in splits]
         self.net.eval()
         pred_all = self._full_logits().argmax(1)
-        accs = []
-        for ids in splits:
-            pred = pred_all[ids - self.offset]
-            true = self._labels(ids)
-            if self.is_ogb:
-                accs.append(self._ogb_accuracy(pred, true))
-            else:
-                tot = self.comm.all_reduce(torch.tensor([int((pred == true).sum()), pred.numel()], dtype=torch.int64))
-                accs.append(float(tot[0]) / max(int(tot[1]), 1))
-        return accs
+        return [self._accuracy(pred_all[ids - self.offset], self._labels(ids)) for ids in splits]
 
     @torch.no_grad()
     def evaluate(self, ids: torch.Tensor) -> float:
@@ -394,6 +385,10 @@ class Worker:
             labels.append(self._labels(seeds))
         pred = torch.cat(preds) if preds else torch.empty(0, dtype=torch.int64)
         true = torch.cat(labels) if labels else torch.empty(0, dtype=torch.int64)
+        return self._accuracy(pred, true)
+
+    def _accuracy(self, pred: torch.Tensor, true: torch.Tensor) -> float:
+        """Accuracy of this rank's predictions together with every other rank's (collective)."""
         if self.is_ogb:
             return self._ogb_accuracy(pred, true)
         tot = self.comm.all_reduce(torch.tensor([int((pred == true).sum()), pred.numel()], dtype=torch.int64))

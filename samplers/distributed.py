@@ -110,6 +110,12 @@ class DistNeighborSampler:
         an empty ``seeds`` is allowed.
         """
         check_seeds(seeds, self.book.num_nodes)
+        if self.mode != "exact":  # only owned nodes are expanded: no collectives
+            leaf = (lambda ids: self.book.owner(ids) != self.comm.rank) if self.mode == "historical" else None
+            mb = build_minibatch(seeds, len(self.fanouts), lambda dst, hop: self._sample_own(dst, hop, epoch, step),
+                                 self.kernels.relabel, leaf=leaf)
+            mb.stats["remote_frontier_ids"] = 0
+            return mb
         remote_ids = [0]
 
         def hop_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,24 +123,15 @@ class DistNeighborSampler:
             remote_ids[0] += n_remote
             return counts, nbrs
 
-        if self.mode != "exact":
-            rank = self.comm.rank
-
-            def hop_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: F811
-                rows = dst - self.offset
-                return self.kernels.sample(self.indptr, self.indices, rows, self.owned_keys[rows], self.fanouts[hop],
-                                           self.keys(epoch, step, rank, hop), **self.variant)
-
-            if self.mode == "historical":
-                mb = build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel,
-                                     leaf=lambda ids: self.book.owner(ids) != rank)
-            else:
-                mb = build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel)
-            mb.stats["remote_frontier_ids"] = 0
-            return mb
         mb = build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel)
         mb.stats["remote_frontier_ids"] = remote_ids[0]
         return mb
+
+    def _sample_own(self, dst: torch.Tensor, hop: int, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Neighbors of owned ids ``dst`` (int64 [k] global) drawn with this rank's stream for ``hop``."""
+        rows = dst - self.offset
+        return self.kernels.sample(self.indptr, self.indices, rows, self.owned_keys[rows], self.fanouts[hop],
+                                   self.keys(epoch, step, self.comm.rank, hop), **self.variant)
 
     def _hop(self, dst: torch.Tensor, hop: int, epoch: int, step: int):
         comm, rank, P = self.comm, self.comm.rank, self.comm.world_size
@@ -156,11 +153,7 @@ class DistNeighborSampler:
         per_req_nbrs = list(torch.split(s_nbrs, [int(c.sum()) for c in per_req_counts]))
         reply = [torch.cat([c, v]) for c, v in zip(per_req_counts, per_req_nbrs)]
         back = comm.exchange(reply, "sample_response")
-        # Own ids with this rank's key.
-        o_counts, o_nbrs = self.kernels.sample(
-            self.indptr, self.indices, own - self.offset, self.owned_keys[own - self.offset], fanout,
-            self.keys(epoch, step, rank, hop), **self.variant,
-        )
+        o_counts, o_nbrs = self._sample_own(own, hop, epoch, step)
         counts_list, nbrs_list = [], []
         for r in range(P):  # loop over ranks (a handful), not over nodes
             if r == rank:
