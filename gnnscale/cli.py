@@ -168,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="historical: no halo embedding older than this many steps is used (>= 2)")
     x.add_argument("--embedding-dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                    help="historical: dtype of the halo tables and of the pushed embeddings (16-bit halves both)")
+    x.add_argument("--halo-features", choices=["hold", "fetch"], default="hold",
+                   help="historical: hold the input features of the halo (fetched once at start-up; "
+                   "halo rows x features x 4 B per worker), so training fetches none; or fetch them per step")
     x.add_argument("--eval-method", choices=["auto", "layerwise", "sampled"], default="auto",
                    help="layerwise: full-graph inference layer by layer; sampled: with --eval-fanouts; "
                    "auto: layerwise in historical mode or when every eval fanout is -1")
@@ -298,7 +301,8 @@ def cmd_train(args) -> int:
         cache_file=args.cache_file, presample_epochs=args.presample_epochs, pipeline=args.pipeline,
         pipeline_depth=args.pipeline_depth, net_bandwidth_gbps=args.net_bandwidth_gbps,
         net_latency_ms=args.net_latency_ms, max_steps=args.max_steps, exchange=args.exchange,
-        staleness=args.staleness, embedding_dtype=args.embedding_dtype, eval_method=args.eval_method,
+        staleness=args.staleness, embedding_dtype=args.embedding_dtype, halo_features=args.halo_features,
+        eval_method=args.eval_method,
         layer=args.layer, layer_kwargs=args.layer_kwargs, norm=args.norm, residual=args.residual, jk=args.jk,
     )
     from gnnscale.exchange import check_staleness

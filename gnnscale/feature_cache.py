@@ -95,9 +95,11 @@ class FeatureCache:
     """
 
     def __init__(self, ids: torch.Tensor, rows: torch.Tensor, device: torch.device | str = "cpu") -> None:
-        order = torch.argsort(ids)
-        self.ids = ids[order].to(device)
-        self.rows = rows[order].to(device)
+        if ids.numel() > 1 and not bool((ids[1:] > ids[:-1]).all()):  # sorted input: no copy
+            order = torch.argsort(ids)
+            ids, rows = ids[order], rows[order]
+        self.ids = ids.to(device)
+        self.rows = rows.to(device)
         self.stats = {"lookups": 0, "hits": 0}
 
     @property

@@ -71,6 +71,7 @@ class TrainConfig:
     exchange: str = "exact"  # exact | historical | local (see gnnscale.exchange)
     staleness: int = 4  # historical mode: no embedding older than this many steps is used
     embedding_dtype: str = "float32"  # float32 | bfloat16 | float16: halo tables and pushed rows
+    halo_features: str = "hold"  # historical: hold the halo's input rows (fetched once) | fetch them per step
     eval_method: str = "auto"  # auto | layerwise | sampled (auto: layerwise when exact anyway)
     layer: str | type = "sage"  # zoo name, module:Class, or a layer class (see gnnscale.layers)
     layer_kwargs: dict = field(default_factory=dict)
@@ -123,6 +124,8 @@ class Worker:
         eval_fanouts = check_fanouts(cfg.eval_fanouts or cfg.fanouts, num_layers=len(fanouts))
         self.mode = check_mode(cfg.exchange)
         check_staleness(cfg.staleness)
+        if cfg.halo_features not in ("hold", "fetch"):
+            raise RuntimeSetupError(f"halo_features must be hold or fetch; found {cfg.halo_features!r}")
         if cfg.eval_method not in ("auto", "layerwise", "sampled"):
             raise RuntimeSetupError(f"eval_method must be auto, layerwise or sampled; found {cfg.eval_method!r}")
         self.layerwise_eval = cfg.eval_method == "layerwise" or (
@@ -200,23 +203,34 @@ class Worker:
 
     def _setup_cache(self) -> dict:
         cfg = self.cfg
-        if cfg.cache_policy == "none":
+        hold = self.mode == "historical" and cfg.halo_features == "hold" and self.halo is not None
+        if cfg.cache_policy == "none" and not hold:
             return {"policy": "none", "rows": 0, "bytes": 0}
         t0 = time.perf_counter()
         row_bytes = 4 * self.meta["feature_dim"]
         ctx = CacheContext(self.part, self.book.num_nodes, presample=self._presample_counts,
                            epochs=cfg.presample_epochs, file=cfg.cache_file)
-        ids = choose_cache_ids(cfg.cache_policy, ctx, CacheSize.parse(cfg.cache_size), row_bytes)
+        if hold:
+            # Every remote row historical mode reads (last-hop leaves, refresh inputs, the fill)
+            # is a halo node: holding the halo's rows leaves no feature to fetch while training.
+            if cfg.cache_policy != "none" and self.rank == 0:
+                log.info("historical mode holds every halo feature row (--halo-features hold): "
+                         "--cache-policy %s is not needed and not used", cfg.cache_policy)
+            policy, ids = "halo", self.halo.halo_ids
+        else:
+            policy = cfg.cache_policy
+            ids = choose_cache_ids(policy, ctx, CacheSize.parse(cfg.cache_size), row_bytes)
         self.features.fill_cache(ids)
         if self.refresh_features is not None:  # the refresh reads through the same cache
             self.refresh_features.cache = self.features.cache
+        moved = self.data_comm.stats.bytes_received
         self.data_comm.stats.reset()
-        info = {"policy": cfg.cache_policy, "size": cfg.cache_size, "rows": int(ids.numel()),
+        info = {"policy": policy, "size": "all halo rows" if hold else cfg.cache_size, "rows": int(ids.numel()),
                 "bytes": int(ids.numel()) * row_bytes, "remote_rows": ctx.remote_rows,
-                "seconds": time.perf_counter() - t0}
+                "fill_bytes_received": int(moved), "seconds": time.perf_counter() - t0}
         if self.rank == 0:
             log.info("feature cache %s on rank 0: %d rows (%.1f MB) of %d remote rows, built in %.2f s",
-                     cfg.cache_policy, info["rows"], info["bytes"] / 1e6, ctx.remote_rows, info["seconds"])
+                     policy, info["rows"], info["bytes"] / 1e6, ctx.remote_rows, info["seconds"])
         return info
 
     def _owned(self, mask: torch.Tensor) -> torch.Tensor:

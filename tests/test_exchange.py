@@ -113,3 +113,28 @@ def test_historical_pipelined_equals_sequential(cora_parts, tmp_path):
         res[pipe] = json.loads(metrics.read_text())
     assert [e["loss"] for e in res[True]["epochs"]] == [e["loss"] for e in res[False]["epochs"]]
     assert res[True]["final_weights_sha256"] == res[False]["final_weights_sha256"]
+
+
+def test_historical_holds_halo_features_and_fetches_none(cora, cora_parts, tmp_path):
+    """--halo-features hold: the halo's rows are fetched once; training then fetches no feature,
+    and computes exactly what per-step fetching computes (same losses, same final weights)."""
+    res = {}
+    for mode in ("hold", "fetch"):
+        metrics = tmp_path / f"m{mode}.json"
+        cfg = TrainConfig(epochs=2, fanouts=[5, 5], batch_size=16, hidden=16, lr=0.01, exchange="historical",
+                          staleness=4, halo_features=mode, eval_every=0, dropout=0.0, metrics=str(metrics),
+                          progress=False)
+        launch_local(train_worker, 2, args=(cora_parts[2], cfg))
+        res[mode] = json.loads(metrics.read_text())
+    hold, fetch = res["hold"], res["fetch"]
+    assert [e["loss"] for e in hold["epochs"]] == [e["loss"] for e in fetch["epochs"]]
+    assert hold["final_weights_sha256"] == fetch["final_weights_sha256"]
+    for e in hold["epochs"]:
+        assert e["feature_rows_remote_fetched"] == 0
+        assert "feature" not in e["bytes_received_by_category"], e["bytes_received_by_category"]
+    assert all(e["feature_rows_remote_fetched"] > 0 for e in fetch["epochs"])
+    # What is held is exactly rank 0's halo: its remote in-neighbors' rows, 1433 float32 each.
+    halo0 = _expected_halo(cora, cora_parts[2], 0, 2).numel()
+    assert hold["cache"]["policy"] == "halo" and hold["cache"]["rows"] == halo0
+    assert hold["cache"]["bytes"] == halo0 * 1433 * 4
+    assert fetch["cache"]["policy"] == "none"
