@@ -7,13 +7,16 @@ accuracy (full-graph layer-wise evaluation for every mode), median over seeds.
 
 Part 2 (bytes): the products-scale generated graph (2,449,029 nodes, 100 features), 4 parts,
 fanouts 15,10,5, batch 1024, hidden 256: bytes of features, sampling and embeddings per
-training step in each mode, measured over the second of two runs of ``--max-steps`` steps
-and scaled to the epoch's step count, and the sampling rounds per batch. ``historical`` runs at two staleness bounds
-S and in float32 and bfloat16; its one-time table fill (layer-wise inference) is reported
-apart. A row is pushed at most once per P = S // 2 steps; when P exceeds the measured steps,
-those steps under-count the pushes of a long run, so the per-epoch figure adds, as an upper
-bound, one re-push of every boundary row per P steps (amortized), sized by the measured fill
-exchange.
+training step in each mode (gradients are the same in every mode and not counted), measured
+over the second of two runs of ``--max-steps`` steps (or, with ``--full-epoch``, over a whole
+epoch for ``historical``) and scaled to the epoch's step count; and the sampling rounds per
+batch. ``historical`` runs at staleness bound S (default: one epoch's steps, the staleness of
+GNNAutoScale's histories), with 16-bit embeddings, holding its halo's input features by
+default. Its one-time costs (the table fill by layer-wise inference and the halo features) are
+reported apart. A row is pushed at most once per P = S // 2 steps, so a window shorter than P
+under-counts the pushes of a long run: the per-epoch ``bound`` adds, instead of the window's
+pushes, the most they can move, ceil(steps / P) pushes of every boundary row of every
+hidden layer (sized by the fill's exchange, plus the keys).
 
     python benchmarks/exchange.py --json results/exchange.json
     python benchmarks/exchange.py --part accuracy --graphs cora --layers 2
@@ -29,6 +32,8 @@ from pathlib import Path
 
 from _common import SHARED, gnnscale  # benchmarks/ is the script folder
 MODES = ["exact", "historical", "local"]
+DATA_CATEGORIES = ("sample_request", "sample_response", "feature_request", "feature", "embedding")
+HIDDEN = 256  # the bytes part's hidden size
 PRODUCTS = "synthetic?num_nodes=2449029&avg_degree=25.3&num_classes=47&num_features=100"
 
 GRAPHS = {
@@ -85,85 +90,99 @@ def accuracy(args, work: Path) -> dict:
     return out
 
 
+def _staleness(text: str, steps_per_epoch: int) -> int:
+    """A bound from the command line: an integer number of steps, or 'epoch' (one epoch's steps)."""
+    return steps_per_epoch if text == "epoch" else int(text)
+
+
 def traffic(args, work: Path) -> dict:
-    """Bytes per step measured over --max-steps steps, scaled to an epoch; see the module docstring."""
+    """Bytes per epoch of each mode; see the module docstring."""
     spec = {"dataset": args.bytes_dataset}
     pdir = work / "products-4"
     t0 = time.perf_counter()
     partition(spec, 4, pdir)
     part_s = time.perf_counter() - t0
-    from gnnscale.partitioning import load_meta
+    from gnnscale.partitioning import load_part
 
-    meta = load_meta(pdir)
-    train_per_rank = [int(x) for x in meta.get("train_per_part", [])] or None
+    # Steps of a whole epoch: every rank runs the max over ranks of ceil(train nodes / batch).
+    steps_per_epoch = max(-(-int(load_part(pdir, p, verify=False).train_mask.sum()) // 1024) for p in range(4))
     rows = {}
-    variants = [("exact", "exact", None, "float32"), ("local", "local", None, "float32")]
+    variants = [("exact", "exact", None, "float32", None), ("local", "local", None, "float32", None)]
     for dt in args.embedding_dtypes.split(","):
-        for s in [int(x) for x in args.bytes_staleness.split(",")]:
-            variants.append((f"historical S={s} {dt}", "historical", s, dt))
-    steps_per_epoch = None
-    for name, mode, s, dt in variants:
-        m = work / f"bytes-{name.replace(' ', '_')}.json"
-        cmd = ["train", "--parts-dir", str(pdir), "--exchange", mode, "--epochs", "2", "--max-steps",
-               str(args.max_steps), "--eval-every", "0", "--fanouts", "15,10,5", "--batch-size", "1024",
-               "--hidden", "256", "--metrics", str(m), "--no-progress", "--no-verify", "--embedding-dtype", dt]
+        for text in args.bytes_staleness.split(","):
+            s = _staleness(text, steps_per_epoch)
+            for hf in args.halo_features.split(","):
+                variants.append((f"historical S={s} {dt} {hf}", "historical", s, dt, hf))
+    for name, mode, s, dt, hf in variants:
+        full = args.full_epoch and mode == "historical"
+        m = work / f"bytes-{name.replace(' ', '_')}{'-epoch' if full else ''}.json"
+        cmd = ["train", "--parts-dir", str(pdir), "--exchange", mode, "--eval-every", "0", "--fanouts", "15,10,5",
+               "--batch-size", "1024", "--hidden", str(HIDDEN), "--metrics", str(m), "--no-progress", "--no-verify",
+               "--embedding-dtype", dt]
+        cmd += ["--epochs", "1"] if full else ["--epochs", "2", "--max-steps", str(args.max_steps)]
         if s is not None:
-            cmd += ["--staleness", str(s)]
+            cmd += ["--staleness", str(s), "--halo-features", hf]
         t1 = time.perf_counter()
         if not (args.reuse and m.exists()):
             try:
                 gnnscale(*cmd)
             except SystemExit as err:  # e.g. a worker killed for memory: recorded, the others still run
                 rows[name] = {"mode": mode, "staleness": s, "embedding_dtype": dt, "failed": str(err)[-1500:]}
-                print(f"  {name:26s} FAILED: {str(err).splitlines()[-1][:300]}", flush=True)
+                print(f"  {name:32s} FAILED: {str(err).splitlines()[-1][:300]}", flush=True)
                 continue
         r = json.loads(m.read_text())
-        e = r["epochs"][-1]  # the second run of --max-steps steps: pushes past their first P steps
+        e = r["epochs"][-1]  # a window: the second run of --max-steps steps; else the whole first epoch
         got = e["bytes_received_by_category"]
-        data = {k: got.get(k, 0) for k in ("sample_request", "sample_response", "feature_request", "feature",
-                                           "embedding")}
+        data = {k: got.get(k, 0) for k in DATA_CATEGORIES}
         steps = e["steps"]
-        per_step = sum(data.values()) / steps
         ex = r["exchange"]
-        rows[name] = {"mode": mode, "staleness": s, "embedding_dtype": dt, "steps_measured": steps,
-                      "bytes_by_category": data, "bytes_per_step": per_step, "gradient_bytes": got.get("gradient", 0),
+        rows[name] = {"mode": mode, "staleness": s, "embedding_dtype": dt, "halo_features": hf,
+                      "measured": "one whole epoch after the fill" if full else f"steps {steps}..{2 * steps - 1}",
+                      "steps_measured": steps, "bytes_by_category": data,
+                      "bytes_per_step": sum(data.values()) / steps, "gradient_bytes": got.get("gradient", 0),
                       "sampling_rounds_per_batch": e["sampling_rounds_per_batch"],
                       "feature_rounds_per_batch": e["feature_rounds_per_batch"],
                       "embedding_rounds_per_batch": e["embedding_rounds_per_batch"],
                       "embedding_age_mean": e["embedding_age_mean"], "embedding_age_max": e["embedding_age_max"],
-                      "train_seconds": e["epoch_seconds"], "wall_seconds": time.perf_counter() - t1, "exchange": ex}
-        print(f"  {name:26s} {per_step / 1e6:8.1f} MB/step (features+sampling+embeddings, all ranks), "
-              f"{e['sampling_rounds_per_batch']:.0f} sampling rounds/batch, {data['embedding'] / 1e6:.1f} MB "
+                      "train_seconds": e["epoch_seconds"], "wall_seconds": time.perf_counter() - t1, "exchange": ex,
+                      "halo_feature_bytes_held": r["cache"]["bytes"] if r["cache"]["policy"] == "halo" else 0,
+                      "halo_feature_fill_bytes": r["cache"].get("fill_bytes_received_all_ranks", 0)
+                      if r["cache"]["policy"] == "halo" else 0}
+        print(f"  {name:32s} {rows[name]['bytes_per_step'] / 1e6:8.1f} MB/step (features+sampling+embeddings, all "
+              f"ranks), {e['sampling_rounds_per_batch']:.0f} sampling rounds/batch, {data['embedding'] / 1e6:.1f} MB "
               f"embeddings, {e['epoch_seconds']:.1f} s for {steps} steps", flush=True)
-    # Steps of a whole epoch: every rank runs the max over ranks of ceil(train nodes / batch).
-    from gnnscale.partitioning import load_part
-
-    steps_per_epoch = max(-(-int(load_part(pdir, p, verify=False).train_mask.sum()) // 1024) for p in range(4))
     base = rows["exact"]["bytes_per_step"] * steps_per_epoch
-    print(f"\nper epoch ({steps_per_epoch} steps; per-step bytes x steps, plus for historical at most one "
-          f"re-push of every boundary row per push interval P, sized by the measured fill exchange):")
+    print(f"\nper epoch ({steps_per_epoch} steps). measured: bytes per measured step x steps. bound (historical): "
+          "the measured non-embedding bytes x steps, plus the most the pushes can move: a row is pushed at most "
+          "once per P steps, so at most ceil(steps / P) pushes of every boundary row (sized by the fill's exchange, "
+          "plus the 8-byte keys)")
     for name, row in rows.items():
         if "failed" in row:
-            print(f"  {name:26s} failed (see the JSON)")
+            print(f"  {name:32s} failed (see the JSON)")
             continue
-        epoch = row["bytes_per_step"] * steps_per_epoch
-        p = row["exchange"].get("push_interval") if row["mode"] == "historical" else None
-        if p is not None and p > row["steps_measured"]:
-            # The measured steps (2 x max-steps since the fill) are within the first P steps, where
-            # no row is pushed twice: add one re-push of every boundary row per P steps (amortized).
-            repush = row["exchange"]["fill_embedding_bytes"] * steps_per_epoch / p
-            epoch += repush
-            row["repush_bound_bytes_per_epoch"] = repush
-        row["bytes_per_epoch"] = epoch
-        row["ratio_to_exact"] = epoch / base
-        extra = ""
+        steps = row["steps_measured"]
+        row["bytes_per_epoch_measured"] = measured = row["bytes_per_step"] * steps_per_epoch
+        row["ratio_to_exact_measured"] = measured / base
+        line = f"  {name:32s} measured {measured / 1e9:7.2f} GB/epoch = {measured / base:.3f} x exact"
         if row["mode"] == "historical":
             ex = row["exchange"]
-            extra = (f" (P={ex['push_interval']}, R={ex['refresh_period']}; fill {ex['fill_seconds']:.0f} s, "
-                     f"{ex['fill_embedding_bytes'] / 1e9:.2f} GB embeddings + {ex['fill_feature_bytes'] / 1e9:.2f} GB "
-                     f"halo features, one-time; tables {ex['halo_table_bytes'] / 1e9:.2f} GB on rank 0)")
-        print(f"  {name:26s} {epoch / 1e9:8.2f} GB/epoch  {row['ratio_to_exact']:.3f} x exact{extra}")
-    return {"dataset": args.bytes_dataset, "parts": 4, "fanouts": [15, 10, 5], "batch_size": 1024, "hidden": 256,
+            dims_bytes = ex["fill_embedding_bytes"]  # every boundary row of every hidden layer, once
+            itemsize = {"float32": 4, "bfloat16": 2, "float16": 2}[row["embedding_dtype"]]
+            key = 8 * ex["fill_embedding_bytes"] / (HIDDEN * itemsize)  # one int64 key per row and layer
+            full_push = dims_bytes + key
+            pushes = -(-steps_per_epoch // ex["push_interval"])
+            other = (row["bytes_per_step"] - row["bytes_by_category"]["embedding"] / steps) * steps_per_epoch
+            bound = other + pushes * full_push
+            row.update(push_bound_bytes_per_epoch=pushes * full_push, bytes_per_epoch_bound=bound,
+                       ratio_to_exact_bound=bound / base)
+            line += (f"; bound {bound / 1e9:7.2f} GB/epoch = {bound / base:.3f} x exact (P={ex['push_interval']}, "
+                     f"R={ex['refresh_period']}; one-time fill {ex['fill_seconds']:.0f} s: "
+                     f"{ex['fill_embedding_bytes'] / 1e9:.2f} GB embeddings + "
+                     f"{(ex['fill_feature_bytes'] + row['halo_feature_fill_bytes']) / 1e9:.2f} GB halo features; "
+                     f"tables {ex['halo_table_bytes'] / 1e9:.2f} GB + held features "
+                     f"{row['halo_feature_bytes_held'] / 1e9:.2f} GB on rank 0)")
+        print(line)
+    return {"dataset": args.bytes_dataset, "parts": 4, "fanouts": [15, 10, 5], "batch_size": 1024, "hidden": HIDDEN,
             "steps_per_epoch": steps_per_epoch, "partition_seconds": part_s, "variants": rows}
 
 
@@ -174,8 +193,13 @@ def main() -> None:
     ap.add_argument("--layers", default="2,3")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--staleness", type=int, default=4, help="historical mode's bound in the accuracy part")
-    ap.add_argument("--bytes-staleness", default="400,1000", help="bounds compared in the bytes part")
-    ap.add_argument("--embedding-dtypes", default="bfloat16,float32", help="exchange dtypes in the bytes part")
+    ap.add_argument("--bytes-staleness", default="epoch",
+                    help="bounds compared in the bytes part: steps, or 'epoch' (one epoch's steps, the staleness "
+                    "of GNNAutoScale's histories)")
+    ap.add_argument("--halo-features", default="hold", help="historical variants in the bytes part: hold,fetch")
+    ap.add_argument("--full-epoch", action="store_true",
+                    help="bytes part: measure historical over one whole epoch instead of a --max-steps window")
+    ap.add_argument("--embedding-dtypes", default="bfloat16", help="exchange dtypes in the bytes part")
     ap.add_argument("--bytes-dataset", default=PRODUCTS)
     ap.add_argument("--max-steps", type=int, default=8, help="steps measured per mode in the bytes part")
     ap.add_argument("--workdir", default=None, help="keep partitions here (reused when present)")

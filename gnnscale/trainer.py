@@ -224,10 +224,12 @@ class Worker:
         if self.refresh_features is not None:  # the refresh reads through the same cache
             self.refresh_features.cache = self.features.cache
         moved = self.data_comm.stats.bytes_received
+        moved_all = int(self.comm.all_reduce(torch.tensor([moved], dtype=torch.int64))[0])
         self.data_comm.stats.reset()
         info = {"policy": policy, "size": "all halo rows" if hold else cfg.cache_size, "rows": int(ids.numel()),
                 "bytes": int(ids.numel()) * row_bytes, "remote_rows": ctx.remote_rows,
-                "fill_bytes_received": int(moved), "seconds": time.perf_counter() - t0}
+                "fill_bytes_received": int(moved), "fill_bytes_received_all_ranks": moved_all,
+                "seconds": time.perf_counter() - t0}
         if self.rank == 0:
             log.info("feature cache %s on rank 0: %d rows (%.1f MB) of %d remote rows, built in %.2f s",
                      policy, info["rows"], info["bytes"] / 1e6, ctx.remote_rows, info["seconds"])
