@@ -39,6 +39,9 @@ class DistFeatureStore:
         self.feature_dim = int(feature_dim)
         self.offset = int(book.offsets[comm.rank])
         self.cache = None
+        # True when every rank's cache holds every remote row it can ask for (historical mode's
+        # halo): fetch then never communicates, and a miss is an error instead of a request.
+        self.complete = False
         self.stats = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0}
 
     def reset_stats(self) -> None:
@@ -62,7 +65,8 @@ class DistFeatureStore:
 
         Owned rows come from the local part, cached rows from the cache, the rest from their
         owners in one exchange. Collective: every rank must call it the same number of times
-        (``ids`` may be empty).
+        (``ids`` may be empty); not collective when the store is ``complete`` (set on every
+        rank or none).
         """
         rank, P = self.comm.rank, self.comm.world_size
         n = ids.numel()
@@ -78,6 +82,14 @@ class DistFeatureStore:
             need[remote_pos[hit]] = False
             self.stats["cache_hits"] += int(hit.sum())
         need_pos = torch.nonzero(need).flatten()
+        self.stats["local_rows"] += int(mine.sum())
+        if self.complete:
+            if need_pos.numel():
+                raise GnnscaleError(
+                    f"rank {rank}: feature rows of ids {ids[need_pos][:5].tolist()} are neither owned nor held, but "
+                    "this store was marked complete (every remote row it can be asked for is cached); "
+                    "only halo nodes may be read in historical mode")
+            return out
         route = Route.build(owner[need_pos], P)
         req = route.split(ids[need_pos])
         got = self.comm.exchange(req, category + "_request")
@@ -87,7 +99,6 @@ class DistFeatureStore:
         back[rank] = rows.new_empty(0, self.feature_dim)
         if need_pos.numel():
             out[need_pos] = route.merge_rows(back)
-        self.stats["local_rows"] += int(mine.sum())
         self.stats["remote_rows"] += int(need_pos.numel())
         return out
 

@@ -221,8 +221,12 @@ class Worker:
             policy = cfg.cache_policy
             ids = choose_cache_ids(policy, ctx, CacheSize.parse(cfg.cache_size), row_bytes)
         self.features.fill_cache(ids)
+        # Held halo: every rank's store serves every row training and layer-wise evaluation can
+        # ask for, so fetching needs no exchange round (sampled evaluation reads any node).
+        self.features.complete = hold and self.layerwise_eval
         if self.refresh_features is not None:  # the refresh reads through the same cache
             self.refresh_features.cache = self.features.cache
+            self.refresh_features.complete = hold
         moved = self.data_comm.stats.bytes_received
         moved_all = int(self.comm.all_reduce(torch.tensor([moved], dtype=torch.int64))[0])
         self.data_comm.stats.reset()

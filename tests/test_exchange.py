@@ -131,6 +131,7 @@ def test_historical_holds_halo_features_and_fetches_none(cora, cora_parts, tmp_p
     assert hold["final_weights_sha256"] == fetch["final_weights_sha256"]
     for e in hold["epochs"]:
         assert e["feature_rows_remote_fetched"] == 0
+        assert e["feature_rounds_per_batch"] == 0  # nothing to ask for: no exchange round either
         assert "feature" not in e["bytes_received_by_category"], e["bytes_received_by_category"]
     assert all(e["feature_rows_remote_fetched"] > 0 for e in fetch["epochs"])
     # What is held is exactly rank 0's halo: its remote in-neighbors' rows, 1433 float32 each.

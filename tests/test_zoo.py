@@ -96,10 +96,13 @@ def test_bad_layer_gives_a_clear_error(cora2, spec, fragment, tmp_path):
 
 
 def test_zoo_model_with_historical_exchange_and_cache(cora2):
-    """A zoo model in historical mode with a feature cache: trains, never reads a too-old row."""
+    """A zoo model in historical mode with a feature cache (halo features fetched per step through
+    it, not held): trains, never reads a too-old row."""
     res = gnnscale.train(parts_dir=cora2, workers=2, **(COMMON | dict(layer="gat", epochs=8, fanouts=[10, 10],
                                                                       exchange="historical", staleness=4,
+                                                                      halo_features="fetch",
                                                                       cache_policy="degree", cache_size="20%")))
+    assert res["cache"]["policy"] == "degree"
     assert res["test_acc_at_best_val"] > 0.70
     assert all(0 < e["embedding_age_max"] <= 4 for e in res["epochs"])
     assert res["epochs"][-1]["feature_rows_from_cache"] > 0
