@@ -126,3 +126,29 @@ def test_pipelined_equals_sequential(cora2, tmp_path):
     steps = a["epochs"][0]["steps"]
     n_param_bytes = 4 * (1433 * 128 * 2 + 128 + 128 * 7 * 2 + 7)  # two SAGEConv layers (lin_l with bias, lin_r)
     assert params == 2 * steps * n_param_bytes
+
+
+def test_complete_store_fetches_without_communicating(tmp_path):
+    """A store whose cache holds every remote row it may be asked for never calls the exchange;
+    a row outside it is an error naming the ids. Sorted and unsorted cache ids give the same rows."""
+    from gnnscale.errors import GnnscaleError
+    from gnnscale.feature_store import DistFeatureStore
+
+    pdir, x = _path_graph(tmp_path)
+    part = load_part(pdir, 0)
+
+    class NoComm:
+        rank, world_size = 0, 2
+
+        def exchange(self, *a, **k):
+            raise AssertionError("a complete store must not communicate")
+
+    store = DistFeatureStore(part, part.book, NoComm(), 4)
+    halo = torch.tensor([4, 5])  # remote rows of part 0 (part 1 owns 4..7)
+    store.cache = FeatureCache(halo, x[halo])
+    assert torch.equal(FeatureCache(halo.flip(0), x[halo.flip(0)]).lookup(halo)[1], store.cache.lookup(halo)[1])
+    store.complete = True
+    ids = torch.tensor([5, 0, 4, 3])
+    assert torch.equal(store.fetch(ids), x[ids])
+    with pytest.raises(GnnscaleError, match=r"ids \[6\] are neither owned nor held"):
+        store.fetch(torch.tensor([1, 6]))
