@@ -10,9 +10,9 @@ in ``GRAPHS``.
 Part 2 (bytes): the products-scale generated graph (2,449,029 nodes, 100 features), 4 parts,
 fanouts 15,10,5, batch 1024, hidden 256: bytes of features, sampling and embeddings per
 training step in each mode (gradients are the same in every mode and not counted), measured
-over the second of two runs of ``--max-steps`` steps (or, with ``--full-epoch``, over a whole
-epoch for ``historical``) and scaled to the epoch's step count; and the sampling rounds per
-batch. ``historical`` runs at staleness bound S (default: one epoch's steps, the staleness of
+over the second of two runs of ``--max-steps`` steps (or, with ``--full-epoch``, over the
+second of two whole epochs for ``historical``) and scaled to the epoch's step count; and the
+sampling rounds per batch. ``historical`` runs at staleness bound S (default: one epoch's steps, the staleness of
 GNNAutoScale's histories), with 16-bit embeddings, holding its halo's input features by
 default. Its one-time costs (the table fill by layer-wise inference and the halo features) are
 reported apart. A row is pushed at most once per P = S // 2 steps, so a window shorter than P
@@ -122,11 +122,11 @@ def traffic(args, work: Path) -> dict:
                 variants.append((f"historical S={s} {dt} {hf}", "historical", s, dt, hf))
     for name, mode, s, dt, hf in variants:
         full = args.full_epoch and mode == "historical"
-        m = work / f"bytes-{name.replace(' ', '_')}{'-epoch' if full else ''}.json"
+        m = work / f"bytes-{name.replace(' ', '_')}{'-epochs' if full else ''}.json"
         cmd = ["train", "--parts-dir", str(pdir), "--exchange", mode, "--eval-every", "0", "--fanouts", "15,10,5",
                "--batch-size", "1024", "--hidden", str(HIDDEN), "--metrics", str(m), "--no-progress", "--no-verify",
                "--embedding-dtype", dt]
-        cmd += ["--epochs", "1"] if full else ["--epochs", "2", "--max-steps", str(args.max_steps)]
+        cmd += ["--epochs", "2"] if full else ["--epochs", "2", "--max-steps", str(args.max_steps)]
         if s is not None:
             cmd += ["--staleness", str(s), "--halo-features", hf]
         t1 = time.perf_counter()
@@ -138,13 +138,15 @@ def traffic(args, work: Path) -> dict:
                 print(f"  {name:32s} FAILED: {str(err).splitlines()[-1][:300]}", flush=True)
                 continue
         r = json.loads(m.read_text())
-        e = r["epochs"][-1]  # a window: the second run of --max-steps steps; else the whole first epoch
+        e = r["epochs"][-1]  # the second window of --max-steps steps, or the second whole epoch
         got = e["bytes_received_by_category"]
         data = {k: got.get(k, 0) for k in DATA_CATEGORIES}
         steps = e["steps"]
         ex = r["exchange"]
         rows[name] = {"mode": mode, "staleness": s, "embedding_dtype": dt, "halo_features": hf,
-                      "measured": "one whole epoch after the fill" if full else f"steps {steps}..{2 * steps - 1}",
+                      "measured": "the second whole epoch after the fill" if full else f"steps {steps}..{2 * steps - 1}",
+                      "first_epoch_bytes_by_category": {k: r["epochs"][0]["bytes_received_by_category"].get(k, 0)
+                                                        for k in DATA_CATEGORIES},
                       "steps_measured": steps, "bytes_by_category": data,
                       "bytes_per_step": sum(data.values()) / steps, "gradient_bytes": got.get("gradient", 0),
                       "sampling_rounds_per_batch": e["sampling_rounds_per_batch"],
@@ -205,7 +207,8 @@ def main() -> None:
                     "of GNNAutoScale's histories)")
     ap.add_argument("--halo-features", default="hold", help="historical variants in the bytes part: hold,fetch")
     ap.add_argument("--full-epoch", action="store_true",
-                    help="bytes part: measure historical over one whole epoch instead of a --max-steps window")
+                    help="bytes part: run historical for two whole epochs and measure the second (steady "
+                    "state: pushes recur every P steps), instead of a --max-steps window")
     ap.add_argument("--embedding-dtypes", default="bfloat16", help="exchange dtypes in the bytes part")
     ap.add_argument("--bytes-dataset", default=PRODUCTS)
     ap.add_argument("--max-steps", type=int, default=8, help="steps measured per mode in the bytes part")
