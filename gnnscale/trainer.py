@@ -343,13 +343,10 @@ class Worker:
         cfg = self.cfg
         self.halo.drain()  # the previous push (overlapped with this step) lands; its group is free
         nodes = self.halo.refresh_seeds(gstep)
-        rank = self.rank
-        key = self.sampler.keys(epoch, gstep, rank, 1000)  # a stream of its own
+        key = self.sampler.keys(epoch, gstep, self.rank, 1000)  # a stream of its own
 
         def sample_fn(ids: torch.Tensor):
-            rows = ids - self.offset
-            return self.refresh_kernels.sample(self.part.indptr, self.part.indices, rows, self.part.orig_ids[rows],
-                                               cfg.fanouts[0], key)
+            return self.sampler.sample_owned(ids, cfg.fanouts[0], key, kernels=self.refresh_kernels)
 
         self.net.eval()
         fresh = refresh_embeddings(self.net, nodes, sample_fn, self.refresh_kernels.relabel, self.refresh_features,

@@ -129,9 +129,21 @@ class DistNeighborSampler:
 
     def _sample_own(self, dst: torch.Tensor, hop: int, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Neighbors of owned ids ``dst`` (int64 [k] global) drawn with this rank's stream for ``hop``."""
+        return self.sample_owned(dst, self.fanouts[hop], self.keys(epoch, step, self.comm.rank, hop))
+
+    def sample_owned(
+        self, dst: torch.Tensor, fanout: int, key, kernels: Kernels | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(counts int64 [k], nbrs int64 [sum counts] global ids): up to ``fanout`` in-neighbors of
+        each owned id in ``dst`` (int64 [k] global), drawn with stream ``key`` (from ``self.keys``)
+        and this sampler's variant (replacement, edge weights). No collectives.
+
+        ``kernels``: other kernels than the sampler's own, for a caller in another thread (the
+        compiled relabeler keeps a table per Kernels).
+        """
         rows = dst - self.offset
-        return self.kernels.sample(self.indptr, self.indices, rows, self.owned_keys[rows], self.fanouts[hop],
-                                   self.keys(epoch, step, self.comm.rank, hop), **self.variant)
+        return (kernels or self.kernels).sample(self.indptr, self.indices, rows, self.owned_keys[rows], fanout, key,
+                                                **self.variant)
 
     def _hop(self, dst: torch.Tensor, hop: int, epoch: int, step: int):
         comm, rank, P = self.comm, self.comm.rank, self.comm.world_size
