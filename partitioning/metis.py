@@ -3,10 +3,13 @@
 METIS balances every weight column ("constraint") separately, which is how gnnscale gives each
 part about the same number of nodes *and* of training nodes. pymetis 2025.2.2 silently drops
 multi-constraint weights (on a 100k-node band graph with a contiguous block of 20k training
-nodes it put 3146/0/16854/0 training nodes in 4 parts), so whenever the METIS shared library is
-on the system we call ``METIS_PartGraphKway`` directly through ctypes (which balanced the same
-graph to 5087/5038/4897/4978). pymetis is only the fallback, and then only the first constraint
-is honoured.
+nodes it put 3146/0/16854/0 training nodes in 4 parts), so we call ``METIS_PartGraphKway`` of
+METIS's own shared library directly through ctypes (METIS 5.1 balanced the same graph to
+5087/5038/4897/4978). That library comes from pip: the ``cmeel-metis`` wheel (a dependency)
+ships METIS 5.2.1's ``libmetis.so`` with its ``libGKlib.so`` under
+``site-packages/cmeel.prefix/lib``; it is preferred over a system ``libmetis5`` so that every
+machine partitions with the same build. pymetis is only the fallback, and then only the first
+constraint is honoured.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ import functools
 import logging
 import os
 import re
+import site
+import sys
+import sysconfig
 import warnings
 from dataclasses import dataclass
 
@@ -32,16 +38,15 @@ BACKENDS = ("auto", "libmetis", "pymetis")
 _METIS_NOPTIONS = 40
 _METIS_OK = 1
 _METIS_STATUS = {-2: "METIS_ERROR_INPUT", -3: "METIS_ERROR_MEMORY", -4: "METIS_ERROR"}
-_OPT_NITER = 6
-_OPT_NCUTS = 7
-_OPT_SEED = 8
-_OPT_CONTIG = 11
-_OPT_UFACTOR = 16
-_OPT_NUMBERING = 17
+# Indices into options[] of METIS 5.1 (Debian's libmetis5). METIS 5.2 inserted NIPARTS and
+# ONDISK into the enum, which moves every index from NITER on: the indices in use are read from
+# the metis.h that comes with the loaded library (see _option_indices).
+_OPTIONS_51 = {"NITER": 6, "NCUTS": 7, "SEED": 8, "CONTIG": 11, "UFACTOR": 16, "NUMBERING": 17}
 
 _HEADER_CANDIDATES = ("/usr/include/metis.h", "/usr/local/include/metis.h")
 _INSTALL_HINT = (
-    "install METIS 5 (`apt-get install libmetis5`) or set GNNSCALE_LIBMETIS to libmetis.so"
+    "`pip install cmeel-metis` (METIS 5.2.1, a gnnscale dependency), or `apt-get install "
+    "libmetis5`, or set GNNSCALE_LIBMETIS to a libmetis.so"
 )
 
 
@@ -53,11 +58,12 @@ class _LibMetis:
     path: str
     idx_dtype: np.dtype
     real_dtype: np.dtype
+    options: dict  # option name ("NITER", ...) -> index into options[]
 
 
-def _header_widths() -> tuple[int, int]:
-    """(IDXTYPEWIDTH, REALTYPEWIDTH) from metis.h when it is installed, else (32, 32)."""
-    for header in _HEADER_CANDIDATES:
+def _header_widths(headers: tuple[str, ...] = _HEADER_CANDIDATES) -> tuple[int, int]:
+    """(IDXTYPEWIDTH, REALTYPEWIDTH) from the first readable metis.h, else (32, 32)."""
+    for header in headers:
         try:
             with open(header, encoding="utf-8", errors="replace") as fh:
                 text = fh.read()
@@ -73,30 +79,95 @@ def _header_widths() -> tuple[int, int]:
     return 32, 32
 
 
-@functools.lru_cache(maxsize=1)
-def find_libmetis() -> _LibMetis | None:
-    """Load the METIS shared library, or return None when it is not installed.
+def _cmeel_prefixes() -> list[str]:
+    """``cmeel.prefix`` folders of the site-packages on ``sys.path`` (where cmeel wheels go)."""
+    roots = [sysconfig.get_paths().get("platlib"), sysconfig.get_paths().get("purelib")]
+    try:
+        roots += site.getsitepackages() + [site.getusersitepackages()]
+    except AttributeError:  # pragma: no cover - virtualenv's old site module
+        pass
+    roots += sys.path
+    seen: list[str] = []
+    for root in roots:
+        if not root:
+            continue
+        prefix = os.path.join(root, "cmeel.prefix")
+        if os.path.isdir(prefix) and prefix not in seen:
+            seen.append(prefix)
+    return seen
 
-    Looked up, in order: the ``GNNSCALE_LIBMETIS`` environment variable (a path),
-    ``ctypes.util.find_library("metis")``, then ``libmetis.so.5``.
+
+def _library_candidates() -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """(library, libraries to load globally first, metis.h candidates), in preference order.
+
+    The ``GNNSCALE_LIBMETIS`` environment variable (a path) first, then the ``cmeel-metis``
+    wheel (its ``libmetis.so`` needs ``libGKlib.so`` loaded globally first, and its own
+    ``metis.h`` gives the type widths), then the system's ``libmetis``.
     """
-    candidates = []
+    out: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
     env = os.environ.get("GNNSCALE_LIBMETIS")
     if env:
-        candidates.append(env)
+        out.append((env, (), _HEADER_CANDIDATES))
+    for prefix in _cmeel_prefixes():
+        lib = os.path.join(prefix, "lib", "libmetis.so")
+        if os.path.exists(lib):
+            gk = os.path.join(prefix, "lib", "libGKlib.so")
+            header = os.path.join(prefix, "include", "metis.h")
+            out.append((lib, (gk,) if os.path.exists(gk) else (), (header,)))
     found = ctypes.util.find_library("metis")
     if found:
-        candidates.append(found)
-    candidates.append("libmetis.so.5")
-    for name in candidates:
+        out.append((found, (), _HEADER_CANDIDATES))
+    out.append(("libmetis.so.5", (), _HEADER_CANDIDATES))
+    return out
+
+
+def _option_indices(headers: tuple[str, ...]) -> dict:
+    """Index of each METIS_OPTION_* in options[], from the first readable metis.h's enum.
+
+    Without a header (Debian's ``libmetis5`` without ``libmetis-dev``) METIS 5.1's layout.
+    """
+    for header in headers:
         try:
+            with open(header, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        body = re.search(r"typedef\s+enum\s*\{([^}]*)\}\s*moptions_et", text)
+        if body is None:
+            continue
+        text = re.sub(r"/\*.*?\*/|//[^\n]*", "", body.group(1), flags=re.DOTALL)
+        names = re.findall(r"METIS_OPTION_(\w+)\s*(?:=\s*(\d+))?", text)
+        out, nxt = {}, 0
+        for name, value in names:
+            nxt = int(value) if value else nxt
+            out[name] = nxt
+            nxt += 1
+        if all(k in out for k in _OPTIONS_51):
+            return {k: out[k] for k in _OPTIONS_51}
+    return dict(_OPTIONS_51)
+
+
+@functools.lru_cache(maxsize=1)
+def find_libmetis() -> _LibMetis | None:
+    """Load the METIS shared library, or return None when none is installed.
+
+    Looked up, in order: the ``GNNSCALE_LIBMETIS`` environment variable (a path), the
+    ``cmeel-metis`` wheel's ``cmeel.prefix/lib/libmetis.so`` (METIS 5.2.1, installed with
+    gnnscale, so every machine uses the same build), ``ctypes.util.find_library("metis")``,
+    then ``libmetis.so.5`` (Debian's ``libmetis5``).
+    """
+    for name, preload, headers in _library_candidates():
+        try:
+            for dep in preload:
+                ctypes.CDLL(dep, mode=ctypes.RTLD_GLOBAL)
             lib = ctypes.CDLL(name)
             lib.METIS_PartGraphKway  # noqa: B018  (symbol check)
             lib.METIS_PartGraphRecursive  # noqa: B018
             lib.METIS_SetDefaultOptions  # noqa: B018
-        except (OSError, AttributeError):
+        except (OSError, AttributeError) as exc:
+            logger.debug("METIS library %s not usable: %s", name, exc)
             continue
-        idx_w, real_w = _header_widths()
+        idx_w, real_w = _header_widths(headers)
         if idx_w not in (32, 64) or real_w not in (32, 64):
             raise PartitionError(
                 f"expected IDXTYPEWIDTH and REALTYPEWIDTH of 32 or 64 in metis.h, found "
@@ -108,7 +179,8 @@ def find_libmetis() -> _LibMetis | None:
         lib.METIS_PartGraphRecursive.restype = ctypes.c_int
         lib.METIS_SetDefaultOptions.restype = ctypes.c_int
         logger.debug("using METIS library %s (idx_t %s, real_t %s)", name, idx_dtype, real_dtype)
-        return _LibMetis(lib=lib, path=name, idx_dtype=idx_dtype, real_dtype=real_dtype)
+        return _LibMetis(lib=lib, path=name, idx_dtype=idx_dtype, real_dtype=real_dtype,
+                         options=_option_indices(headers))
     return None
 
 
@@ -243,13 +315,14 @@ def _partition_libmetis(
     adjwgt = None if ew is None else _to_idx(ew, idx, "edge_weights")
     options = np.zeros(_METIS_NOPTIONS, dtype=idx)
     lm.lib.METIS_SetDefaultOptions(_ptr(options))
-    options[_OPT_SEED] = seed
-    options[_OPT_UFACTOR] = max(1, int(round(imbalance * 1000)))
-    options[_OPT_CONTIG] = 0
-    options[_OPT_NUMBERING] = 0
-    options[_OPT_NCUTS] = ncuts
+    opt = lm.options
+    options[opt["SEED"]] = seed
+    options[opt["UFACTOR"]] = max(1, int(round(imbalance * 1000)))
+    options[opt["CONTIG"]] = 0
+    options[opt["NUMBERING"]] = 0
+    options[opt["NCUTS"]] = ncuts
     if niter is not None:
-        options[_OPT_NITER] = niter
+        options[opt["NITER"]] = niter
     ubvec = np.full(ncon, 1.0 + imbalance, dtype=lm.real_dtype)
     nvtxs = np.array([n], dtype=idx)
     ncon_a = np.array([ncon], dtype=idx)

@@ -24,14 +24,12 @@ from gnnscale.partitioning import (
     summarize,
     to_undirected_csr,
 )
-from gnnscale.partitioning.metis import find_libmetis
 from gnnscale.partitioning.streaming import _water_fill, capacity
 
 METHODS = ["metis", "random", "hash", "range", "ldg", "fennel"]
 SEEDED = ["random", "ldg", "fennel"]
 N, K, P = 2000, 4, 4  # planted graph: N nodes in K communities, partitioned into P parts
 
-needs_libmetis = pytest.mark.skipif(find_libmetis() is None, reason="libmetis5 missing")
 
 
 def make_data(ei: np.ndarray, n: int, seed: int = 0) -> Data:
@@ -81,8 +79,6 @@ def planted() -> Data:
 
 @pytest.mark.parametrize("method", METHODS)
 def test_every_node_assigned_in_range_and_deterministic(planted, method):
-    if method == "metis" and find_libmetis() is None:
-        pytest.skip("libmetis5 missing")
     parts = assign_parts(planted, P, method=method, seed=3)
     assert parts.dtype == np.int64 and parts.shape == (N,)
     assert parts.min() >= 0 and parts.max() < P
@@ -167,7 +163,6 @@ def test_water_fill_evens_sizes():
     assert alloc.tolist()[0] <= 1 and alloc.sum() == 9 and alloc.max() - alloc[1:].min() <= 1
 
 
-@needs_libmetis
 def test_metis_balances_nodes_and_train(planted):
     parts = assign_parts(planted, P, method="metis", balance=("nodes", "train"), seed=0)
     m = partition_metrics(planted, parts, P)
@@ -176,7 +171,6 @@ def test_metis_balances_nodes_and_train(planted):
     assert m["edge_cut_fraction"] < 0.15  # finds the planted communities
 
 
-@needs_libmetis
 def test_metis_schemes(planted):
     """auto = recursive bisection for 2+ constraints (tolerance split over levels), else k-way."""
     got = {}
@@ -197,7 +191,6 @@ def test_metis_schemes(planted):
         assign_parts(planted, P, method="metis", options={"ncuts": 0})
 
 
-@needs_libmetis
 def test_metis_edges_constraint_balances_in_degree():
     # a star-heavy graph: node i < 40 gets many in-edges, the rest few
     rng = np.random.default_rng(0)
@@ -215,7 +208,6 @@ def test_metis_edges_constraint_balances_in_degree():
     assert bal_edges < bal_nodes_only
 
 
-@needs_libmetis
 def test_metis_uses_edge_weights():
     # cycle 0..7; light edges 1-2 and 5-6: the balanced 2-way cut of least weight cuts those
     n = 8
