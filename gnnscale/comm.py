@@ -6,15 +6,18 @@ never crosses a link and is not counted), per category:
 
 - ``sample_request`` / ``sample_response``: frontier ids sent to owners, sampled neighbors back;
 - ``feature_request`` / ``feature``: ids of remote feature rows, and the rows themselves;
-- ``gradient``: DDP's gradient buckets (counted by a communication hook);
+- ``gradient``: DDP's gradient buckets (counted by a communication hook, as a ring all-reduce
+  moves them: 2 (P-1)/P of each bucket sent and as much received per rank);
 - ``control``: split sizes and metric reductions.
 
 A failing collective (dead peer, timeout) raises :class:`~gnnscale.errors.PeerError` naming
-the operation and this rank, instead of hanging.
+the operation and this rank and, when a :class:`~gnnscale.health.Health` monitor is attached,
+the silent ranks and the phase each was last in, instead of hanging.
 """
 from __future__ import annotations
 
 import datetime
+import pickle
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -25,7 +28,13 @@ import torch.distributed as dist
 
 from gnnscale.errors import PeerError
 
+NO_DIAGNOSIS = "A peer process died or stopped answering; see the other ranks' logs for the first error. "
 CATEGORIES = ("sample_request", "sample_response", "feature_request", "feature", "embedding", "gradient", "control")
+
+
+def ring_allreduce_bytes(nbytes: int, world_size: int) -> int:
+    """Bytes one rank sends (and receives) in a ring all-reduce of ``nbytes``: 2 (P-1)/P of it."""
+    return 2 * nbytes * (world_size - 1) // world_size
 
 
 @dataclass
@@ -33,8 +42,10 @@ class NetworkModel:
     """A modelled link for benchmarks on one machine (loopback is far faster than a network).
 
     After each exchange, the caller is held for ``latency + max(bytes sent, bytes received) /
-    bandwidth`` seconds, less the time the exchange really took; every report that includes
-    it says it is modelled (``CommStats.modelled_seconds``).
+    bandwidth`` seconds (a full-duplex link), less the time the exchange really took; every
+    report that includes it says it is modelled. ``CommStats`` keeps the modelled seconds, the
+    number of modelled exchanges and their modelled bytes (the sum of each exchange's max), so
+    that ``seconds == exchanges * latency + bytes * 8 / bandwidth`` exactly.
 
     Args:
         bandwidth_gbps: link bandwidth in Gbit/s.
@@ -61,6 +72,8 @@ class CommStats:
     rounds: dict = field(default_factory=lambda: defaultdict(int))
     seconds: float = 0.0
     modelled_seconds: float = 0.0
+    modelled_exchanges: int = 0
+    modelled_bytes: int = 0
     grad_sync_seconds: float = 0.0
 
     @property
@@ -81,6 +94,8 @@ class CommStats:
             "rounds": dict(self.rounds),
             "seconds": self.seconds,
             "modelled_seconds": self.modelled_seconds,
+            "modelled_exchanges": self.modelled_exchanges,
+            "modelled_bytes": self.modelled_bytes,
             "grad_sync_seconds": self.grad_sync_seconds,
         }
 
@@ -91,6 +106,8 @@ class CommStats:
         self.rounds.clear()
         self.seconds = 0.0
         self.modelled_seconds = 0.0
+        self.modelled_exchanges = 0
+        self.modelled_bytes = 0
         self.grad_sync_seconds = 0.0
 
 
@@ -102,19 +119,31 @@ class Communicator:
             is needed and every exchange is local.
         group: the torch.distributed process group (default: the world).
         timeout: seconds after which a collective is abandoned (the process group's own
-            timeout must be set to the same value at init; see :mod:`gnnscale.runtime`).
+            timeout must be set to the same value at creation; see :func:`gnnscale.runtime.new_group`).
+        network: an optional modelled link.
+        health: an optional :class:`gnnscale.health.Health`; a failing collective then names
+            the silent ranks and their last phase.
     """
 
     def __init__(
         self, rank: int = 0, world_size: int = 1, group=None, timeout: float = 300.0,
-        network: NetworkModel | None = None,
+        network: NetworkModel | None = None, health=None,
     ) -> None:
         self.rank = rank
         self.world_size = world_size
         self.group = group
         self.timeout = timeout
         self.network = network
+        self.health = health
         self.stats = CommStats()
+        # Set by the DDP hook when a gradient all-reduce fails (DDP re-raises it as a plain
+        # RuntimeError from backward; the trainer turns it into this PeerError).
+        self.failure: PeerError | None = None
+
+    def wait_bound(self) -> float:
+        """Seconds a thread may wait for another thread's collective: the timeout, plus the
+        time that collective's failure takes to diagnose (the health probe), plus 5 s."""
+        return self.timeout + (self.health.probe + 5.0 if self.health is not None else 5.0)
 
     def _model(self, t0: float, nbytes: int) -> None:
         """Hold the caller as long as the modelled link would take (see NetworkModel)."""
@@ -122,15 +151,20 @@ class Communicator:
             return
         want = self.network.seconds(nbytes)
         self.stats.modelled_seconds += want
+        self.stats.modelled_exchanges += 1
+        self.stats.modelled_bytes += int(nbytes)
         left = want - (time.perf_counter() - t0)
         if left > 0:
             time.sleep(left)
 
     # -- helpers ---------------------------------------------------------------------------
     def _fail(self, op: str, category: str, err: Exception) -> PeerError:
+        who = self.health.diagnose() if self.health is not None else ""
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         return PeerError(
-            f"rank {self.rank}: collective {op} ({category}) failed after at most {self.timeout:.0f} s: {err}. "
-            "A peer process died or stopped answering; see the other ranks' logs for the first error. "
+            f"rank {self.rank}: collective {op} ({category}) failed after at most {self.timeout:.0f} s"
+            f"{': ' + who if who else ''}. ({first}) "
+            f"{'' if who else NO_DIAGNOSIS}"
             "If peers are merely slow, raise --timeout."
         )
 
@@ -194,6 +228,19 @@ class Communicator:
         self.stats.seconds += time.perf_counter() - t0
         return out, recv_sizes
 
+    def all_reduce_named(self, values: dict, op: str = "sum", category: str = "control") -> dict:
+        """All-reduce named figures: ``{name: number}`` -> ``{name: reduced float}`` (op: sum, max, min).
+
+        Figures travel by name: they are packed in sorted-name order, so every rank must pass
+        the same names (build them from fixed lists, with zeros for what a rank lacks).
+        One all_reduce of float64 (integers up to 2**53 stay exact).
+        """
+        names = sorted(values)
+        t = torch.tensor([float(values[k]) for k in names], dtype=torch.float64)
+        if names:
+            self.all_reduce(t, op, category)
+        return {k: float(v) for k, v in zip(names, t.tolist())}
+
     def all_reduce(self, t: torch.Tensor, op: str = "sum", category: str = "control") -> torch.Tensor:
         """All-reduce ``t`` in place (op: sum, max, min) and return it."""
         if self.world_size == 1:
@@ -211,17 +258,19 @@ class Communicator:
         self.stats.seconds += time.perf_counter() - t0
         return t
 
-    def all_gather_object(self, obj) -> list:
-        """Gather a small picklable object from every rank (metrics, evaluator inputs)."""
+    def all_gather_object(self, obj, category: str = "control") -> list:
+        """Gather a picklable object from every rank (metrics, evaluator inputs).
+
+        The pickled bytes go through :meth:`exchange_flat` (one round), so they are counted
+        like every other payload: this rank sends its pickle to each peer, receives theirs.
+        """
         if self.world_size == 1:
             return [obj]
-        out = [None] * self.world_size
-        self.stats.calls["control"] += 1
-        try:
-            dist.all_gather_object(out, obj, group=self.group)
-        except Exception as err:
-            raise self._fail("all_gather_object", "control", err) from err
-        return out
+        blob = torch.frombuffer(bytearray(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)), dtype=torch.uint8)
+        flat = blob.repeat(self.world_size)  # the same bytes for every rank (self's copy never moves)
+        sizes = torch.full((self.world_size,), blob.numel(), dtype=torch.int64)
+        out, counts = self.exchange_flat(flat, sizes, category)
+        return [pickle.loads(part.numpy().tobytes()) for part in torch.split(out, counts.tolist())]
 
     def barrier(self) -> None:
         if self.world_size == 1:
@@ -238,17 +287,24 @@ class Communicator:
             t0 = time.perf_counter()
             buf = bucket.buffer()
             nbytes = buf.numel() * buf.element_size()
+            # Counted as a ring all-reduce moves them: 2 (P-1)/P of the buffer each way.
+            moved = ring_allreduce_bytes(nbytes, self.world_size)
             self.stats.calls["gradient"] += 1
-            self.stats.sent["gradient"] += nbytes
-            self.stats.received["gradient"] += nbytes
+            self.stats.sent["gradient"] += moved
+            self.stats.received["gradient"] += moved
             buf.div_(self.world_size)
             fut = dist.all_reduce(buf, group=self.group, async_op=True).get_future()
 
             def done(f):
-                # Ring all-reduce moves about 2 (P-1)/P of the buffer each way.
-                self._model(t0, int(2 * nbytes * (self.world_size - 1) / self.world_size))
+                try:
+                    value = f.value()[0]
+                except Exception as err:  # timeout or dead peer: named by the trainer
+                    if self.failure is None:
+                        self.failure = self._fail("all_reduce", "gradient", err)
+                    raise
+                self._model(t0, moved)
                 self.stats.grad_sync_seconds += time.perf_counter() - t0
-                return f.value()[0]
+                return value
 
             return fut.then(done)
 

@@ -40,7 +40,7 @@ from typing import Sequence
 import torch
 
 from gnnscale.comm import Communicator
-from gnnscale.errors import GnnscaleError
+from gnnscale.errors import GnnscaleError, PeerError
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.routing import Route
 
@@ -151,7 +151,8 @@ class HaloExchange:
         return self.num_halo * sum(self.dims) * self.dtype.itemsize
 
     def reset_stats(self) -> None:
-        self.stats = {"rows_used": 0, "age_sum": 0, "age_max": 0, "rows_pushed": 0, "rows_received": 0}
+        self.stats = {"rows_used": 0, "age_sum": 0, "age_max": 0, "age_min": None, "age_counts": {},
+                      "rows_pushed": 0, "rows_received": 0}
 
     # -- reading -------------------------------------------------------------------------
     def slots(self, ids: torch.Tensor) -> torch.Tensor:
@@ -181,9 +182,15 @@ class HaloExchange:
                     f"{'never written' if worst > (1 << 39) else f'{worst} steps old'}, beyond the "
                     f"staleness bound {self.staleness}"
                 )
-            self.stats["rows_used"] += int(age.numel())
-            self.stats["age_sum"] += int(age.sum())
-            self.stats["age_max"] = max(self.stats["age_max"], worst)
+            st = self.stats
+            st["rows_used"] += int(age.numel())
+            st["age_sum"] += int(age.sum())
+            st["age_max"] = max(st["age_max"], worst)
+            least = int(age.min())
+            st["age_min"] = least if st["age_min"] is None else min(st["age_min"], least)
+            counts = torch.bincount(age - least)  # ages seen, as a histogram {age: rows read}
+            for a in torch.nonzero(counts).flatten().tolist():  # at most S + 1 distinct ages
+                st["age_counts"][least + a] = st["age_counts"].get(least + a, 0) + int(counts[a])
         return self.tables[layer - 1][slot].to(torch.float32)
 
     def history(self, layer: int, ids: torch.Tensor) -> torch.Tensor:
@@ -279,11 +286,18 @@ class HaloExchange:
             self._apply(self.comm.exchange(payload, "embedding"), step)
             return
 
+        health = self.comm.health
+
         def run() -> None:
             try:
+                if health is not None:
+                    health.enter("embedding push", step=step)
                 self._result["rows"] = self.comm.exchange(payload, "embedding")
             except BaseException as err:  # noqa: BLE001 - re-raised by drain
                 self._result["error"] = err
+            finally:
+                if health is not None:
+                    health.leave()
 
         self._result = {"step": step}
         self._pending = threading.Thread(target=run, name="gnnscale-embedding-push", daemon=True)
@@ -293,7 +307,11 @@ class HaloExchange:
         """Wait for the push in flight (if any) and write its rows into the tables."""
         if self._pending is None:
             return
-        self._pending.join()
+        bound = self.comm.wait_bound()
+        self._pending.join(bound)
+        if self._pending.is_alive():  # its exchange has a timeout: this is a backstop
+            raise PeerError(f"rank {self.rank}: the embedding push of step {self._result.get('step')} did not "
+                            f"finish within {bound:.0f} s; raise --timeout if peers are merely slow")
         self._pending = None
         res, self._result = self._result, {}
         if "error" in res:

@@ -26,6 +26,7 @@ def layerwise_inference(
     step: int,
     chunk_edges: int = 1 << 18,
     node_degree: torch.Tensor | None = None,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """Logits float32 [n_owned, C] of every owned node, computed on the full graph.
 
@@ -38,13 +39,15 @@ def layerwise_inference(
             stamped ``step``.
         chunk_edges: destinations are processed in slices of about this many in-edges.
         node_degree: int64 [N] in-degrees by global id (for layers that set ``needs_degree``).
+        backend: sampler kernels used to relabel the neighborhoods: ``"auto"``, ``"numba"`` or
+            ``"torch"`` (see :class:`Kernels`; ``--sampler-backend``). Same result with each.
 
     Collective: every rank calls it (one feature fetch and L - 1 embedding exchanges).
     """
     n = halo.num_owned
     h_own, x0_own = model.encode(own_features)
     h_halo, _ = model.encode(features.fetch(halo.halo_ids))
-    kernels = Kernels(n + halo.num_halo, indptr.device, "auto")
+    kernels = Kernels(n + halo.num_halo, indptr.device, backend)
     loc = halo.local_indices
     deg_local = None
     if node_degree is not None and model.uses_degree:

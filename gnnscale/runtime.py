@@ -101,6 +101,14 @@ def init_distributed(timeout: float = 300.0, backend: str | None = None) -> Worl
     return WorldInfo(rank, world, local_rank, backend)
 
 
+def new_group(timeout: float, backend: str = "gloo"):
+    """A new process group of every rank, with the run's timeout on each of its collectives.
+
+    (``dist.new_group`` without ``timeout`` gets torch's default of 30 minutes.)
+    """
+    return dist.new_group(backend=backend, timeout=datetime.timedelta(seconds=timeout))
+
+
 def shutdown_distributed() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()

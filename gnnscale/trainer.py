@@ -19,7 +19,6 @@ import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import torch.distributed as dist
 
 from gnnscale.batching import cut_batches as _batches
 from gnnscale.batching import shuffled_batches
@@ -28,11 +27,12 @@ from gnnscale.feature_cache import CacheContext, CacheSize, choose_cache_ids
 from gnnscale.pipeline import Prefetcher
 from gnnscale.errors import RuntimeSetupError
 from gnnscale.feature_store import DistFeatureStore
+from gnnscale.health import Health
 from gnnscale.exchange import HaloExchange, check_mode, check_staleness, gather_degrees
 from gnnscale.inference import layerwise_inference, refresh_embeddings
 from gnnscale.models import GNN, layer_name
 from gnnscale.partitioning import load_part
-from gnnscale.runtime import init_distributed
+from gnnscale.runtime import init_distributed, new_group
 from gnnscale.samplers import DistNeighborSampler, check_fanouts
 from gnnscale.samplers.kernels import Kernels
 
@@ -102,6 +102,9 @@ class Worker:
         info = init_distributed(timeout=cfg.timeout)
         self.rank, self.world = info.rank, info.world_size
         self.cfg = cfg
+        # Heartbeats and phases: a timed-out collective names the silent rank and its phase.
+        self.health = Health(self.rank, self.world, cfg.timeout).start()
+        self.health.enter("start-up")
         self.part = load_part(parts_dir, self.rank, verify=cfg.verify)
         meta = self.part.meta
         if meta["num_parts"] != self.world:
@@ -117,9 +120,10 @@ class Worker:
         self.network = network
         # Control and gradients on the default group; sampling and features on their own group,
         # so a prefetching thread's collectives never interleave with DDP's all-reduce.
-        self.comm = Communicator(self.rank, self.world, timeout=cfg.timeout, network=network)
-        data_group = dist.new_group(backend="gloo") if self.world > 1 else None
-        self.data_comm = Communicator(self.rank, self.world, group=data_group, timeout=cfg.timeout, network=network)
+        self.comm = Communicator(self.rank, self.world, timeout=cfg.timeout, network=network, health=self.health)
+        data_group = new_group(cfg.timeout) if self.world > 1 else None
+        self.data_comm = Communicator(self.rank, self.world, group=data_group, timeout=cfg.timeout, network=network,
+                                      health=self.health)
         fanouts = check_fanouts(cfg.fanouts)
         eval_fanouts = check_fanouts(cfg.eval_fanouts or cfg.fanouts, num_layers=len(fanouts))
         self.mode = check_mode(cfg.exchange)
@@ -147,8 +151,9 @@ class Worker:
                     jk=cfg.jk)
         self.net = model
         # Halo tables on a third process group: pushes run in a thread beside the prefetcher's.
-        emb_group = dist.new_group(backend="gloo") if self.world > 1 else None
-        self.emb_comm = Communicator(self.rank, self.world, group=emb_group, timeout=cfg.timeout, network=network)
+        emb_group = new_group(cfg.timeout) if self.world > 1 else None
+        self.emb_comm = Communicator(self.rank, self.world, group=emb_group, timeout=cfg.timeout, network=network,
+                                     health=self.health)
         self.halo = None
         if self.mode == "historical" or self.layerwise_eval:
             self.halo = HaloExchange(self.part.indptr, self.part.indices, self.book, self.emb_comm,
@@ -263,8 +268,10 @@ class Worker:
         def produce(step: int):
             seeds = batches[step]
             t0 = time.perf_counter()
+            self.health.enter("sampling", epoch, step)
             mb = self.sampler.sample(seeds, epoch=epoch, step=step)
             t1 = time.perf_counter()
+            self.health.enter("fetching features", epoch, step)
             x = self.features.fetch(mb.input_ids)
             y = self._labels(seeds)
             times["sample"] += t1 - t0
@@ -281,7 +288,8 @@ class Worker:
         times = {"sample": 0.0, "fetch": 0.0, "compute": 0.0, "wait": 0.0}
         produce = self._produce(epoch, batches, times)
         if cfg.pipeline:
-            feed = Prefetcher(produce, steps, cfg.pipeline_depth)
+            feed = Prefetcher(produce, steps, cfg.pipeline_depth, timeout=self.data_comm.wait_bound(),
+                              describe=self.health.phase, on_exit=self.health.leave)
         else:
             feed = (produce(step) for step in range(steps))
         loss_sum, correct, count = 0.0, 0, 0
@@ -291,26 +299,17 @@ class Worker:
 
             bar = tqdm(total=steps, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True)
         self.losses = []
+        first_step = self.global_step
         historical = self.mode == "historical"
         num_layers = len(self.cfg.fanouts)
         for seeds, mb, x, y in feed:
             t2 = time.perf_counter()
             gstep = self.global_step
+            step = gstep - first_step
+            self.health.enter("forward/backward and gradient all-reduce", epoch, step)
+            out, loss, emit = self._step(x, y, mb, seeds, gstep)
             if historical:
-                hist = [self.halo.lookup(i, b.hist_ids, gstep) if b.num_hist else None for i, b in enumerate(mb.blocks)]
-                emit: list | None = []
-                out = self.model(x, mb.blocks, hist=hist, emit=emit, node_degree=self.degree)
-            else:
-                emit = None
-                out = self.model(x, mb.blocks, node_degree=self.degree)
-            if seeds.numel():
-                loss = F.cross_entropy(out, y)
-            else:  # a rank with no training nodes still joins DDP's gradient all-reduce
-                loss = out.sum() * 0.0
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            self.opt.step()
-            if historical:
+                self.health.enter("embedding refresh and push", epoch, step)
                 self._push_and_refresh(epoch, gstep, mb, emit)
             self.global_step += 1
             times["compute"] += time.perf_counter() - t2
@@ -323,6 +322,7 @@ class Worker:
                 bar.set_postfix(loss=f"{float(loss):.3f}")
         if bar is not None:
             bar.close()
+        self.health.enter("end of epoch: last push and metrics", epoch)
         if historical:
             t3 = time.perf_counter()
             self.halo.drain()
@@ -337,6 +337,34 @@ class Worker:
             "steps": steps,
             "stage_seconds": times,
         }
+
+    def _step(self, x: torch.Tensor, y: torch.Tensor, mb, seeds: torch.Tensor, gstep: int):
+        """Forward, loss, backward (DDP's gradient all-reduce) and the optimizer step.
+
+        Returns (logits, loss, emitted hidden rows or None). A failed gradient all-reduce
+        surfaces from DDP as a plain RuntimeError; it is re-raised as the communicator's
+        PeerError, which names the silent rank.
+        """
+        try:
+            if self.mode == "historical":
+                hist = [self.halo.lookup(i, b.hist_ids, gstep) if b.num_hist else None for i, b in enumerate(mb.blocks)]
+                emit: list | None = []
+                out = self.model(x, mb.blocks, hist=hist, emit=emit, node_degree=self.degree)
+            else:
+                emit = None
+                out = self.model(x, mb.blocks, node_degree=self.degree)
+            if seeds.numel():
+                loss = F.cross_entropy(out, y)
+            else:  # a rank with no training nodes still joins DDP's gradient all-reduce
+                loss = out.sum() * 0.0
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+        except RuntimeError as err:
+            if self.comm.failure is not None:
+                raise self.comm.failure from err
+            raise
+        self.opt.step()
+        return out, loss, emit
 
     def _push_and_refresh(self, epoch: int, gstep: int, mb, emit: list) -> None:
         """Historical mode, end of a step: recompute this step's refresh slice, push what is due."""
@@ -363,6 +391,7 @@ class Worker:
     def fill_tables(self) -> float:
         """Fill the halo tables with one layer-wise inference pass (current weights); seconds."""
         t0 = time.perf_counter()
+        self.health.enter("halo table fill (layer-wise inference)")
         self.net.eval()
         self._full_logits()
         self.net.train()
@@ -376,7 +405,8 @@ class Worker:
         n = self.part.num_owned
         own_x = self.part.features(torch.arange(n, dtype=torch.int64))
         return layerwise_inference(self.net, self.part.indptr, own_x, self.features, self.halo,
-                                   step=self.global_step - 1, node_degree=self.degree)
+                                   step=self.global_step - 1, node_degree=self.degree,
+                                   backend=self.cfg.sampler_backend)
 
     @torch.no_grad()
     def evaluate_splits(self, splits: Sequence[torch.Tensor]) -> list[float]:
@@ -441,7 +471,10 @@ class Worker:
                 sent[k] = sent.get(k, 0) + v
             for k, v in c.stats.received.items():
                 received[k] = received.get(k, 0) + v
-        modelled = sum(c.stats.modelled_seconds for c in (self.comm, self.data_comm, self.emb_comm))
+        comms = (self.comm, self.data_comm, self.emb_comm)
+        modelled = {"seconds": sum(c.stats.modelled_seconds for c in comms),
+                    "exchanges": sum(c.stats.modelled_exchanges for c in comms),
+                    "bytes": sum(c.stats.modelled_bytes for c in comms)}
         rounds = dict(self.data_comm.stats.rounds)
         for k, v in self.emb_comm.stats.rounds.items():  # pushes and the refresh's feature fetch
             if k in ("embedding", "feature_request"):
@@ -449,30 +482,43 @@ class Worker:
         return {"sent": sent, "received": received, "modelled": modelled, "rounds": rounds}
 
     def _sum_traffic(self, traffic: dict, feat: dict, steps: int) -> dict:
-        """Sum the per-category bytes, cache and embedding counters of every rank (two all_reduces)."""
+        """Sum the per-category bytes, cache, embedding and modelled-link figures of every rank.
+
+        Every figure travels by name (:meth:`Communicator.all_reduce_named`): two reductions
+        (sum, max), plus one for the per-rank modelled-link figures when a link is modelled.
+        """
         cats = list(CATEGORIES) + ["cache_fill_request", "cache_fill"]
-        vals = [traffic["sent"].get(c, 0) for c in cats] + [traffic["received"].get(c, 0) for c in cats]
-        vals += [feat["cache_hits"], feat["remote_rows"], feat["local_rows"], traffic["modelled"]]
-        hs = self.halo.stats if self.halo is not None else {"rows_used": 0, "age_sum": 0, "age_max": 0}
-        vals += [hs["rows_used"], hs["age_sum"]]
-        t = self.comm.all_reduce(torch.tensor(vals, dtype=torch.float64))
-        age_max = int(self.comm.all_reduce(torch.tensor([hs["age_max"]], dtype=torch.int64), "max")[0])
-        n = len(cats)
-        sent = {c: int(v) for c, v in zip(cats, t[:n]) if v}
-        received = {c: int(v) for c, v in zip(cats, t[n:2 * n]) if v}
-        hits, misses, local = (int(v) for v in t[2 * n:2 * n + 3])
-        used, age_sum = int(t[-2]), float(t[-1])
+        hs = self.halo.stats if self.halo is not None else {"rows_used": 0, "age_sum": 0, "age_max": 0,
+                                                             "age_min": None, "age_counts": {}}
+        vals = {f"sent.{c}": traffic["sent"].get(c, 0) for c in cats}
+        vals |= {f"received.{c}": traffic["received"].get(c, 0) for c in cats}
+        vals |= {"cache_hits": feat["cache_hits"], "remote_rows": feat["remote_rows"],
+                 "local_rows": feat["local_rows"], "modelled_seconds": traffic["modelled"]["seconds"],
+                 "rows_used": hs["rows_used"], "age_sum": hs["age_sum"]}
+        # Ages read, as a histogram over 0..S (a fixed set of names on every rank).
+        bound = self.cfg.staleness if self.mode == "historical" else 0
+        vals |= {f"age.{a}": hs["age_counts"].get(a, 0) for a in range(bound + 1)}
+        t = self.comm.all_reduce_named(vals, "sum")
+        big = 1 << 50
+        top = self.comm.all_reduce_named(
+            {"age_max": hs["age_max"], "neg_age_min": -(hs["age_min"] if hs["age_min"] is not None else big)}, "max")
+        sent = {c: int(t[f"sent.{c}"]) for c in cats if t[f"sent.{c}"]}
+        received = {c: int(t[f"received.{c}"]) for c in cats if t[f"received.{c}"]}
+        hits, misses, local = int(t["cache_hits"]), int(t["remote_rows"]), int(t["local_rows"])
+        used, age_sum = int(t["rows_used"]), t["age_sum"]
         row_bytes = 4 * self.meta["feature_dim"]
         rounds = traffic["rounds"]
         per = max(steps, 1)
-        return {
+        out = {
             "sampling_rounds_per_batch": rounds.get("sample_request", 0) / per,
             "feature_rounds_per_batch": rounds.get("feature_request", 0) / per,
             "embedding_rounds_per_batch": rounds.get("embedding", 0) / per,
             "embedding_bytes": received.get("embedding", 0),
             "embedding_rows_used": used,
             "embedding_age_mean": age_sum / used if used else None,
-            "embedding_age_max": age_max if used else None,
+            "embedding_age_max": int(top["age_max"]) if used else None,
+            "embedding_age_min": int(-top["neg_age_min"]) if used else None,
+            "embedding_age_counts": {a: int(t[f"age.{a}"]) for a in range(bound + 1) if t[f"age.{a}"]},
             "bytes_sent": sum(sent.values()),
             "bytes_received": sum(received.values()),
             "bytes_sent_by_category": sent,
@@ -484,8 +530,20 @@ class Worker:
             "cache_hit_rate": hits / max(hits + misses, 1),
             "cache_bytes_served": hits * row_bytes,
             "feature_bytes_fetched": received.get("feature", 0),
-            "modelled_network_seconds": float(t[-1]),
+            "modelled_network_seconds": t["modelled_seconds"],
         }
+        if self.network is not None:
+            # Per rank, by name: each rank fills its own entries, the others add zeros.
+            names = ("seconds", "exchanges", "bytes")
+            mine = {f"{r}.{k}": (traffic["modelled"][k] if r == self.rank else 0)
+                    for r in range(self.world) for k in names}
+            got = self.comm.all_reduce_named(mine, "sum")
+            by_rank = [{k: got[f"{r}.{k}"] for k in names} for r in range(self.world)]
+            for rec in by_rank:
+                rec["exchanges"], rec["bytes"] = int(rec["exchanges"]), int(rec["bytes"])
+            out["modelled_network_by_rank"] = by_rank
+            out["modelled_network_seconds_max_over_ranks"] = max(r["seconds"] for r in by_rank)
+        return out
 
     def fit(self) -> dict:
         cfg = self.cfg
@@ -521,7 +579,9 @@ class Worker:
             traffic = self._traffic()  # training only, before evaluation adds its own
             feat = dict(self.features.stats)
             if cfg.eval_every > 0 and ((epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1):
+                self.health.enter("evaluation", epoch)
                 rec["val_acc"], rec["test_acc"] = self.evaluate_splits([self.val_ids, self.test_ids])
+            self.health.enter("epoch metrics", epoch)
             stages = ["sample", "fetch", "compute", "wait", "grad_sync"]
             vec = torch.tensor([train_seconds, time.perf_counter() - t0] + [rec["stage_seconds"][k] for k in stages],
                                dtype=torch.float64)
@@ -545,7 +605,7 @@ class Worker:
                 if self.cache_info["rows"]:
                     extra += f" | cache hit {rec['cache_hit_rate']:.1%}"
                 if self.network is not None:
-                    extra += f" | {rec['modelled_network_seconds']:.2f} s modelled network"
+                    extra += f" | {rec['modelled_network_seconds']:.2f} s modelled network (all ranks)"
                 if rec["embedding_age_mean"] is not None:
                     extra += (f" | embeddings {rec['embedding_bytes'] / 1e6:.2f} MB, age mean "
                               f"{rec['embedding_age_mean']:.2f} max {rec['embedding_age_max']}")

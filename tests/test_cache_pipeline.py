@@ -31,15 +31,15 @@ def test_cache_lookup_matches_a_reference():
     assert cache.stats == {"lookups": 500, "hits": int(hit.sum())}
 
 
-def _path_graph(tmp_path, n=8, feat=4):
+def _path_graph(tmp_path, n=8, feat=4, parts=2):
     src = torch.arange(n - 1)
     ei = torch.cat([torch.stack([src, src + 1]), torch.stack([src + 1, src])], 1)
     x = torch.arange(n * feat, dtype=torch.float32).view(n, feat)
     data = Data(x=x, y=torch.zeros(n, dtype=torch.int64), edge_index=ei, train_mask=torch.ones(n, dtype=torch.bool),
                 val_mask=torch.zeros(n, dtype=torch.bool), test_mask=torch.zeros(n, dtype=torch.bool))
     data.num_classes = 1
-    parts = np.repeat(np.arange(2), n // 2)
-    write_partitions(data, parts, tmp_path / "p", method="manual", dataset="path")
+    owner = np.repeat(np.arange(parts), n // parts)
+    write_partitions(data, owner, tmp_path / "p", method="manual", dataset="path")
     return str(tmp_path / "p"), x
 
 
@@ -63,6 +63,26 @@ def test_cache_hits_misses_and_bytes_per_category(tmp_path):
     # The modelled link: 1 ms latency per exchange plus bytes at 10 Gbit/s, for both exchanges.
     expect = 2 * 1e-3 + (2 * 8 + 2 * 16) * 8 / 10e9
     assert f0["modelled_seconds"] == pytest.approx(expect, rel=1e-9)
+
+
+def test_cache_and_fetch_with_three_owners(tmp_path):
+    """Rows of three owners, asked for interleaved and in no order, some cached: each lands in its place."""
+    parts_dir, x = _path_graph(tmp_path, n=9, parts=3)  # parts own 0..2, 3..5, 6..8
+    ids = [[7, 4, 0, 8, 3, 6, 1, 5], [2, 8, 0, 3, 6], [1, 5, 0, 4, 7]]
+    cache = [[8, 4], [0], []]
+    res = launch_local(fetch_with_cache, 3, args=(parts_dir, ids, cache))
+    for r in range(3):
+        assert torch.equal(res[r]["x"], x[ids[r]]), r
+    # rank 0: 0, 1 local; 4, 8 cached; 7, 3, 6, 5 fetched from two owners.
+    assert res[0]["store"] == {"local_rows": 2, "remote_rows": 4, "cache_hits": 2}
+    assert res[1]["store"] == {"local_rows": 1, "remote_rows": 3, "cache_hits": 1}
+    assert res[2]["store"] == {"local_rows": 1, "remote_rows": 4, "cache_hits": 0}
+    f = [r["fetch"] for r in res]
+    assert [fi["received"]["feature"] for fi in f] == [4 * 16, 3 * 16, 4 * 16]
+    # What each owner sent: the rows of its own that the other ranks asked for and had not cached.
+    served = [sum(1 for q in range(3) if q != r for i in ids[q] if i // 3 == r and i not in cache[q])
+              for r in range(3)]
+    assert [fi["sent"]["feature"] for fi in f] == [16 * s for s in served]
 
 
 def test_policies_choose_remote_rows_and_clamp(tmp_path, caplog):
@@ -96,20 +116,30 @@ def test_file_policy_bad_ids(tmp_path):
         CacheSize.parse("lots")
 
 
-@pytest.fixture(scope="module")
-def cora2(shared_data, tmp_path_factory):
-    out = tmp_path_factory.mktemp("cp") / "cora2"
+def _cora_parts(shared_data, tmp_path_factory, parts):
+    out = tmp_path_factory.mktemp("cp") / f"cora{parts}"
     r = run_cli("partition", "--dataset", "planetoid:cora", "--root", str(shared_data / "planetoid" / "raw"),
-                "--parts", "2", "--out", str(out))
+                "--parts", str(parts), "--out", str(out))
     assert r.returncode == 0, r.stderr
     return out
 
 
-def test_pipelined_equals_sequential(cora2, tmp_path):
+@pytest.fixture(scope="module")
+def cora2(shared_data, tmp_path_factory):
+    return _cora_parts(shared_data, tmp_path_factory, 2)
+
+
+@pytest.fixture(scope="module")
+def cora3(shared_data, tmp_path_factory):
+    return _cora_parts(shared_data, tmp_path_factory, 3)
+
+
+def test_pipelined_equals_sequential(cora3, tmp_path):
+    """3 workers: every rank fetches rows of two remote owners, ahead in a thread or not."""
     runs = {}
     for mode in ("--no-pipeline", "--pipeline"):
         m = tmp_path / f"{mode}.json"
-        r = run_cli("train", "--parts-dir", str(cora2), "--epochs", "2", "--batch-size", "16", "--lr", "0.01",
+        r = run_cli("train", "--parts-dir", str(cora3), "--epochs", "2", "--batch-size", "16", "--lr", "0.01",
                     "--cache-policy", "presample", "--cache-size", "10%", mode, "--metrics", str(m))
         assert r.returncode == 0, r.stderr[-3000:]
         runs[mode] = json.loads(m.read_text())
@@ -121,11 +151,47 @@ def test_pipelined_equals_sequential(cora2, tmp_path):
         assert ea["bytes_received_by_category"] == eb["bytes_received_by_category"]
         assert 0 < ea["cache_hit_rate"] < 1
         assert set(ea["stage_seconds_max_over_ranks"]) == {"sample", "fetch", "compute", "wait", "grad_sync"}
-    # Gradient bytes: one all-reduce of every parameter per step per rank (counted by the DDP hook).
-    params = a["epochs"][0]["bytes_sent_by_category"]["gradient"]
-    steps = a["epochs"][0]["steps"]
+        assert ea["feature_rows_remote_fetched"] > 0
+    # Gradient bytes: one ring all-reduce of every parameter per step on each of the 3 ranks
+    # (counted by the DDP hook): 2 (P-1)/P of the parameter bytes sent, and as much received.
     n_param_bytes = 4 * (1433 * 128 * 2 + 128 + 128 * 7 * 2 + 7)  # two SAGEConv layers (lin_l with bias, lin_r)
-    assert params == 2 * steps * n_param_bytes
+    for e in a["epochs"]:
+        per_rank = 2 * n_param_bytes * 2 // 3
+        assert e["bytes_sent_by_category"]["gradient"] == 3 * e["steps"] * per_rank
+        assert e["bytes_received_by_category"]["gradient"] == 3 * e["steps"] * per_rank
+
+
+@pytest.mark.parametrize("mode", ["exact", "historical"])
+def test_modelled_network_seconds_are_exact(cora2, tmp_path, mode):
+    """A known link, a known number of exchanges: modelled seconds = exchanges x latency + bytes x 8 / bandwidth.
+
+    Per step and rank: exact mode 2 hops x (request, response) + (feature ids, rows) + 1 gradient
+    bucket = 7 exchanges; historical mode (halo features held) 1 embedding push + 1 gradient bucket.
+    """
+    lat_ms, gbps = 0.5, 2.0
+    m = tmp_path / "m.json"
+    r = run_cli("train", "--parts-dir", str(cora2), "--epochs", "2", "--batch-size", "32", "--fanouts", "5,5",
+                "--hidden", "16", "--exchange", mode, "--eval-every", "0", "--net-bandwidth-gbps", str(gbps),
+                "--net-latency-ms", str(lat_ms), "--metrics", str(m))
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(m.read_text())
+    per_step = 7 if mode == "exact" else 2
+    for e in res["epochs"]:
+        by_rank = e["modelled_network_by_rank"]
+        assert len(by_rank) == 2
+        for rk in by_rank:
+            assert rk["exchanges"] == per_step * e["steps"]
+            assert rk["seconds"] == pytest.approx(rk["exchanges"] * lat_ms * 1e-3 + rk["bytes"] * 8 / (gbps * 1e9),
+                                                  rel=1e-9)
+        assert e["modelled_network_seconds"] == pytest.approx(sum(rk["seconds"] for rk in by_rank), rel=1e-12)
+        assert e["modelled_network_seconds_max_over_ranks"] == max(rk["seconds"] for rk in by_rank)
+        # Each exchange is modelled at max(sent, received) of its payload: between all bytes sent and
+        # all bytes sent plus received (split sizes and metric reductions are control, not modelled).
+        sent = e["bytes_sent"] - e["bytes_sent_by_category"].get("control", 0)
+        got = e["bytes_received"] - e["bytes_received_by_category"].get("control", 0)
+        total = sum(rk["bytes"] for rk in by_rank)
+        assert sent == got and sent <= total <= sent + got
+    assert "0.5 ms latency" in res["network_model"]
 
 
 def test_complete_store_fetches_without_communicating(tmp_path):

@@ -64,15 +64,32 @@ def test_historical_full_neighborhoods_equals_exact_after_fill(cora, cora_parts,
 @pytest.mark.parametrize("staleness,dtype", [(2, "float32"), (5, "float32"), (9, "float32"), (9, "bfloat16")])
 def test_training_never_reads_an_embedding_older_than_the_bound(cora_parts, staleness, dtype, tmp_path):
     metrics = tmp_path / "m.json"
+    # Evaluated after the last epoch only: a layer-wise evaluation refills the tables (stamped one
+    # step back), which the next step would read at age 1.
     cfg = TrainConfig(epochs=3, fanouts=[5, 5], batch_size=16, hidden=16, lr=0.01, exchange="historical",
-                      staleness=staleness, embedding_dtype=dtype, metrics=str(metrics), progress=False, seed=1)
+                      staleness=staleness, embedding_dtype=dtype, metrics=str(metrics), progress=False, seed=1,
+                      eval_every=3)
     launch_local(train_worker, 2, args=(cora_parts[2], cfg))
     res = json.loads(metrics.read_text())
     assert res["exchange"]["mode"] == "historical" and res["exchange"]["halo_rows"] > 0
     for e in res["epochs"]:
         assert e["steps"] >= 4
         assert e["embedding_rows_used"] > 0
-        assert 0 < e["embedding_age_max"] <= staleness
+        # The recorded ages: a histogram {age: rows read} over every rank.
+        ages = {int(a): n for a, n in e["embedding_age_counts"].items()}
+        assert sum(ages.values()) == e["embedding_rows_used"]
+        assert min(ages) == e["embedding_age_min"] and max(ages) == e["embedding_age_max"]
+        assert e["embedding_age_max"] <= staleness
+        # A pushed row is stamped with the step that computed it. Within an epoch it lands while the
+        # next step runs and is read two steps after it was computed; the last push of an epoch
+        # lands at the epoch's end, so the next epoch's first step reads it at age 1 (as step 0
+        # reads the fill, stamped one step before it). Never younger: a stamp one step late (the
+        # arrival step instead of the computing step) shows as ages 0. (With P > 1 the epoch's last
+        # push may carry none of the rows the next step reads: its youngest read is then 2.)
+        assert e["embedding_age_min"] == 1 if e["epoch"] == 0 else e["embedding_age_min"] in (1, 2)
+        if staleness == 2:  # P = R = 1: every row is recomputed and pushed every step
+            assert set(ages) == {1, 2}
+            assert ages[2] > ages[1]  # only the epoch's first step reads age 1
         assert e["embedding_bytes"] > 0 and e["sampling_rounds_per_batch"] == 0
         # Every pushed row is (key, row) in the exchange dtype: 16 values of 4 or 2 bytes, plus the key.
         row_bytes = (16 + 2) * 4 if dtype == "float32" else (16 + 4) * 2

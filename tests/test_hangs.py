@@ -1,0 +1,126 @@
+"""A peer that stays alive but goes silent (SIGSTOP) must end every rank with an error naming it.
+
+Real runs of ``gnnscale train --workers 2 --timeout 10 --pipeline`` on Cora. Rank 1 stops itself
+(``GNNSCALE_FAULT``, see gnnscale/health.py) when it enters a given phase in the middle of
+epoch 1; the launcher must exit non-zero within 60 s of the stop, with rank 0's error naming
+rank 1 and that phase, and no worker may outlive it.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from gnnscale.health import Health, _parse_fault
+
+
+@pytest.fixture(scope="module")
+def cora2(shared_data, tmp_path_factory):
+    from gnnscale.datasets import load_dataset
+    from gnnscale.partitioning import partition_graph
+
+    data = load_dataset("planetoid:cora", root=str(shared_data / "planetoid" / "raw"))
+    out = tmp_path_factory.mktemp("cora_hang")
+    partition_graph(data, 2, out, dataset="planetoid:cora")
+    return str(out)
+
+
+def _run_with_fault(parts_dir: str, fault: str, extra: list[str]) -> dict:
+    """Run the CLI with rank 1's fault; time from the stop to the launcher's exit."""
+    cmd = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", parts_dir, "--workers", "2",
+           "--timeout", "10", "--pipeline", "--epochs", "3", "--batch-size", "16", "--fanouts", "5,5",
+           "--hidden", "16", "--eval-every", "0", "--no-progress", *extra]
+    env = dict(os.environ, GNNSCALE_FAULT=fault)
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    lines: list[tuple[float, str]] = []
+
+    def read() -> None:
+        for line in proc.stderr:
+            lines.append((time.monotonic(), line))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    stopped_pid = None
+    try:
+        proc.wait(timeout=240)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    finally:
+        reader.join(10)
+        text = "".join(line for _, line in lines)
+        m = re.search(r"fault injection \(GNNSCALE_FAULT\): stop pid (\d+)", text)
+        if m:
+            stopped_pid = int(m.group(1))
+            leaked = psutil.pid_exists(stopped_pid) and psutil.Process(stopped_pid).status() != psutil.STATUS_ZOMBIE
+            if leaked:  # never leave a stopped process behind, whatever the test finds
+                os.kill(stopped_pid, signal.SIGCONT)
+                os.kill(stopped_pid, signal.SIGKILL)
+        else:
+            leaked = False
+    stop_at = next((t for t, line in lines if "fault injection" in line), None)
+    return {"code": proc.returncode, "text": text, "stop_at": stop_at, "end": time.monotonic(),
+            "pid": stopped_pid, "leaked": leaked, "ended_at": lines[-1][0] if lines else None}
+
+
+@pytest.mark.parametrize(
+    "mode,phase",
+    [("exact", "sampling"), ("historical", "embedding refresh and push")],
+)
+def test_a_stopped_peer_ends_every_rank_naming_it(cora2, mode, phase):
+    res = _run_with_fault(cora2, f"rank=1,epoch=1,step=2,phase={phase},action=stop", ["--exchange", mode])
+    text = res["text"]
+    assert res["stop_at"] is not None, text[-3000:]
+    waited = res["ended_at"] - res["stop_at"]
+    print(f"{mode}: launcher exited {waited:.1f} s after rank 1 stopped; its error:\n{text.strip().splitlines()[-2]}")
+    assert res["code"] == 2, text[-3000:]
+    assert waited < 60, f"{waited:.1f} s"
+    err = next(line for line in text.splitlines() if "gnnscale train: error:" in line)
+    # Rank 0's error names the silent rank, its pid and the phase it stopped in.
+    assert "worker 0 of 2 failed: PeerError: rank 0: collective" in err
+    assert f"rank 1 (pid {res['pid']} on " in err and "is silent" in err
+    assert f"epoch 1 step 2 {phase}" in err
+    assert "Traceback" not in text
+    assert not res["leaked"], f"rank 1 (pid {res['pid']}) outlived the launcher"
+
+
+def test_fault_spec_is_checked():
+    assert _parse_fault("rank=1,phase=sampling") == {"rank": "1", "phase": "sampling"}
+    assert _parse_fault(None) is None
+    with pytest.raises(ValueError, match="key=value"):
+        _parse_fault("rank1")
+    with pytest.raises(ValueError, match="stop or exit"):
+        _parse_fault("rank=1,action=pause")
+
+
+def test_silent_rank_diagnosis_from_heartbeats():
+    """Two monitors on one in-process store: the one that stops beating is named, with its phase."""
+    import datetime
+
+    import torch.distributed as dist
+
+    from gnnscale.runtime import find_free_port
+
+    port = find_free_port()
+    store = dist.TCPStore("127.0.0.1", port, 2, is_master=True, timeout=datetime.timedelta(seconds=5),
+                          wait_for_workers=False)
+    h0 = Health(0, 2, timeout=4.0, store=store, interval=0.2).start()
+    h1 = Health(1, 2, timeout=4.0, store=store, interval=0.2).start()
+    h1.enter("fetching features", epoch=3, step=7)
+    time.sleep(0.5)
+    assert h0.silent_ranks() == []  # both beat
+    h1.stop()  # rank 1 goes silent
+    silent = h0.silent_ranks()
+    assert [s["rank"] for s in silent] == [1]
+    assert silent[0]["phase"] == "main: epoch 3 step 7 fetching features"
+    assert silent[0]["pid"] == str(os.getpid())
+    msg = h0.diagnose()
+    assert msg.startswith("rank 1 (pid ") and "its last phase: main: epoch 3 step 7 fetching features" in msg
+    h0.stop()
