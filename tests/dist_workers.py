@@ -180,3 +180,15 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
         "refreshed": int(nodes.numel()),
         "refused": refused,
     }
+
+
+def gather_objects(sizes: list):
+    """all_gather_object of a list of ``sizes[rank]`` ints; returns what arrived and the byte counts."""
+    import pickle
+
+    info = init_distributed(timeout=60)
+    comm = Communicator(info.rank, info.world_size, timeout=60)
+    obj = {"rank": info.rank, "values": list(range(sizes[info.rank]))}
+    got = comm.all_gather_object(obj)
+    return {"got": got, "stats": comm.stats.snapshot(),
+            "pickled": len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))}

@@ -13,7 +13,7 @@ from gnnscale.partitioning import load_meta, load_part, partition_graph, to_csc
 from gnnscale.runtime import launch_local
 from gnnscale.samplers import NeighborSampler
 
-from dist_workers import die_on_rank, sample_fetch_forward, sample_stats
+from dist_workers import die_on_rank, gather_objects, sample_fetch_forward, sample_stats
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +95,21 @@ def test_one_part_moves_no_bytes(cora, tmp_path_factory):
     assert res["feature_stats"]["bytes_received"] == 0 and res["feature_stats"]["bytes_sent"] == 0
     assert res["sample_stats"]["bytes_received"] == 0 and res["sample_stats"]["bytes_sent"] == 0
     assert res["input_remote_rows"] == 0
+
+
+def test_all_gather_object_counts_its_bytes():
+    """The OGB evaluator's gather: every rank gets every object, and the pickles' bytes are counted."""
+    sizes = [10, 1000, 100]
+    res = launch_local(gather_objects, 3, args=(sizes,))
+    expect = [{"rank": r, "values": list(range(n))} for r, n in enumerate(sizes)]
+    pickled = [r["pickled"] for r in res]
+    for r, out in enumerate(res):
+        assert out["got"] == expect
+        st = out["stats"]
+        # One exchange: split sizes (2 peers x 8 B) and the pickle, sent to both peers.
+        assert st["sent"]["control"] == 2 * 8 + 2 * pickled[r]
+        assert st["received"]["control"] == 2 * 8 + sum(p for q, p in enumerate(pickled) if q != r)
+        assert st["rounds"] == {"control": 1}
 
 
 def test_dead_peer_ends_every_rank_with_an_error_naming_it():

@@ -124,3 +124,25 @@ def test_silent_rank_diagnosis_from_heartbeats():
     msg = h0.diagnose()
     assert msg.startswith("rank 1 (pid ") and "its last phase: main: epoch 3 step 7 fetching features" in msg
     h0.stop()
+
+
+def test_prefetch_wait_is_bounded():
+    """A prefetch thread stuck outside any collective: the consumer gives up after the bound, naming the phase."""
+    from gnnscale.errors import PeerError
+    from gnnscale.pipeline import Prefetcher
+
+    release = threading.Event()
+
+    def produce(step: int):
+        if step == 1:
+            release.wait(30)  # stuck
+        return step
+
+    feed = Prefetcher(produce, 3, timeout=1.0, describe=lambda: "prefetch: epoch 0 step 1 sampling")
+    got = []
+    t0 = time.monotonic()
+    with pytest.raises(PeerError, match=r"produced no batch for 1 s \(now in: prefetch: epoch 0 step 1 sampling\)"):
+        for item in feed:
+            got.append(item)
+    release.set()
+    assert got == [0] and time.monotonic() - t0 < 5
