@@ -75,7 +75,7 @@ def _add_partition_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--method-opt", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-        help="an option of the method, repeatable (metis: scheme=kway|rb|auto, edge_weight=true; "
+        help="an option of the method, repeatable (metis: scheme=auto|kway|recursive, edge_weight=true; "
         "ldg/fennel: slack=0.1, passes=2, chunk_size=N; fennel: gamma=1.5)",
     )
     p.add_argument(
@@ -368,12 +368,11 @@ def cmd_info(args) -> int:
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
         return 0
-    meta = summary.get("meta", summary)
     print(f"partition folder: {args.dir}")
     for key in ("format_version", "dataset", "method", "num_parts", "num_nodes", "num_edges", "feature_dim", "num_classes", "partition_seconds"):
-        if key in meta:
-            print(f"  {key:18s} {meta[key]}")
-    cut = meta.get("edge_cut")
+        if key in summary:
+            print(f"  {key:18s} {summary[key]}")
+    cut = summary.get("edge_cut")
     if cut is not None:
         print(f"  {'edge_cut':18s} {cut}")
     parts = summary.get("parts", [])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -44,6 +45,37 @@ def test_help_lists_options_with_defaults(cmd):
         assert "(default: 10)" in r.stdout  # epochs
     if cmd == "partition":
         assert "--method" in r.stdout and "(default: metis)" in r.stdout
+
+
+def _partition_help_schemes() -> list[str]:
+    r = run_cli("partition", "--help", timeout=60)
+    assert r.returncode == 0, r.stderr
+    found = re.search(r"metis:\s+scheme=([A-Za-z_|]+)", r.stdout)
+    assert found, f"no 'metis: scheme=A|B|...' in `gnnscale partition --help`:\n{r.stdout}"
+    return found.group(1).split("|")
+
+
+def test_every_metis_scheme_in_the_help_is_accepted(tmp_path):
+    """The schemes `partition --help` names are exactly the ones METIS accepts, and each partitions."""
+    from gnnscale.cli import build_parser, cmd_partition
+    from gnnscale.partitioning.strategies import METIS_SCHEMES
+
+    schemes = _partition_help_schemes()
+    assert sorted(schemes) == sorted(METIS_SCHEMES), (schemes, METIS_SCHEMES)
+    data = "synthetic?num_nodes=200&avg_degree=4&num_classes=3&num_features=4&seed=0"
+    for scheme in schemes:  # the command's own parser and code path, in this process
+        out = tmp_path / scheme
+        args = build_parser().parse_args(["partition", "--dataset", data, "--parts", "2", "--out", str(out),
+                                          "--method-opt", f"scheme={scheme}"])
+        assert cmd_partition(args) == 0
+        meta = json.loads((out / "meta.json").read_text())
+        assert meta["num_parts"] == 2 and meta["options"] == {"scheme": scheme}, meta.get("options")
+
+
+def test_unknown_metis_scheme(tmp_path):
+    r = run_cli("partition", "--dataset", "synthetic?num_nodes=200&seed=0", "--parts", "2",
+                "--out", str(tmp_path / "o"), "--method-opt", "scheme=multilevel")
+    assert_clean_error(r, "expected a METIS scheme from ['auto', 'kway', 'recursive'], found 'multilevel'")
 
 
 def assert_clean_error(r: subprocess.CompletedProcess, *needles: str) -> None:
@@ -105,8 +137,14 @@ def test_info_prints_sizes_and_json(cora2):
     assert r.returncode == 0, r.stderr
     assert "num_parts" in r.stdout and "2708" in r.stdout
     r = run_cli("info", str(cora2), "--json", timeout=60)
+    assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
-    assert info["meta"]["num_parts"] == 2 if "meta" in info else info["num_parts"] == 2
+    # The one schema `summarize` writes: the meta keys at the top level, "parts" one row per part.
+    assert "meta" not in info
+    assert info["num_parts"] == 2 and info["num_nodes"] == 2708 and info["dataset"] == "planetoid:cora"
+    assert [p["part"] for p in info["parts"]] == [0, 1]
+    assert sum(p["nodes"] for p in info["parts"]) == 2708
+    assert info["path"] == str(cora2)
 
 
 def test_train_two_workers_writes_metrics(cora2, tmp_path):

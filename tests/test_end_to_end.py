@@ -28,7 +28,11 @@ def test_tiny_ogb_partition_and_train_one_epoch(tmp_path, name):
     assert r.returncode == 0, r.stderr[-3000:]
     metrics = json.loads(m.read_text())
     assert len(metrics["epochs"]) == 1
-    assert 0.0 <= metrics["test_acc"] <= 1.0  # computed by OGB's Evaluator on all ranks' predictions
+    # OGB's Evaluator on all ranks' predictions. The fixture's labels are learnable (homophily
+    # 0.9, features = class centroid + noise); 5 classes, chance 0.2. Measured with the fixture's
+    # seed 0 and --seed 0 (the default): arxiv 0.683, products 0.567 (60 test nodes); over
+    # --seed 0..4 the lowest was 0.517 (arxiv 0.517-0.683, products 0.517-0.733).
+    assert metrics["test_acc"] > 0.45, metrics["test_acc"]
     assert metrics["bytes_received"] > 0
 
 

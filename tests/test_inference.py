@@ -1,0 +1,71 @@
+"""Tests of gnnscale.inference.layerwise_inference in one process (one part owns the whole graph).
+
+With one part there is no halo: the feature store and the halo exchange are stand-ins that hold
+no rows (``layerwise_inference`` asks them for zero halo rows and gets zero rows back), so the
+function runs as it does on every rank, without a process group.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch_geometric.utils import coalesce, remove_self_loops
+
+import gnnscale.inference as inference
+from gnnscale.inference import layerwise_inference
+from gnnscale.models import GNN
+from gnnscale.samplers.kernels import Kernels
+from gnnscale.samplers.local import NeighborSampler
+
+
+def one_part(n: int = 60, m: int = 300, f: int = 6, seed: int = 0):
+    """A directed random graph as CSC, its features, and the stand-ins of a 1-part world."""
+    g = torch.Generator().manual_seed(seed)
+    ei, _ = remove_self_loops(torch.randint(0, n, (2, m), generator=g))
+    src, dst = coalesce(ei, num_nodes=n)
+    deg = torch.bincount(dst, minlength=n)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(deg, 0)])
+    indices = src[torch.argsort(dst, stable=True)]
+    x = torch.randn(n, f, generator=g)
+    exchanged = []
+
+    def exchange_layer(layer: int, h_own: torch.Tensor, step: int) -> torch.Tensor:
+        exchanged.append((layer, step))
+        return h_own[:0]  # no halo rows
+
+    halo = SimpleNamespace(num_owned=n, num_halo=0, halo_ids=torch.zeros(0, dtype=torch.int64),
+                           local_indices=indices, offset=0, exchange_layer=exchange_layer)
+    features = SimpleNamespace(fetch=lambda ids: x[ids])
+    return indptr, indices, deg, x, halo, features, exchanged
+
+
+@pytest.mark.parametrize("backend", [None, "torch", "numba", "auto"])
+def test_layerwise_inference_uses_the_given_sampler_backend(backend, monkeypatch) -> None:
+    """``backend=`` reaches the Kernels that relabel the neighborhoods (default "auto"), and the
+    logits equal the model on full-neighborhood blocks of every node, whatever the backend."""
+    indptr, indices, deg, x, halo, features, exchanged = one_part()
+    made = []
+
+    def recording_kernels(num_nodes, device, backend_arg):
+        made.append(backend_arg)
+        return Kernels(num_nodes, device, backend_arg)
+
+    monkeypatch.setattr(inference, "Kernels", recording_kernels)
+    torch.manual_seed(0)
+    model = GNN(x.size(1), 8, 3, num_layers=2, layer="gcn", dropout=0.0).eval()
+    kw = {} if backend is None else {"backend": backend}
+    got = layerwise_inference(model, indptr, x, features, halo, step=5, chunk_edges=64, node_degree=deg, **kw)
+    assert made == ["auto" if backend is None else backend]
+    assert exchanged == [(1, 5)]
+    blocks = NeighborSampler(indptr, indices, [-1, -1], backend="torch").sample(torch.arange(x.size(0))).blocks
+    with torch.no_grad():
+        want = model(x[blocks[0].src_ids], blocks, node_degree=deg)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_layerwise_inference_rejects_an_unknown_backend() -> None:
+    indptr, _, deg, x, halo, features, _ = one_part()
+    model = GNN(x.size(1), 8, 3, num_layers=2, layer="gcn", dropout=0.0).eval()
+    with pytest.raises(ValueError, match=r"backend must be 'auto', 'numba' or 'torch', found 'cuda'"):
+        layerwise_inference(model, indptr, x, features, halo, step=0, node_degree=deg, backend="cuda")
