@@ -61,14 +61,22 @@ class _LibMetis:
     options: dict  # option name ("NITER", ...) -> index into options[]
 
 
-def _header_widths(headers: tuple[str, ...] = _HEADER_CANDIDATES) -> tuple[int, int]:
-    """(IDXTYPEWIDTH, REALTYPEWIDTH) from the first readable metis.h, else (32, 32)."""
+def _read_header(headers: tuple[str, ...]) -> tuple[str, str] | None:
+    """(path, text) of the first readable metis.h among ``headers``, or None."""
     for header in headers:
         try:
             with open(header, encoding="utf-8", errors="replace") as fh:
-                text = fh.read()
+                return header, fh.read()
         except OSError:
             continue
+    return None
+
+
+def _header_widths(headers: tuple[str, ...] = _HEADER_CANDIDATES) -> tuple[int, int]:
+    """(IDXTYPEWIDTH, REALTYPEWIDTH) from the first readable metis.h, else (32, 32)."""
+    found = _read_header(headers)
+    if found is not None:
+        header, text = found
         idx = re.search(r"^\s*#define\s+IDXTYPEWIDTH\s+(\d+)", text, re.MULTILINE)
         real = re.search(r"^\s*#define\s+REALTYPEWIDTH\s+(\d+)", text, re.MULTILINE)
         idx_w = int(idx.group(1)) if idx else 32
@@ -126,15 +134,9 @@ def _option_indices(headers: tuple[str, ...]) -> dict:
 
     Without a header (Debian's ``libmetis5`` without ``libmetis-dev``) METIS 5.1's layout.
     """
-    for header in headers:
-        try:
-            with open(header, encoding="utf-8", errors="replace") as fh:
-                text = fh.read()
-        except OSError:
-            continue
-        body = re.search(r"typedef\s+enum\s*\{([^}]*)\}\s*moptions_et", text)
-        if body is None:
-            continue
+    found = _read_header(headers)
+    body = re.search(r"typedef\s+enum\s*\{([^}]*)\}\s*moptions_et", found[1]) if found else None
+    if body is not None:
         text = re.sub(r"/\*.*?\*/|//[^\n]*", "", body.group(1), flags=re.DOTALL)
         names = re.findall(r"METIS_OPTION_(\w+)\s*(?:=\s*(\d+))?", text)
         out, nxt = {}, 0
