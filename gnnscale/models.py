@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnnscale.errors import GnnscaleError
+from gnnscale.sparse_ops import dropout
 from gnnscale.samplers.block import Block
 
 NORMS = ("none", "batch", "layer")
@@ -140,7 +141,7 @@ class GNN(nn.Module):
         """Input features [n, F] -> (h^0 [n, dims[0]], x0 or None)."""
         if self.encoder is None:
             return x, None
-        h = F.relu(self.encoder(F.dropout(x, self.dropout, self.training)))
+        h = F.relu(self.encoder(dropout(x, self.dropout, self.training)))
         return h, h
 
     def layer_step(
@@ -182,7 +183,7 @@ class GNN(nn.Module):
     def input_dropout(self, i: int, h: torch.Tensor) -> torch.Tensor:
         if i == 0 and self.encoder is None:
             return h  # raw input features are not dropped (GraphSAGE's recipe)
-        return F.dropout(h, self.dropout, self.training) if self.dropout > 0 else h
+        return dropout(h, self.dropout, self.training) if self.dropout > 0 else h
 
     def forward(
         self,

@@ -143,7 +143,7 @@ def test_zoo_on_sampled_block_shape_and_grads(name: str, index: int) -> None:
 
 
 def test_zoo_names_and_unknown_name() -> None:
-    assert set(ZOO) == {"sage", "gcn", "gat", "gin", "gcnii"}
+    assert set(ZOO) == {"sage", "sage-pyg", "gcn", "gat", "gin", "gcnii"}
     assert all(isinstance(v, str) and v for v in ZOO.values())
     with pytest.raises(LayerError, match=r"unknown layer 'sgae' \(did you mean 'sage'\?\)"):
         build_conv("sgae", 4, 4, index=0, num_layers=1)
@@ -331,7 +331,7 @@ def test_gcnii_full_block_equals_gcn2conv() -> None:
         torch.testing.assert_close(ours((x, x), edge_index, x0=x0), ref(x, x0, edge_index), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["sage", "gat", "gin"])
+@pytest.mark.parametrize("name", ["sage", "sage-pyg", "gat", "gin"])
 def test_pyg_convs_on_block_with_all_in_edges_equal_whole_graph(name: str) -> None:
     """dst subset + all their in-neighbors as sources: bipartite output == whole-graph output at dst rows."""
     torch.manual_seed(0)
@@ -342,7 +342,7 @@ def test_pyg_convs_on_block_with_all_in_edges_equal_whole_graph(name: str) -> No
     src_ids, block_ei = full_in_edge_block(edge_index, n, dst_ids)
     assert torch.equal(src_ids[: dst_ids.numel()], dst_ids) and src_ids.numel() > dst_ids.numel()
     layer = build_conv(name, in_dim, out_dim, index=0, num_layers=2).eval()
-    if name == "sage":
+    if name == "sage-pyg":
         assert isinstance(layer, SAGEConv) and layer.aggr == "mean"
     x_src = x[src_ids]
     got = layer((x_src, x_src[: dst_ids.numel()]), block_ei)

@@ -53,7 +53,9 @@ CASES = {
     "sage": dict(layer="sage", epochs=8, fanouts=[10, 10]),
     "gcn": dict(layer="gcn", epochs=8, fanouts=[10, 10]),
     "gat": dict(layer="gat", epochs=8, fanouts=[10, 10], layer_kwargs={"heads": 4}),
-    "gin": dict(layer="gin", epochs=8, fanouts=[10, 10], lr=0.005),
+    # GIN at 8 epochs swung 0.65-0.79 over seeds 0-3 with either dropout (torch's or ours), so a
+    # 0.70 floor was a coin toss; at 20 epochs seeds 0-3 gave 0.729 / 0.746 / 0.786 / 0.745.
+    "gin": dict(layer="gin", epochs=20, fanouts=[10, 10], lr=0.005),
     "gcnii": dict(layer="gcnii", epochs=10, fanouts=[5] * 4, layer_kwargs={"alpha": 0.1, "theta": 0.5}),
     "custom MessagePassing class": dict(layer=MaxSAGE, epochs=8, fanouts=[10, 10]),
     "custom layer by import path": dict(layer="test_zoo:MaxSAGE", epochs=8, fanouts=[10, 10]),

@@ -1,0 +1,129 @@
+"""Fast block aggregation and dropout (gnnscale.sparse_ops) and the CSR GraphSAGE layer."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch_geometric.nn import SAGEConv
+
+from gnnscale.layers import BlockSAGEConv, build_conv
+from gnnscale.samplers import NeighborSampler
+from gnnscale.sparse_ops import BlockAdjacency, block_matmul, dropout
+
+
+def _graph(n: int = 300, m: int = 3000, seed: int = 3) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, n, (2, m), generator=g)
+    return ei[:, ei[0] != ei[1]]
+
+
+def _sage_pair(in_dim: int, out_dim: int, seed: int = 0):
+    torch.manual_seed(seed)
+    ours = BlockSAGEConv(in_dim, out_dim)
+    ref = SAGEConv(in_dim, out_dim)
+    ref.load_state_dict(ours.state_dict())  # same parameter names and shapes
+    return ours, ref
+
+
+def _compare(ours, ref, x_src: torch.Tensor, num_dst: int, edge_index: torch.Tensor) -> None:
+    """Outputs, input gradients and weight gradients of both layers within 1e-5."""
+    outs, grads = [], []
+    for layer in (ours, ref):
+        x = x_src.clone().requires_grad_(True)
+        layer.zero_grad()
+        out = layer((x, x[:num_dst]), edge_index, size=(x.size(0), num_dst))
+        g = torch.Generator().manual_seed(9)
+        (out * torch.randn(out.shape, generator=g)).sum().backward()
+        outs.append(out.detach())
+        grads.append([x.grad] + [p.grad for p in layer.parameters()])
+    torch.testing.assert_close(outs[0], outs[1], atol=1e-5, rtol=1e-5)
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("in_dim,out_dim", [(32, 8), (8, 32)])  # linear first / aggregation first
+def test_block_sage_equals_pyg_sage_on_sampled_blocks(in_dim: int, out_dim: int) -> None:
+    n = 300
+    src, dst = _graph(n)
+    indices = src[torch.argsort(dst, stable=True)]  # CSC: in-neighbors grouped by destination
+    indptr = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(torch.bincount(dst, minlength=n), 0)])
+    sampler = NeighborSampler(indptr, indices, [5, 3], seed=1)
+    mb = sampler.sample(torch.arange(0, 40))
+    ours, ref = _sage_pair(in_dim, out_dim)
+    x = torch.randn(n, in_dim, generator=torch.Generator().manual_seed(4))
+    for block in mb.blocks:  # destinations with no sampled in-edge included
+        _compare(ours, ref, x[block.src_ids], block.num_dst, block.edge_index)
+
+
+def test_block_sage_equals_pyg_sage_on_whole_graph_and_unsorted_edges() -> None:
+    n = 300
+    ei = _graph(n)
+    perm = torch.randperm(ei.size(1), generator=torch.Generator().manual_seed(5))
+    ours, ref = _sage_pair(16, 8)
+    x = torch.randn(n, 16, generator=torch.Generator().manual_seed(6))
+    _compare(ours, ref, x, n, ei[:, perm])
+
+
+@pytest.mark.parametrize("compiled", [True, False])  # numba kernels, or torch.sparse.mm
+def test_block_matmul_is_the_dense_product_both_ways(compiled: bool, monkeypatch) -> None:
+    import gnnscale.sparse_ops as ops
+
+    monkeypatch.setattr(ops, "_compiled_ok", lambda t: compiled and ops.numba is not None)
+    ei = torch.tensor([[0, 2, 3, 3, 1], [0, 0, 1, 2, 2]])  # D = 3 (one destination per row), S = 4
+    w = torch.tensor([0.5, 2.0, 1.0, 3.0, -1.0])
+    adj = BlockAdjacency(ei, 4, 3, weight=w)
+    assert adj.compiled == compiled
+    dense = torch.zeros(3, 4)
+    dense[ei[1], ei[0]] = w
+    h = torch.randn(4, 5, requires_grad=True)
+    out = block_matmul(adj, h)
+    torch.testing.assert_close(out, dense @ h)
+    g = torch.randn(3, 5)
+    out.backward(g)
+    torch.testing.assert_close(h.grad, dense.t() @ g)
+    # Mean weights by default; an empty block gives zeros of the right shape.
+    mean = BlockAdjacency(ei, 4, 3).matrix.to_dense()
+    assert mean.sum(1).tolist() == [1.0, 1.0, 1.0]
+    empty = BlockAdjacency(torch.zeros(2, 0, dtype=torch.int64), 4, 3)
+    assert block_matmul(empty, h).abs().sum() == 0 and block_matmul(empty, h).shape == (3, 5)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
+def test_dropout_keeps_the_expected_fraction_and_scales(p: float) -> None:
+    torch.manual_seed(0)
+    x = torch.rand(2000, 250) + 0.5  # no zeros of its own
+    out = dropout(x, p, training=True)
+    kept = out != 0
+    n = x.numel()
+    frac = float(kept.float().mean())
+    # Binomial(n, 1 - p): 6 standard deviations.
+    assert abs(frac - (1 - p)) < 6 * math.sqrt(p * (1 - p) / n), frac
+    torch.testing.assert_close(out[kept], x[kept] / (1 - p))
+    # Rows and columns are not correlated: each row keeps about the same fraction.
+    rows = kept.float().mean(1)
+    assert float(rows.std()) < 6 * math.sqrt(p * (1 - p) / 250)
+
+
+def test_dropout_backward_uses_the_forward_mask_and_is_seeded() -> None:
+    x = torch.randn(500, 64, requires_grad=True)
+    torch.manual_seed(1)
+    out = dropout(x, 0.5)
+    g = torch.randn_like(out)
+    out.backward(g)
+    mask = (out != 0) | (x == 0)
+    torch.testing.assert_close(x.grad, torch.where(mask, g * 2.0, torch.zeros_like(g)))
+    torch.manual_seed(1)
+    again = dropout(x.detach(), 0.5)
+    assert torch.equal(again, out.detach())  # torch.manual_seed makes it repeatable
+    assert torch.equal(dropout(x, 0.5, training=False), x)
+    assert torch.equal(dropout(x, 0.0), x)
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        dropout(x, 1.5)
+
+
+def test_sage_zoo_name_builds_ours_and_pyg_options_build_pyg() -> None:
+    assert isinstance(build_conv("sage", 8, 4, index=0, num_layers=2), BlockSAGEConv)
+    assert isinstance(build_conv("sage-pyg", 8, 4, index=0, num_layers=2), SAGEConv)
+    layer = build_conv("sage", 8, 4, index=0, num_layers=2, aggr="max")
+    assert isinstance(layer, SAGEConv) and "max" in repr(layer)
