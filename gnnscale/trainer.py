@@ -19,7 +19,6 @@ import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-
 from gnnscale.batching import cut_batches as _batches
 from gnnscale.batching import shuffled_batches
 from gnnscale.comm import CATEGORIES, Communicator, NetworkModel
