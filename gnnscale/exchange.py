@@ -151,8 +151,8 @@ class HaloExchange:
         return self.num_halo * sum(self.dims) * self.dtype.itemsize
 
     def reset_stats(self) -> None:
-        self.stats = {"rows_used": 0, "age_sum": 0, "age_max": 0, "age_min": None, "age_counts": {},
-                      "rows_pushed": 0, "rows_received": 0}
+        # age_counts {age: rows read}: rows used, mean, min and max ages all derive from it.
+        self.stats = {"age_counts": {}, "rows_pushed": 0, "rows_received": 0}
 
     # -- reading -------------------------------------------------------------------------
     def slots(self, ids: torch.Tensor) -> torch.Tensor:
@@ -182,15 +182,11 @@ class HaloExchange:
                     f"{'never written' if worst > (1 << 39) else f'{worst} steps old'}, beyond the "
                     f"staleness bound {self.staleness}"
                 )
-            st = self.stats
-            st["rows_used"] += int(age.numel())
-            st["age_sum"] += int(age.sum())
-            st["age_max"] = max(st["age_max"], worst)
+            seen = self.stats["age_counts"]
             least = int(age.min())
-            st["age_min"] = least if st["age_min"] is None else min(st["age_min"], least)
-            counts = torch.bincount(age - least)  # ages seen, as a histogram {age: rows read}
+            counts = torch.bincount(age - least)  # ages read, as a histogram {age: rows read}
             for a in torch.nonzero(counts).flatten().tolist():  # at most S + 1 distinct ages
-                st["age_counts"][least + a] = st["age_counts"].get(least + a, 0) + int(counts[a])
+                seen[least + a] = seen.get(least + a, 0) + int(counts[a])
         return self.tables[layer - 1][slot].to(torch.float32)
 
     def history(self, layer: int, ids: torch.Tensor) -> torch.Tensor:

@@ -483,28 +483,25 @@ class Worker:
     def _sum_traffic(self, traffic: dict, feat: dict, steps: int) -> dict:
         """Sum the per-category bytes, cache, embedding and modelled-link figures of every rank.
 
-        Every figure travels by name (:meth:`Communicator.all_reduce_named`): two reductions
-        (sum, max), plus one for the per-rank modelled-link figures when a link is modelled.
+        Every figure travels by name (:meth:`Communicator.all_reduce_named`): one reduction,
+        plus one for the per-rank modelled-link figures when a link is modelled.
         """
         cats = list(CATEGORIES) + ["cache_fill_request", "cache_fill"]
-        hs = self.halo.stats if self.halo is not None else {"rows_used": 0, "age_sum": 0, "age_max": 0,
-                                                             "age_min": None, "age_counts": {}}
+        ages = self.halo.stats["age_counts"] if self.halo is not None else {}
         vals = {f"sent.{c}": traffic["sent"].get(c, 0) for c in cats}
         vals |= {f"received.{c}": traffic["received"].get(c, 0) for c in cats}
         vals |= {"cache_hits": feat["cache_hits"], "remote_rows": feat["remote_rows"],
-                 "local_rows": feat["local_rows"], "modelled_seconds": traffic["modelled"]["seconds"],
-                 "rows_used": hs["rows_used"], "age_sum": hs["age_sum"]}
-        # Ages read, as a histogram over 0..S (a fixed set of names on every rank).
+                 "local_rows": feat["local_rows"], "modelled_seconds": traffic["modelled"]["seconds"]}
+        # Ages read, as a histogram over 0..S (a fixed set of names on every rank; lookup refuses
+        # older rows): the rows used and the mean, min and max ages all derive from it.
         bound = self.cfg.staleness if self.mode == "historical" else 0
-        vals |= {f"age.{a}": hs["age_counts"].get(a, 0) for a in range(bound + 1)}
+        vals |= {f"age.{a}": ages.get(a, 0) for a in range(bound + 1)}
         t = self.comm.all_reduce_named(vals, "sum")
-        big = 1 << 50
-        top = self.comm.all_reduce_named(
-            {"age_max": hs["age_max"], "neg_age_min": -(hs["age_min"] if hs["age_min"] is not None else big)}, "max")
+        age_counts = {a: int(t[f"age.{a}"]) for a in range(bound + 1) if t[f"age.{a}"]}
+        used = sum(age_counts.values())
         sent = {c: int(t[f"sent.{c}"]) for c in cats if t[f"sent.{c}"]}
         received = {c: int(t[f"received.{c}"]) for c in cats if t[f"received.{c}"]}
         hits, misses, local = int(t["cache_hits"]), int(t["remote_rows"]), int(t["local_rows"])
-        used, age_sum = int(t["rows_used"]), t["age_sum"]
         row_bytes = 4 * self.meta["feature_dim"]
         rounds = traffic["rounds"]
         per = max(steps, 1)
@@ -514,10 +511,10 @@ class Worker:
             "embedding_rounds_per_batch": rounds.get("embedding", 0) / per,
             "embedding_bytes": received.get("embedding", 0),
             "embedding_rows_used": used,
-            "embedding_age_mean": age_sum / used if used else None,
-            "embedding_age_max": int(top["age_max"]) if used else None,
-            "embedding_age_min": int(-top["neg_age_min"]) if used else None,
-            "embedding_age_counts": {a: int(t[f"age.{a}"]) for a in range(bound + 1) if t[f"age.{a}"]},
+            "embedding_age_mean": sum(a * n for a, n in age_counts.items()) / used if used else None,
+            "embedding_age_max": max(age_counts) if used else None,
+            "embedding_age_min": min(age_counts) if used else None,
+            "embedding_age_counts": age_counts,
             "bytes_sent": sum(sent.values()),
             "bytes_received": sum(received.values()),
             "bytes_sent_by_category": sent,
