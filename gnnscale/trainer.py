@@ -645,4 +645,7 @@ def train_worker(parts_dir: str, cfg: TrainConfig) -> dict:
 
     setup_logging(rank=int(os.environ.get("RANK", "0")))
     worker = Worker(parts_dir, cfg)
-    return worker.fit()
+    try:
+        return worker.fit()
+    finally:
+        worker.health.stop()  # no heartbeat thread outlives training (gnnscale.train under torchrun)
