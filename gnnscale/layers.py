@@ -26,7 +26,12 @@ Picking a layer
 ---------------
 :func:`build_conv` takes a *spec*:
 
-* a zoo name (see :data:`ZOO`): ``sage``, ``gcn``, ``gat``, ``gin``, ``gcnii``;
+* a zoo name (see :data:`ZOO`): ``sage``, ``sage-pyg``, ``gcn``, ``gat``, ``gat-pyg``, ``gin``,
+  ``gcnii``. ``sage``, ``gcn``, ``gat`` and ``gcnii`` are this module's CSR layers
+  (:class:`BlockSAGEConv`, :class:`BlockGCNConv`, :class:`BlockGATConv`,
+  :class:`BlockGCN2Conv`); ``sage`` and ``gat`` equal PyG's ``SAGEConv`` / ``GATConv`` and
+  build those instead (as ``sage-pyg`` / ``gat-pyg`` always do) when given an option only
+  PyG's layer has;
 * an import path ``"package.module:ClassName"``: the class is built as
   ``ClassName(in_dim, out_dim, **kwargs)`` and probed once by :func:`check_layer`;
 * ``"dgl:ClassName"``: ``dgl.nn.ClassName(in_dim, out_dim, **kwargs)`` wrapped in
@@ -48,7 +53,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gnnscale.errors import GnnscaleError
-from gnnscale.sparse_ops import BlockAdjacency, block_matmul
+from gnnscale.sparse_ops import BlockAdjacency, add_self_loops, block_matmul, block_matmul_heads, edge_softmax
 
 __all__ = [
     "LayerError",
@@ -57,11 +62,14 @@ __all__ = [
     "BlockSAGEConv",
     "BlockGCNConv",
     "BlockGCN2Conv",
+    "BlockGATConv",
     "DGLLayerAdapter",
     "build_conv",
     "load_layer_class",
     "check_layer",
     "block_gcn_norm",
+    "graph_gcn_norm",
+    "gcn_adjacency",
 ]
 
 
@@ -75,7 +83,10 @@ ZOO: dict[str, str] = {
     "equal to torch_geometric.nn.SAGEConv, which other --layer-kwargs select)",
     "sage-pyg": "GraphSAGE as torch_geometric.nn.SAGEConv (scatter-based; any SAGEConv option)",
     "gcn": "GCN with symmetric normalization computed on the sampled block (BlockGCNConv)",
-    "gat": "GAT (torch_geometric.nn.GATConv); heads=4, hidden layers concatenate heads, the last averages them",
+    "gat": "GAT, attention and aggregation on the block's CSR (BlockGATConv; equal to torch_geometric.nn.GATConv, "
+    "which attention dropout or other GATConv --layer-kwargs select); heads=4, hidden layers concatenate heads, "
+    "the last averages them",
+    "gat-pyg": "GAT as torch_geometric.nn.GATConv (scatter-based; any GATConv option); heads as gat",
     "gin": "GIN with a 2-layer MLP and trainable eps (torch_geometric.nn.GINConv)",
     "gcnii": "GCNII: initial residual + identity mapping (BlockGCN2Conv); needs in_dim == out_dim; alpha=0.1, theta=0.5",
 }
@@ -85,6 +96,9 @@ SPEC_HELP: str = (
     "a zoo name (" + ", ".join(ZOO) + "), an import path 'package.module:ClassName' "
     "(built as ClassName(in_dim, out_dim, **kwargs)), or 'dgl:ClassName' (dgl.nn.ClassName, needs DGL)"
 )
+
+#: GATConv options BlockGATConv takes too (dropout only as 0.0): with others, "gat" builds GATConv.
+_BLOCK_GAT_OPTIONS = frozenset({"negative_slope", "add_self_loops", "bias", "dropout"})
 
 _SIGNATURE = "forward(self, x: tuple[Tensor, Tensor], edge_index: Tensor) -> Tensor"
 _DGL_MISSING = "DGL is not installed; pip install 'gnnscale[dgl]' (DGL 2.1 needs torch <= 2.2.1)"
@@ -175,24 +189,28 @@ def graph_gcn_norm(edge_index: Tensor, deg: Tensor, num_dst: int, dtype: torch.d
     return edge_norm, self_norm
 
 
-def _propagate(h_src: Tensor, edge_index: Tensor, num_dst: int, deg: Optional[Tensor] = None) -> Tensor:
-    """Normalized sum ``out[v] = sum_{u->v or u=v} norm(u, v) h_src[u]``.
+def gcn_adjacency(edge_index: Tensor, num_src: int, num_dst: int, deg: Optional[Tensor] = None) -> BlockAdjacency:
+    """The block's GCN propagation matrix ``P`` [D, S] with its self loops, as a :class:`BlockAdjacency`.
+
+    ``(P h)[v] = self_norm[v] h[v] + sum_{u -> v} edge_norm(u, v) h[u]``: the block's M edges
+    with the weights ``edge_norm`` plus one edge ``i -> i`` per destination weighing
+    ``self_norm[i]`` (an edge that already is a self loop stays and adds to it), built without
+    a sort when the edges are grouped by destination (:func:`gnnscale.sparse_ops.add_self_loops`).
 
     Args:
-        h_src: float [S, C]. edge_index: int64 [2, M]. num_dst: D.
+        edge_index: int64 [2, M]. num_src: S. num_dst: D.
         deg: optional [S] in-degrees of the sources in the whole graph: then
             :func:`graph_gcn_norm`, else :func:`block_gcn_norm` (degrees within the block).
 
     Returns:
-        float [D, C].
+        the adjacency, float32 weights, M + D entries.
     """
     if deg is not None:
-        edge_norm, self_norm = graph_gcn_norm(edge_index, deg, num_dst, dtype=h_src.dtype)
+        edge_norm, self_norm = graph_gcn_norm(edge_index, deg, num_dst)
     else:
-        edge_norm, self_norm = block_gcn_norm(edge_index, h_src.size(0), num_dst, dtype=h_src.dtype)
-    src, dst = edge_index[0], edge_index[1]
-    out = h_src[:num_dst] * self_norm.unsqueeze(-1)
-    return out.index_add(0, dst, h_src.index_select(0, src) * edge_norm.unsqueeze(-1))
+        edge_norm, self_norm = block_gcn_norm(edge_index, num_src, num_dst)
+    looped, weight = add_self_loops(edge_index, num_dst, edge_norm, self_norm)
+    return BlockAdjacency(looped, num_src, num_dst, weight=weight)
 
 
 # --------------------------------------------------------------------------- our layers
@@ -263,9 +281,13 @@ class BlockGCNConv(nn.Module):
     ``torch_geometric.nn.GCNConv`` on the whole graph for an undirected graph (PyG
     uses in-degrees at both ends, equal to out-degrees there).
 
-    The linear map is applied before the aggregation when ``out_dim < in_dim`` (the
-    M edge messages then carry ``out_dim`` floats instead of ``in_dim``) and after it
-    otherwise; both orders give the same result since the aggregation is linear.
+    The aggregation is a sparse [D, S] matrix (the block's edges plus one self loop per
+    destination, weighted by the normalization: :func:`gcn_adjacency`) times the features,
+    :func:`gnnscale.sparse_ops.block_matmul`: a compiled CSR product with no per-edge
+    message tensor, forward or backward. The linear map is applied before the aggregation
+    when ``out_dim < in_dim`` (the product then moves ``out_dim`` floats per edge instead of
+    ``in_dim``) and after it otherwise; both orders give the same result since the
+    aggregation is linear.
 
     Parameters mirror ``GCNConv`` (``lin.weight`` [out, in], ``bias`` [out]) so that a
     ``GCNConv`` state dict loads as is.
@@ -312,11 +334,11 @@ class BlockGCNConv(nn.Module):
             float32 [D, out_dim].
         """
         x_src, x_dst = _split_input(x, size)
-        num_dst = x_dst.size(0)
+        adj = gcn_adjacency(edge_index, x_src.size(0), x_dst.size(0), deg)
         if self.out_dim < self.in_dim:
-            out = _propagate(self.lin(x_src), edge_index, num_dst, deg)
+            out = block_matmul(adj, self.lin(x_src))
         else:
-            out = self.lin(_propagate(x_src, edge_index, num_dst, deg))
+            out = self.lin(block_matmul(adj, x_src))
         if self.bias is not None:
             out = out + self.bias
         return out
@@ -329,8 +351,9 @@ class BlockGCN2Conv(nn.Module):
     """GCNII layer (Chen et al., 2020) normalized on a bipartite sampled block.
 
     Same math as ``torch_geometric.nn.GCN2Conv(channels, alpha, theta, layer,
-    shared_weights)`` with ``normalize=True``, but the propagation ``P x`` uses
-    :func:`block_gcn_norm` (self loops included)::
+    shared_weights)`` with ``normalize=True``, but the propagation ``P x`` is the block's
+    :func:`gcn_adjacency` (a CSR product; :func:`graph_gcn_norm` with ``deg``, else
+    :func:`block_gcn_norm`, self loops included)::
 
         h   = (1 - alpha) * P x_src + alpha * x0
         out = (1 - beta) * h + beta * h @ W1                   (shared_weights=True)
@@ -384,6 +407,7 @@ class BlockGCN2Conv(nn.Module):
             x0: float32 [D, channels], the initial representation of the destinations
                 (a longer tensor is cut to its first D rows, as ``GCN2Conv`` does).
             size: optional ``(S, D)``.
+            deg: optional [S] in-degrees of the sources in the whole graph.
 
         Returns:
             float32 [D, channels].
@@ -398,7 +422,7 @@ class BlockGCN2Conv(nn.Module):
             raise LayerError(
                 f"BlockGCN2Conv: expected x0 of shape [D={num_dst}, {self.channels}], found {tuple(x0.shape)}"
             )
-        h = _propagate(x_src, edge_index, num_dst, deg) * (1.0 - self.alpha)
+        h = block_matmul(gcn_adjacency(edge_index, x_src.size(0), num_dst, deg), x_src) * (1.0 - self.alpha)
         h0 = x0[:num_dst] * self.alpha
         if self.weight2 is None:
             h = h + h0
@@ -408,6 +432,132 @@ class BlockGCN2Conv(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.channels}, alpha={self.alpha}, theta={self.theta}, layer={self.layer}, shared_weights={self.weight2 is None}"
+
+
+class BlockGATConv(nn.Module):
+    """GAT (Velickovic et al., 2018) on a bipartite block, attention and aggregation on the CSR.
+
+    For destination ``v`` with in-edges ``u -> v`` in the block plus one self loop (source ``v``,
+    the same node) and head ``k`` of ``H``::
+
+        xw       = x_src @ lin.weight^T, viewed [S, H, C]
+        a_src[u, k] = <xw[u, k], att_src[k]>,  a_dst[v, k] = <(x_dst @ lin.weight^T)[v, k], att_dst[k]>
+        alpha[u -> v, k] = softmax over v's edges of leaky_relu(a_src[u, k] + a_dst[v, k], negative_slope)
+        out[v, k] = sum_{u -> v} alpha[u -> v, k] xw[u, k]
+        out = concat over heads [D, H*C] (concat=True) or mean over heads [D, C]; + bias
+
+    This is ``torch_geometric.nn.GATConv(in_dim, out_dim, heads, concat, negative_slope,
+    dropout=0.0, add_self_loops, bias=bias)`` applied to ``((x_src, x_dst), edge_index)``, with
+    the same parameters (``lin.weight`` [H*C, in_dim], ``att_src`` and ``att_dst`` [1, H, C],
+    ``bias`` [H*C] or [C]), so a ``GATConv`` state dict loads as is. As there, an edge that
+    already is a self loop (``u == v``) is dropped before one loop per destination is added
+    (with ``add_self_loops``); without loops a destination with no in-edge gets ``bias``.
+
+    How: the destinations' logits come from ``x_dst`` times ``lin.weight`` folded with
+    ``att_dst`` ([in_dim, H]; no [D, H*C] projection), the sources' from ``x_src`` the same way
+    when ``in_dim <= H*C`` (else from ``xw``); scores and the edge softmax
+    (:func:`gnnscale.sparse_ops.edge_softmax`) are [M + D, H] tensors; the aggregation is
+    :func:`gnnscale.sparse_ops.block_matmul_heads`, compiled forward and backward with no
+    [M, H, C] per-edge message tensor.
+
+    Args:
+        in_dim: input feature size. out_dim: features per head (C).
+        heads: H. concat: concatenate the heads (True) or average them.
+        negative_slope: of the leaky ReLU on the scores.
+        dropout: attention dropout; only 0.0 (``build_conv("gat", ..., dropout=p)`` builds
+            PyG's ``GATConv`` for p > 0).
+        add_self_loops: add one self loop per destination. bias: add a learnt bias.
+    """
+
+    needs_x0 = False
+
+    def __init__(
+        self, in_dim: int, out_dim: int, heads: int = 1, concat: bool = True, negative_slope: float = 0.2,
+        dropout: float = 0.0, add_self_loops: bool = True, bias: bool = True,
+    ) -> None:
+        super().__init__()
+        if dropout != 0.0:
+            raise LayerError(
+                f"BlockGATConv: attention dropout is not implemented, expected dropout=0.0, found {dropout!r}; "
+                "use the zoo name 'gat-pyg' (torch_geometric.nn.GATConv) or build_conv('gat', ..., dropout=p), "
+                "which builds GATConv for p > 0"
+            )
+        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+            raise LayerError(f"BlockGATConv: heads must be a positive int, found {heads!r}")
+        self.in_channels = in_dim
+        self.out_channels = out_dim
+        self.heads = heads
+        self.concat = bool(concat)
+        self.negative_slope = float(negative_slope)
+        self.dropout = 0.0
+        self.add_self_loops = bool(add_self_loops)
+        self.lin = nn.Linear(in_dim, heads * out_dim, bias=False)
+        self.att_src = nn.Parameter(torch.empty(1, heads, out_dim))
+        self.att_dst = nn.Parameter(torch.empty(1, heads, out_dim))
+        self.bias = nn.Parameter(torch.empty(heads * out_dim if concat else out_dim)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Glorot weight and attention vectors, zero bias (as ``GATConv``)."""
+        nn.init.xavier_uniform_(self.lin.weight)
+        for att in (self.att_src, self.att_dst):  # glorot over the last two dims: fan = H + C
+            bound = math.sqrt(6.0 / (att.size(-2) + att.size(-1)))
+            nn.init.uniform_(att, -bound, bound)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def _folded(self, att: Tensor) -> Tensor:
+        """[in_dim, H]: ``lin.weight`` of each head times its attention vector, so that
+        ``x @ folded == ((x @ lin.weight^T).view(-1, H, C) * att).sum(-1)``."""
+        w = self.lin.weight.view(self.heads, self.out_channels, self.in_channels)
+        return torch.einsum("hci,hc->ih", w, att[0])
+
+    def adjacency(self, edge_index: Tensor, num_src: int, num_dst: int) -> BlockAdjacency:
+        """The attention's edges as a :class:`BlockAdjacency`: ``edge_index`` without its self
+        loops plus one loop per destination (with ``add_self_loops``), else ``edge_index``."""
+        if self.add_self_loops:
+            keep = edge_index[0] != edge_index[1]
+            if not bool(keep.all()):
+                edge_index = edge_index[:, keep]
+            edge_index, _ = add_self_loops(edge_index, num_dst)
+        return BlockAdjacency(edge_index, num_src, num_dst)
+
+    def forward(
+        self, x: Tensor | tuple[Tensor, Tensor], edge_index: Tensor, size: Optional[tuple[int, int]] = None,
+        adj: Optional[BlockAdjacency] = None,
+    ) -> Tensor:
+        """Args:
+            x: ``(x_src, x_dst)`` float32 [S, in_dim], [D, in_dim] (``x_dst`` gives the
+                destinations' logits; the self loop of ``i`` carries ``x_src[i]``'s features),
+                or one tensor [N, in_dim] for S == D == N.
+            edge_index: int64 [2, M] (row 0: sources, row 1: destinations).
+            size: optional ``(S, D)``.
+            adj: the layer's :meth:`adjacency` of this block when the caller built it already.
+
+        Returns:
+            float32 [D, heads * out_dim] (concat) or [D, out_dim].
+        """
+        x_src, x_dst = _split_input(x, size)
+        num_src, num_dst = x_src.size(0), x_dst.size(0)
+        heads, c = self.heads, self.out_channels
+        if adj is None:
+            adj = self.adjacency(edge_index, num_src, num_dst)
+        xw = self.lin(x_src).view(num_src, heads, c)
+        if self.in_channels <= heads * c:
+            a_src = x_src @ self._folded(self.att_src)
+        else:
+            a_src = (xw * self.att_src).sum(-1)
+        a_dst = x_dst @ self._folded(self.att_dst)
+        scores = F.leaky_relu(a_src.index_select(0, adj.col) + a_dst.index_select(0, adj.row), self.negative_slope)
+        out = block_matmul_heads(adj, xw, edge_softmax(adj, scores))
+        out = out.reshape(num_dst, heads * c) if self.concat else out.mean(dim=1)
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}, {self.out_channels}, heads={self.heads}, concat={self.concat}, "
+                f"add_self_loops={self.add_self_loops}, bias={self.bias is not None}")
 
 
 # --------------------------------------------------------------------------- DGL
@@ -635,7 +785,7 @@ def build_conv(spec: str, in_dim: int, out_dim: int, *, index: int, num_layers: 
         index: 0-based position of the layer. num_layers: number of layers. GAT's
             last layer (``index == num_layers - 1``) averages its heads; GCNII's beta
             uses ``layer = index + 1``.
-        **kwargs: layer options: ``heads`` (gat, default 4), ``alpha``/``theta``/
+        **kwargs: layer options: ``heads`` (gat, gat-pyg; default 4), ``alpha``/``theta``/
             ``shared_weights`` (gcnii), ``train_eps`` (gin), any option of the
             underlying PyG conv; for an import path, passed as
             ``ClassName(in_dim, out_dim, **kwargs)``.
@@ -666,21 +816,27 @@ def build_conv(spec: str, in_dim: int, out_dim: int, *, index: int, num_layers: 
         return _construct(spec, "SAGEConv", SAGEConv, in_dim, out_dim, **kwargs)
     if name == "gcn":
         return _construct(spec, "BlockGCNConv", BlockGCNConv, in_dim, out_dim, **kwargs)
-    if name == "gat":
-        from torch_geometric.nn import GATConv
-
+    if name in ("gat", "gat-pyg"):
         heads = kwargs.pop("heads", 4)
         if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
-            raise LayerError(f"layer 'gat': heads must be a positive int, found {heads!r}")
+            raise LayerError(f"layer {name!r}: heads must be a positive int, found {heads!r}")
+        # Ours unless PyG's layer is asked for or needs to be (attention dropout, edge features, ...).
+        ours = name == "gat" and set(kwargs) <= _BLOCK_GAT_OPTIONS and not kwargs.get("dropout", 0.0)
+        if ours:
+            cls, what = BlockGATConv, "BlockGATConv"
+        else:
+            from torch_geometric.nn import GATConv
+
+            cls, what = GATConv, "GATConv"
         if last:
-            return _construct(spec, "GATConv", GATConv, in_dim, out_dim, heads=heads, concat=False, **kwargs)
+            return _construct(spec, what, cls, in_dim, out_dim, heads=heads, concat=False, **kwargs)
         if out_dim % heads != 0:
             raise LayerError(
-                f"layer 'gat' (hidden layer {index}): out_dim={out_dim} is not divisible by heads={heads}; hidden GAT "
-                f"layers concatenate heads of out_dim // heads features each; choose a hidden size that is a multiple "
-                f"of {heads} (e.g. {(out_dim // heads + 1) * heads}) or change heads"
+                f"layer {name!r} (hidden layer {index}): out_dim={out_dim} is not divisible by heads={heads}; hidden "
+                f"GAT layers concatenate heads of out_dim // heads features each; choose a hidden size that is a "
+                f"multiple of {heads} (e.g. {(out_dim // heads + 1) * heads}) or change heads"
             )
-        return _construct(spec, "GATConv", GATConv, in_dim, out_dim // heads, heads=heads, concat=True, **kwargs)
+        return _construct(spec, what, cls, in_dim, out_dim // heads, heads=heads, concat=True, **kwargs)
     if name == "gin":
         from torch_geometric.nn import GINConv
 

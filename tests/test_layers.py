@@ -14,6 +14,7 @@ from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 from gnnscale.errors import GnnscaleError
 from gnnscale.layers import (
     ZOO,
+    BlockGATConv,
     BlockGCN2Conv,
     BlockGCNConv,
     DGLLayerAdapter,
@@ -143,7 +144,7 @@ def test_zoo_on_sampled_block_shape_and_grads(name: str, index: int) -> None:
 
 
 def test_zoo_names_and_unknown_name() -> None:
-    assert set(ZOO) == {"sage", "sage-pyg", "gcn", "gat", "gin", "gcnii"}
+    assert set(ZOO) == {"sage", "sage-pyg", "gcn", "gat", "gat-pyg", "gin", "gcnii"}
     assert all(isinstance(v, str) and v for v in ZOO.values())
     with pytest.raises(LayerError, match=r"unknown layer 'sgae' \(did you mean 'sage'\?\)"):
         build_conv("sgae", 4, 4, index=0, num_layers=1)
@@ -154,13 +155,14 @@ def test_zoo_names_and_unknown_name() -> None:
     assert issubclass(LayerError, GnnscaleError)
 
 
-def test_gat_heads() -> None:
-    hidden = build_conv("gat", 6, 8, index=0, num_layers=2)
-    assert isinstance(hidden, GATConv) and hidden.heads == 4 and hidden.out_channels == 2 and hidden.concat
-    last = build_conv("gat", 8, 3, index=1, num_layers=2, heads=2)
-    assert last.heads == 2 and last.out_channels == 3 and not last.concat
+@pytest.mark.parametrize("name,cls", [("gat", BlockGATConv), ("gat-pyg", GATConv)])
+def test_gat_heads(name: str, cls: type) -> None:
+    hidden = build_conv(name, 6, 8, index=0, num_layers=2)
+    assert isinstance(hidden, cls) and hidden.heads == 4 and hidden.out_channels == 2 and hidden.concat
+    last = build_conv(name, 8, 3, index=1, num_layers=2, heads=2)
+    assert isinstance(last, cls) and last.heads == 2 and last.out_channels == 3 and not last.concat
     with pytest.raises(LayerError, match=r"out_dim=10 is not divisible by heads=4"):
-        build_conv("gat", 6, 10, index=0, num_layers=2)
+        build_conv(name, 6, 10, index=0, num_layers=2)
 
 
 def test_gcnii_needs_equal_dims_and_x0() -> None:
@@ -331,7 +333,7 @@ def test_gcnii_full_block_equals_gcn2conv() -> None:
         torch.testing.assert_close(ours((x, x), edge_index, x0=x0), ref(x, x0, edge_index), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["sage", "sage-pyg", "gat", "gin"])
+@pytest.mark.parametrize("name", ["sage", "sage-pyg", "gat", "gat-pyg", "gin"])
 def test_pyg_convs_on_block_with_all_in_edges_equal_whole_graph(name: str) -> None:
     """dst subset + all their in-neighbors as sources: bipartite output == whole-graph output at dst rows."""
     torch.manual_seed(0)
