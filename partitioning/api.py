@@ -22,16 +22,18 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
 
 from gnnscale.errors import PartitionError
 from gnnscale.partitioning.format import write_meta, write_partitions
 from gnnscale.partitioning.resources import ResourceMeter
 from gnnscale.partitioning.strategies import BUILTIN_STRATEGIES
+
+if TYPE_CHECKING:  # torch_geometric costs 2 s to import; workers never need it
+    from torch_geometric.data import Data
 
 logger = logging.getLogger(__name__)
 

@@ -27,17 +27,19 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
 
 from gnnscale.errors import PartitionError
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
 from gnnscale.partitioning.metrics import metrics_from_counts
 from gnnscale.partitioning.relabel import contiguous_relabel
+
+if TYPE_CHECKING:  # torch_geometric costs 2 s to import; workers never need it
+    from torch_geometric.data import Data
 
 logger = logging.getLogger(__name__)
 

@@ -28,14 +28,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
 
 from gnnscale.errors import PartitionError
 from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
+
+if TYPE_CHECKING:  # torch_geometric costs 2 s to import; workers never need it
+    from torch_geometric.data import Data
 
 FEATURE_BYTES = 4  # float32
 
@@ -259,6 +261,8 @@ def partition_metrics(
         ``batch_size`` are given, ``communication`` {remote_rows, remote_bytes (+ per part),
         input_rows, remote_sample_requests, sampled_edges, steps_per_epoch, ...}.
     """
+    from torch_geometric.data import Data
+
     if isinstance(data_or_graph, Data):
         data = data_or_graph
         edge_index = getattr(data, "edge_index", None)

@@ -26,16 +26,19 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
 
 from gnnscale.errors import PartitionError
 from gnnscale.partitioning.graph import to_undirected_csr_weighted, undirected_csr_native
 from gnnscale.partitioning.metis import integer_edge_weights, metis_partition
 from gnnscale.partitioning.streaming import stream_partition
 from gnnscale.partitioning.weights import build_vertex_weights
+
+if TYPE_CHECKING:  # torch_geometric costs 2 s to import; workers never need it
+    from torch_geometric.data import Data
 
 logger = logging.getLogger(__name__)
 

@@ -12,12 +12,15 @@ balanced. Known constraints:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
 
 from gnnscale.errors import PartitionError
+
+if TYPE_CHECKING:  # torch_geometric costs 2 s to import; workers never need it
+    from torch_geometric.data import Data
 
 BALANCE_CONSTRAINTS = ("nodes", "train", "val", "test", "edges")
 
