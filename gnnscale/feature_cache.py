@@ -98,8 +98,8 @@ class FeatureCache:
         if ids.numel() > 1 and not bool((ids[1:] > ids[:-1]).all()):  # sorted input: no copy
             order = torch.argsort(ids)
             ids, rows = ids[order], rows[order]
-        self.ids = ids.to(device)
-        self.rows = rows.to(device)
+        self.ids = ids.cpu()  # looked up with the (host) ids a sampler produces
+        self.rows = rows.to(device)  # served where the model runs
         self.stats = {"lookups": 0, "hits": 0}
 
     @property
@@ -110,15 +110,20 @@ class FeatureCache:
     def nbytes(self) -> int:
         return int(self.rows.numel() * self.rows.element_size())
 
-    def lookup(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(hit bool [n], rows float32 [hits, F] for the hits in order)."""
+    def positions(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(hit bool [n], int64 [hits] the rows of ``self.rows`` that hold the hits, in order)."""
         if self.num_rows == 0 or ids.numel() == 0:
-            return torch.zeros(ids.numel(), dtype=torch.bool), self.rows[:0]
+            return torch.zeros(ids.numel(), dtype=torch.bool), torch.empty(0, dtype=torch.int64)
         pos = torch.searchsorted(self.ids, ids).clamp_(max=self.num_rows - 1)
         hit = self.ids[pos] == ids
         self.stats["lookups"] += int(ids.numel())
         self.stats["hits"] += int(hit.sum())
-        return hit, self.rows[pos[hit]]
+        return hit, pos[hit]
+
+    def lookup(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(hit bool [n], rows float32 [hits, F] for the hits in order, on the cache's device)."""
+        hit, pos = self.positions(ids)
+        return hit, self.rows[pos.to(self.rows.device)]
 
 
 # -- policies ----------------------------------------------------------------------------------

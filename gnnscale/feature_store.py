@@ -1,20 +1,61 @@
-"""Distributed feature store: owned rows from the local part, the rest from their owners."""
+"""Distributed feature store: owned rows from the local part, the rest from their owners.
+
+A fetch copies each row once on the receiving side: owned and cached rows are gathered
+straight into the output by a parallel compiled loop, the owners' replies land in one flat
+buffer (:meth:`Communicator.exchange_flat`, no per-rank lists) and are placed with one
+``index_copy_``; an owner gathers the rows it serves directly into the buffer it sends.
+On a CUDA device, the rows read on the host go into a pinned buffer and cross to the device
+with one ``non_blocking`` copy; cached rows are already there.
+"""
 from __future__ import annotations
 
 from typing import Protocol
 
+import numpy as np
 import torch
 
 from gnnscale.comm import Communicator
 from gnnscale.errors import GnnscaleError
 from gnnscale.partitioning.book import PartitionBook
-from gnnscale.routing import Route
+
+try:
+    import numba
+except ImportError:  # pragma: no cover - numba is a dependency
+    numba = None
 
 
 class LocalRows(Protocol):
-    """What the store needs of a loaded part (see ``gnnscale.partitioning.LocalPart``)."""
+    """What the store needs of a loaded part (see ``gnnscale.partitioning.LocalPart``).
+
+    A part that also has ``x`` (a float32 [n, F] numpy array or memmap) is read by the
+    compiled gather; otherwise through ``features``.
+    """
 
     def features(self, local_idx: torch.Tensor) -> torch.Tensor: ...
+
+
+if numba is not None:
+
+    @numba.njit(parallel=True, cache=True)
+    def _gather_rows(src, idx, out, pos, use_pos):  # pragma: no cover - compiled
+        """out[pos[i]] = src[idx[i]] (or out[i] with use_pos False); returns the count of idx
+        outside [0, len(src))."""
+        n, f = src.shape
+        bad = 0
+        for i in numba.prange(idx.shape[0]):
+            r = idx[i]
+            o = np.int64(i)
+            if use_pos:
+                o = pos[i]
+            if r < 0 or r >= n:
+                bad += 1
+                continue
+            for k in range(f):
+                out[o, k] = src[r, k]
+        return bad
+
+
+_NO_POS = np.empty(0, dtype=np.int64)
 
 
 class DistFeatureStore:
@@ -25,6 +66,7 @@ class DistFeatureStore:
         book: the partition book.
         comm: this rank's communicator; remote rows move in one exchange per call.
         feature_dim: F (every rank must agree; it sizes empty replies).
+        device: where fetched rows and the cache live (the training device).
 
     Counters (cumulative in ``self.stats``): ``local_rows``, ``remote_rows`` (fetched from
     owners) and ``cache_hits`` (remote rows served by the cache, see :meth:`fill_cache`).
@@ -32,11 +74,13 @@ class DistFeatureStore:
     one-time cache fill under ``cache_fill``.
     """
 
-    def __init__(self, part: LocalRows, book: PartitionBook, comm: Communicator, feature_dim: int) -> None:
+    def __init__(self, part: LocalRows, book: PartitionBook, comm: Communicator, feature_dim: int,
+                 device: torch.device | str = "cpu") -> None:
         self.part = part
         self.book = book
         self.comm = comm
         self.feature_dim = int(feature_dim)
+        self.device = torch.device(device)
         self.offset = int(book.offsets[comm.rank])
         self.cache = None
         # True when every rank's cache holds every remote row it can ask for (historical mode's
@@ -48,8 +92,9 @@ class DistFeatureStore:
         for k in self.stats:
             self.stats[k] = 0
 
-    def fill_cache(self, ids: torch.Tensor, device: torch.device | str = "cpu") -> None:
-        """Fetch rows ``ids`` (int64 [K] remote global ids) once and keep them in a FeatureCache.
+    def fill_cache(self, ids: torch.Tensor) -> None:
+        """Fetch rows ``ids`` (int64 [K] remote global ids) once and keep them in a FeatureCache
+        on this store's device.
 
         Collective (every rank calls it, with its own ids); bytes count as ``cache_fill``.
         """
@@ -57,55 +102,106 @@ class DistFeatureStore:
 
         self.cache = None
         rows = self.fetch(ids, category="cache_fill")
-        self.cache = FeatureCache(ids, rows, device)
+        self.cache = FeatureCache(ids, rows, self.device)
         self.reset_stats()
 
     def fetch(self, ids: torch.Tensor, category: str = "feature") -> torch.Tensor:
-        """float32 [n, F] rows of global ids ``ids`` (int64 [n]), in the order given.
+        """float32 [n, F] rows of global ids ``ids`` (int64 [n], on the host), in the order
+        given, on this store's device.
 
         Owned rows come from the local part, cached rows from the cache, the rest from their
         owners in one exchange. Collective: every rank must call it the same number of times
         (``ids`` may be empty); not collective when the store is ``complete`` (set on every
         rank or none).
         """
-        rank, P = self.comm.rank, self.comm.world_size
+        rank = self.comm.rank
         n = ids.numel()
-        out = torch.empty(n, self.feature_dim, dtype=torch.float32)
         owner = self.book.owner(ids)
         mine = owner == rank
-        out[mine] = self._local(ids[mine] - self.offset)
-        need = ~mine
-        if self.cache is not None and self.cache.num_rows:
-            remote_pos = torch.nonzero(need).flatten()
-            hit, rows = self.cache.lookup(ids[remote_pos])
-            out[remote_pos[hit]] = rows.to(out.device)
-            need[remote_pos[hit]] = False
-            self.stats["cache_hits"] += int(hit.sum())
-        need_pos = torch.nonzero(need).flatten()
-        self.stats["local_rows"] += int(mine.sum())
-        if self.complete:
-            if need_pos.numel():
-                raise GnnscaleError(
-                    f"rank {rank}: feature rows of ids {ids[need_pos][:5].tolist()} are neither owned nor held, but "
-                    "this store was marked complete (every remote row it can be asked for is cached); "
-                    "only halo nodes may be read in historical mode")
-            return out
-        route = Route.build(owner[need_pos], P)
-        req = route.split(ids[need_pos])
-        got = self.comm.exchange(req, category + "_request")
-        served = torch.cat(got)
-        rows = self._local(served - self.offset)
-        back = self.comm.exchange(list(torch.split(rows, [g.numel() for g in got])), category)
-        back[rank] = rows.new_empty(0, self.feature_dim)
-        if need_pos.numel():
-            out[need_pos] = route.merge_rows(back)
-        self.stats["remote_rows"] += int(need_pos.numel())
+        mine_pos = torch.nonzero(mine).flatten()
+        need_pos = torch.nonzero(~mine).flatten()
+        hit_pos = cache_idx = None
+        if self.cache is not None and self.cache.num_rows and need_pos.numel():
+            hit, cache_idx = self.cache.positions(ids[need_pos])
+            hit_pos, need_pos = need_pos[hit], need_pos[~hit]
+            self.stats["cache_hits"] += int(hit_pos.numel())
+        self.stats["local_rows"] += int(mine_pos.numel())
+        if self.complete and need_pos.numel():
+            raise GnnscaleError(
+                f"rank {rank}: feature rows of ids {ids[need_pos][:5].tolist()} are neither owned nor held, but "
+                "this store was marked complete (every remote row it can be asked for is cached); "
+                "only halo nodes may be read in historical mode")
+        on_host = self.device.type == "cpu"
+        # Where the host's rows go: straight into the output on CPU; on CUDA into a pinned
+        # buffer (owned rows first, then the fetched ones) that crosses in one copy.
+        m, r = mine_pos.numel(), need_pos.numel()
+        if on_host:
+            out = host = torch.empty(n, self.feature_dim, dtype=torch.float32)
+            local_at, remote_at = mine_pos, need_pos
+        else:
+            host = torch.empty(m + r, self.feature_dim, dtype=torch.float32, pin_memory=True)
+            local_at, remote_at = None, torch.arange(m, m + r, dtype=torch.int64)
+        all_mine = m == n
+        self._local(ids[mine_pos] - self.offset if not all_mine else ids - self.offset, host,
+                    None if (all_mine or local_at is None) else local_at)
+        if not self.complete:
+            self._fetch_remote(ids, owner, need_pos, remote_at, host, category)
+        if not on_host:
+            out = torch.empty(n, self.feature_dim, dtype=torch.float32, device=self.device)
+            if m + r:
+                dest = torch.cat([mine_pos, need_pos]).to(self.device, non_blocking=True)
+                out.index_copy_(0, dest, host.to(self.device, non_blocking=True))
+        if hit_pos is not None and hit_pos.numel():
+            if on_host:
+                _gather_into(self.cache.rows, cache_idx, out, hit_pos)
+            else:
+                out.index_copy_(0, hit_pos.to(self.device), self.cache.rows[cache_idx.to(self.device)])
         return out
 
-    def _local(self, local_idx: torch.Tensor) -> torch.Tensor:
+    def _fetch_remote(self, ids: torch.Tensor, owner: torch.Tensor, need_pos: torch.Tensor, at: torch.Tensor,
+                      out: torch.Tensor, category: str) -> None:
+        """Ask the owners for the rows ``ids[need_pos]`` (one exchange of ids, one of rows)
+        and put them at ``out[at]``; serve the rows the other ranks ask of this one."""
+        P = self.comm.world_size
+        own = owner[need_pos]
+        order = torch.argsort(own, stable=True)
+        counts = torch.bincount(own, minlength=P)
+        served, served_counts = self.comm.exchange_flat(ids[need_pos[order]], counts, category + "_request")
+        rows = torch.empty(served.numel(), self.feature_dim, dtype=torch.float32)
+        self._local(served - self.offset, rows, None)
+        back, _ = self.comm.exchange_flat(rows, served_counts, category)
+        if need_pos.numel():
+            out.index_copy_(0, at[order], back)
+        self.stats["remote_rows"] += int(need_pos.numel())
+
+    def _local(self, local_idx: torch.Tensor, out: torch.Tensor, pos: torch.Tensor | None) -> None:
+        """Owned rows ``local_idx`` (int64 [k]) into ``out[pos]`` (``out[:k]`` when pos is None)."""
         if local_idx.numel() == 0:
-            return torch.empty(0, self.feature_dim, dtype=torch.float32)
+            return
+        x = getattr(self.part, "x", None)
+        if numba is not None and isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim == 2:
+            if x.shape[1] != self.feature_dim:
+                raise GnnscaleError(f"part holds rows of width {x.shape[1]}, expected {self.feature_dim}")
+            bad = _gather_rows(x, local_idx.numpy(), out.numpy(), _NO_POS if pos is None else pos.numpy(),
+                               pos is not None)
+            if bad:
+                raise GnnscaleError(
+                    f"rank {self.comm.rank}: {bad} feature row(s) asked of this part are outside its {x.shape[0]} "
+                    f"owned rows (local ids {int(local_idx.min())}..{int(local_idx.max())}); the ids are not "
+                    "this part's: check the partition book")
+            return
         rows = self.part.features(local_idx)
         if rows.shape[1] != self.feature_dim:
             raise GnnscaleError(f"part returned rows of width {rows.shape[1]}, expected {self.feature_dim}")
-        return rows
+        if pos is None:
+            out[: rows.shape[0]] = rows
+        else:
+            out[pos] = rows
+
+
+def _gather_into(src: torch.Tensor, idx: torch.Tensor, out: torch.Tensor, pos: torch.Tensor) -> None:
+    """out[pos] = src[idx] for host float32 tensors, in one pass when compiled."""
+    if numba is not None and src.dtype == torch.float32 and src.is_contiguous():
+        _gather_rows(src.numpy(), idx.numpy(), out.numpy(), pos.numpy(), True)
+    else:
+        out[pos] = src[idx]
