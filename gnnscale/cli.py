@@ -141,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--port", type=int, default=None, help="rendezvous port on 127.0.0.1 for local workers (default: a free one)")
     t.add_argument("--timeout", type=float, default=300.0, help="seconds before a collective with a silent peer fails")
     t.add_argument("--threads", type=int, default=None, help="torch threads per worker (default: cores / workers)")
+    t.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto",
+                   help="where the model, the batches' blocks and rows and the feature cache live: cpu, cuda (one "
+                        "worker per GPU, gradients over NCCL; sampling and remote fetches stay on the host over "
+                        "gloo) or auto (cuda when a GPU is visible, else cpu; default)")
     t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar (default: only on a terminal, never under CI)")
     t.add_argument("--sampler-backend", choices=["auto", "numba", "torch"], default="auto",
                    help="sampling kernels: compiled numba on CPU (auto) or plain torch; identical draws")
@@ -304,9 +308,12 @@ def cmd_train(args) -> int:
         staleness=args.staleness, embedding_dtype=args.embedding_dtype, halo_features=args.halo_features,
         eval_method=args.eval_method,
         layer=args.layer, layer_kwargs=args.layer_kwargs, norm=args.norm, residual=args.residual, jk=args.jk,
+        device=args.device,
     )
+    from gnnscale.device import resolve_device
     from gnnscale.exchange import check_staleness
 
+    resolve_device(cfg.device)  # --device cuda without CUDA: an error before partitioning or launching
     check_staleness(cfg.staleness)
     if ":" in cfg.layer and not cfg.layer.startswith("dgl:"):  # a bad layer fails here, before any worker starts
         from gnnscale.layers import build_conv
@@ -345,7 +352,8 @@ def cmd_train(args) -> int:
             raise RuntimeSetupError(f"--workers must be at least 1, found {args.workers}")
         parts_dir = _prepare_parts(args)
         workers = args.workers
-    log.info("starting %d local worker(s) on %s", workers, parts_dir)
+    device = resolve_device(cfg.device, 0, workers)  # no CUDA, or too few GPUs: an error before any worker starts
+    log.info("starting %d local worker(s) on %s (device %s)", workers, parts_dir, device.type)
     results = launch_local(train_worker, workers, args=(parts_dir, cfg), port=args.port, threads_per_worker=args.threads)
     r0 = results[0]
     if r0["val_acc"] is None:

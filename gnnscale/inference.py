@@ -28,7 +28,7 @@ def layerwise_inference(
     node_degree: torch.Tensor | None = None,
     backend: str = "auto",
 ) -> torch.Tensor:
-    """Logits float32 [n_owned, C] of every owned node, computed on the full graph.
+    """Logits float32 [n_owned, C] (on the host) of every owned node, computed on the full graph.
 
     Args:
         model: the model (its current mode is kept; call ``model.eval()`` first for inference).
@@ -45,8 +45,10 @@ def layerwise_inference(
     Collective: every rank calls it (one feature fetch and L - 1 embedding exchanges).
     """
     n = halo.num_owned
-    h_own, x0_own = model.encode(own_features)
-    h_halo, _ = model.encode(features.fetch(halo.halo_ids))
+    # Embeddings stay on the host between layers (the halo tables are there); each layer
+    # step runs on the model's device.
+    h_own, x0_own = (t.cpu() if t is not None else None for t in model.encode(own_features))
+    h_halo = model.encode(features.fetch(halo.halo_ids))[0].cpu()
     kernels = Kernels(n + halo.num_halo, indptr.device, backend)
     loc = halo.local_indices
     deg_local = None
@@ -72,14 +74,14 @@ def layerwise_inference(
             hs = model.input_dropout(i, hs)
             pieces.append(model.layer_step(i, hs, hs[: b - a], torch.stack([nbr_local, dst_local]),
                                            x0_own[a:b] if x0_own is not None else None,
-                                           deg_local[src] if deg_local is not None else None))
+                                           deg_local[src] if deg_local is not None else None).cpu())
         h_own = torch.cat(pieces) if pieces else h_own[:0]
         if model.jk != "none":
             outs.append(h_own)
         if i < model.num_layers - 1:
             h_halo = None  # the previous layer's halo rows are not needed any more
             h_halo = halo.exchange_layer(i + 1, h_own, step)
-    return model.readout(h_own, outs)
+    return model.readout(h_own, outs).cpu()
 
 
 @torch.no_grad()
@@ -97,7 +99,7 @@ def refresh_embeddings(
     One hop per layer, GNNAutoScale's rule: ``sample_fn(nodes) -> (counts, nbrs)`` draws the
     in-neighbors once; layer 1 reads their raw features (one feature fetch, collective: every
     rank calls this once per step, ``nodes`` may be empty), layer l > 1 their historical
-    layer-(l-1) rows (``halo.history``). Returns per hidden layer float32 [k, d].
+    layer-(l-1) rows (``halo.history``). Returns per hidden layer float32 [k, d] (on the host).
     """
     k = nodes.numel()
     counts, nbrs = sample_fn(nodes)
@@ -111,5 +113,5 @@ def refresh_embeddings(
         if i > 0:
             h = halo.history(i, src)
         h = model.layer_step(i, h, h[:k], edge_index, x0_dst, deg)
-        out.append(h)
+        out.append(h.cpu())  # pushed from the host's halo tables
     return out

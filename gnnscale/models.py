@@ -137,8 +137,16 @@ class GNN(nn.Module):
             self.head = None
 
     # -- pieces shared by mini-batch forward and layer-wise inference ------------------------
+    def _dev(self, t: torch.Tensor | None) -> torch.Tensor | None:
+        """``t`` on the model's device (the callers' tensors may live on the host)."""
+        if t is None:
+            return None
+        device = next(self.parameters()).device
+        return t if t.device == device else t.to(device, non_blocking=True)
+
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Input features [n, F] -> (h^0 [n, dims[0]], x0 or None)."""
+        """Input features [n, F] -> (h^0 [n, dims[0]], x0 or None), on the model's device."""
+        x = self._dev(x)
         if self.encoder is None:
             return x, None
         h = F.relu(self.encoder(dropout(x, self.dropout, self.training)))
@@ -156,11 +164,12 @@ class GNN(nn.Module):
         ``needs_degree`` (GCN-style normalization).
         """
         conv = self.convs[i]
+        h_src, h_dst, edge_index = self._dev(h_src), self._dev(h_dst), self._dev(edge_index)
         kw = {}
         if self.needs_x0[i]:
-            kw["x0"] = x0_dst
+            kw["x0"] = self._dev(x0_dst)
         if self.needs_degree[i] and deg_src is not None:
-            kw["deg"] = deg_src
+            kw["deg"] = self._dev(deg_src)
         out = conv((h_src, h_dst), edge_index, **kw)
         if i < self.n_post:
             if self.norms is not None:
@@ -174,6 +183,7 @@ class GNN(nn.Module):
         """Logits from the last layer's output (and every layer's, for jumping knowledge)."""
         if self.head is None:
             return h_last
+        h_last, outs = self._dev(h_last), [self._dev(o) for o in outs]
         if self.jk == "cat":
             return self.head(torch.cat(list(outs), 1))
         if self.jk == "max":
@@ -212,10 +222,12 @@ class GNN(nn.Module):
                 if hist is None or hist[i] is None or hist[i].shape[0] != block.num_hist:
                     raise ModelError(f"block {i} has {block.num_hist} historical leaves but no matching hist rows "
                                      "were given (historical mode needs the halo tables' rows)")
-                h = torch.cat([h, hist[i].to(h.dtype)])
+                h = torch.cat([h, self._dev(hist[i]).to(h.dtype)])
             h = self.input_dropout(i, h)
             d = block.num_dst
-            deg = node_degree[block.src_ids] if node_degree is not None and self.needs_degree[i] else None
+            deg = None
+            if node_degree is not None and self.needs_degree[i]:
+                deg = node_degree[block.src_ids.to(node_degree.device)]
             h = self.layer_step(i, h, h[:d], block.edge_index, x0[:d] if x0 is not None else None, deg)
             if emit is not None and i < self.num_layers - 1:
                 emit.append(h.detach())

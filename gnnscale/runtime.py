@@ -69,7 +69,10 @@ def check_port_free(port: int, host: str = "127.0.0.1") -> None:
 
 
 def default_backend() -> str:
-    return "nccl" if torch.cuda.is_available() else "gloo"
+    """gloo: the engine's collectives carry CPU tensors. A CUDA run asks for
+    ``"cpu:gloo,cuda:nccl"`` (see :func:`gnnscale.device.process_group_backend`); a visible GPU
+    alone never switches the backend (the model may well stay on the CPU)."""
+    return "gloo"
 
 
 def init_distributed(timeout: float = 300.0, backend: str | None = None) -> WorldInfo:
@@ -96,9 +99,14 @@ def init_distributed(timeout: float = 300.0, backend: str | None = None) -> Worl
                 f"rank {rank}/{world}: could not join the process group at {addr} within {timeout:.0f} s: {err}. "
                 "Check that every worker was started with the same MASTER_ADDR/MASTER_PORT and that the port is free."
             ) from err
-    if backend == "nccl" and torch.cuda.is_available():
+    if "nccl" in backend and torch.cuda.is_available():
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
     return WorldInfo(rank, world, local_rank, backend)
+
+
+def local_world_size() -> int:
+    """Workers on this machine (torchrun's LOCAL_WORLD_SIZE; launch_local sets it too)."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
 
 
 def new_group(timeout: float, backend: str = "gloo"):
@@ -132,6 +140,7 @@ def _entry(fn: Callable, rank: int, world: int, port: int, threads: int, args: t
         os._exit(1)
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(world),
         # Compiled kernels' thread pools sized to this worker's share of the cores.
         NUMBA_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
         # Idle OpenMP threads sleep instead of spinning on cores the other workers need.

@@ -22,6 +22,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from gnnscale.batching import cut_batches as _batches
 from gnnscale.batching import shuffled_batches
 from gnnscale.comm import CATEGORIES, Communicator, NetworkModel
+from gnnscale.device import DeviceCopier, process_group_backend, resolve_device
 from gnnscale.feature_cache import CacheContext, CacheSize, choose_cache_ids
 from gnnscale.pipeline import Prefetcher
 from gnnscale.errors import RuntimeSetupError
@@ -31,7 +32,8 @@ from gnnscale.exchange import HaloExchange, check_mode, check_staleness, gather_
 from gnnscale.inference import layerwise_inference, refresh_embeddings
 from gnnscale.models import GNN, layer_name
 from gnnscale.partitioning import load_part
-from gnnscale.runtime import init_distributed, new_group
+from gnnscale.runtime import init_distributed, local_world_size, new_group
+from gnnscale.samplers.block import Block
 from gnnscale.samplers import DistNeighborSampler, check_fanouts
 from gnnscale.samplers.kernels import Kernels
 
@@ -74,6 +76,7 @@ class TrainConfig:
     eval_method: str = "auto"  # auto | layerwise | sampled (auto: layerwise when exact anyway)
     layer: str | type = "sage"  # zoo name, module:Class, or a layer class (see gnnscale.layers)
     layer_kwargs: dict = field(default_factory=dict)
+    device: str = "auto"  # cpu | cuda | auto (cuda when a GPU is visible): see gnnscale.device
     norm: str = "none"  # none | batch | layer
     residual: bool = False
     jk: str = "none"  # none | cat | max
@@ -98,7 +101,11 @@ class Worker:
     """One rank's training state: its part, sampler, feature store, model and optimizer."""
 
     def __init__(self, parts_dir: str, cfg: TrainConfig) -> None:
-        info = init_distributed(timeout=cfg.timeout)
+        self._t_init = time.perf_counter()  # start-up: from here to the first step (after imports)
+        local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))
+        self.device = resolve_device(cfg.device, local_rank, local_world_size())
+        info = init_distributed(timeout=cfg.timeout, backend=process_group_backend(self.device))
+        self.copier = DeviceCopier(self.device)
         self.rank, self.world = info.rank, info.world_size
         self.cfg = cfg
         # Heartbeats and phases: a timed-out collective names the silent rank and its phase.
@@ -142,12 +149,12 @@ class Worker:
             owned_keys=self.part.orig_ids, backend=cfg.sampler_backend,
         )
         self.sampler.kernels.warmup()
-        self.features = DistFeatureStore(self.part, self.book, self.data_comm, meta["feature_dim"])
+        self.features = DistFeatureStore(self.part, self.book, self.data_comm, meta["feature_dim"], self.device)
         self.refresh_features = None  # historical mode: the refresh's fetches, on the exchange's group
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
         model = GNN(meta["feature_dim"], cfg.hidden, meta["num_classes"], len(fanouts), layer=cfg.layer,
                     layer_kwargs=cfg.layer_kwargs, dropout=cfg.dropout, norm=cfg.norm, residual=cfg.residual,
-                    jk=cfg.jk)
+                    jk=cfg.jk).to(self.device)
         self.net = model
         # Halo tables on a third process group: pushes run in a thread beside the prefetcher's.
         emb_group = new_group(cfg.timeout) if self.world > 1 else None
@@ -166,7 +173,8 @@ class Worker:
             self.exchange_info.update(halo_rows=self.halo.num_halo, halo_table_bytes=self.halo.table_bytes,
                                       boundary_rows=int(self.halo.boundary.numel()))
         if self.mode == "historical" and self.halo is not None:
-            self.refresh_features = DistFeatureStore(self.part, self.book, self.emb_comm, meta["feature_dim"])
+            self.refresh_features = DistFeatureStore(self.part, self.book, self.emb_comm, meta["feature_dim"],
+                                                     self.device)
             # Its own kernels: the compiled relabeler keeps a table that the prefetch thread also uses.
             self.refresh_kernels = Kernels(self.book.num_nodes, self.part.indptr.device, cfg.sampler_backend)
             extra = self.halo.refresh_seeds(0).numel()
@@ -182,7 +190,7 @@ class Worker:
                      "+".join(map(str, self.halo.dims)) or "0",
                      f", staleness bound {cfg.staleness} steps" if self.mode == "historical" else "")
         if self.world > 1:
-            self.model = DDP(model)
+            self.model = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
             self.model.register_comm_hook(None, self.comm.ddp_comm_hook())
         else:
             self.model = model
@@ -262,7 +270,12 @@ class Worker:
         return shuffled_batches(self.train_ids, cfg.batch_size, cfg.seed, epoch, self.rank, steps)
 
     def _produce(self, epoch: int, batches: list[torch.Tensor], times: dict):
-        """The data stages of one step: sample, then fetch features and labels."""
+        """The data stages of one step: sample, then fetch features and labels onto the device.
+
+        Returns (seeds, mb, x, y, blocks, event): ``mb`` stays on the host (ids for the halo
+        tables); ``x``, ``y`` and ``blocks`` are on the training device, copied on a side
+        stream whose ``event`` the step waits for (None on CPU, where ``blocks`` is ``mb.blocks``).
+        """
 
         def produce(step: int):
             seeds = batches[step]
@@ -271,13 +284,22 @@ class Worker:
             mb = self.sampler.sample(seeds, epoch=epoch, step=step)
             t1 = time.perf_counter()
             self.health.enter("fetching features", epoch, step)
-            x = self.features.fetch(mb.input_ids)
-            y = self._labels(seeds)
+            with self.copier.side_stream():
+                x = self.features.fetch(mb.input_ids)
+                y = self.copier.move(self._labels(seeds))
+                blocks = self._device_blocks(mb.blocks)
+                event = self.copier.record()
             times["sample"] += t1 - t0
             times["fetch"] += time.perf_counter() - t1
-            return seeds, mb, x, y
+            return seeds, mb, x, y, blocks, event
 
         return produce
+
+    def _device_blocks(self, blocks: list[Block]) -> list[Block]:
+        if self.device.type == "cpu":
+            return blocks
+        mv = self.copier.move
+        return [Block(mv(b.src_ids), mv(b.dst_ids), mv(b.edge_index), b.num_hist) for b in blocks]
 
     def train_epoch(self, epoch: int) -> dict:
         cfg = self.cfg
@@ -301,12 +323,13 @@ class Worker:
         first_step = self.global_step
         historical = self.mode == "historical"
         num_layers = len(self.cfg.fanouts)
-        for seeds, mb, x, y in feed:
+        for seeds, mb, x, y, blocks, event in feed:
             t2 = time.perf_counter()
             gstep = self.global_step
             step = gstep - first_step
+            self.copier.ready(event, x, y, *(t for b in blocks for t in (b.src_ids, b.dst_ids, b.edge_index)))
             self.health.enter("forward/backward and gradient all-reduce", epoch, step)
-            out, loss, emit = self._step(x, y, mb, seeds, gstep)
+            out, loss, emit = self._step(x, y, mb, blocks, seeds, gstep)
             if historical:
                 self.health.enter("embedding refresh and push", epoch, step)
                 self._push_and_refresh(epoch, gstep, mb, emit)
@@ -337,7 +360,7 @@ class Worker:
             "stage_seconds": times,
         }
 
-    def _step(self, x: torch.Tensor, y: torch.Tensor, mb, seeds: torch.Tensor, gstep: int):
+    def _step(self, x: torch.Tensor, y: torch.Tensor, mb, blocks: list[Block], seeds: torch.Tensor, gstep: int):
         """Forward, loss, backward (DDP's gradient all-reduce) and the optimizer step.
 
         Returns (logits, loss, emitted hidden rows or None). A failed gradient all-reduce
@@ -348,10 +371,10 @@ class Worker:
             if self.mode == "historical":
                 hist = [self.halo.lookup(i, b.hist_ids, gstep) if b.num_hist else None for i, b in enumerate(mb.blocks)]
                 emit: list | None = []
-                out = self.model(x, mb.blocks, hist=hist, emit=emit, node_degree=self.degree)
+                out = self.model(x, blocks, hist=hist, emit=emit, node_degree=self.degree)
             else:
                 emit = None
-                out = self.model(x, mb.blocks, node_degree=self.degree)
+                out = self.model(x, blocks, node_degree=self.degree)
             if seeds.numel():
                 loss = F.cross_entropy(out, y)
             else:  # a rank with no training nodes still joins DDP's gradient all-reduce
@@ -384,7 +407,7 @@ class Worker:
             computed = mb.blocks[l].dst_ids
             extra = ~torch.isin(nodes, computed)
             ids.append(torch.cat([computed, nodes[extra]]))
-            rows.append(torch.cat([emit[l], fresh[l][extra]]))
+            rows.append(torch.cat([emit[l].cpu(), fresh[l][extra]]))
         self.halo.push(gstep, ids, rows)
 
     def fill_tables(self) -> float:
@@ -426,8 +449,8 @@ class Worker:
         for step, seeds in enumerate(_batches(ids, cfg.eval_batch_size, steps, wrap=False)):
             mb = self.eval_sampler.sample(seeds, epoch=0, step=step)
             x = self.features.fetch(mb.input_ids)
-            out = self.model(x, mb.blocks, node_degree=self.degree)
-            preds.append(out.argmax(1))
+            out = self.model(x, self._device_blocks(mb.blocks), node_degree=self.degree)
+            preds.append(out.argmax(1).cpu())
             labels.append(self._labels(seeds))
         pred = torch.cat(preds) if preds else torch.empty(0, dtype=torch.int64)
         true = torch.cat(labels) if labels else torch.empty(0, dtype=torch.int64)
@@ -563,6 +586,11 @@ class Worker:
             if self.rank == 0:
                 log.info("halo tables filled by layer-wise inference in %.2f s (%.1f MB received, all ranks)",
                          secs, fill_bytes / 1e6)
+        # As DistDGL's trainers count it: after the imports, until the first step (max over ranks).
+        startup = float(self.comm.all_reduce(torch.tensor([time.perf_counter() - self._t_init],
+                                                          dtype=torch.float64), "max")[0])
+        if self.rank == 0:
+            log.info("start-up (part load, groups, sampler, model, cache) %.2f s", startup)
         for epoch in range(cfg.epochs):
             for c in (self.comm, self.data_comm, self.emb_comm):
                 c.stats.reset()
@@ -624,6 +652,8 @@ class Worker:
             "test_acc_at_best_val": best["test_acc"],
             "best_epoch": best["epoch"],
             "epoch_seconds": sum(h["epoch_seconds"] for h in history) / len(history),
+            "startup_seconds": startup,
+            "device": self.device.type,
             "bytes_sent": sum(h["bytes_sent"] for h in history),
             "bytes_received": sum(h["bytes_received"] for h in history),
             "cache": self.cache_info,
