@@ -141,11 +141,8 @@ def _entry(fn: Callable, rank: int, world: int, port: int, threads: int, args: t
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
         LOCAL_WORLD_SIZE=str(world),
-        # Compiled kernels' thread pools sized to this worker's share of the cores.
-        NUMBA_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
-        # Idle OpenMP threads sleep instead of spinning on cores the other workers need.
-        OMP_WAIT_POLICY="PASSIVE",
     )
+    os.environ.update(_thread_env(threads))
     torch.set_num_threads(threads)
     try:
         result = fn(*args)
@@ -166,6 +163,18 @@ def _entry(fn: Callable, rank: int, world: int, port: int, threads: int, args: t
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _thread_env(threads: int) -> dict[str, str]:
+    """A worker's thread settings. They must be in its environment before it imports torch
+    and numba (a spawned child imports them while unpickling its target, before any of its
+    code runs), or numba's pool keeps one thread per core and OpenMP threads spin."""
+    return {
+        # Compiled kernels' thread pools sized to this worker's share of the cores.
+        "NUMBA_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+        # Idle OpenMP threads sleep instead of spinning on cores the other workers need.
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
 
 
 def launch_local(
@@ -195,9 +204,18 @@ def launch_local(
     results: dict[int, tuple[str, Any]] = {}
     terminated: set[int] = set()
     failed_at: float | None = None
+    saved = {k: os.environ.get(k) for k in _thread_env(threads)}
     try:
-        for p in procs:
-            p.start()
+        os.environ.update(_thread_env(threads))  # inherited by the children at start
+        try:
+            for p in procs:
+                p.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         while True:
             while not queue.empty():
                 rank, status, payload = queue.get()
