@@ -46,7 +46,7 @@ def replay_counts(parts_dir: Path, fanouts, batch_size, seed, epochs) -> tuple[l
     """Per rank: its LocalPart, input-row access counts (int64 [N]) of each requested epoch."""
     from gnnscale.partitioning import load_meta, load_part
     from gnnscale.samplers import NeighborSampler
-    from gnnscale.batching import shuffled_batches
+    from gnnscale.batching import epoch_steps, shuffled_batches
 
     meta = load_meta(parts_dir)
     P, N = meta["num_parts"], meta["num_nodes"]
@@ -61,7 +61,7 @@ def replay_counts(parts_dir: Path, fanouts, batch_size, seed, epochs) -> tuple[l
     orig = torch.cat([part.orig_ids for part in parts])
     sampler = NeighborSampler(indptr, indices, fanouts, seed=seed, node_keys=orig)
     train = [torch.nonzero(p.train_mask).flatten() + p.offset for p in parts]
-    steps = max(-(-t.numel() // batch_size) for t in train)
+    steps = epoch_steps([t.numel() for t in train], batch_size)
     counts = {}
     for epoch in epochs:
         for r in range(P):  # loop over ranks and their batches

@@ -1,22 +1,43 @@
 """How an epoch's seed nodes are cut into batches: one function for the trainer and the replays.
 
-Every rank takes the same number of steps (the maximum over ranks) so that no rank waits in
-a collective for a peer that has stopped; a rank with fewer batches starts over from its
-first ids, and no batch ever repeats a seed.
+Every rank takes the same number of steps (:func:`epoch_steps`) so that no rank waits in a
+collective for a peer that has stopped. The count is what the mean rank needs at
+``batch_size`` seeds per step (DistDGL's even split gives every trainer the mean, moving seeds
+between parts; here each rank keeps its own): a rank with more training nodes than that takes
+somewhat larger batches (near-equal ones), a rank with fewer starts over from its first ids.
+No batch ever repeats a seed.
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import torch
+
+
+def epoch_steps(counts: Sequence[int], batch_size: int) -> int:
+    """Steps per epoch for ranks with ``counts[r]`` training nodes each.
+
+    Enough steps for the mean rank at ``batch_size`` seeds per step; more only where a rank's
+    batches would otherwise exceed twice ``batch_size`` (a badly balanced partition).
+    """
+    if not counts or max(counts) == 0:
+        return 0
+    mean_steps = math.ceil(sum(counts) / (len(counts) * batch_size))
+    return max(mean_steps, math.ceil(max(counts) / (2 * batch_size)))
 
 
 def cut_batches(ids: torch.Tensor, batch_size: int, steps: int, wrap: bool) -> list[torch.Tensor]:
     """Cut ``ids`` (int64 [n]) into exactly ``steps`` batches of distinct ids.
 
-    ``wrap``: a rank with fewer batches than ``steps`` starts over from its first ids
-    (training: every rank keeps stepping); a rank with at most ``batch_size`` ids uses all of
-    them in every step. Without ``wrap``, missing batches are empty (evaluation).
+    More than ``steps * batch_size`` ids: ``steps`` near-equal batches (larger than
+    ``batch_size``). ``wrap``: a rank with fewer batches than ``steps`` starts over from its
+    first ids (training: every rank keeps stepping); a rank with at most ``batch_size`` ids
+    uses all of them in every step. Without ``wrap``, missing batches are empty (evaluation).
     """
     n = ids.numel()
+    if n > steps * batch_size:  # more ids than the steps hold at batch_size: near-equal batches
+        return list(torch.tensor_split(ids, steps)) if steps else []
     if not wrap or n == 0:
         return [ids[i * batch_size:(i + 1) * batch_size] for i in range(steps)]
     if n <= batch_size:

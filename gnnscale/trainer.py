@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.batching import cut_batches as _batches
-from gnnscale.batching import shuffled_batches
+from gnnscale.batching import epoch_steps, shuffled_batches
 from gnnscale.comm import CATEGORIES, Communicator, NetworkModel
 from gnnscale.device import DeviceCopier, process_group_backend, resolve_device
 from gnnscale.feature_cache import CacheContext, CacheSize, choose_cache_ids
@@ -200,6 +200,7 @@ class Worker:
         self.val_ids = self._owned(self.part.val_mask)
         self.test_ids = self._owned(self.part.test_mask)
         self.is_ogb = str(meta.get("dataset", "")).startswith("ogbn-")
+        self._train_steps: int | None = None
         self.cache_info = self._setup_cache()
 
     # -- feature cache ---------------------------------------------------------------------
@@ -262,9 +263,13 @@ class Worker:
         return int(self.comm.all_reduce(t, "max")[0])
 
     def _train_batches(self, epoch: int) -> list[torch.Tensor]:
-        """This rank's seed batches of ``epoch``: the same count on every rank (max; wrap-around)."""
+        """This rank's seed batches of ``epoch``: the same count on every rank (see epoch_steps)."""
         cfg = self.cfg
-        steps = self._steps(self.train_ids.numel(), cfg.batch_size)
+        if self._train_steps is None:  # every rank's count of training nodes, once
+            mine = {f"rank{r}": self.train_ids.numel() if r == self.rank else 0 for r in range(self.world)}
+            counts = self.comm.all_reduce_named(mine, "sum")
+            self._train_steps = epoch_steps([int(counts[f"rank{r}"]) for r in range(self.world)], cfg.batch_size)
+        steps = self._train_steps
         if cfg.max_steps is not None:
             steps = min(steps, cfg.max_steps)
         return shuffled_batches(self.train_ids, cfg.batch_size, cfg.seed, epoch, self.rank, steps)

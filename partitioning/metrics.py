@@ -160,9 +160,9 @@ def _epoch_batches(
     train_ids: list[torch.Tensor], batch_size: int, seed: int, epoch: int
 ) -> list[list[torch.Tensor]]:
     """Per part, the seeds of every step of one epoch, exactly as the trainer cuts them."""
-    from gnnscale.batching import shuffled_batches
+    from gnnscale.batching import epoch_steps, shuffled_batches
 
-    steps = max(math.ceil(t.numel() / batch_size) for t in train_ids)
+    steps = epoch_steps([t.numel() for t in train_ids], batch_size)
     return [shuffled_batches(ids, batch_size, seed, epoch, p, steps) for p, ids in enumerate(train_ids)]
 
 

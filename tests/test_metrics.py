@@ -101,18 +101,19 @@ def test_communication_rows_by_hand(hops, batch_size, expected_rows, expected_ed
 
 
 def test_communication_wraps_short_parts_like_the_trainer():
-    # training nodes {0,1,2} on part 0 and {3} on part 1, batch size 1: 3 steps per epoch, so
-    # part 1 samples seed 3 three times; each reaches {0..5} in two hops: 3 remote rows
+    # training nodes {0,1,2} on part 0 and {3} on part 1, batch size 1: the mean part needs
+    # 2 steps per epoch (epoch_steps), so part 0 takes batches of 2 and 1 seeds and part 1
+    # samples seed 3 twice; each of its steps reaches {0..5} in two hops: 3 remote rows
     m = partition_metrics(
         triangles([True, True, True, True, False, False]), HALVES, 2, fanouts=[-1, -1],
         batch_size=1, feature_dim=7,
     )
     c = m["communication"]
-    assert c["steps_per_epoch"] == 3
-    assert c["remote_rows_per_part"] == [5, 9]
-    assert c["remote_bytes"] == 14 * 7 * 4
+    assert c["steps_per_epoch"] == 2
+    assert c["remote_rows_per_part"] == [4, 6]
+    assert c["remote_bytes"] == 10 * 7 * 4
     # sampling requests for remote nodes: part 1 seed 3 hop 2 frontier {3, 2, 4, 5} -> 1 remote
-    assert c["remote_sample_requests_per_part"][1] == 3
+    assert c["remote_sample_requests_per_part"][1] == 2
 
 
 def test_communication_with_fanouts_is_seeded_and_bounded():

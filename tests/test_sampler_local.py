@@ -191,3 +191,19 @@ def test_training_batches_never_repeat_a_seed():
     assert all(b.unique().numel() == b.numel() for b in out)
     assert out[2].tolist() == list(range(64, 70)) + list(range(0, 26))
     assert [b.numel() for b in _batches(ids, 32, 4, wrap=False)] == [32, 32, 6, 0]
+
+
+def test_epoch_steps_follow_the_mean_rank_and_cut_larger_batches_evenly():
+    """Ranks with 5250 and 4750 training nodes, batch 1024: 5 steps each (the mean rank's count;
+    was 6, the larger rank's), the larger rank in near-equal batches of 1050, no seed twice."""
+    from gnnscale.batching import cut_batches, epoch_steps
+
+    assert epoch_steps([5250, 4750], 1024) == 5
+    assert epoch_steps([10000], 1024) == 10
+    assert epoch_steps([0, 0], 1024) == 0
+    assert epoch_steps([10000, 0], 1024) == 5  # capped: no batch over twice the batch size
+    assert epoch_steps([20000, 0], 1024) == 10
+    big = cut_batches(torch.arange(5250), 1024, 5, wrap=True)
+    assert [b.numel() for b in big] == [1050] * 5 and torch.equal(torch.cat(big), torch.arange(5250))
+    small = cut_batches(torch.arange(4750), 1024, 5, wrap=True)
+    assert [b.numel() for b in small] == [1024] * 5 and all(b.unique().numel() == 1024 for b in small)
