@@ -1,0 +1,213 @@
+"""Whole training epochs of ``gnnscale train`` beside DGL 2.1 and DistDGL, alternating, same graph.
+
+The setup of issue 13 (the peers' ``epoch_vs_dgl.py``): R-MAT graphs from
+``../shared/peers/graphgen.py`` (degree 20, 128 features, 16 classes, 10% training nodes),
+GraphSAGE mean, 3 layers, hidden 256, dropout 0.5, Adam lr 3e-3, batch 1024, fan-outs 5,10,15
+per hop from the seeds (DGL ``NeighborSampler([15, 10, 5])``), 3 epochs per run.
+
+- ``1proc``: one process, 2 threads: ``gnnscale train --workers 1 --threads 2`` beside DGL's
+  single-process loop (``dgl_bench.py --tasks train --threads 2``).
+- ``dist2``: 2 METIS parts, one trainer per part, 1 thread each: ``gnnscale train --workers 2
+  --threads 1`` beside DistDGL (a graph server and a trainer per part, ``--tasks dist``).
+
+Each repeat runs gnnscale then DGL (alternating); a run's epoch time is the median of its
+epochs after the first (warm-up). Figures per setting: the ratio of the medians over repeats
+(gnnscale / DGL: below 1 is faster), each side's stage times (sample, fetch, compute) and the
+accuracy on the training batches of the last epoch (both sides measure it the same way).
+
+Partitions: METIS balancing nodes, training nodes and in-edges on both sides (DistDGL:
+``partition_graph(balance_ntypes=train_mask, balance_edges=True)`` in ``dgl_bench.py``;
+gnnscale: ``--balance nodes,train,edges``). On R-MAT the edges matter: balancing nodes and
+training nodes alone left one part 87% of the in-edges (its rank serves most remote rows).
+
+Start-up, two definitions, both sides measured the same way:
+- ``startup_s``: inside each trainer, from after the imports to the first step (max over
+  trainers): DGL's own ``startup_s`` (DistGraph connect, node split, model, DDP, optimizer);
+  gnnscale's ``startup_seconds`` (part load, process groups, sampler, model, DDP, optimizer).
+- ``job_overhead_s``: the job's wall time minus its epochs (imports, launch, start-up,
+  teardown). DistDGL's partitioning is timed apart (``partition_s``), as is gnnscale's.
+
+Needs the DGL virtual environment of ``../shared/peers/setup_peers.sh dgl`` (/tmp/peers/dgl).
+
+    python benchmarks/epoch.py --json results/epoch.json                  # 100k and 1M
+    python benchmarks/epoch.py --sizes 100000 --what 1proc,dist2 --repeats 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEERS = os.path.abspath(os.path.join(ROOT, "..", "shared", "peers"))
+DGL_PY = "/tmp/peers/dgl/bin/python"
+MODEL = ["--fanouts", "5,10,15", "--batch-size", "1024", "--hidden", "256", "--lr", "3e-3", "--dropout", "0.5"]
+
+
+def _run(cmd: list[str], timeout: float = 3600) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.stderr.write(p.stdout[-3000:] + p.stderr[-3000:])
+        raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}")
+    return wall, p.stdout + p.stderr
+
+
+def _write_dir_dataset(data: dict, out: str) -> None:
+    """The graph as a ``dir:`` dataset (edge_index, x, y, split), once."""
+    if os.path.exists(os.path.join(out, "done")):
+        return
+    os.makedirs(out, exist_ok=True)
+    n = int(data["num_nodes"])
+    np.save(os.path.join(out, "edge_index.npy"), np.stack([data["src"], data["dst"]]).astype(np.int64))
+    np.save(os.path.join(out, "x.npy"), data["x"])
+    np.save(os.path.join(out, "y.npy"), data["y"])
+    rest = np.random.default_rng(1).permutation(np.setdiff1d(np.arange(n), data["train_idx"]))
+    np.savez(os.path.join(out, "split.npz"), train_idx=data["train_idx"], val_idx=np.sort(rest[: n // 20]),
+             test_idx=np.sort(rest[n // 20: n // 10]))
+    open(os.path.join(out, "done"), "w").close()
+
+
+def _steady(epochs: list[float]) -> float:
+    return statistics.median(epochs[1:] if len(epochs) > 1 else epochs)
+
+
+def gnnscale_run(parts_dir: str, workers: int, threads: int, epochs: int, metrics: str) -> dict:
+    cmd = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", parts_dir, "--workers", str(workers),
+           "--threads", str(threads), "--epochs", str(epochs), "--eval-every", "0", "--metrics", metrics,
+           "--no-progress", "--device", "cpu"] + MODEL
+    wall, _ = _run(cmd)
+    m = json.load(open(metrics))
+    ep = [e["epoch_seconds"] for e in m["epochs"]]
+    last = m["epochs"][-1]
+    stages = [e["stage_seconds_max_over_ranks"] for e in m["epochs"][1:]] or [m["epochs"][0]["stage_seconds_max_over_ranks"]]
+    return dict(epoch_s=_steady(ep), epochs=ep, startup_s=m["startup_seconds"], job_wall_s=wall,
+                job_overhead_s=wall - sum(ep), train_acc=last["train_acc"], loss=last["loss"],
+                stages={k: statistics.median(s[k] for s in stages) for k in ("sample", "fetch", "compute", "grad_sync")})
+
+
+def dgl_run(task: str, num_nodes: int, epochs: int, out: str) -> dict:
+    cmd = [DGL_PY, os.path.join(PEERS, "dgl_bench.py"), "--tasks", task, "--num-nodes", str(num_nodes),
+           "--fanouts", "5,10,15", "--epochs", str(epochs), "--dist-epochs", str(epochs), "--out", out]
+    if task == "train":
+        cmd += ["--threads", "2"]
+    wall, _ = _run(cmd)
+    r = json.load(open(out))
+    if task == "train":
+        eps = r["train"]["epochs"]
+        rest = eps[1:] or eps
+        return dict(epoch_s=_steady([e["time_s"] for e in eps]), epochs=[e["time_s"] for e in eps],
+                    train_acc=eps[-1]["train_acc"], loss=eps[-1]["loss"],
+                    stages={"sample": statistics.median(e["sample_s"] for e in rest),
+                            "fetch": statistics.median(e["gather_s"] for e in rest),
+                            "compute": statistics.median(e["compute_s"] for e in rest)},
+                    foreign_cpu=r.get("info", {}).get("foreign_cpu"))
+    d = r["dist"]["run"]
+    if d.get("returncodes") != [0, 0] or not d.get("trainers"):
+        raise SystemExit(f"DistDGL run failed: {d.get('returncodes')}")
+    eps = d["epoch_s"]
+    per_ep = [[t["epochs"][e] for t in d["trainers"]] for e in range(len(eps))]
+    rest = per_ep[1:] or per_ep
+    last = per_ep[-1]
+    seeds = sum(t["seeds"] for t in last)
+    return dict(epoch_s=_steady(eps), epochs=eps, startup_s=d["startup_s"], job_wall_s=d["job_wall_s"],
+                job_overhead_s=d["job_wall_s"] - sum(eps), partition_s=r["dist"].get("partition_s"),
+                train_acc=sum(t["train_acc"] * t["seeds"] for t in last) / max(seeds, 1),
+                loss=statistics.mean(t["loss"] for t in last),
+                stages={k: statistics.median(max(t[k + "_s"] for t in ep) for ep in rest)
+                        for k in ("sample", "fetch", "compute")})
+
+
+def ratio(a: list[float], b: list[float]) -> float:
+    return statistics.median(a) / statistics.median(b)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="100000,1000000", help="R-MAT node counts (comma-separated)")
+    ap.add_argument("--what", default="1proc,dist2", help="settings: 1proc, dist2")
+    ap.add_argument("--what-large", default="1proc",
+                    help="settings for sizes of 1M nodes and more (DistDGL's partitioning of 1M takes minutes)")
+    ap.add_argument("--repeats", type=int, default=2, help="alternating repeats (>= 2 for a claim)")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--workdir", default="/tmp/gnnscale_epoch_bench")
+    ap.add_argument("--json", default=None, help="write the results here")
+    args = ap.parse_args()
+    if not os.path.exists(DGL_PY):
+        raise SystemExit(f"DGL's environment {DGL_PY} is missing: run `bash {PEERS}/setup_peers.sh dgl` first")
+    sys.path.insert(0, PEERS)
+    import graphgen
+
+    os.makedirs(args.workdir, exist_ok=True)
+    results = {"setup": {"model": "GraphSAGE mean, 3 layers, hidden 256, dropout 0.5, Adam 3e-3",
+                         "fanouts_from_seeds": [5, 10, 15], "batch_size": 1024, "epochs_per_run": args.epochs,
+                         "repeats": args.repeats, "cpu_count": os.cpu_count()}, "graphs": []}
+    for n in (int(s) for s in args.sizes.split(",")):
+        ga = graphgen.add_graph_args(argparse.ArgumentParser()).parse_args(["--num-nodes", str(n)])
+        name, data = graphgen.load_graph(ga)
+        ddir = os.path.join(args.workdir, name)
+        _write_dir_dataset(data, ddir)
+        what = (args.what_large if n >= 1_000_000 else args.what).split(",")
+        parts = {}
+        for p in sorted({1 if w == "1proc" else 2 for w in what}):
+            pd = os.path.join(args.workdir, f"{name}-p{p}")
+            if not os.path.exists(os.path.join(pd, "meta.json")):
+                wall, _ = _run([sys.executable, "-m", "gnnscale", "partition", "--dataset", f"dir:{ddir}",
+                                "--parts", str(p), "--method", "metis", "--balance", "nodes,train,edges",
+                                "--out", pd])
+                print(f"[{name}] gnnscale partition into {p}: {wall:.1f} s", flush=True)
+            parts[p] = pd
+        graph = {"graph": name, "num_nodes": n, "settings": {}}
+        for w in what:
+            runs = []
+            for r in range(args.repeats):
+                tag = f"{name}-{w}-{r}"
+                if w == "1proc":
+                    g = gnnscale_run(parts[1], 1, 2, args.epochs, os.path.join(args.workdir, f"m-{tag}.json"))
+                    d = dgl_run("train", n, args.epochs, os.path.join(args.workdir, f"dgl-{tag}.json"))
+                else:
+                    g = gnnscale_run(parts[2], 2, 1, args.epochs, os.path.join(args.workdir, f"m-{tag}.json"))
+                    d = dgl_run("dist", n, args.epochs, os.path.join(args.workdir, f"dgl-{tag}.json"))
+                runs.append({"gnnscale": g, "dgl": d})
+                line = (f"[{name} {w} repeat {r}] epoch gnnscale {g['epoch_s']:.2f} s (sample {g['stages']['sample']:.2f}"
+                        f" fetch {g['stages']['fetch']:.2f} compute {g['stages']['compute']:.2f}, train acc "
+                        f"{g['train_acc']:.3f}) | DGL {d['epoch_s']:.2f} s (sample {d['stages']['sample']:.2f} fetch "
+                        f"{d['stages']['fetch']:.2f} compute {d['stages']['compute']:.2f}, train acc {d['train_acc']:.3f})")
+                if w == "dist2":
+                    line += (f" | start-up {g['startup_s']:.2f} vs {d['startup_s']:.2f} s, job overhead "
+                             f"{g['job_overhead_s']:.1f} vs {d['job_overhead_s']:.1f} s")
+                print(line, flush=True)
+            rec = {"runs": runs,
+                   "epoch_ratio": ratio([x["gnnscale"]["epoch_s"] for x in runs], [x["dgl"]["epoch_s"] for x in runs]),
+                   "gnnscale_epoch_median_s": statistics.median(x["gnnscale"]["epoch_s"] for x in runs),
+                   "dgl_epoch_median_s": statistics.median(x["dgl"]["epoch_s"] for x in runs),
+                   "gnnscale_train_acc": [x["gnnscale"]["train_acc"] for x in runs],
+                   "dgl_train_acc": [x["dgl"]["train_acc"] for x in runs]}
+            if w == "dist2":
+                rec["startup_ratio"] = ratio([x["gnnscale"]["startup_s"] for x in runs],
+                                             [x["dgl"]["startup_s"] for x in runs])
+                rec["job_overhead_ratio"] = ratio([x["gnnscale"]["job_overhead_s"] for x in runs],
+                                                  [x["dgl"]["job_overhead_s"] for x in runs])
+            graph["settings"][w] = rec
+            msg = f"[{name} {w}] epoch ratio gnnscale/DGL (medians of {args.repeats}): {rec['epoch_ratio']:.2f}"
+            if w == "dist2":
+                msg += (f"; start-up ratio {rec['startup_ratio']:.2f}; job overhead ratio "
+                        f"{rec['job_overhead_ratio']:.2f}")
+            print(msg, flush=True)
+        results["graphs"].append(graph)
+        if args.json:  # after each graph: nothing lost if a later one fails
+            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+            json.dump(results, open(args.json, "w"), indent=1)
+    if args.json:
+        print(f"written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
