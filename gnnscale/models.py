@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnnscale.errors import GnnscaleError
-from gnnscale.sparse_ops import dropout
+from gnnscale.sparse_ops import dropout, relu_dropout
 from gnnscale.samplers.block import Block
 
 NORMS = ("none", "batch", "layer")
@@ -156,12 +156,14 @@ class GNN(nn.Module):
         self, i: int, h_src: torch.Tensor, h_dst: torch.Tensor, edge_index: torch.Tensor,
         x0_dst: torch.Tensor | None = None,
         deg_src: torch.Tensor | None = None,
+        activate: bool = True,
     ) -> torch.Tensor:
         """Layer i on one block: h^i of sources [S, dims[i]] -> h^{i+1} of destinations [D, dims[i+1]].
 
         ``h_dst`` must be ``h_src[:D]``; dropout is the caller's (applied to ``h_src``).
         ``deg_src``: int64 [S] in-degrees of the sources in the graph, for layers that set
-        ``needs_degree`` (GCN-style normalization).
+        ``needs_degree`` (GCN-style normalization). ``activate=False`` leaves out the ReLU
+        (the caller fuses it with the next layer's dropout; only without norm and residual).
         """
         conv = self.convs[i]
         h_src, h_dst, edge_index = self._dev(h_src), self._dev(h_dst), self._dev(edge_index)
@@ -171,7 +173,7 @@ class GNN(nn.Module):
         if self.needs_degree[i] and deg_src is not None:
             kw["deg"] = self._dev(deg_src)
         out = conv((h_src, h_dst), edge_index, **kw)
-        if i < self.n_post:
+        if i < self.n_post and activate:
             if self.norms is not None:
                 out = self.norms[i](out)
             out = F.relu(out)
@@ -217,18 +219,27 @@ class GNN(nn.Module):
         h, x0 = self.encode(x)
         num_seeds = blocks[-1].num_dst
         outs = []
+        # A hidden layer's ReLU and the next layer's dropout in one pass, where nothing reads
+        # the activation in between (no norm, residual, jumping knowledge or emitted rows).
+        fuse = self.norms is None and not self.residual and self.jk == "none" and emit is None
+        pending_relu = False
         for i, block in enumerate(blocks):
             if block.num_hist:
                 if hist is None or hist[i] is None or hist[i].shape[0] != block.num_hist:
                     raise ModelError(f"block {i} has {block.num_hist} historical leaves but no matching hist rows "
                                      "were given (historical mode needs the halo tables' rows)")
-                h = torch.cat([h, self._dev(hist[i]).to(h.dtype)])
-            h = self.input_dropout(i, h)
+                h = torch.cat([h, self._dev(hist[i]).to(h.dtype)])  # rows >= 0: the ReLU keeps them
+            if pending_relu:
+                h = relu_dropout(h, self.dropout, self.training)
+            else:
+                h = self.input_dropout(i, h)
             d = block.num_dst
             deg = None
             if node_degree is not None and self.needs_degree[i]:
                 deg = node_degree[block.src_ids.to(node_degree.device)]
-            h = self.layer_step(i, h, h[:d], block.edge_index, x0[:d] if x0 is not None else None, deg)
+            pending_relu = fuse and i + 1 < self.num_layers and i < self.n_post
+            h = self.layer_step(i, h, h[:d], block.edge_index, x0[:d] if x0 is not None else None, deg,
+                                activate=not pending_relu)
             if emit is not None and i < self.num_layers - 1:
                 emit.append(h.detach())
             if self.jk != "none":

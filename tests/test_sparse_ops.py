@@ -127,3 +127,52 @@ def test_sage_zoo_name_builds_ours_and_pyg_options_build_pyg() -> None:
     assert isinstance(build_conv("sage-pyg", 8, 4, index=0, num_layers=2), SAGEConv)
     layer = build_conv("sage", 8, 4, index=0, num_layers=2, aggr="max")
     assert isinstance(layer, SAGEConv) and "max" in repr(layer)
+
+
+def test_relu_dropout_equals_dropout_of_relu_forward_and_backward() -> None:
+    """The fused pass gives dropout(relu(x)) with the same mask (same seed stream), and the
+    same gradient, although its backward reads the output instead of recomputing the mask."""
+    from gnnscale.sparse_ops import dropout, relu_dropout
+
+    x = torch.randn(3000, 64, generator=torch.Generator().manual_seed(0))
+    g = torch.randn(3000, 64, generator=torch.Generator().manual_seed(1))
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    torch.manual_seed(5)
+    fa = relu_dropout(a, 0.4)
+    torch.manual_seed(5)
+    fb = dropout(torch.relu(b), 0.4)
+    assert torch.equal(fa, fb)
+    (fa * g).sum().backward()
+    (fb * g).sum().backward()
+    assert torch.equal(a.grad, b.grad)
+    assert torch.equal(relu_dropout(x, 0.4, training=False), torch.relu(x))
+
+
+def test_model_fuses_relu_and_dropout_without_changing_results() -> None:
+    """GNN.forward fuses a hidden layer's ReLU with the next layer's dropout when nothing reads
+    the activation between them; asking for the emitted rows (which turns fusion off) gives
+    the same logits and gradients."""
+    from gnnscale.models import GNN
+    from gnnscale.samplers.block import Block
+
+    g = torch.Generator().manual_seed(0)
+    sizes = [(400, 120, 1500), (120, 30, 400), (30, 8, 90)]
+    blocks = []
+    for s, d, m in sizes:
+        ei = torch.stack([torch.randint(0, s, (m,), generator=g), torch.randint(0, d, (m,), generator=g)])
+        blocks.append(Block(torch.arange(s), torch.arange(d), ei))
+    x = torch.randn(400, 16, generator=g)
+    torch.manual_seed(0)
+    model = GNN(16, 32, 5, num_layers=3, layer="sage", dropout=0.5).train()
+    grads = []
+    outs = []
+    for emit in (None, []):
+        model.zero_grad()
+        torch.manual_seed(9)
+        out = model(x, blocks, emit=emit)
+        out.square().sum().backward()
+        outs.append(out.detach())
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert torch.equal(outs[0], outs[1])
+    for ga, gb in zip(*grads):
+        assert torch.allclose(ga, gb, atol=1e-6, rtol=1e-5)
