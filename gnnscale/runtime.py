@@ -142,7 +142,7 @@ def _entry(fn: Callable, rank: int, world: int, port: int, threads: int, args: t
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
         LOCAL_WORLD_SIZE=str(world),
     )
-    os.environ.update(_thread_env(threads))
+    os.environ.update(_thread_env(threads, world))
     torch.set_num_threads(threads)
     try:
         result = fn(*args)
@@ -165,16 +165,19 @@ def _entry(fn: Callable, rank: int, world: int, port: int, threads: int, args: t
     os._exit(code)
 
 
-def _thread_env(threads: int) -> dict[str, str]:
+def _thread_env(threads: int, nprocs: int) -> dict[str, str]:
     """A worker's thread settings. They must be in its environment before it imports torch
     and numba (a spawned child imports them while unpickling its target, before any of its
     code runs), or numba's pool keeps one thread per core and OpenMP threads spin."""
-    return {
+    env = {
         # Compiled kernels' thread pools sized to this worker's share of the cores.
         "NUMBA_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-        # Idle OpenMP threads sleep instead of spinning on cores the other workers need.
-        "OMP_WAIT_POLICY": "PASSIVE",
     }
+    if nprocs > 1:
+        # Idle OpenMP threads sleep instead of spinning on cores the other workers need. (A
+        # lone worker keeps them spinning: waking sleeping threads for every op cost it 30%.)
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    return env
 
 
 def launch_local(
@@ -204,9 +207,10 @@ def launch_local(
     results: dict[int, tuple[str, Any]] = {}
     terminated: set[int] = set()
     failed_at: float | None = None
-    saved = {k: os.environ.get(k) for k in _thread_env(threads)}
+    env = _thread_env(threads, nprocs)
+    saved = {k: os.environ.get(k) for k in env}
     try:
-        os.environ.update(_thread_env(threads))  # inherited by the children at start
+        os.environ.update(env)  # inherited by the children at start
         try:
             for p in procs:
                 p.start()
