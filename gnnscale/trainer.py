@@ -269,10 +269,9 @@ class Worker:
             mine = {f"rank{r}": self.train_ids.numel() if r == self.rank else 0 for r in range(self.world)}
             counts = self.comm.all_reduce_named(mine, "sum")
             self._train_steps = epoch_steps([int(counts[f"rank{r}"]) for r in range(self.world)], cfg.batch_size)
-        steps = self._train_steps
-        if cfg.max_steps is not None:
-            steps = min(steps, cfg.max_steps)
-        return shuffled_batches(self.train_ids, cfg.batch_size, cfg.seed, epoch, self.rank, steps)
+        batches = shuffled_batches(self.train_ids, cfg.batch_size, cfg.seed, epoch, self.rank, self._train_steps)
+        # --max-steps keeps the epoch's first batches (cutting fewer steps would enlarge them)
+        return batches[:cfg.max_steps] if cfg.max_steps is not None else batches
 
     def _produce(self, epoch: int, batches: list[torch.Tensor], times: dict):
         """The data stages of one step: sample, then fetch features and labels onto the device.

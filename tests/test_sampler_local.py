@@ -207,3 +207,22 @@ def test_epoch_steps_follow_the_mean_rank_and_cut_larger_batches_evenly():
     assert [b.numel() for b in big] == [1050] * 5 and torch.equal(torch.cat(big), torch.arange(5250))
     small = cut_batches(torch.arange(4750), 1024, 5, wrap=True)
     assert [b.numel() for b in small] == [1024] * 5 and all(b.unique().numel() == 1024 for b in small)
+
+
+def test_max_steps_keeps_the_epochs_first_batches(tmp_path):
+    """--max-steps caps the steps; the batches stay those of the whole epoch (batch-size seeds)."""
+    from gnnscale.datasets import load_dataset
+    from gnnscale.partitioning import partition_graph
+    from gnnscale.trainer import TrainConfig, Worker
+
+    data = load_dataset("synthetic?num_nodes=3000&train_frac=0.5")
+    partition_graph(data, 1, tmp_path / "p", method="random")
+    w = Worker(str(tmp_path / "p"), TrainConfig(batch_size=100, max_steps=3, progress=False))
+    try:
+        full = TrainConfig(batch_size=100)
+        batches = w._train_batches(0)
+        assert [b.numel() for b in batches] == [100, 100, 100]
+        w.cfg = full
+        assert all(torch.equal(a, b) for a, b in zip(batches, w._train_batches(0)[:3]))
+    finally:
+        w.health.stop()
