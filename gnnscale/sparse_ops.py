@@ -366,31 +366,32 @@ if numba is not None:
                             acc += g[v, k, f] * h[u, k, f]
                         grad_alpha[e, k] = acc
 
+    @numba.njit(inline="always", cache=True)
+    def _kept(index, threshold):  # pragma: no cover - compiled
+        """splitmix64 of (seed + element index): True when the element is kept."""
+        z = index * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+        return (z >> np.uint64(40)) >= threshold
+
     @numba.njit(parallel=True, fastmath=True, cache=True)
     def _mask_scale(x, out, seed, threshold, scale):  # pragma: no cover - compiled
         n, c = x.shape
         for i in numba.prange(n):
             base = np.uint64(i) * np.uint64(c) + seed
             for j in range(c):
-                z = (base + np.uint64(j)) * np.uint64(0x9E3779B97F4A7C15)
-                z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-                z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-                z = z ^ (z >> np.uint64(31))
-                out[i, j] = x[i, j] * scale if (z >> np.uint64(40)) >= threshold else np.float32(0.0)
+                out[i, j] = x[i, j] * scale if _kept(base + np.uint64(j), threshold) else np.float32(0.0)
 
     @numba.njit(parallel=True, fastmath=True, cache=True)
     def _relu_mask_scale(x, out, seed, threshold, scale):  # pragma: no cover - compiled
-        """out = relu(x) * mask * scale with _mask_scale's mask (the same hash)."""
+        """out = relu(x) * mask * scale with _mask_scale's mask."""
         n, c = x.shape
         for i in numba.prange(n):
             base = np.uint64(i) * np.uint64(c) + seed
             for j in range(c):
-                z = (base + np.uint64(j)) * np.uint64(0x9E3779B97F4A7C15)
-                z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-                z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-                z = z ^ (z >> np.uint64(31))
                 v = x[i, j]
-                out[i, j] = v * scale if (v > 0 and (z >> np.uint64(40)) >= threshold) else np.float32(0.0)
+                out[i, j] = v * scale if (v > 0 and _kept(base + np.uint64(j), threshold)) else np.float32(0.0)
 
     @numba.njit(parallel=True, fastmath=True, cache=True)
     def _scale_where_positive(out, grad, res, scale):  # pragma: no cover - compiled
