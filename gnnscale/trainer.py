@@ -110,8 +110,18 @@ class Worker:
         self.cfg = cfg
         # Heartbeats and phases: a timed-out collective names the silent rank and its phase.
         self.health = Health(self.rank, self.world, cfg.timeout).start()
+        self.startup_phases = {"process group": time.perf_counter() - self._t_init}
+        mark = time.perf_counter()
+
+        def phase(name: str) -> None:  # seconds of each start-up phase, by name (metrics and log)
+            nonlocal mark
+            now = time.perf_counter()
+            self.startup_phases[name] = self.startup_phases.get(name, 0.0) + now - mark
+            mark = now
+
         self.health.enter("start-up")
         self.part = load_part(parts_dir, self.rank, verify=cfg.verify)
+        phase("part load")
         meta = self.part.meta
         if meta["num_parts"] != self.world:
             raise RuntimeSetupError(
@@ -149,6 +159,7 @@ class Worker:
             owned_keys=self.part.orig_ids, backend=cfg.sampler_backend,
         )
         self.sampler.kernels.warmup()
+        phase("groups and samplers")
         self.features = DistFeatureStore(self.part, self.book, self.data_comm, meta["feature_dim"], self.device)
         self.refresh_features = None  # historical mode: the refresh's fetches, on the exchange's group
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
@@ -189,6 +200,7 @@ class Worker:
                      self.mode, self.halo.num_halo, self.halo.table_bytes / 1e6, self.halo.num_halo,
                      "+".join(map(str, self.halo.dims)) or "0",
                      f", staleness bound {cfg.staleness} steps" if self.mode == "historical" else "")
+        phase("model and halo")
         if self.world > 1:
             self.model = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
             self.model.register_comm_hook(None, self.comm.ddp_comm_hook())
@@ -196,12 +208,14 @@ class Worker:
             self.model = model
         torch.manual_seed(cfg.seed * 1000 + self.rank + 1)  # distinct dropout streams per rank
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        phase("DDP and optimizer")
         self.train_ids = self._owned(self.part.train_mask)
         self.val_ids = self._owned(self.part.val_mask)
         self.test_ids = self._owned(self.part.test_mask)
         self.is_ogb = str(meta.get("dataset", "")).startswith("ogbn-")
         self._train_steps: int | None = None
         self.cache_info = self._setup_cache()
+        phase("feature cache")
 
     # -- feature cache ---------------------------------------------------------------------
     def _presample_counts(self, epochs: int) -> torch.Tensor:
@@ -580,6 +594,7 @@ class Worker:
             )
         if self.mode == "historical":
             secs = self.fill_tables()
+            self.startup_phases["halo table fill"] = secs
             got = torch.tensor([self.emb_comm.stats.received.get("embedding", 0),
                                 self.data_comm.stats.received.get("feature", 0)], dtype=torch.float64)
             got = self.comm.all_reduce(got)
@@ -593,8 +608,10 @@ class Worker:
         # As DistDGL's trainers count it: after the imports, until the first step (max over ranks).
         startup = float(self.comm.all_reduce(torch.tensor([time.perf_counter() - self._t_init],
                                                           dtype=torch.float64), "max")[0])
+        phases = self.comm.all_reduce_named(self.startup_phases, "max")  # same names on every rank
         if self.rank == 0:
-            log.info("start-up (part load, groups, sampler, model, cache) %.2f s", startup)
+            log.info("start-up %.2f s (max over ranks: %s)", startup,
+                     ", ".join(f"{k} {phases[k]:.2f}" for k in self.startup_phases))
         for epoch in range(cfg.epochs):
             for c in (self.comm, self.data_comm, self.emb_comm):
                 c.stats.reset()
@@ -657,6 +674,7 @@ class Worker:
             "best_epoch": best["epoch"],
             "epoch_seconds": sum(h["epoch_seconds"] for h in history) / len(history),
             "startup_seconds": startup,
+            "startup_phase_seconds_max_over_ranks": phases,
             "device": self.device.type,
             "bytes_sent": sum(h["bytes_sent"] for h in history),
             "bytes_received": sum(h["bytes_received"] for h in history),
