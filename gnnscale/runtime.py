@@ -142,8 +142,7 @@ def _entry(fn: Callable, rank: int, world: int, port: int, threads: int, args: t
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
         LOCAL_WORLD_SIZE=str(world),
     )
-    os.environ.update(_thread_env(threads, world))
-    torch.set_num_threads(threads)
+    torch.set_num_threads(threads)  # the thread variables came with the environment (launch_local)
     try:
         result = fn(*args)
         # Plain pickle: tensors travel by value, not as shared-memory handles that die with us.

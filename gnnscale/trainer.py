@@ -316,8 +316,7 @@ class Worker:
     def _device_blocks(self, blocks: list[Block]) -> list[Block]:
         if self.device.type == "cpu":
             return blocks
-        mv = self.copier.move
-        return [Block(mv(b.src_ids), mv(b.dst_ids), mv(b.edge_index), b.num_hist) for b in blocks]
+        return [b.to(self.device, non_blocking=True) for b in blocks]
 
     def train_epoch(self, epoch: int) -> dict:
         cfg = self.cfg

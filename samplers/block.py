@@ -45,8 +45,11 @@ class Block:
     def size(self) -> tuple[int, int]:
         return (self.num_src, self.num_dst)
 
-    def to(self, device: torch.device | str) -> "Block":
-        return Block(self.src_ids.to(device), self.dst_ids.to(device), self.edge_index.to(device), self.num_hist)
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "Block":
+        def mv(t: torch.Tensor) -> torch.Tensor:
+            return t.to(device, non_blocking=non_blocking)
+
+        return Block(mv(self.src_ids), mv(self.dst_ids), mv(self.edge_index), self.num_hist)
 
     @property
     def hist_ids(self) -> torch.Tensor:
