@@ -12,6 +12,7 @@ Public API (small on purpose):
 __version__ = "0.1.0"
 
 from gnnscale.errors import GnnscaleError  # noqa: E402
+from gnnscale.lazy import lazy_exports  # noqa: E402
 
 __all__ = ["GnnscaleError", "__version__"]
 
@@ -19,9 +20,9 @@ _LAZY = {
     "Communicator": "gnnscale.comm",
     "DistFeatureStore": "gnnscale.feature_store",
     "GraphSAGE": "gnnscale.models",
-    "TrainConfig": "gnnscale.trainer",
+    "TrainConfig": "gnnscale.config",
     "train_worker": "gnnscale.trainer",
-    "launch_local": "gnnscale.runtime",
+    "launch_local": "gnnscale.launch",
     "train": "gnnscale.api",
     "GNN": "gnnscale.models",
     "init_distributed": "gnnscale.runtime",
@@ -29,10 +30,4 @@ _LAZY = {
 __all__ += list(_LAZY)
 
 
-def __getattr__(name: str):
-    """Import the heavier parts on first use, so ``import gnnscale`` stays cheap."""
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'gnnscale' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)  # so ``import gnnscale`` stays cheap

@@ -45,13 +45,13 @@ def train(
         partition_seed: its seed (apart from the training ``seed``, so that runs over several
             seeds share one cached partition).
         threads: torch threads per worker (default: cores / workers).
-        **config: any :class:`gnnscale.trainer.TrainConfig` field: ``epochs``, ``fanouts``,
+        **config: any :class:`gnnscale.config.TrainConfig` field: ``epochs``, ``fanouts``,
             ``batch_size``, ``hidden``, ``lr``, ``layer`` (a zoo name, ``module:Class`` or a
             layer class), ``layer_kwargs``, ``exchange``, ``cache_policy``, ``pipeline`` ...
     """
+    from gnnscale.config import TrainConfig
+    from gnnscale.launch import in_torchrun, launch_local
     from gnnscale.partitioning import load_meta
-    from gnnscale.runtime import in_torchrun, launch_local
-    from gnnscale.trainer import TrainConfig, train_worker
 
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(config) - known)
@@ -63,6 +63,8 @@ def train(
     if in_torchrun():
         if parts_dir is None:
             raise RuntimeSetupError("under torchrun, pass parts_dir= (partition first with `gnnscale partition`)")
+        from gnnscale.trainer import train_worker
+
         return train_worker(parts_dir, cfg)
     if parts_dir is None:
         from gnnscale.cli import prepare_parts
@@ -74,4 +76,4 @@ def train(
     if workers != meta["num_parts"]:
         raise RuntimeSetupError(f"workers={workers} but {parts_dir} holds {meta['num_parts']} parts: one worker per part")
     log.info("starting %d local worker(s) on %s", workers, Path(parts_dir))
-    return launch_local(train_worker, workers, args=(parts_dir, cfg), threads_per_worker=threads)[0]
+    return launch_local("gnnscale.trainer:train_worker", workers, args=(parts_dir, cfg), threads_per_worker=threads)[0]

@@ -290,9 +290,11 @@ def _json_dict(text: str) -> dict:
 
 
 def cmd_train(args) -> int:
+    # The launcher stays torch-free up to the workers' start (each worker imports torch itself):
+    # the checks below come from torch-free modules, the target travels as a "module:function".
+    from gnnscale.config import TrainConfig, check_staleness
+    from gnnscale.launch import in_torchrun, launch_device, launch_local
     from gnnscale.partitioning import load_meta
-    from gnnscale.runtime import in_torchrun, launch_local
-    from gnnscale.trainer import TrainConfig, train_worker
 
     if args.parts_dir and args.dataset:
         raise RuntimeSetupError("give either --parts-dir or --dataset, not both")
@@ -310,10 +312,7 @@ def cmd_train(args) -> int:
         layer=args.layer, layer_kwargs=args.layer_kwargs, norm=args.norm, residual=args.residual, jk=args.jk,
         device=args.device,
     )
-    from gnnscale.device import resolve_device
-    from gnnscale.exchange import check_staleness
-
-    resolve_device(cfg.device)  # --device cuda without CUDA: an error before partitioning or launching
+    launch_device(cfg.device, 1)  # --device cuda without CUDA: an error before partitioning or launching
     check_staleness(cfg.staleness)
     if ":" in cfg.layer and not cfg.layer.startswith("dgl:"):  # a bad layer fails here, before any worker starts
         from gnnscale.layers import build_conv
@@ -327,6 +326,8 @@ def cmd_train(args) -> int:
     if in_torchrun():
         if not args.parts_dir:
             raise RuntimeSetupError("under torchrun, give --parts-dir (partition first with `gnnscale partition`)")
+        from gnnscale.trainer import train_worker
+
         train_worker(args.parts_dir, cfg)
         return 0
     if args.parts_dir:
@@ -339,11 +340,10 @@ def cmd_train(args) -> int:
                 f"`gnnscale partition --parts {workers} ...`"
             )
         parts_dir = args.parts_dir
-        if cfg.verify:  # fail fast, before any worker starts, on a corrupt part
-            from gnnscale.partitioning import verify_part
+        if cfg.verify:  # fail fast, before any worker starts, on a corrupt part (parts hash in parallel)
+            from gnnscale.partitioning import verify_parts
 
-            for p in range(meta["num_parts"]):
-                verify_part(parts_dir, p)
+            verify_parts(parts_dir)
             cfg.verify = False
     else:
         args.dataset = args.dataset or DEFAULT_DATASET
@@ -352,9 +352,10 @@ def cmd_train(args) -> int:
             raise RuntimeSetupError(f"--workers must be at least 1, found {args.workers}")
         parts_dir = _prepare_parts(args)
         workers = args.workers
-    device = resolve_device(cfg.device, 0, workers)  # no CUDA, or too few GPUs: an error before any worker starts
-    log.info("starting %d local worker(s) on %s (device %s)", workers, parts_dir, device.type)
-    results = launch_local(train_worker, workers, args=(parts_dir, cfg), port=args.port, threads_per_worker=args.threads)
+    device = launch_device(cfg.device, workers)  # no CUDA, or too few GPUs: an error before any worker starts
+    log.info("starting %d local worker(s) on %s (device %s)", workers, parts_dir, device)
+    results = launch_local("gnnscale.trainer:train_worker", workers, args=(parts_dir, cfg), port=args.port,
+                           threads_per_worker=args.threads)
     r0 = results[0]
     if r0["val_acc"] is None:
         log.info("done: %.2f s/epoch, %.1f MB sent, %.1f MB received in all (no evaluation)",

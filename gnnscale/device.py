@@ -12,9 +12,8 @@ import contextlib
 
 import torch
 
+from gnnscale.config import DEVICES
 from gnnscale.errors import RuntimeSetupError
-
-DEVICES = ("cpu", "cuda", "auto")
 
 
 def resolve_device(name: str, local_rank: int = 0, local_workers: int = 1) -> torch.device:

@@ -28,3 +28,7 @@ class RuntimeSetupError(GnnscaleError):
 
 class PeerError(GnnscaleError):
     """A peer rank died, or did not answer a collective within the timeout."""
+
+
+class ExchangeError(GnnscaleError):
+    """Bad exchange options, or a historical embedding that may not be used."""

@@ -40,34 +40,14 @@ from typing import Sequence
 import torch
 
 from gnnscale.comm import Communicator
-from gnnscale.errors import GnnscaleError, PeerError
+from gnnscale.config import MODES, check_mode, check_staleness  # noqa: F401 - re-exported
+from gnnscale.errors import ExchangeError, PeerError
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.routing import Route
 
 log = logging.getLogger(__name__)
 
-MODES = ("exact", "historical", "local")
 NEVER = -(1 << 40)  # stamp of a row that was never written
-
-
-class ExchangeError(GnnscaleError):
-    """Bad exchange options, or a historical embedding that may not be used."""
-
-
-def check_mode(mode: str) -> str:
-    if mode not in MODES:
-        raise ExchangeError(f"exchange mode must be one of {', '.join(MODES)}; found {mode!r}. "
-                            "Use --exchange exact (default), historical or local.")
-    return mode
-
-
-def check_staleness(staleness: int) -> int:
-    if isinstance(staleness, bool) or int(staleness) != staleness or int(staleness) < 2:
-        raise ExchangeError(
-            f"the staleness bound must be an integer >= 2 steps; found {staleness!r}. Pushed embeddings "
-            "travel while the next step computes, so the freshest row a step can read is 2 steps old."
-        )
-    return int(staleness)
 
 
 class HaloExchange:

@@ -18,66 +18,42 @@ Methods: ``metis``, ``random``, ``hash``, ``range``, ``ldg``, ``fennel`` (see
 plug-in ``"module.path:function"``.
 """
 
-from gnnscale.partitioning.api import (
-    assign_parts,
-    available_methods,
-    get_partitioner,
-    partition_graph,
-    register_partitioner,
-)
-from gnnscale.partitioning.book import PartitionBook
-from gnnscale.partitioning.format import (
-    FORMAT_VERSION,
-    LocalPart,
-    load_meta,
-    load_part,
-    summarize,
-    verify_part,
-    write_meta,
-    write_partitions,
-)
-from gnnscale.partitioning.graph import (
-    coalesce,
-    edge_cut,
-    to_csc,
-    to_undirected_csr,
-    to_undirected_csr_weighted,
-)
-from gnnscale.partitioning.metis import integer_edge_weights, metis_partition
-from gnnscale.partitioning.metrics import partition_metrics
-from gnnscale.partitioning.resources import ResourceMeter
-from gnnscale.partitioning.strategies import BUILTIN_STRATEGIES
-from gnnscale.partitioning.streaming import stream_partition
-from gnnscale.partitioning.relabel import contiguous_relabel
-from gnnscale.partitioning.weights import BALANCE_CONSTRAINTS, build_vertex_weights
+from gnnscale.lazy import lazy_exports
 
-__all__ = [
-    "BALANCE_CONSTRAINTS",
-    "BUILTIN_STRATEGIES",
-    "FORMAT_VERSION",
-    "LocalPart",
-    "PartitionBook",
-    "ResourceMeter",
-    "assign_parts",
-    "available_methods",
-    "build_vertex_weights",
-    "coalesce",
-    "contiguous_relabel",
-    "edge_cut",
-    "get_partitioner",
-    "integer_edge_weights",
-    "load_meta",
-    "load_part",
-    "metis_partition",
-    "partition_graph",
-    "partition_metrics",
-    "register_partitioner",
-    "stream_partition",
-    "summarize",
-    "to_csc",
-    "to_undirected_csr",
-    "to_undirected_csr_weighted",
-    "verify_part",
-    "write_meta",
-    "write_partitions",
-]
+# Public name -> the submodule that defines it. Names load on first use (PEP 562), so that a
+# light caller (the launcher of ``gnnscale train`` reads meta.json and checks the hashes of
+# the parts through ``manifest``) does not import torch, numba and METIS with the package.
+_EXPORTS = {
+    "BALANCE_CONSTRAINTS": ".weights",
+    "BUILTIN_STRATEGIES": ".strategies",
+    "FORMAT_VERSION": ".manifest",
+    "LocalPart": ".format",
+    "PartitionBook": ".book",
+    "ResourceMeter": ".resources",
+    "assign_parts": ".api",
+    "available_methods": ".api",
+    "build_vertex_weights": ".weights",
+    "coalesce": ".graph",
+    "contiguous_relabel": ".relabel",
+    "edge_cut": ".graph",
+    "get_partitioner": ".api",
+    "integer_edge_weights": ".metis",
+    "load_meta": ".manifest",
+    "load_part": ".format",
+    "metis_partition": ".metis",
+    "partition_graph": ".api",
+    "partition_metrics": ".metrics",
+    "register_partitioner": ".api",
+    "stream_partition": ".streaming",
+    "summarize": ".format",
+    "to_csc": ".graph",
+    "to_undirected_csr": ".graph",
+    "to_undirected_csr_weighted": ".graph",
+    "verify_part": ".manifest",
+    "verify_parts": ".manifest",
+    "write_meta": ".format",
+    "write_partitions": ".format",
+}
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -20,7 +20,6 @@ meta.json is written last, so a folder without it is an unfinished write.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import logging
 import os
@@ -33,6 +32,17 @@ import numpy as np
 import torch
 
 from gnnscale.errors import PartitionError
+from gnnscale.partitioning.manifest import (  # noqa: F401 - re-exported
+    _RERUN_HINT,
+    FORMAT_VERSION,
+    META_FILE,
+    PART_FILES,
+    _verify_files,
+    load_meta,
+    part_dir_name,
+    sha256_file,
+    verify_part,
+)
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
 from gnnscale.partitioning.metrics import metrics_from_counts
@@ -43,29 +53,7 @@ if TYPE_CHECKING:  # torch_geometric costs 2 s to import; workers never need it
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
-META_FILE = "meta.json"
-PART_FILES = (
-    "indptr.npy",
-    "indices.npy",
-    "x.npy",
-    "y.npy",
-    "train_mask.npy",
-    "val_mask.npy",
-    "test_mask.npy",
-    "orig_ids.npy",
-)
 _MASKS = ("train_mask", "val_mask", "test_mask")
-_REQUIRED_META = (
-    "format_version",
-    "num_parts",
-    "num_nodes",
-    "offsets",
-    "feature_dim",
-    "files",
-)
-_HASH_CHUNK = 1 << 20
-_RERUN_HINT = "re-run `gnnscale partition` to rewrite the partition folder"
 
 
 def _gnnscale_version() -> str:
@@ -75,20 +63,6 @@ def _gnnscale_version() -> str:
         return version("gnnscale")
     except Exception:  # noqa: BLE001 - metadata missing in a source checkout
         return "unknown"
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks (bounded memory)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def part_dir_name(part: int) -> str:
-    """Folder name of part ``part`` inside a partition folder (``part{p}``)."""
-    return f"part{int(part)}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -296,54 +270,6 @@ def write_partitions(
 # --------------------------------------------------------------------------------------------
 
 
-def load_meta(part_dir: str | os.PathLike) -> dict[str, Any]:
-    """Read and check ``part_dir/meta.json``.
-
-    Raises:
-        PartitionError: folder missing, meta.json missing or unreadable, wrong format_version,
-            or required keys missing.
-    """
-    root = Path(part_dir)
-    if not root.is_dir():
-        raise PartitionError(
-            f"expected a partition folder at {root}, found "
-            f"{'a file' if root.exists() else 'nothing'}; run `gnnscale partition` first or "
-            "fix the path"
-        )
-    path = root / META_FILE
-    if not path.is_file():
-        raise PartitionError(
-            f"expected {path} in the partition folder, found none (the folder is not a "
-            f"partition or its write did not finish); {_RERUN_HINT}"
-        )
-    try:
-        with open(path, encoding="utf-8") as fh:
-            meta = json.load(fh)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PartitionError(
-            f"expected {path} to be readable JSON, found an error: {exc}; {_RERUN_HINT}"
-        ) from exc
-    if not isinstance(meta, dict):
-        raise PartitionError(
-            f"expected a JSON object in {path}, found {type(meta).__name__}; {_RERUN_HINT}"
-        )
-    version = meta.get("format_version")
-    if version != FORMAT_VERSION:
-        raise PartitionError(
-            f"expected partition format_version {FORMAT_VERSION} in {path}, found {version!r}; "
-            f"{_RERUN_HINT} with this gnnscale version"
-        )
-    missing = [k for k in _REQUIRED_META if k not in meta]
-    if missing:
-        raise PartitionError(f"expected keys {missing} in {path}, found none; {_RERUN_HINT}")
-    if len(meta["offsets"]) != int(meta["num_parts"]) + 1:
-        raise PartitionError(
-            f"expected {int(meta['num_parts']) + 1} offsets in {path}, found "
-            f"{len(meta['offsets'])}; {_RERUN_HINT}"
-        )
-    return meta
-
-
 @dataclass
 class LocalPart:
     """One part loaded from disk. Owned nodes have new global ids ``offset .. offset+n-1``.
@@ -403,28 +329,6 @@ class LocalPart:
                 "book.to_local(ids, part) first"
             )
         return torch.from_numpy(np.ascontiguousarray(self.x[idx], dtype=np.float32))
-
-
-def verify_part(part_dir: str | os.PathLike, part: int) -> None:
-    """Check the sha256 of every file of ``part`` against meta.json (PartitionError if not)."""
-    _verify_files(Path(part_dir), load_meta(part_dir), part)
-
-
-def _verify_files(root: Path, meta: dict[str, Any], part: int) -> None:
-    prefix = part_dir_name(part) + "/"
-    expected = {k: v for k, v in meta["files"].items() if k.startswith(prefix)}
-    for fname in PART_FILES:
-        rel = prefix + fname
-        if rel not in expected:
-            raise PartitionError(
-                f"expected a sha256 for {rel} in {root / META_FILE}, found none; {_RERUN_HINT}"
-            )
-        found = sha256_file(root / rel)
-        if found != expected[rel]:
-            raise PartitionError(
-                f"expected {root / rel} to have sha256 {expected[rel]}, found {found} (the file "
-                f"is corrupt or was changed after partitioning); {_RERUN_HINT}"
-            )
 
 
 def _load_array(path: Path, dtype: np.dtype, shape: tuple, mmap: bool = False) -> np.ndarray:

@@ -1,6 +1,18 @@
 """Neighbor samplers: local (one process) and distributed (owners sample their nodes)."""
-from gnnscale.samplers.block import Block, MiniBatch
-from gnnscale.samplers.local import NeighborSampler, SamplingKeys, check_fanouts
-from gnnscale.samplers.distributed import DistNeighborSampler
+from __future__ import annotations
 
-__all__ = ["Block", "MiniBatch", "NeighborSampler", "DistNeighborSampler", "SamplingKeys", "check_fanouts"]
+from gnnscale.lazy import lazy_exports
+
+# Public name -> defining submodule; loaded on first use (PEP 562), so that checking fanouts
+# (the launcher does, before any worker starts) imports neither torch nor numba.
+_EXPORTS = {
+    "Block": ".block",
+    "DistNeighborSampler": ".distributed",
+    "MiniBatch": ".block",
+    "NeighborSampler": ".local",
+    "SamplingKeys": ".local",
+    "check_fanouts": ".fanouts",
+}
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -159,3 +159,62 @@ def test_train_two_workers_writes_metrics(cora2, tmp_path):
     assert m["bytes_sent"] > 0 and m["bytes_sent"] == m["bytes_received"]
     assert m["test_acc"] > 0.5  # 7 classes: chance is about 0.3
     assert "epoch   3 | loss" in r.stderr
+
+
+LAUNCHER_PROBE = """
+import sys
+import gnnscale.launch as launch
+
+def probe(fn, nprocs, args=(), **kw):
+    heavy = sorted(m for m in ("torch", "numba", "torch_geometric", "pymetis") if m in sys.modules)
+    print("PROBE", fn, nprocs, ",".join(heavy) or "none", launch.launch_device("auto", nprocs))
+    raise SystemExit(0)
+
+launch.launch_local = probe
+from gnnscale.cli import main
+sys.argv = ["gnnscale", "train", "--parts-dir", sys.argv[1], "--epochs", "1", "--fanouts", "5,5"]
+main()
+"""
+
+
+def test_launcher_checks_everything_without_importing_torch(cora2):
+    """Up to the workers' start, ``gnnscale train`` reads meta.json, hashes both parts, checks the
+    options and resolves ``--device auto`` (a CPU build of torch here) without importing torch,
+    numba or METIS: each worker imports them itself, the launcher's import (3 s) is off the path."""
+    r = subprocess.run([sys.executable, "-c", LAUNCHER_PROBE, str(cora2)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("PROBE")][0]
+    assert line.split() == ["PROBE", "gnnscale.trainer:train_worker", "2", "none", "cpu"]
+
+
+def test_launch_device_checks():
+    from gnnscale.errors import RuntimeSetupError
+    from gnnscale.launch import launch_device
+
+    assert launch_device("cpu", 8) == "cpu"
+    with pytest.raises(RuntimeSetupError, match="--device must be one of cpu, cuda, auto; found 'gpu'"):
+        launch_device("gpu", 1)
+    import torch
+
+    if not torch.cuda.is_available():
+        assert launch_device("auto", 2) == "cpu"
+        with pytest.raises(RuntimeSetupError, match="--device cuda: "):
+            launch_device("cuda", 1)
+
+
+def test_checksum_mismatch_names_the_lowest_bad_part(cora2, tmp_path):
+    from gnnscale.errors import PartitionError
+    from gnnscale.partitioning import verify_parts
+
+    bad = tmp_path / "bad"
+    shutil.copytree(cora2, bad)
+    verify_parts(bad)  # intact: both parts hash to meta.json's sums
+    for p in (1, 0):
+        x = bad / f"part{p}" / "x.npy"
+        raw = bytearray(x.read_bytes())
+        raw[-1] ^= 0xFF
+        x.write_bytes(bytes(raw))
+    with pytest.raises(PartitionError, match=r"part0/x\.npy to have sha256"):
+        verify_parts(bad)
+    verify_parts(bad, parts=[])  # nothing to check

@@ -1,0 +1,72 @@
+"""Run options of ``gnnscale train`` and their checks.
+
+Torch-free on purpose: the launcher builds and checks a :class:`TrainConfig` before it starts
+any worker, without importing torch (each worker imports it anyway).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from gnnscale.errors import ExchangeError
+
+MODES = ("exact", "historical", "local")  # --exchange: see gnnscale.exchange
+DEVICES = ("cpu", "cuda", "auto")  # --device: see gnnscale.device
+
+
+@dataclass
+class TrainConfig:
+    """Hyperparameters and run options of ``gnnscale train`` (defaults are the CLI's)."""
+
+    epochs: int = 10
+    fanouts: Sequence[int] = (10, 10)
+    eval_fanouts: Sequence[int] | None = None  # None: same as fanouts
+    batch_size: int = 512
+    eval_batch_size: int = 2048
+    hidden: int = 128
+    lr: float = 0.003
+    weight_decay: float = 0.0
+    dropout: float = 0.5
+    seed: int = 0
+    eval_every: int = 1  # 0: never evaluate (benchmarks)
+    max_steps: int | None = None  # cap on steps per epoch (benchmarks); None: the whole epoch
+    timeout: float = 300.0
+    metrics: str | None = None
+    progress: bool | None = None  # None: a bar only when stderr is a terminal and not in CI
+    verify: bool = True
+    sampler_backend: str = "auto"  # "auto" | "numba" | "torch" (identical draws)
+    cache_policy: str = "none"  # none | degree | presample | file | a registered name
+    cache_size: str = "10%"  # rows=N, bytes=64MB, fraction=0.1 or 10% (of the remote rows)
+    cache_file: str | None = None
+    presample_epochs: int = 2
+    pipeline: bool = False  # sample/fetch batch i+1 in a thread while batch i trains
+    pipeline_depth: int = 2
+    net_bandwidth_gbps: float | None = None  # a modelled link (benchmarks on one machine)
+    net_latency_ms: float = 0.05
+    exchange: str = "exact"  # exact | historical | local (see gnnscale.exchange)
+    staleness: int = 4  # historical mode: no embedding older than this many steps is used
+    embedding_dtype: str = "float32"  # float32 | bfloat16 | float16: halo tables and pushed rows
+    halo_features: str = "hold"  # historical: hold the halo's input rows (fetched once) | fetch them per step
+    eval_method: str = "auto"  # auto | layerwise | sampled (auto: layerwise when exact anyway)
+    layer: str | type = "sage"  # zoo name, module:Class, or a layer class (see gnnscale.layers)
+    layer_kwargs: dict = field(default_factory=dict)
+    device: str = "auto"  # cpu | cuda | auto (cuda when a GPU is visible): see gnnscale.device
+    norm: str = "none"  # none | batch | layer
+    residual: bool = False
+    jk: str = "none"  # none | cat | max
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ExchangeError(f"exchange mode must be one of {', '.join(MODES)}; found {mode!r}. "
+                            "Use --exchange exact (default), historical or local.")
+    return mode
+
+
+def check_staleness(staleness: int) -> int:
+    if isinstance(staleness, bool) or int(staleness) != staleness or int(staleness) < 2:
+        raise ExchangeError(
+            f"the staleness bound must be an integer >= 2 steps; found {staleness!r}. Pushed embeddings "
+            "travel while the next step computes, so the freshest row a step can read is 2 steps old."
+        )
+    return int(staleness)

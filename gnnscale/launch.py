@@ -1,0 +1,258 @@
+"""Local worker launch: ``gnnscale train --workers N`` on one machine, no torchrun needed.
+
+:func:`launch_local` spawns N processes that rendezvous on 127.0.0.1 at a free port (or one
+the user names, checked first), watches them, and when one fails stops the others and raises
+one error naming the failing rank. No process outlives the launcher.
+
+Torch-free on purpose: the launcher process only reads the partition folder, starts the
+workers and waits; each worker imports torch itself. Keeping torch out of the launcher takes
+its import (about 3 s) off the path from the command to the first step.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import multiprocessing as mp
+import multiprocessing.connection
+import os
+import pickle
+import socket
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+from gnnscale.config import DEVICES
+from gnnscale.errors import GnnscaleError, PeerError, RuntimeSetupError
+
+
+def in_torchrun() -> bool:
+    """True when started by torchrun (or any launcher that sets RANK and WORLD_SIZE)."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def check_port_free(port: int, host: str = "127.0.0.1") -> None:
+    """Raise RuntimeSetupError if ``port`` cannot be bound on ``host``."""
+    if not 0 < int(port) < 65536:
+        raise RuntimeSetupError(f"--port must be in 1..65535, found {port}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, int(port)))
+        except OSError as err:
+            raise RuntimeSetupError(
+                f"port {port} on {host} is already in use ({err.strerror}); the workers need it for their "
+                "rendezvous. Pass a free port with --port, or leave --port out to pick a free one."
+            ) from None
+
+
+def _die_with_parent() -> None:
+    """Linux: have the kernel send SIGTERM to this worker when the launcher dies (even by SIGKILL)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def _torch_has_gpu_build() -> bool:
+    """False when the installed torch is a CPU build (``torch.version.cuda`` and ``.hip`` are
+    None), found without importing torch: its ``version.py`` holds plain assignments. True when
+    it is a GPU build, or when that cannot be told (then the caller imports torch to look)."""
+    if "torch" in sys.modules:
+        version = sys.modules["torch"].version
+        return version.cuda is not None or getattr(version, "hip", None) is not None
+    try:
+        spec = importlib.util.find_spec("torch")  # finds the package, runs none of it
+        path = os.path.join(os.path.dirname(spec.origin), "version.py")
+        namespace: dict[str, Any] = {}
+        with open(path, encoding="utf-8") as fh:
+            exec(compile(fh.read(), path, "exec"), namespace)  # noqa: S102 - torch's own version file
+        return namespace.get("cuda") is not None or namespace.get("hip") is not None
+    except Exception:  # noqa: BLE001 - unusual install: look with torch itself
+        return True
+
+
+def launch_device(name: str, local_workers: int) -> str:
+    """The device type ("cpu" or "cuda") that ``local_workers`` workers will train on, checked
+    before any of them starts: ``--device cuda`` without a GPU, or more workers than GPUs, is
+    a RuntimeSetupError here (see :func:`gnnscale.device.resolve_device`). Imports torch only
+    when a GPU could be there: with a CPU build of torch, ``auto`` is ``cpu`` at no cost."""
+    if name not in DEVICES:
+        raise RuntimeSetupError(f"--device must be one of {', '.join(DEVICES)}; found {name!r}")
+    if name == "cpu" or (name == "auto" and not _torch_has_gpu_build()):
+        return "cpu"
+    from gnnscale.device import resolve_device
+
+    return resolve_device(name, 0, local_workers).type
+
+
+def _resolve(fn: Callable[..., Any] | str) -> Callable[..., Any]:
+    """``fn`` itself, or the function a ``"module:function"`` string names (imported here)."""
+    if callable(fn):
+        return fn
+    module, _, name = str(fn).partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _entry(fn: Callable | str, rank: int, world: int, port: int, threads: int, args: tuple, queue, parent: int) -> None:
+    _die_with_parent()
+    if os.getppid() != parent:  # the launcher died before we got here
+        os._exit(1)
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(world),
+    )
+    try:
+        import torch
+
+        torch.set_num_threads(threads)  # the thread variables came with the environment (launch_local)
+        result = _resolve(fn)(*args)
+        # Plain pickle: tensors travel by value, not as shared-memory handles that die with us.
+        queue.put((rank, "ok", pickle.dumps(result)))
+        code = 0
+    except GnnscaleError as err:
+        queue.put((rank, "error", f"{type(err).__name__}: {err}"))
+        code = 2
+    except BaseException as err:  # noqa: BLE001 - report any crash to the launcher
+        queue.put((rank, "crash", "".join(traceback.format_exception(err))))
+        code = 1
+    finally:
+        try:
+            from gnnscale.runtime import shutdown_distributed
+
+            shutdown_distributed()
+        except Exception:  # noqa: BLE001
+            pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _thread_env(threads: int, nprocs: int) -> dict[str, str]:
+    """A worker's thread settings. They must be in its environment before it imports torch
+    and numba (a spawned child imports them while unpickling its target, before any of its
+    code runs), or numba's pool keeps one thread per core and OpenMP threads spin."""
+    env = {
+        # Compiled kernels' thread pools sized to this worker's share of the cores.
+        "NUMBA_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+    }
+    if nprocs > 1:
+        # Idle OpenMP threads sleep instead of spinning on cores the other workers need. (A
+        # lone worker keeps them spinning: waking sleeping threads for every op cost it 30%.)
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    return env
+
+
+def launch_local(
+    fn: Callable[..., Any] | str,
+    nprocs: int,
+    args: tuple = (),
+    port: int | None = None,
+    threads_per_worker: int | None = None,
+    grace: float = 10.0,
+) -> list[Any]:
+    """Run ``fn(*args)`` in ``nprocs`` spawned processes forming one gloo/nccl group.
+
+    ``fn`` is a function (pickled by reference: its module is imported here and in each
+    worker) or a ``"module:function"`` string, imported only in the workers.
+
+    Returns the list of per-rank return values. If a worker fails, the others get ``grace``
+    seconds to report their own error, then are terminated; the raised error names the
+    first failing rank and carries its message.
+    """
+    if nprocs < 1:
+        raise RuntimeSetupError(f"--workers must be at least 1, found {nprocs}")
+    if port is None:
+        port = find_free_port()
+    else:
+        check_port_free(port)
+    threads = threads_per_worker or max(1, (os.cpu_count() or 1) // nprocs)
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    procs = [ctx.Process(target=_entry, args=(fn, r, nprocs, port, threads, args, queue, os.getpid()), daemon=False) for r in range(nprocs)]
+    results: dict[int, tuple[str, Any]] = {}
+    terminated: set[int] = set()
+    failed_at: float | None = None
+    env = _thread_env(threads, nprocs)
+    saved = {k: os.environ.get(k) for k in env}
+    try:
+        os.environ.update(env)  # inherited by the children at start
+        try:
+            for p in procs:
+                p.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        while True:
+            while not queue.empty():
+                rank, status, payload = queue.get()
+                results[rank] = (status, payload)
+                if status != "ok" and failed_at is None:
+                    failed_at = time.monotonic()
+            alive = [p for p in procs if p.is_alive()]
+            for r, p in enumerate(procs):
+                if not p.is_alive() and p.exitcode not in (0, None) and failed_at is None:
+                    failed_at = time.monotonic()
+            if not alive:
+                break
+            if failed_at is not None and time.monotonic() - failed_at > grace:
+                break
+            mp.connection.wait([p.sentinel for p in alive] + [queue._reader], timeout=0.5)
+        while not queue.empty():
+            rank, status, payload = queue.get()
+            results[rank] = (status, payload)
+    finally:
+        for r, p in enumerate(procs):
+            if p.is_alive():
+                terminated.add(r)
+                p.terminate()
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return _collect(procs, results, terminated)
+
+
+def _collect(procs, results: dict, terminated: set[int]) -> list[Any]:
+    """Return per-rank results, or raise one error that names the root-cause rank first.
+
+    Priority: a reported error or crash; then a rank that died without a word (killed,
+    out of memory, os._exit); then ranks whose collectives failed because of a peer
+    (PeerError); last, ranks the launcher stopped.
+    """
+    errors = []
+    for r, p in enumerate(procs):
+        status, payload = results.get(r, (None, None))
+        if status == "ok":
+            continue
+        if status == "error":
+            errors.append((2 if payload.startswith("PeerError") else 0, r, payload))
+        elif status == "crash":
+            errors.append((0, r, "crashed:\n" + payload))
+        elif r in terminated:
+            errors.append((3, r, "stopped by the launcher after a peer failed"))
+        else:
+            errors.append((1, r, f"exited with code {p.exitcode} without reporting a result (killed or died)"))
+    if not errors:
+        return [pickle.loads(results[r][1]) for r in range(len(procs))]
+    errors.sort()
+    _, first_rank, first_msg = errors[0]
+    others = "; ".join(f"worker {r}: {m.splitlines()[0]}" for _, r, m in errors[1:])
+    msg = f"worker {first_rank} of {len(procs)} failed: {first_msg}"
+    if others:
+        msg += f"\n(also: {others})"
+    raise PeerError(msg)
