@@ -178,6 +178,17 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--eval-method", choices=["auto", "layerwise", "sampled"], default="auto",
                    help="layerwise: full-graph inference layer by layer; sampled: with --eval-fanouts; "
                    "auto: layerwise in historical mode or when every eval fanout is -1")
+    lp = t.add_argument_group("layer pipeline (the model's layers split over workers)")
+    lp.add_argument("--pipeline-stages", type=int, default=1, metavar="K",
+                    help="split the layers into K consecutive stages, one worker each; micro-batches flow through "
+                    "them (1: every worker holds the whole model)")
+    lp.add_argument("--stage-layers", type=_int_list, default=None, metavar="N,N,...",
+                    help="layers per stage, e.g. 8,8 (default: balanced)")
+    lp.add_argument("--micro-batches", type=int, default=4, metavar="M",
+                    help="micro-batches of --batch-size seeds per optimizer step (gradients over all M are exact)")
+    lp.add_argument("--schedule", choices=["gpipe", "1f1b"], default="1f1b",
+                    help="gpipe: M forwards then M backwards (holds M micro-batches); 1f1b: one forward one "
+                    "backward (holds at most K); both flush before the optimizer step")
     m = t.add_argument_group("model")
     m.add_argument("--layer", default="sage",
                    help="message-passing layer: sage, gcn, gat, gin, gcnii, or an import path module:Class "
@@ -277,6 +288,13 @@ def prepare_parts(dataset: str, workers: int, root: str | None = None, cache_dir
     return _prepare_parts(ns)
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 8,8; found {text!r}") from None
+
+
 def _json_dict(text: str) -> dict:
     import json
 
@@ -310,8 +328,10 @@ def cmd_train(args) -> int:
         staleness=args.staleness, embedding_dtype=args.embedding_dtype, halo_features=args.halo_features,
         eval_method=args.eval_method,
         layer=args.layer, layer_kwargs=args.layer_kwargs, norm=args.norm, residual=args.residual, jk=args.jk,
-        device=args.device,
+        device=args.device, pipeline_stages=args.pipeline_stages, stage_layers=args.stage_layers,
+        micro_batches=args.micro_batches, schedule=args.schedule,
     )
+    stages = cfg.pipeline_stages
     launch_device(cfg.device, 1)  # --device cuda without CUDA: an error before partitioning or launching
     check_staleness(cfg.staleness)
     if ":" in cfg.layer and not cfg.layer.startswith("dgl:"):  # a bad layer fails here, before any worker starts
@@ -323,21 +343,27 @@ def cmd_train(args) -> int:
     check_fanouts(cfg.fanouts, num_layers=args.num_layers)
     if cfg.eval_fanouts is not None:
         check_fanouts(cfg.eval_fanouts, num_layers=len(cfg.fanouts))
+    if stages != 1:
+        from gnnscale.pipeline_plan import check_pipeline
+
+        check_pipeline(stages, cfg.stage_layers, cfg.micro_batches, cfg.schedule, len(cfg.fanouts), stages)
+    target = "gnnscale.layer_pipeline:pipeline_worker" if stages > 1 else "gnnscale.trainer:train_worker"
     if in_torchrun():
         if not args.parts_dir:
             raise RuntimeSetupError("under torchrun, give --parts-dir (partition first with `gnnscale partition`)")
-        from gnnscale.trainer import train_worker
+        from gnnscale.launch import _resolve
 
-        train_worker(args.parts_dir, cfg)
+        _resolve(target)(args.parts_dir, cfg)
         return 0
     if args.parts_dir:
         meta = load_meta(args.parts_dir)
-        workers = args.workers if args.workers is not None else meta["num_parts"]
-        if workers != meta["num_parts"]:
+        workers = args.workers if args.workers is not None else meta["num_parts"] * stages
+        if workers != meta["num_parts"] * stages:
+            per = f"one worker trains one part" if stages == 1 else f"the {stages} stages of one pipeline train one part"
             raise RuntimeSetupError(
-                f"--workers {workers} does not match the {meta['num_parts']} parts in {args.parts_dir}: one worker "
-                f"trains one part. Use --workers {meta['num_parts']}, or re-partition with "
-                f"`gnnscale partition --parts {workers} ...`"
+                f"--workers {workers} does not match the {meta['num_parts']} parts in {args.parts_dir}: {per}. Use "
+                f"--workers {meta['num_parts'] * stages}, or re-partition with "
+                f"`gnnscale partition --parts {max(1, workers // stages)} ...`"
             )
         parts_dir = args.parts_dir
         if cfg.verify:  # fail fast, before any worker starts, on a corrupt part (parts hash in parallel)
@@ -347,15 +373,23 @@ def cmd_train(args) -> int:
             cfg.verify = False
     else:
         args.dataset = args.dataset or DEFAULT_DATASET
-        args.workers = args.workers if args.workers is not None else 2
-        if args.workers < 1:
-            raise RuntimeSetupError(f"--workers must be at least 1, found {args.workers}")
+        workers = args.workers if args.workers is not None else (2 if stages == 1 else stages)
+        if workers < 1:
+            raise RuntimeSetupError(f"--workers must be at least 1, found {workers}")
+        if stages > 1:
+            check_pipeline(stages, cfg.stage_layers, cfg.micro_batches, cfg.schedule, len(cfg.fanouts), workers)
+        args.workers = workers // stages  # parts: one per pipeline
         parts_dir = _prepare_parts(args)
-        workers = args.workers
     device = launch_device(cfg.device, workers)  # no CUDA, or too few GPUs: an error before any worker starts
     log.info("starting %d local worker(s) on %s (device %s)", workers, parts_dir, device)
-    results = launch_local("gnnscale.trainer:train_worker", workers, args=(parts_dir, cfg), port=args.port,
-                           threads_per_worker=args.threads)
+    results = launch_local(target, workers, args=(parts_dir, cfg), port=args.port, threads_per_worker=args.threads)
+    if stages > 1:
+        last = results[stages - 1]
+        log.info("done: %d steps of %d micro-batches over %d stages (layers %s), final step loss %.4f",
+                 len(last["losses"]), cfg.micro_batches, stages, " ".join(f"{a}-{b - 1}" for a, b in
+                                                                          (r["layers"] for r in results[:stages])),
+                 last["losses"][-1] if last["losses"] else float("nan"))
+        return 0
     r0 = results[0]
     if r0["val_acc"] is None:
         log.info("done: %.2f s/epoch, %.1f MB sent, %.1f MB received in all (no evaluation)",

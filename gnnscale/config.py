@@ -54,6 +54,10 @@ class TrainConfig:
     norm: str = "none"  # none | batch | layer
     residual: bool = False
     jk: str = "none"  # none | cat | max
+    pipeline_stages: int = 1  # K > 1: the layers split into K stages, one worker each (see gnnscale.layer_pipeline)
+    stage_layers: Sequence[int] | None = None  # layers per stage; None: balanced
+    micro_batches: int = 4  # micro-batches of batch_size seeds per optimizer step (pipeline)
+    schedule: str = "1f1b"  # gpipe | 1f1b (both flushed: exact gradients)
 
 
 def check_mode(mode: str) -> str:

@@ -216,19 +216,68 @@ class GNN(nn.Module):
         """
         if len(blocks) != self.num_layers:
             raise ModelError(f"model has {self.num_layers} layers but the batch has {len(blocks)} blocks")
-        h, x0 = self.encode(x)
+        return self.forward_layers(x, None, blocks, 0, self.num_layers, hist=hist, emit=emit,
+                                   node_degree=node_degree)[0]
+
+    def forward_layers(
+        self,
+        h: torch.Tensor,
+        x0: torch.Tensor | None,
+        blocks: Sequence[Block],
+        start: int,
+        end: int,
+        hist: Sequence[torch.Tensor | None] | None = None,
+        emit: list | None = None,
+        node_degree: torch.Tensor | None = None,
+        rng_key: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Layers ``[start, end)`` of the stack: a pipeline stage's share of :meth:`forward`.
+
+        Args:
+            h: at ``start == 0`` the input rows x float32 [blocks[0].num_src, F] (encoded
+                here); otherwise h^{start}, the previous stage's output, float32
+                [blocks[start - 1].num_dst, dims[start]] (activated).
+            x0: GCNII's initial representation at the rows of ``h`` (None at ``start == 0``
+                and for models without it).
+            blocks: all L blocks of the batch (only ``blocks[start:end]`` are read).
+            rng_key: when given, the dropout of layer i draws from a generator reseeded with
+                ``(rng_key, i)``, so that its mask does not depend on which process runs the
+                layer or in what order (pipelined runs equal unpipelined ones).
+
+        Returns:
+            (h, x0): at ``end == L`` the logits float32 [blocks[-1].num_dst, C] and None;
+            otherwise h^{end} float32 [blocks[end - 1].num_dst, dims[end]] (activated) and x0
+            at its rows (None without x0).
+        """
+        if not 0 <= start < end <= self.num_layers:
+            raise ModelError(f"layers [{start}, {end}) are not a non-empty range of the model's {self.num_layers}")
+        if self.jk != "none" and (start, end) != (0, self.num_layers):
+            raise ModelError(f"jumping knowledge (jk={self.jk!r}) reads every layer's output at the seeds, so its "
+                             "layers cannot be split into pipeline stages; use jk='none' with --pipeline-stages")
+
+        def reseed(i: int) -> None:
+            if rng_key is not None and self.training and self.dropout > 0:
+                torch.manual_seed((int(rng_key) * 1_000_003 + i) % (1 << 63))
+
+        if start == 0:
+            reseed(0)
+            h, x0 = self.encode(h)
+        else:
+            h, x0 = self._dev(h), self._dev(x0)
         num_seeds = blocks[-1].num_dst
         outs = []
         # A hidden layer's ReLU and the next layer's dropout in one pass, where nothing reads
         # the activation in between (no norm, residual, jumping knowledge or emitted rows).
         fuse = self.norms is None and not self.residual and self.jk == "none" and emit is None
         pending_relu = False
-        for i, block in enumerate(blocks):
+        for i in range(start, end):
+            block = blocks[i]
             if block.num_hist:
                 if hist is None or hist[i] is None or hist[i].shape[0] != block.num_hist:
                     raise ModelError(f"block {i} has {block.num_hist} historical leaves but no matching hist rows "
                                      "were given (historical mode needs the halo tables' rows)")
                 h = torch.cat([h, self._dev(hist[i]).to(h.dtype)])  # rows >= 0: the ReLU keeps them
+            reseed(i + 1)
             if pending_relu:
                 h = relu_dropout(h, self.dropout, self.training)
             else:
@@ -240,11 +289,15 @@ class GNN(nn.Module):
             pending_relu = fuse and i + 1 < self.num_layers and i < self.n_post
             h = self.layer_step(i, h, h[:d], block.edge_index, x0[:d] if x0 is not None else None, deg,
                                 activate=not pending_relu)
+            if x0 is not None:
+                x0 = x0[:d]
             if emit is not None and i < self.num_layers - 1:
                 emit.append(h.detach())
             if self.jk != "none":
                 outs.append(h[:num_seeds])
-        return self.readout(h, outs)
+        if end < self.num_layers:
+            return (F.relu(h) if pending_relu else h), x0
+        return self.readout(h, outs), None
 
 
 class GraphSAGE(GNN):

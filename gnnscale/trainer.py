@@ -61,6 +61,9 @@ class Worker:
 
     def __init__(self, parts_dir: str, cfg: TrainConfig) -> None:
         self._t_init = time.perf_counter()  # start-up: from here to the first step (after imports)
+        if cfg.pipeline_stages != 1:
+            raise RuntimeSetupError(f"pipeline_stages={cfg.pipeline_stages}: a layer pipeline runs "
+                                    "gnnscale.layer_pipeline.pipeline_worker, not train_worker")
         local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))
         self.device = resolve_device(cfg.device, local_rank, local_world_size())
         info = init_distributed(timeout=cfg.timeout, backend=process_group_backend(self.device))

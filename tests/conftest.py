@@ -25,3 +25,28 @@ def shared_data() -> Path:
     if not path.is_dir():
         pytest.skip(f"real data folder {path} not found (set GNNSCALE_SHARED_DATA)")
     return path
+
+
+@pytest.fixture(scope="session")
+def cora(shared_data):
+    """Planetoid Cora from the shared data folder (``Data``: 2708 nodes, 1433 features, 7 classes)."""
+    from gnnscale.datasets import load_dataset
+
+    return load_dataset("planetoid:cora", root=str(shared_data / "planetoid" / "raw"))
+
+
+@pytest.fixture(scope="session")
+def cora_partition(cora, tmp_path_factory):
+    """``cora_partition(n, method="metis")``: the folder of Cora cut into n parts, made once per session."""
+    made: dict = {}
+
+    def get(parts: int, method: str = "metis") -> str:
+        if (parts, method) not in made:
+            from gnnscale.partitioning import partition_graph
+
+            out = tmp_path_factory.mktemp(f"cora_{method}{parts}")
+            partition_graph(cora, parts, out, method=method, dataset="planetoid:cora")
+            made[parts, method] = str(out)
+        return made[parts, method]
+
+    return get

@@ -1,0 +1,463 @@
+"""Layer pipeline parallelism: K stages, each running a run of consecutive layers on its own
+worker, fed with M sampled micro-batches per optimizer step (GPipe or 1F1B, flushed).
+
+One step of stage ``s`` (layers ``[start, end)``, see :func:`gnnscale.pipeline_plan.plan_stages`):
+
+- every stage draws the step's M micro-batches itself, and only the hops it reads: the
+  sampler's draws are keyed by (epoch, step, hop, node), so stage s, sampling the first
+  L - start hops from the seeds, rebuilds exactly the whole sample's ``blocks[start:]`` and no
+  block crosses a link (:func:`block_bytes` says what receiving them would cost instead: the
+  ids and edges of the stage's blocks). The last stage samples least, the first everything;
+- forward of micro-batch m: stage 0 reads its input rows, any other stage receives h^{start}
+  (float32 [blocks[start-1].num_dst, dims[start]], and GCNII's x0 at the same rows) from
+  stage s-1, runs its layers and sends h^{end} on; the last stage computes the loss;
+- backward of m: the last stage back-propagates its loss; any other receives the gradient of
+  its output from stage s+1; every stage but the first sends the gradient of its input back;
+- after the M backwards (a flush) each stage steps its own optimizer over its own layers.
+
+The loss of a step is the mean cross-entropy over all seeds of its M micro-batches, so a
+pipelined step equals one unpipelined step accumulating the same M micro-batches
+(:func:`reference_steps`). Dropout masks are keyed by (step, micro-batch, layer)
+(``GNN.forward_layers(rng_key=...)``), so they too are equal whichever process runs a layer.
+
+Every receive waits at most the run's timeout, and a silent neighbour stage is named in the
+error. Per step each stage reports the bytes it sent and received between stages, the seconds
+it waited for its neighbours (the bubble), and its peak of stored activations (micro-batches
+held and the bytes autograd saved for them, measured with saved-tensor hooks).
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from gnnscale.comm import Communicator
+from gnnscale.errors import PeerError
+from gnnscale.models import GNN
+from gnnscale.pipeline_plan import PipelineError, check_pipeline, max_in_flight, schedule
+from gnnscale.samplers.block import Block, MiniBatch
+
+log = logging.getLogger("gnnscale.pipeline")
+
+
+@dataclass
+class PipelineConfig:
+    """A layer pipeline: ``stages`` K, ``stage_layers`` (None: balanced), ``micro_batches`` M
+    per optimizer step, ``schedule`` ``gpipe`` or ``1f1b``."""
+
+    stages: int = 2
+    stage_layers: Sequence[int] | None = None
+    micro_batches: int = 4
+    schedule: str = "1f1b"
+
+
+@dataclass
+class StepStats:
+    """One stage's figures for one optimizer step (or summed over steps)."""
+
+    loss: float | None = None  # last stage: the step's mean loss
+    bytes_sent: dict = field(default_factory=lambda: {"activation": 0, "activation_grad": 0})
+    bytes_received: dict = field(default_factory=lambda: {"activation": 0, "activation_grad": 0})
+    wait_seconds: float = 0.0  # blocked on a neighbour stage: the bubble
+    busy_seconds: float = 0.0  # forward, backward and optimizer
+    step_seconds: float = 0.0
+    peak_micro_batches: int = 0  # most micro-batches whose activations were held at once
+    peak_activation_bytes: int = 0  # most bytes autograd held saved for them at once
+
+
+def block_bytes(blocks: Sequence[Block]) -> int:
+    """Bytes of the blocks if a stage received them instead of rebuilding them: ids and edges."""
+    return int(sum(b.src_ids.numel() * 8 + b.edge_index.numel() * 8 for b in blocks))
+
+
+def epoch_seeds(train_ids: torch.Tensor, batch_size: int, micro: int, seed: int, epoch: int) -> list[list[torch.Tensor]]:
+    """The epoch's steps, each a list of ``micro`` seed batches (int64 [batch_size]).
+
+    ``train_ids`` int64 [n] are shuffled with a generator keyed by (seed, epoch) and cut into
+    ``n // (batch_size * micro)`` steps (the tail that fills no step is left out: every step
+    has M micro-batches). Every stage of a pipeline gets the same seeds.
+    """
+    g = torch.Generator().manual_seed(seed * 100003 + epoch * 101)
+    ids = train_ids[torch.randperm(train_ids.numel(), generator=g)]
+    per_step = batch_size * micro
+    return [[ids[i * per_step + m * batch_size:i * per_step + (m + 1) * batch_size] for m in range(micro)]
+            for i in range(ids.numel() // per_step)]
+
+
+def sample_step(sampler, seeds: Sequence[torch.Tensor], epoch: int, step: int) -> list[MiniBatch]:
+    """Micro-batch m of ``step`` sampled with step key ``step * M + m`` (the same blocks on every
+    stage; a distributed sampler's collectives run in the same order on each of its peers)."""
+    return [sampler.sample(s, epoch, step * len(seeds) + m) for m, s in enumerate(seeds)]
+
+
+def rng_key(seed: int, epoch: int, step: int, micro: int) -> int:
+    """The dropout key of micro-batch ``micro`` of ``step`` (see ``GNN.forward_layers``)."""
+    return ((seed * 1_000_003 + epoch) * 1_000_003 + step) * 1_000_003 + micro
+
+
+def stage_model(model: GNN, start: int, end: int) -> GNN:
+    """``model`` keeping only the parameters of layers ``[start, end)`` (and the encoder on the
+    first stage, the head on the last): the others become empty placeholders, so a stage holds
+    (and its optimizer steps) only its own layers. Built from the whole model, so every stage's
+    weights equal the unpipelined model's."""
+    for i in range(model.num_layers):
+        if not start <= i < end:
+            model.convs[i] = torch.nn.Identity()
+            if model.norms is not None and i < len(model.norms):
+                model.norms[i] = torch.nn.Identity()
+    if start > 0:
+        model.encoder = None
+    if end < model.num_layers:
+        model.head = None
+    return model
+
+
+class _SavedBytes:
+    """Counts the bytes autograd saves for backward while active (saved-tensor hooks)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def __enter__(self):
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            self.bytes += t.numel() * t.element_size()
+            return t
+
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
+
+
+class PipelineStage:
+    """Stage ``stage`` of ``num_stages``: its layers, its optimizer, its neighbours.
+
+    Args:
+        model: the whole model, built identically on every stage (same seed); pruned here to
+            layers ``bounds[stage]``.
+        bounds: every stage's ``(start, end)`` layers (:func:`plan_stages`).
+        stage: this stage. ranks: the global rank of each stage of this pipeline.
+        comm: the :class:`Communicator` whose group holds ``ranks`` (its timeout bounds every receive).
+        lr, weight_decay: Adam's, over this stage's parameters only.
+        replicas: data parallelism: the communicator of this stage's D replicas (the same stage
+            of every pipeline); after each flush their gradients are averaged (one all-reduce of
+            the stage's flat gradient, counted as ``gradient``). None: one pipeline.
+    """
+
+    def __init__(self, model: GNN, bounds: Sequence[tuple[int, int]], stage: int, ranks: Sequence[int],
+                 comm: Communicator, lr: float = 0.003, weight_decay: float = 0.0,
+                 replicas: Communicator | None = None) -> None:
+        self.start, self.end = bounds[stage]
+        self.stage, self.num_stages = stage, len(bounds)
+        self.first, self.last = stage == 0, stage == len(bounds) - 1
+        self.prev = ranks[stage - 1] if not self.first else None
+        self.next = ranks[stage + 1] if not self.last else None
+        self.model = stage_model(model, self.start, self.end)
+        self.uses_x0 = model.uses_x0
+        self.comm = comm
+        self.replicas = replicas if replicas is not None and replicas.world_size > 1 else None
+        self.params = [p for p in self.model.parameters()]
+        self.opt = torch.optim.Adam(self.params, lr=lr, weight_decay=weight_decay)
+
+    # -- point to point ----------------------------------------------------------------------
+    def _send(self, tensors: list[torch.Tensor], dst: int, tag: int, category: str, stats: StepStats) -> list:
+        works = []
+        for j, t in enumerate(tensors):
+            t = t.detach().contiguous()
+            works.append((dist.isend(t, dst, tag=tag * 2 + j), t))  # t lives until the send is done
+            stats.bytes_sent[category] += t.numel() * t.element_size()
+        return works
+
+    def _recv(self, shapes: list[tuple[int, ...]], src: int, tag: int, category: str, what: str,
+              stats: StepStats) -> list[torch.Tensor]:
+        out = []
+        t0 = time.perf_counter()
+        for j, shape in enumerate(shapes):
+            t = torch.empty(shape, dtype=torch.float32)
+            try:
+                dist.irecv(t, src, tag=tag * 2 + j).wait(datetime.timedelta(seconds=self.comm.timeout))
+            except Exception as err:  # noqa: BLE001 - gloo: timeout or closed connection
+                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise PeerError(
+                    f"rank {self.comm.rank} (pipeline stage {self.stage}): no {what} from stage "
+                    f"{self.stage + (1 if src == self.next else -1)} (rank {src}) within {self.comm.timeout:.0f} s; "
+                    f"rank {src} died or stopped answering. ({first}) If it is merely slow, raise --timeout."
+                ) from err
+            stats.bytes_received[category] += t.numel() * t.element_size()
+            out.append(t)
+        stats.wait_seconds += time.perf_counter() - t0
+        return out
+
+    def _average_gradients(self) -> None:
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        self.replicas.all_reduce(flat, "sum", category="gradient")
+        flat /= self.replicas.world_size
+        for p, part in zip(self.params, torch.split(flat, [g.numel() for g in grads])):
+            p.grad = part.view_as(p)
+
+    # -- one step ------------------------------------------------------------------------------
+    def step(self, batches: Sequence[MiniBatch], keys: Sequence[int], schedule_name: str, step_tag: int,
+             x_rows=None, labels=None) -> StepStats:
+        """Run one flushed step over ``batches`` (the M micro-batches, same on every stage).
+
+        Args:
+            keys: the M dropout keys. step_tag: a number unique to this step (message tags).
+            x_rows: first stage: callable ``ids -> float32 [n, F]`` input rows.
+            labels: last stage: callable ``ids -> int64 [n]`` labels of the seeds.
+        """
+        m_count = len(batches)
+        ops = schedule(schedule_name, self.stage, self.num_stages, m_count)
+        stats = StepStats()
+        t_step = time.perf_counter()
+        total = sum(int(b.seeds.numel()) for b in batches)
+        self.model.train()
+        self.opt.zero_grad(set_to_none=True)
+        held: dict[int, tuple] = {}
+        held_bytes: dict[int, int] = {}
+        pending: list = []
+        loss_sum = 0.0
+        for op, m in ops:
+            blocks = batches[m].blocks
+            tag = (step_tag * m_count + m) * 2
+            if op == "F":
+                if self.first:
+                    inp = [x_rows(blocks[0].src_ids)]
+                else:
+                    rows = blocks[self.start].num_src - blocks[self.start].num_hist  # = blocks[start - 1].num_dst
+                    shapes = [(rows, self.model.dims[self.start])] + ([(rows, self.model.dims[0])] if self.uses_x0 else [])
+                    inp = self._recv(shapes, self.prev, tag, "activation", f"activations of micro-batch {m}", stats)
+                    for t in inp:
+                        t.requires_grad_(True)
+                t0 = time.perf_counter()
+                with _SavedBytes() as saved:
+                    h, x0 = self.model.forward_layers(inp[0], inp[1] if len(inp) > 1 else None, blocks,
+                                                      self.start, self.end, rng_key=keys[m])
+                    if self.last:
+                        y = labels(batches[m].seeds)
+                        out = [F.cross_entropy(h, y, reduction="sum") / total]
+                        loss_sum += float(out[0].detach())
+                    else:
+                        out = [h] + ([x0] if self.uses_x0 else [])
+                stats.busy_seconds += time.perf_counter() - t0
+                held[m] = (inp, out)
+                held_bytes[m] = saved.bytes + sum(t.numel() * t.element_size() for t in out)
+                stats.peak_micro_batches = max(stats.peak_micro_batches, len(held))
+                stats.peak_activation_bytes = max(stats.peak_activation_bytes, sum(held_bytes.values()))
+                if not self.last:
+                    pending += self._send(out, self.next, tag, "activation", stats)
+            else:
+                inp, out = held.pop(m)
+                held_bytes.pop(m)
+                if self.last:
+                    grads = None
+                else:
+                    grads = self._recv([tuple(t.shape) for t in out], self.next, tag + 1, "activation_grad",
+                                       f"gradients of micro-batch {m}", stats)
+                t0 = time.perf_counter()
+                torch.autograd.backward(out, grads)
+                stats.busy_seconds += time.perf_counter() - t0
+                if not self.first:
+                    pending += self._send([t.grad if t.grad is not None else torch.zeros_like(t) for t in inp], self.prev, tag + 1, "activation_grad", stats)
+        t0 = time.perf_counter()
+        for w, _ in pending:  # sends complete once the neighbour received them
+            w.wait(datetime.timedelta(seconds=self.comm.timeout))
+        stats.wait_seconds += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if self.replicas is not None:
+            self._average_gradients()
+        self.opt.step()
+        stats.busy_seconds += time.perf_counter() - t0
+        stats.loss = loss_sum if self.last else None
+        stats.step_seconds = time.perf_counter() - t_step
+        return stats
+
+
+def expected_peak(cfg: PipelineConfig, stage: int) -> int:
+    """Micro-batches stage ``stage`` holds at its peak under the schedule (for checks and logs)."""
+    return max_in_flight(schedule(cfg.schedule, stage, cfg.stages, cfg.micro_batches))
+
+
+def reference_steps(model: GNN, steps: Sequence[Sequence[MiniBatch]], keys: Sequence[Sequence[int]], x_rows, labels,
+                    lr: float = 0.003, weight_decay: float = 0.0) -> list[float]:
+    """The unpipelined run: one process, the whole model, each step accumulating its M
+    micro-batches' gradients (same loss, same dropout keys) before one Adam step. The step
+    losses; ``model`` is trained in place."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    model.train()
+    losses = []
+    for batches, ks in zip(steps, keys):
+        opt.zero_grad(set_to_none=True)
+        total = sum(int(b.seeds.numel()) for b in batches)
+        loss_sum = 0.0
+        for b, k in zip(batches, ks):
+            h, _ = model.forward_layers(x_rows(b.blocks[0].src_ids), None, b.blocks, 0, model.num_layers, rng_key=k)
+            loss = F.cross_entropy(h, labels(b.seeds), reduction="sum") / total
+            loss.backward()
+            loss_sum += float(loss.detach())
+        opt.step()
+        losses.append(loss_sum)
+    return losses
+
+
+def _build(cfg, part) -> GNN:
+    """The whole model, identical on every rank (seeded by the run's seed)."""
+    torch.manual_seed(cfg.seed)
+    return GNN(part.meta["feature_dim"], cfg.hidden, int(part.meta.get("num_classes") or int(part.y.max()) + 1),
+               num_layers=len(cfg.fanouts), layer=cfg.layer, layer_kwargs=cfg.layer_kwargs, dropout=cfg.dropout,
+               norm=cfg.norm, residual=cfg.residual, jk=cfg.jk)
+
+
+def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dict:
+    """One rank of D pipelines of K stages (a process of :func:`gnnscale.launch.launch_local` or
+    torchrun; W = D x K workers, D = the parts in ``parts_dir``): rank r is stage r % K of
+    pipeline r // K, which trains part r // K. Trains ``cfg.epochs`` epochs (``cfg.max_steps``
+    steps each at most) of ``pipe.micro_batches`` micro-batches per step.
+
+    With D > 1, stage s of every pipeline forms one group: it samples across the parts there
+    (:class:`~gnnscale.samplers.DistNeighborSampler`), stage 0 fetches remote input rows there
+    (:class:`~gnnscale.feature_store.DistFeatureStore`), and each stage averages its gradients
+    there after every flush. Every pipeline runs the same number of steps (the fewest any part
+    has).
+
+    Returns a dict: ``pipeline``, ``stage``, ``layers`` (start, end), ``losses`` (a last stage's
+    step losses; empty elsewhere), ``steps`` (per step: bytes sent and received between stages
+    by category, wait and busy seconds, peak micro-batches and activation bytes held) and
+    ``state`` (this stage's parameters by name, float32 tensors).
+    """
+    from gnnscale.partitioning import load_meta, load_part
+    from gnnscale.runtime import init_distributed, shutdown_distributed
+    from gnnscale.samplers import DistNeighborSampler, NeighborSampler
+
+    from gnnscale.logs import setup_logging
+
+    pipe = pipe or PipelineConfig(cfg.pipeline_stages, cfg.stage_layers, cfg.micro_batches, cfg.schedule)
+    setup_logging(rank=int(os.environ.get("RANK", "0")))
+    info = init_distributed(timeout=cfg.timeout)
+    try:
+        k, w = pipe.stages, info.world_size
+        bounds = check_pipeline(k, pipe.stage_layers, pipe.micro_batches, pipe.schedule, len(cfg.fanouts), w)
+        d_count, (d, s) = w // k, divmod(info.rank, k)
+        meta = load_meta(parts_dir)
+        if meta["num_parts"] != d_count:
+            raise PipelineError(
+                f"{parts_dir} holds {meta['num_parts']} parts but {w} workers in stages of {k} form {d_count} "
+                f"pipelines (one per part): start --workers {meta['num_parts'] * k}, or re-partition into {d_count}"
+            )
+        # Every rank creates every stage's group, in the same order (torch.distributed's rule).
+        groups = [dist.new_group(ranks=[j * k + t for j in range(d_count)],
+                                 timeout=datetime.timedelta(seconds=cfg.timeout)) for t in range(k)] \
+            if d_count > 1 else [None] * k
+        replicas = Communicator(d, d_count, group=groups[s], timeout=cfg.timeout)
+        comm = Communicator(info.rank, w, timeout=cfg.timeout)
+        part = load_part(parts_dir, d, verify=cfg.verify)
+        model = _build(cfg, part)
+        start, end = bounds[s]
+        # A stage samples only the hops its layers and the later ones read: the first hops from
+        # the seeds are drawn with the same keys whatever the depth, so its blocks equal the
+        # whole sample's blocks[start:]. The last stage samples least, the first everything.
+        fanouts = list(cfg.fanouts)[:model.num_layers - start]
+        if d_count == 1:
+            sampler = NeighborSampler(part.indptr, part.indices, fanouts, seed=cfg.seed)
+            x_rows = lambda ids: part.features(ids - part.offset)  # noqa: E731
+        else:
+            sampler = DistNeighborSampler(part.indptr, part.indices, part.book, replicas, fanouts, seed=cfg.seed,
+                                          owned_keys=part.orig_ids, backend=cfg.sampler_backend)
+            if s == 0:
+                from gnnscale.feature_store import DistFeatureStore
+
+                store = DistFeatureStore(part, part.book, replicas, part.meta["feature_dim"])
+                x_rows = store.fetch
+        labels = lambda ids: part.y[ids - part.offset]  # noqa: E731  (the seeds are this part's)
+        train_ids = torch.nonzero(part.train_mask).flatten() + part.offset
+        stage = PipelineStage(model, bounds, s, [d * k + t for t in range(k)], comm, lr=cfg.lr,
+                              weight_decay=cfg.weight_decay, replicas=replicas)
+        losses, per_step = [], []
+        for epoch in range(cfg.epochs):
+            seeds = epoch_seeds(train_ids, cfg.batch_size, pipe.micro_batches, cfg.seed, epoch)
+            n = replicas.all_reduce_named({"steps": len(seeds)}, op="min")["steps"]
+            n = int(min(n, cfg.max_steps) if cfg.max_steps else n)
+            for i in range(n):
+                batches = sample_step(sampler, seeds[i], epoch, i)
+                for b in batches:  # model order: the stage's blocks are the last L - start
+                    b.blocks = [None] * start + b.blocks
+                keys = [rng_key(cfg.seed, epoch, i, m) for m in range(pipe.micro_batches)]
+                st = stage.step(batches, keys, pipe.schedule, epoch * 100_000 + i, x_rows=x_rows if s == 0 else None,
+                                labels=labels)
+                if st.loss is not None:
+                    losses.append(st.loss)
+                per_step.append(dict(epoch=epoch, bytes_sent=dict(st.bytes_sent), bytes_received=dict(st.bytes_received),
+                                     wait_seconds=st.wait_seconds, busy_seconds=st.busy_seconds,
+                                     step_seconds=st.step_seconds, peak_micro_batches=st.peak_micro_batches,
+                                     peak_activation_bytes=st.peak_activation_bytes,
+                                     block_bytes=sum(block_bytes(b.blocks[start:end]) for b in batches)))
+            _log_epoch(comm, epoch, [st for st in per_step if st["epoch"] == epoch], losses[-n:] if n else [])
+        state = {name: v.detach().clone() for name, v in stage.model.state_dict().items()}
+        return dict(pipeline=d, stage=s, layers=(start, end), losses=losses, steps=per_step, state=state,
+                    gradient_bytes=replicas.stats.sent.get("gradient", 0))
+    finally:
+        shutdown_distributed()
+
+
+def epoch_summary(steps: Sequence[dict]) -> dict:
+    """One stage's epoch from its per-step figures: bytes by category, seconds, bubble fraction
+    (waiting / step time), peaks."""
+    wait, step = sum(st["wait_seconds"] for st in steps), sum(st["step_seconds"] for st in steps)
+    cats = ("activation", "activation_grad")
+    return dict(
+        steps=len(steps), step_seconds=step, wait_seconds=wait, bubble=wait / step if step else 0.0,
+        bytes_sent={c: sum(st["bytes_sent"][c] for st in steps) for c in cats},
+        peak_micro_batches=max((st["peak_micro_batches"] for st in steps), default=0),
+        peak_activation_bytes=max((st["peak_activation_bytes"] for st in steps), default=0),
+    )
+
+
+def _log_epoch(comm: Communicator, epoch: int, steps: Sequence[dict], losses: Sequence[float]) -> None:
+    """Every stage's epoch, gathered; rank 0 logs one line (the loss is the last stages' mean)."""
+    mine = epoch_summary(steps)
+    mine["loss"] = sum(losses) / len(losses) if losses else None
+    every = comm.all_gather_object(mine) if comm.world_size > 1 else [mine]
+    if comm.rank != 0 or not steps:
+        return
+    known = [e["loss"] for e in every if e["loss"] is not None]
+    mb = 1e6
+    log.info(
+        "epoch %3d | loss %.4f | %.2f s | activations %.2f MB forward, gradients %.2f MB backward | bubble %s | "
+        "peak held %s micro-batches, %s MB",
+        epoch, sum(known) / max(1, len(known)), max(e["step_seconds"] for e in every),
+        sum(e["bytes_sent"]["activation"] for e in every) / mb,
+        sum(e["bytes_sent"]["activation_grad"] for e in every) / mb,
+        "/".join(f"{e['bubble']:.0%}" for e in every),
+        "/".join(str(e["peak_micro_batches"]) for e in every),
+        "/".join(f"{e['peak_activation_bytes'] / mb:.1f}" for e in every),
+    )
+
+
+def reference_run(parts_dir: str, cfg, micro: int) -> dict:
+    """The unpipelined run of a one-part :func:`pipeline_worker` in this process: ``losses`` per
+    step and the whole model's ``state``."""
+    from gnnscale.partitioning import load_part
+    from gnnscale.samplers import NeighborSampler
+
+    part = load_part(parts_dir, 0, verify=False)
+    sampler = NeighborSampler(part.indptr, part.indices, list(cfg.fanouts), seed=cfg.seed)
+    train_ids = torch.nonzero(part.train_mask).flatten() + part.offset
+    model = _build(cfg, part)
+    steps, keys = [], []
+    for epoch in range(cfg.epochs):
+        seeds = epoch_seeds(train_ids, cfg.batch_size, micro, cfg.seed, epoch)
+        seeds = seeds[:cfg.max_steps] if cfg.max_steps else seeds
+        steps += [sample_step(sampler, st, epoch, i) for i, st in enumerate(seeds)]
+        keys += [[rng_key(cfg.seed, epoch, i, m) for m in range(micro)] for i in range(len(seeds))]
+    losses = reference_steps(model, steps, keys, lambda ids: part.features(ids - part.offset),
+                             lambda ids: part.y[ids - part.offset], lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return dict(losses=losses, state={name: v.detach().clone() for name, v in model.state_dict().items()})
