@@ -10,7 +10,8 @@ M micro-batches of --batch-size seeds, a --layers-deep GraphSAGE of hidden --hid
 - ``D = 2``: two data-parallel workers, 1 thread each, the whole model on 2 parts (each
   trains half the seeds: its epoch is half the baseline's work per worker).
 
-Per setting: the epoch's seconds (the slowest stage's sum of step times, steady epoch), its
+Per setting: the epoch's seconds (the slowest worker's wall time of the second epoch, sampling
+included), its
 ratio to the baseline, each stage's bubble (seconds waiting for a neighbour stage / step
 seconds) beside the ideal (K-1)/(M+K-1), the peak of held micro-batches and of saved
 activation bytes per stage, and the bytes sent between stages (activations forward, their
@@ -26,6 +27,7 @@ import os
 import statistics
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -46,6 +48,9 @@ def _partition(spec: str, parts: int, out: str) -> str:
 
 
 def _run(parts_dir: str, cfg: TrainConfig, stages: int, workers: int, micro: int, schedule: str) -> dict:
+    pipelines = workers // stages
+    # The same work in every setting: D pipelines each train 1/D of the steps (their parts' seeds).
+    cfg = replace(cfg, max_steps=cfg.max_steps // pipelines)
     res = launch_local(pipeline_worker, workers, args=(parts_dir, cfg, PipelineConfig(stages, None, micro, schedule)),
                        threads_per_worker=1)
     last_epoch = cfg.epochs - 1
@@ -54,7 +59,8 @@ def _run(parts_dir: str, cfg: TrainConfig, stages: int, workers: int, micro: int
     return dict(
         stages=stages, workers=workers, micro_batches=micro, schedule=schedule,
         layers=[list(r["layers"]) for r in res],
-        epoch_seconds=max(p["step_seconds"] for p in per_rank),
+        epoch_seconds=max(r["epoch_seconds"][last_epoch] for r in res),  # sampling included, slowest rank
+        layer_costs_ms=[round(1e3 * c, 2) for c in (res[0]["layer_costs"] or [])],
         steps=per_rank[0]["steps"],
         bubble=[round(p["bubble"], 4) for p in per_rank],
         peak_micro_batches=[p["peak_micro_batches"] for p in per_rank],
@@ -75,7 +81,8 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--micro-batches", type=int, default=8, help="M")
     ap.add_argument("--stages", default="2", help="K values to run (comma-separated)")
-    ap.add_argument("--max-steps", type=int, default=6, help="steps per epoch (2 epochs; the second is timed)")
+    ap.add_argument("--max-steps", type=int, default=6,
+                    help="steps per epoch (2 epochs; the second is timed); D = 2 workers take half each")
     ap.add_argument("--repeats", type=int, default=2, help="alternating repeats; medians reported")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gnnscale_layer_pipeline"))
     ap.add_argument("--json", default=None)

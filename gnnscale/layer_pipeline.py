@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from gnnscale.comm import Communicator
 from gnnscale.errors import PeerError
 from gnnscale.models import GNN
-from gnnscale.pipeline_plan import PipelineError, check_pipeline, max_in_flight, schedule
+from gnnscale.pipeline_plan import PipelineError, check_pipeline, max_in_flight, plan_stages, schedule
 from gnnscale.samplers.block import Block, MiniBatch
 
 log = logging.getLogger("gnnscale.pipeline")
@@ -309,6 +309,29 @@ def reference_steps(model: GNN, steps: Sequence[Sequence[MiniBatch]], keys: Sequ
     return losses
 
 
+def measure_layer_costs(model: GNN, blocks: Sequence[Block], x: torch.Tensor, repeats: int = 2) -> list[float]:
+    """Seconds of each layer's forward and backward on one batch (``blocks``, input rows ``x``),
+    the last of ``repeats`` passes (the first loads compiled kernels). The model's weights,
+    gradients and buffers (batch-norm statistics) are left as they were."""
+    saved = {name: b.detach().clone() for name, b in model.named_buffers()}
+    costs = [0.0] * model.num_layers
+    model.train()
+    for _ in range(repeats):
+        h, x0 = x, None
+        for i in range(model.num_layers):
+            inp = h.detach().requires_grad_(i > 0)
+            x0_in = x0.detach().requires_grad_() if x0 is not None else None
+            t0 = time.perf_counter()
+            h, x0 = model.forward_layers(inp, x0_in, blocks, i, i + 1)
+            (h.sum() + (x0.sum() if x0 is not None else 0)).backward()
+            costs[i] = time.perf_counter() - t0
+    model.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        for name, b in model.named_buffers():
+            b.copy_(saved[name])
+    return costs
+
+
 def _build(cfg, part) -> GNN:
     """The whole model, identical on every rank (seeded by the run's seed)."""
     torch.manual_seed(cfg.seed)
@@ -345,7 +368,7 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
     info = init_distributed(timeout=cfg.timeout)
     try:
         k, w = pipe.stages, info.world_size
-        bounds = check_pipeline(k, pipe.stage_layers, pipe.micro_batches, pipe.schedule, len(cfg.fanouts), w)
+        check_pipeline(k, pipe.stage_layers, pipe.micro_batches, pipe.schedule, len(cfg.fanouts), w)
         d_count, (d, s) = w // k, divmod(info.rank, k)
         meta = load_meta(parts_dir)
         if meta["num_parts"] != d_count:
@@ -361,28 +384,45 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
         comm = Communicator(info.rank, w, timeout=cfg.timeout)
         part = load_part(parts_dir, d, verify=cfg.verify)
         model = _build(cfg, part)
+        train_ids = torch.nonzero(part.train_mask).flatten() + part.offset
+
+        def make_sampler(hops: int):
+            fanouts = list(cfg.fanouts)[:hops]
+            if d_count == 1:
+                return NeighborSampler(part.indptr, part.indices, fanouts, seed=cfg.seed)
+            return DistNeighborSampler(part.indptr, part.indices, part.book, replicas, fanouts, seed=cfg.seed,
+                                       owned_keys=part.orig_ids, backend=cfg.sampler_backend)
+
+        if d_count == 1:
+            x_rows = lambda ids: part.features(ids - part.offset)  # noqa: E731
+        else:
+            from gnnscale.feature_store import DistFeatureStore
+
+            x_rows = DistFeatureStore(part, part.book, replicas, part.meta["feature_dim"]).fetch
+        costs = None
+        if pipe.stage_layers is None and k > 1:  # balance the stages by measured per-layer cost
+            seeds0 = epoch_seeds(train_ids, cfg.batch_size, 1, cfg.seed, 0)
+            probe = make_sampler(model.num_layers).sample(seeds0[0][0] if seeds0 else train_ids[:cfg.batch_size], 0, 0)
+            mine = measure_layer_costs(model, probe.blocks, x_rows(probe.blocks[0].src_ids))
+            total = comm.all_reduce_named({f"{i:04d}": c for i, c in enumerate(mine)}, op="sum")
+            costs = [total[f"{i:04d}"] / w for i in range(model.num_layers)]
+        bounds = plan_stages(model.num_layers, k, pipe.stage_layers, costs)
+        if info.rank == 0:
+            log.info("pipeline: %d x %d stages, layers %s%s, %d micro-batches per step, %s", d_count, k,
+                     " | ".join(f"{a}-{b - 1}" for a, b in bounds),
+                     "" if costs is None else " (balanced by measured ms per layer: "
+                     + ", ".join(f"{1e3 * c:.1f}" for c in costs) + ")", pipe.micro_batches, pipe.schedule)
         start, end = bounds[s]
         # A stage samples only the hops its layers and the later ones read: the first hops from
         # the seeds are drawn with the same keys whatever the depth, so its blocks equal the
         # whole sample's blocks[start:]. The last stage samples least, the first everything.
-        fanouts = list(cfg.fanouts)[:model.num_layers - start]
-        if d_count == 1:
-            sampler = NeighborSampler(part.indptr, part.indices, fanouts, seed=cfg.seed)
-            x_rows = lambda ids: part.features(ids - part.offset)  # noqa: E731
-        else:
-            sampler = DistNeighborSampler(part.indptr, part.indices, part.book, replicas, fanouts, seed=cfg.seed,
-                                          owned_keys=part.orig_ids, backend=cfg.sampler_backend)
-            if s == 0:
-                from gnnscale.feature_store import DistFeatureStore
-
-                store = DistFeatureStore(part, part.book, replicas, part.meta["feature_dim"])
-                x_rows = store.fetch
+        sampler = make_sampler(model.num_layers - start)
         labels = lambda ids: part.y[ids - part.offset]  # noqa: E731  (the seeds are this part's)
-        train_ids = torch.nonzero(part.train_mask).flatten() + part.offset
         stage = PipelineStage(model, bounds, s, [d * k + t for t in range(k)], comm, lr=cfg.lr,
                               weight_decay=cfg.weight_decay, replicas=replicas)
-        losses, per_step = [], []
+        losses, per_step, epoch_seconds = [], [], []
         for epoch in range(cfg.epochs):
+            t_epoch = time.perf_counter()
             seeds = epoch_seeds(train_ids, cfg.batch_size, pipe.micro_batches, cfg.seed, epoch)
             n = replicas.all_reduce_named({"steps": len(seeds)}, op="min")["steps"]
             n = int(min(n, cfg.max_steps) if cfg.max_steps else n)
@@ -400,9 +440,11 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
                                      step_seconds=st.step_seconds, peak_micro_batches=st.peak_micro_batches,
                                      peak_activation_bytes=st.peak_activation_bytes,
                                      block_bytes=sum(block_bytes(b.blocks[start:end]) for b in batches)))
+            epoch_seconds.append(time.perf_counter() - t_epoch)  # sampling included
             _log_epoch(comm, epoch, [st for st in per_step if st["epoch"] == epoch], losses[-n:] if n else [])
         state = {name: v.detach().clone() for name, v in stage.model.state_dict().items()}
         return dict(pipeline=d, stage=s, layers=(start, end), losses=losses, steps=per_step, state=state,
+                    epoch_seconds=epoch_seconds, layer_costs=costs,
                     gradient_bytes=replicas.stats.sent.get("gradient", 0))
     finally:
         shutdown_distributed()

@@ -192,3 +192,23 @@ def gather_objects(sizes: list):
     got = comm.all_gather_object(obj)
     return {"got": got, "stats": comm.stats.snapshot(),
             "pickled": len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))}
+
+
+def pipeline_stage_dies(parts_dir, cfg, pipe, die_rank: int, after_steps: int):
+    """pipeline_worker, except that rank ``die_rank`` exits without a word (as if killed) after
+    ``after_steps`` steps."""
+    import os
+
+    from gnnscale import layer_pipeline
+
+    if int(os.environ["RANK"]) == die_rank:
+        real, calls = layer_pipeline.PipelineStage.step, [0]
+
+        def step(self, *a, **k):
+            if calls[0] == after_steps:
+                os._exit(9)
+            calls[0] += 1
+            return real(self, *a, **k)
+
+        layer_pipeline.PipelineStage.step = step
+    return layer_pipeline.pipeline_worker(parts_dir, cfg, pipe)

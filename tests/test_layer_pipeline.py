@@ -140,3 +140,19 @@ def test_cli_trains_a_pipeline_and_rejects_bad_stages(cora_partition):
                                "--stage-layers", "2,2"), "summing to the model's 3 layers; found [2, 2] (sum 4)")
     assert_clean_error(run_cli("train", "--parts-dir", parts, "--fanouts", "5,5", "--pipeline-stages", "2",
                                "--workers", "3"), "--workers 3 does not match the 1 parts")
+
+
+def test_a_dead_stage_ends_its_neighbour_with_an_error_naming_it(cora_partition):
+    """Stage 1 dies after one step: stage 0, waiting for its gradients, ends with a PeerError that
+    names stage 1 and its rank (no hang), and the launcher reports the dead worker first."""
+    from dist_workers import pipeline_stage_dies
+
+    from gnnscale.errors import PeerError
+
+    cfg = _cfg(3, timeout=20.0)
+    pipe = PipelineConfig(stages=2, stage_layers=[1, 2], micro_batches=2)
+    with pytest.raises(PeerError) as err:
+        launch_local(pipeline_stage_dies, 2, args=(cora_partition(1), cfg, pipe, 1, 1), threads_per_worker=1)
+    msg = str(err.value)
+    assert msg.startswith("worker 1 of 2 failed: exited with code 9"), msg
+    assert "worker 0: PeerError: rank 0 (pipeline stage 0): no gradients of micro-batch 0 from stage 1 (rank 1)" in msg
