@@ -66,14 +66,8 @@ def test_cli_device_cuda_without_cuda_fails_before_any_work(tmp_path) -> None:
 
 
 @pytest.fixture(scope="module")
-def cora1(shared_data, tmp_path_factory):
-    from gnnscale.datasets import load_dataset
-    from gnnscale.partitioning import partition_graph
-
-    data = load_dataset("planetoid:cora", root=str(shared_data / "planetoid" / "raw"))
-    d = tmp_path_factory.mktemp("cora_dev1")
-    partition_graph(data, 1, d, method="metis", dataset="planetoid:cora")
-    return str(d)
+def cora1(cora_partition):
+    return cora_partition(1)
 
 
 def _train(parts: str, device: str, tmp_path, **kw) -> dict:

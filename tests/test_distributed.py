@@ -16,13 +16,6 @@ from gnnscale.samplers import NeighborSampler
 from dist_workers import die_on_rank, gather_objects, sample_fetch_forward, sample_stats
 
 
-@pytest.fixture(scope="module")
-def cora(shared_data):
-    from gnnscale.datasets import load_dataset
-
-    return load_dataset("planetoid:cora", root=str(shared_data / "planetoid" / "raw"))
-
-
 def _partition(data, parts, tmp_path_factory):
     out = tmp_path_factory.mktemp(f"cora{parts}")
     partition_graph(data, parts, out, method="metis", dataset="planetoid:cora")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gnnscale.exchange import ExchangeError, check_staleness
-from gnnscale.partitioning import load_part, partition_graph
+from gnnscale.partitioning import load_part
 from gnnscale.runtime import launch_local
 from gnnscale.trainer import TrainConfig, train_worker
 
@@ -15,20 +15,8 @@ from dist_workers import historical_vs_exact
 
 
 @pytest.fixture(scope="module")
-def cora(shared_data):
-    from gnnscale.datasets import load_dataset
-
-    return load_dataset("planetoid:cora", root=str(shared_data / "planetoid" / "raw"))
-
-
-@pytest.fixture(scope="module")
-def cora_parts(cora, tmp_path_factory):
-    out = {}
-    for parts in (2, 3):
-        d = tmp_path_factory.mktemp(f"cora_x{parts}")
-        partition_graph(cora, parts, d, method="metis", dataset="planetoid:cora")
-        out[parts] = str(d)
-    return out
+def cora_parts(cora_partition):
+    return {parts: cora_partition(parts) for parts in (2, 3)}
 
 
 def _expected_halo(cora, parts_dir, rank, parts):

@@ -9,7 +9,6 @@ import torch
 from torch_geometric.nn import MessagePassing
 
 import gnnscale
-from gnnscale.partitioning import partition_graph
 
 
 class MaxSAGE(MessagePassing):
@@ -38,13 +37,8 @@ class NoEdges(torch.nn.Module):
 
 
 @pytest.fixture(scope="module")
-def cora2(shared_data, tmp_path_factory):
-    from gnnscale.datasets import load_dataset
-
-    data = load_dataset("planetoid:cora", root=str(shared_data / "planetoid" / "raw"))
-    out = tmp_path_factory.mktemp("cora_zoo")
-    partition_graph(data, 2, out, method="metis", dataset="planetoid:cora")
-    return str(out)
+def cora2(cora_partition):
+    return cora_partition(2)
 
 
 COMMON = dict(batch_size=32, hidden=64, lr=0.01, weight_decay=5e-4, progress=False, eval_method="layerwise")
