@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from gnnscale.comm import Communicator
 from gnnscale.errors import PeerError
 from gnnscale.models import GNN
-from gnnscale.pipeline_plan import PipelineError, check_pipeline, max_in_flight, plan_stages, schedule
+from gnnscale.pipeline_plan import PipelineError, check_pipeline, plan_stages, schedule
 from gnnscale.samplers.block import Block, MiniBatch
 
 log = logging.getLogger("gnnscale.pipeline")
@@ -280,11 +280,6 @@ class PipelineStage:
         stats.loss = loss_sum if self.last else None
         stats.step_seconds = time.perf_counter() - t_step
         return stats
-
-
-def expected_peak(cfg: PipelineConfig, stage: int) -> int:
-    """Micro-batches stage ``stage`` holds at its peak under the schedule (for checks and logs)."""
-    return max_in_flight(schedule(cfg.schedule, stage, cfg.stages, cfg.micro_batches))
 
 
 def reference_steps(model: GNN, steps: Sequence[Sequence[MiniBatch]], keys: Sequence[Sequence[int]], x_rows, labels,
