@@ -351,15 +351,15 @@ def cmd_train(args) -> int:
     if in_torchrun():
         if not args.parts_dir:
             raise RuntimeSetupError("under torchrun, give --parts-dir (partition first with `gnnscale partition`)")
-        from gnnscale.launch import _resolve
+        from gnnscale.launch import resolve_target
 
-        _resolve(target)(args.parts_dir, cfg)
+        resolve_target(target)(args.parts_dir, cfg)
         return 0
     if args.parts_dir:
         meta = load_meta(args.parts_dir)
         workers = args.workers if args.workers is not None else meta["num_parts"] * stages
         if workers != meta["num_parts"] * stages:
-            per = f"one worker trains one part" if stages == 1 else f"the {stages} stages of one pipeline train one part"
+            per = "one worker trains one part" if stages == 1 else f"the {stages} stages of one pipeline train one part"
             raise RuntimeSetupError(
                 f"--workers {workers} does not match the {meta['num_parts']} parts in {args.parts_dir}: {per}. Use "
                 f"--workers {meta['num_parts'] * stages}, or re-partition with "

@@ -96,7 +96,7 @@ def launch_device(name: str, local_workers: int) -> str:
     return resolve_device(name, 0, local_workers).type
 
 
-def _resolve(fn: Callable[..., Any] | str) -> Callable[..., Any]:
+def resolve_target(fn: Callable[..., Any] | str) -> Callable[..., Any]:
     """``fn`` itself, or the function a ``"module:function"`` string names (imported here)."""
     if callable(fn):
         return fn
@@ -116,7 +116,7 @@ def _entry(fn: Callable | str, rank: int, world: int, port: int, threads: int, a
         import torch
 
         torch.set_num_threads(threads)  # the thread variables came with the environment (launch_local)
-        result = _resolve(fn)(*args)
+        result = resolve_target(fn)(*args)
         # Plain pickle: tensors travel by value, not as shared-memory handles that die with us.
         queue.put((rank, "ok", pickle.dumps(result)))
         code = 0

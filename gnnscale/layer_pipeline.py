@@ -165,7 +165,7 @@ class PipelineStage:
         self.uses_x0 = model.uses_x0
         self.comm = comm
         self.replicas = replicas if replicas is not None and replicas.world_size > 1 else None
-        self.params = [p for p in self.model.parameters()]
+        self.params = list(self.model.parameters())
         self.opt = torch.optim.Adam(self.params, lr=lr, weight_decay=weight_decay)
 
     # -- point to point ----------------------------------------------------------------------
@@ -267,7 +267,8 @@ class PipelineStage:
                 torch.autograd.backward(out, grads)
                 stats.busy_seconds += time.perf_counter() - t0
                 if not self.first:
-                    pending += self._send([t.grad if t.grad is not None else torch.zeros_like(t) for t in inp], self.prev, tag + 1, "activation_grad", stats)
+                    grads_in = [t.grad if t.grad is not None else torch.zeros_like(t) for t in inp]
+                    pending += self._send(grads_in, self.prev, tag + 1, "activation_grad", stats)
         t0 = time.perf_counter()
         for w, _ in pending:  # sends complete once the neighbour received them
             w.wait(datetime.timedelta(seconds=self.comm.timeout))
@@ -352,11 +353,10 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
     by category, wait and busy seconds, peak micro-batches and activation bytes held) and
     ``state`` (this stage's parameters by name, float32 tensors).
     """
-    from gnnscale.partitioning import load_meta, load_part
-    from gnnscale.runtime import init_distributed, shutdown_distributed
-    from gnnscale.samplers import DistNeighborSampler, NeighborSampler
-
     from gnnscale.logs import setup_logging
+    from gnnscale.partitioning import load_meta, load_part
+    from gnnscale.runtime import init_distributed, new_group, shutdown_distributed
+    from gnnscale.samplers import DistNeighborSampler, NeighborSampler
 
     pipe = pipe or PipelineConfig(cfg.pipeline_stages, cfg.stage_layers, cfg.micro_batches, cfg.schedule)
     setup_logging(rank=int(os.environ.get("RANK", "0")))
@@ -372,8 +372,7 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
                 f"pipelines (one per part): start --workers {meta['num_parts'] * k}, or re-partition into {d_count}"
             )
         # Every rank creates every stage's group, in the same order (torch.distributed's rule).
-        groups = [dist.new_group(ranks=[j * k + t for j in range(d_count)],
-                                 timeout=datetime.timedelta(seconds=cfg.timeout)) for t in range(k)] \
+        groups = [new_group(cfg.timeout, ranks=[j * k + t for j in range(d_count)]) for t in range(k)] \
             if d_count > 1 else [None] * k
         replicas = Communicator(d, d_count, group=groups[s], timeout=cfg.timeout)
         comm = Communicator(info.rank, w, timeout=cfg.timeout)

@@ -79,12 +79,13 @@ def local_world_size() -> int:
     return int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
 
 
-def new_group(timeout: float, backend: str = "gloo"):
-    """A new process group of every rank, with the run's timeout on each of its collectives.
+def new_group(timeout: float, backend: str = "gloo", ranks: list[int] | None = None):
+    """A new process group of ``ranks`` (default: every rank), with the run's timeout on each of
+    its collectives. Every rank must call it, in the same order, even those not in ``ranks``.
 
     (``dist.new_group`` without ``timeout`` gets torch's default of 30 minutes.)
     """
-    return dist.new_group(backend=backend, timeout=datetime.timedelta(seconds=timeout))
+    return dist.new_group(ranks=ranks, backend=backend, timeout=datetime.timedelta(seconds=timeout))
 
 
 def shutdown_distributed() -> None:
