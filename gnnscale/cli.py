@@ -189,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     lp.add_argument("--schedule", choices=["gpipe", "1f1b"], default="1f1b",
                     help="gpipe: M forwards then M backwards (holds M micro-batches); 1f1b: one forward one "
                     "backward (holds at most K); both flush before the optimizer step")
+    lp.add_argument("--chunks", action=argparse.BooleanOptionalAction, default=False,
+                    help="chunk pipelining (GNNPipe): full-graph training of a deep model (e.g. --layer gcnii "
+                    "--num-layers 16), one step per epoch; the parts of --parts-dir are the chunks that flow "
+                    "through the K stages (--workers K; with --dataset the graph is cut into --micro-batches chunks); "
+                    "a neighbour in a chunk that has not yet passed a layer is read from the previous pass (within "
+                    "--staleness); --fanouts and --batch-size do not apply")
     m = t.add_argument_group("model")
     m.add_argument("--layer", default="sage",
                    help="message-passing layer: sage, gcn, gat, gin, gcnii, or an import path module:Class "
@@ -329,7 +335,7 @@ def cmd_train(args) -> int:
         eval_method=args.eval_method,
         layer=args.layer, layer_kwargs=args.layer_kwargs, norm=args.norm, residual=args.residual, jk=args.jk,
         device=args.device, pipeline_stages=args.pipeline_stages, stage_layers=args.stage_layers,
-        micro_batches=args.micro_batches, schedule=args.schedule,
+        micro_batches=args.micro_batches, schedule=args.schedule, chunks=args.chunks, num_layers=args.num_layers,
     )
     stages = cfg.pipeline_stages
     launch_device(cfg.device, 1)  # --device cuda without CUDA: an error before partitioning or launching
@@ -340,14 +346,19 @@ def cmd_train(args) -> int:
         build_conv(cfg.layer, 8, 8, index=0, num_layers=2, **cfg.layer_kwargs)
     from gnnscale.samplers import check_fanouts
 
-    check_fanouts(cfg.fanouts, num_layers=args.num_layers)
-    if cfg.eval_fanouts is not None:
-        check_fanouts(cfg.eval_fanouts, num_layers=len(cfg.fanouts))
-    if stages != 1:
+    num_layers = args.num_layers if cfg.chunks and args.num_layers else len(cfg.fanouts)
+    if not cfg.chunks:  # chunk pipelining trains on full neighborhoods: no fanouts
+        check_fanouts(cfg.fanouts, num_layers=args.num_layers)
+        if cfg.eval_fanouts is not None:
+            check_fanouts(cfg.eval_fanouts, num_layers=len(cfg.fanouts))
+    if stages != 1 or cfg.chunks:
         from gnnscale.pipeline_plan import check_pipeline
 
-        check_pipeline(stages, cfg.stage_layers, cfg.micro_batches, cfg.schedule, len(cfg.fanouts), stages)
-    target = "gnnscale.layer_pipeline:pipeline_worker" if stages > 1 else "gnnscale.trainer:train_worker"
+        check_pipeline(stages, cfg.stage_layers, cfg.micro_batches, cfg.schedule, num_layers, stages)
+    if cfg.chunks:
+        target = "gnnscale.chunk_pipeline:chunk_worker"
+    else:
+        target = "gnnscale.layer_pipeline:pipeline_worker" if stages > 1 else "gnnscale.trainer:train_worker"
     if in_torchrun():
         if not args.parts_dir:
             raise RuntimeSetupError("under torchrun, give --parts-dir (partition first with `gnnscale partition`)")
@@ -357,8 +368,13 @@ def cmd_train(args) -> int:
         return 0
     if args.parts_dir:
         meta = load_meta(args.parts_dir)
-        workers = args.workers if args.workers is not None else meta["num_parts"] * stages
-        if workers != meta["num_parts"] * stages:
+        workers = args.workers if args.workers is not None else (stages if cfg.chunks else meta["num_parts"] * stages)
+        if cfg.chunks and workers != stages:
+            raise RuntimeSetupError(
+                f"--chunks runs one pipeline of {stages} stages over the whole graph (the {meta['num_parts']} parts of "
+                f"{args.parts_dir} are its chunks): use --workers {stages}, found {workers}"
+            )
+        if not cfg.chunks and workers != meta["num_parts"] * stages:
             per = "one worker trains one part" if stages == 1 else f"the {stages} stages of one pipeline train one part"
             raise RuntimeSetupError(
                 f"--workers {workers} does not match the {meta['num_parts']} parts in {args.parts_dir}: {per}. Use "
@@ -373,16 +389,27 @@ def cmd_train(args) -> int:
             cfg.verify = False
     else:
         args.dataset = args.dataset or DEFAULT_DATASET
-        workers = args.workers if args.workers is not None else (2 if stages == 1 else stages)
+        workers = args.workers if args.workers is not None else (2 if stages == 1 and not cfg.chunks else stages)
         if workers < 1:
             raise RuntimeSetupError(f"--workers must be at least 1, found {workers}")
-        if stages > 1:
+        if stages > 1 and not cfg.chunks:
             check_pipeline(stages, cfg.stage_layers, cfg.micro_batches, cfg.schedule, len(cfg.fanouts), workers)
-        args.workers = workers // stages  # parts: one per pipeline
+        if cfg.chunks and workers != stages:
+            raise RuntimeSetupError(f"--chunks runs one pipeline of {stages} stages: use --workers {stages}, found {workers}")
+        # parts: one per pipeline; in chunk mode the chunks, one per micro-batch
+        args.workers = cfg.micro_batches if cfg.chunks else workers // stages
         parts_dir = _prepare_parts(args)
     device = launch_device(cfg.device, workers)  # no CUDA, or too few GPUs: an error before any worker starts
     log.info("starting %d local worker(s) on %s (device %s)", workers, parts_dir, device)
     results = launch_local(target, workers, args=(parts_dir, cfg), port=args.port, threads_per_worker=args.threads)
+    if cfg.chunks:
+        last = results[-1]
+        acc = last["accuracy"][-1] if last["accuracy"] else None
+        log.info("done: %d epochs over %d stages (layers %s), final loss %.4f%s", len(last["losses"]), stages,
+                 " ".join(f"{a}-{b - 1}" for a, b in (r["layers"] for r in results)),
+                 last["losses"][-1] if last["losses"] else float("nan"),
+                 "" if acc is None else f", val_acc {acc['val']:.4f} test_acc {acc['test']:.4f}")
+        return 0
     if stages > 1:
         last = results[stages - 1]
         log.info("done: %d steps of %d micro-batches over %d stages (layers %s), final step loss %.4f",

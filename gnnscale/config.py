@@ -58,6 +58,8 @@ class TrainConfig:
     stage_layers: Sequence[int] | None = None  # layers per stage; None: balanced
     micro_batches: int = 4  # micro-batches of batch_size seeds per optimizer step (pipeline)
     schedule: str = "1f1b"  # gpipe | 1f1b (both flushed: exact gradients)
+    chunks: bool = False  # chunk pipelining (GNNPipe): full-graph training, the parts are the micro-batches
+    num_layers: int | None = None  # model layers; None: one per fanout
 
 
 def check_mode(mode: str) -> str:

@@ -102,17 +102,17 @@ def rng_key(seed: int, epoch: int, step: int, micro: int) -> int:
     return ((seed * 1_000_003 + epoch) * 1_000_003 + step) * 1_000_003 + micro
 
 
-def stage_model(model: GNN, start: int, end: int) -> GNN:
+def stage_model(model: GNN, start: int, end: int, keep_encoder: bool = False) -> GNN:
     """``model`` keeping only the parameters of layers ``[start, end)`` (and the encoder on the
-    first stage, the head on the last): the others become empty placeholders, so a stage holds
-    (and its optimizer steps) only its own layers. Built from the whole model, so every stage's
-    weights equal the unpipelined model's."""
+    first stage, or on every stage with ``keep_encoder``; the head on the last): the others
+    become empty placeholders, so a stage holds (and its optimizer steps) only its own layers.
+    Built from the whole model, so every stage's weights equal the unpipelined model's."""
     for i in range(model.num_layers):
         if not start <= i < end:
             model.convs[i] = torch.nn.Identity()
             if model.norms is not None and i < len(model.norms):
                 model.norms[i] = torch.nn.Identity()
-    if start > 0:
+    if start > 0 and not keep_encoder:
         model.encoder = None
     if end < model.num_layers:
         model.head = None
@@ -151,17 +151,18 @@ class PipelineStage:
         replicas: data parallelism: the communicator of this stage's D replicas (the same stage
             of every pipeline); after each flush their gradients are averaged (one all-reduce of
             the stage's flat gradient, counted as ``gradient``). None: one pipeline.
+        keep_encoder: every stage keeps the encoder (chunk mode rebuilds x0 on each stage).
     """
 
     def __init__(self, model: GNN, bounds: Sequence[tuple[int, int]], stage: int, ranks: Sequence[int],
                  comm: Communicator, lr: float = 0.003, weight_decay: float = 0.0,
-                 replicas: Communicator | None = None) -> None:
+                 replicas: Communicator | None = None, keep_encoder: bool = False) -> None:
         self.start, self.end = bounds[stage]
         self.stage, self.num_stages = stage, len(bounds)
         self.first, self.last = stage == 0, stage == len(bounds) - 1
         self.prev = ranks[stage - 1] if not self.first else None
         self.next = ranks[stage + 1] if not self.last else None
-        self.model = stage_model(model, self.start, self.end)
+        self.model = stage_model(model, self.start, self.end, keep_encoder)
         self.uses_x0 = model.uses_x0
         self.comm = comm
         self.replicas = replicas if replicas is not None and replicas.world_size > 1 else None
@@ -215,11 +216,42 @@ class PipelineStage:
             x_rows: first stage: callable ``ids -> float32 [n, F]`` input rows.
             labels: last stage: callable ``ids -> int64 [n]`` labels of the seeds.
         """
-        m_count = len(batches)
+        total = sum(int(b.seeds.numel()) for b in batches)
+
+        def recv_shapes(m: int) -> list[tuple[int, ...]]:
+            block = batches[m].blocks[self.start]
+            rows = block.num_src - block.num_hist  # = blocks[start - 1].num_dst
+            return [(rows, self.model.dims[self.start])] + ([(rows, self.model.dims[0])] if self.uses_x0 else [])
+
+        def forward(m: int, inp: list[torch.Tensor]):
+            blocks = batches[m].blocks
+            h, x0 = self.model.forward_layers(inp[0], inp[1] if len(inp) > 1 else None, blocks,
+                                              self.start, self.end, rng_key=keys[m])
+            if self.last:
+                return F.cross_entropy(h, labels(batches[m].seeds), reduction="sum") / total
+            return [h] + ([x0] if self.uses_x0 else [])
+
+        return self.run(len(batches), schedule_name, step_tag, recv_shapes,
+                        lambda m: [x_rows(batches[m].blocks[0].src_ids)], forward)
+
+    def before_optimizer(self) -> None:
+        """Called after the flush, before the optimizer step (gradients are complete here)."""
+        if self.replicas is not None:
+            self._average_gradients()
+
+    def run(self, m_count: int, schedule_name: str, step_tag: int, recv_shapes, first_input, forward) -> StepStats:
+        """One flushed step of ``m_count`` micro-batches under ``schedule_name``.
+
+        Args:
+            recv_shapes: ``m -> [shape, ...]`` of the tensors a stage but the first receives.
+            first_input: ``m -> [tensor, ...]`` the first stage's input.
+            forward: ``(m, inputs) -> outputs``: the stage's layers on micro-batch m; on the last
+                stage a scalar loss tensor (this micro-batch's share of the step's loss),
+                elsewhere the list of tensors sent to the next stage.
+        """
         ops = schedule(schedule_name, self.stage, self.num_stages, m_count)
         stats = StepStats()
         t_step = time.perf_counter()
-        total = sum(int(b.seeds.numel()) for b in batches)
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
         held: dict[int, tuple] = {}
@@ -227,27 +259,21 @@ class PipelineStage:
         pending: list = []
         loss_sum = 0.0
         for op, m in ops:
-            blocks = batches[m].blocks
             tag = (step_tag * m_count + m) * 2
             if op == "F":
                 if self.first:
-                    inp = [x_rows(blocks[0].src_ids)]
+                    inp = first_input(m)
                 else:
-                    rows = blocks[self.start].num_src - blocks[self.start].num_hist  # = blocks[start - 1].num_dst
-                    shapes = [(rows, self.model.dims[self.start])] + ([(rows, self.model.dims[0])] if self.uses_x0 else [])
-                    inp = self._recv(shapes, self.prev, tag, "activation", f"activations of micro-batch {m}", stats)
+                    inp = self._recv(recv_shapes(m), self.prev, tag, "activation", f"activations of micro-batch {m}",
+                                     stats)
                     for t in inp:
                         t.requires_grad_(True)
                 t0 = time.perf_counter()
                 with _SavedBytes() as saved:
-                    h, x0 = self.model.forward_layers(inp[0], inp[1] if len(inp) > 1 else None, blocks,
-                                                      self.start, self.end, rng_key=keys[m])
+                    out = forward(m, inp)
                     if self.last:
-                        y = labels(batches[m].seeds)
-                        out = [F.cross_entropy(h, y, reduction="sum") / total]
-                        loss_sum += float(out[0].detach())
-                    else:
-                        out = [h] + ([x0] if self.uses_x0 else [])
+                        loss_sum += float(out.detach())
+                        out = [out]
                 stats.busy_seconds += time.perf_counter() - t0
                 held[m] = (inp, out)
                 held_bytes[m] = saved.bytes + sum(t.numel() * t.element_size() for t in out)
@@ -269,18 +295,21 @@ class PipelineStage:
                 if not self.first:
                     grads_in = [t.grad if t.grad is not None else torch.zeros_like(t) for t in inp]
                     pending += self._send(grads_in, self.prev, tag + 1, "activation_grad", stats)
+        self.wait_sends(pending, stats)
         t0 = time.perf_counter()
-        for w, _ in pending:  # sends complete once the neighbour received them
-            w.wait(datetime.timedelta(seconds=self.comm.timeout))
-        stats.wait_seconds += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        if self.replicas is not None:
-            self._average_gradients()
+        self.before_optimizer()
         self.opt.step()
         stats.busy_seconds += time.perf_counter() - t0
         stats.loss = loss_sum if self.last else None
         stats.step_seconds = time.perf_counter() - t_step
         return stats
+
+    def wait_sends(self, pending: list, stats: StepStats) -> None:
+        """Wait (bounded by the timeout) until the neighbours received every send in ``pending``."""
+        t0 = time.perf_counter()
+        for w, _ in pending:
+            w.wait(datetime.timedelta(seconds=self.comm.timeout))
+        stats.wait_seconds += time.perf_counter() - t0
 
 
 def reference_steps(model: GNN, steps: Sequence[Sequence[MiniBatch]], keys: Sequence[Sequence[int]], x_rows, labels,

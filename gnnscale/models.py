@@ -219,6 +219,12 @@ class GNN(nn.Module):
         return self.forward_layers(x, None, blocks, 0, self.num_layers, hist=hist, emit=emit,
                                    node_degree=node_degree)[0]
 
+    def reseed(self, rng_key: int | None, i: int) -> None:
+        """Reseed torch's generator for the dropout of layer ``i`` (``i = 0``: the encoder's input)
+        under ``rng_key`` (nothing without a key, in eval mode or without dropout)."""
+        if rng_key is not None and self.training and self.dropout > 0:
+            torch.manual_seed((int(rng_key) * 1_000_003 + i) % (1 << 63))
+
     def forward_layers(
         self,
         h: torch.Tensor,
@@ -256,8 +262,7 @@ class GNN(nn.Module):
                              "layers cannot be split into pipeline stages; use jk='none' with --pipeline-stages")
 
         def reseed(i: int) -> None:
-            if rng_key is not None and self.training and self.dropout > 0:
-                torch.manual_seed((int(rng_key) * 1_000_003 + i) % (1 << 63))
+            self.reseed(rng_key, i)
 
         if start == 0:
             reseed(0)

@@ -1,0 +1,498 @@
+"""Chunk pipelining (GNNPipe): full-graph training of a deep model, the graph's chunks flowing
+through K layer stages.
+
+The parts of a partition folder are the chunks (cut by METIS or any strategy of
+``gnnscale partition``): chunk c owns the contiguous new ids ``offsets[c] .. offsets[c+1]-1``
+and is one micro-batch. Stage s holds layers ``[start, end)`` and runs them on every chunk in
+turn, one optimizer step per epoch (a flush after the C chunks, GPipe or 1F1B order):
+
+- a chunk's block holds its nodes' *full* in-neighborhoods: its own nodes first, then its halo
+  (in-neighbors in other chunks). At layer 0 the halo's input rows are read fresh (features);
+  at a later layer i a halo node's h^i is read from this stage's table of layer i: computed in
+  this pass if its chunk has already passed layer i-1 (an earlier chunk), else the previous
+  pass's (one step old). Those reads carry no gradient (as historical embeddings do), and
+  every read checks the age of each row against the staleness bound;
+- between stages only the chunk's own h^{start} moves (forward) and its gradient (backward):
+  every node crosses each stage boundary once per pass, whatever the number of chunks;
+- GCNII's initial representation x0 is not sent: every stage keeps a copy of the encoder and
+  rebuilds x0 from the input features (same dropout keys, so the copies agree); after the
+  flush the copies' gradients are summed across the stages (one all-reduce of the encoder's
+  F x H weights, counted as ``encoder_gradient``), so they stay equal.
+
+With one chunk there is no halo and no table: a step equals one step of full-graph training
+(:func:`full_graph_reference`). Before the first step (with more than one chunk) a layer-wise
+pass fills the tables with the initial weights' embeddings (version -1, so the first step's
+reads are one step old); evaluation is the same exact layer-wise pass through the stages.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from gnnscale.comm import Communicator
+from gnnscale.layer_pipeline import PipelineConfig, PipelineStage, StepStats, epoch_summary, measure_layer_costs, rng_key
+from gnnscale.models import GNN
+from gnnscale.pipeline_plan import PipelineError, check_pipeline, plan_stages
+from gnnscale.samplers.block import Block
+
+log = logging.getLogger("gnnscale.pipeline")
+
+NEVER = -(1 << 62)  # version of a table row that was never written
+_MASKS = ("train", "val", "test")
+
+
+class StalenessError(PipelineError):
+    """A historical read found a row older than the staleness bound (or never written)."""
+
+
+@dataclass
+class ChunkGraph:
+    """The whole graph of a partition folder, its parts as chunks.
+
+    Attributes:
+        offsets: int64 [C + 1]: chunk c owns new ids ``offsets[c] .. offsets[c+1]-1``.
+        blocks: per chunk, its full-neighborhood block: ``src_ids`` = its nodes then its halo
+            (sorted), ``num_hist`` = the halo's size (the layers >= 1 read the halo from tables).
+        degree: int64 [N] in-degree of every node (GCN normalization).
+        x: float32 [N, F] features (None where the stage needs none). y: int64 [N].
+        masks: ``train``/``val``/``test`` -> bool [N].
+    """
+
+    offsets: torch.Tensor
+    blocks: list[Block]
+    degree: torch.Tensor
+    x: torch.Tensor | None
+    y: torch.Tensor
+    masks: dict
+    feature_dim: int
+    num_classes: int
+    _full: Block | None = field(default=None, repr=False)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def num_chunks(self) -> int:
+        return len(self.blocks)
+
+    def bounds(self, c: int) -> tuple[int, int]:
+        return int(self.offsets[c]), int(self.offsets[c + 1])
+
+    def first_block(self, c: int) -> Block:
+        """Chunk c's block for layer 0: the halo's rows are computed from features, not read."""
+        return dataclasses.replace(self.blocks[c], num_hist=0)
+
+    def full_block(self) -> Block:
+        """One block of the whole graph (every node a source and a destination)."""
+        if self._full is None:
+            ids = torch.arange(self.num_nodes, dtype=torch.int64)
+            self._full = Block(ids, ids, self._global_edges())
+        return self._full
+
+    def _global_edges(self) -> torch.Tensor:
+        parts = []
+        for b in self.blocks:  # one tensor op per chunk: local numbering -> new global ids
+            parts.append(torch.stack([b.src_ids[b.edge_index[0]], b.dst_ids[b.edge_index[1]]]))
+        return torch.cat(parts, 1)
+
+    @property
+    def halo_sizes(self) -> list[int]:
+        return [b.num_hist for b in self.blocks]
+
+
+def chunk_block(indptr: torch.Tensor, indices: torch.Tensor, lo: int, hi: int) -> Block:
+    """The full-neighborhood block of chunk ``[lo, hi)`` from its CSC (``indptr`` int64 [n+1] over
+    its nodes, ``indices`` int64 [E] sources in new global ids): its nodes, then its halo."""
+    n = hi - lo
+    dst = torch.repeat_interleave(torch.arange(n, dtype=torch.int64), indptr[1:] - indptr[:-1])
+    inside = (indices >= lo) & (indices < hi)
+    halo = torch.unique(indices[~inside])
+    src = torch.where(inside, indices - lo, n + torch.searchsorted(halo, indices))
+    own = torch.arange(lo, hi, dtype=torch.int64)
+    return Block(torch.cat([own, halo]), own, torch.stack([src, dst]), num_hist=int(halo.numel()))
+
+
+def load_chunk_graph(parts_dir: str, verify: bool = True, features: bool = True) -> ChunkGraph:
+    """Every part of ``parts_dir`` as a chunk of one graph (see :class:`ChunkGraph`)."""
+    from gnnscale.partitioning import load_meta, load_part
+
+    meta = load_meta(parts_dir)
+    blocks, degree, xs, ys = [], [], [], []
+    masks = {k: [] for k in _MASKS}
+    offsets = None
+    for p in range(meta["num_parts"]):  # one load per part
+        part = load_part(parts_dir, p, verify=verify)
+        offsets = part.book.offsets.to(torch.int64)
+        lo, hi = int(offsets[p]), int(offsets[p + 1])
+        blocks.append(chunk_block(part.indptr, part.indices, lo, hi))
+        degree.append(part.indptr[1:] - part.indptr[:-1])
+        if features:
+            xs.append(part.features(torch.arange(hi - lo)))
+        ys.append(part.y)
+        for k in _MASKS:
+            masks[k].append(getattr(part, f"{k}_mask"))
+    y = torch.cat(ys)
+    return ChunkGraph(offsets=offsets, blocks=blocks, degree=torch.cat(degree), x=torch.cat(xs) if features else None,
+                      y=y, masks={k: torch.cat(v) for k, v in masks.items()}, feature_dim=int(meta["feature_dim"]),
+                      num_classes=int(meta.get("num_classes") or int(y.max()) + 1))
+
+
+class HistoryTables:
+    """A stage's embedding tables: for each layer input i it reads, float32 [N, dims[i]] rows
+    and the step each row was written (int64 [N]); every read checks the rows' ages."""
+
+    def __init__(self, layers: Sequence[int], num_nodes: int, dims: Sequence[int], bound: int) -> None:
+        self.rows = {i: torch.zeros(num_nodes, dims[i]) for i in layers}
+        self.version = {i: torch.full((num_nodes,), NEVER, dtype=torch.int64) for i in layers}
+        self.bound = int(bound)
+        self.reads = 0  # rows read
+        self.stale_reads = 0  # rows read from an earlier step
+        self.max_age = 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.rows.values())
+
+    def write(self, i: int, lo: int, hi: int, rows: torch.Tensor, step: int) -> None:
+        """Rows ``[lo, hi)`` of layer i's table, written at ``step``."""
+        self.rows[i][lo:hi] = rows.detach()
+        self.version[i][lo:hi] = step
+
+    def read(self, i: int, ids: torch.Tensor, step: int) -> torch.Tensor:
+        """float32 [len(ids), dims[i]] rows of layer i at ``step``.
+
+        Raises:
+            StalenessError: a row older than the bound, or never written.
+        """
+        age = step - self.version[i][ids]
+        worst = int(age.max()) if ids.numel() else 0
+        if worst > self.bound:
+            bad = int((age > self.bound).sum())
+            never = int((self.version[i][ids] == NEVER).sum())
+            raise StalenessError(
+                f"step {step}, layer {i}: {bad} of {ids.numel()} historical rows are older than the staleness bound "
+                f"({self.bound} steps; {never} never written, the oldest written one "
+                f"{int(age[age < (1 << 61)].max()) if never < ids.numel() else 'none'} steps). Chunk pipelining "
+                "reads rows at most one step old: a table was not filled (run the filling pass first)."
+            )
+        self.reads += int(ids.numel())
+        self.stale_reads += int((age > 0).sum())
+        self.max_age = max(self.max_age, worst)
+        return self.rows[i][ids]
+
+
+class ChunkStage(PipelineStage):
+    """Stage ``stage`` of a chunk pipeline: its layers on every chunk of ``graph``, the tables of
+    the layer inputs it reads historically, and (GCNII) its copy of the encoder."""
+
+    def __init__(self, model: GNN, bounds, stage: int, ranks: Sequence[int], comm: Communicator, graph: ChunkGraph,
+                 staleness: int = 4, lr: float = 0.003, weight_decay: float = 0.0) -> None:
+        super().__init__(model, bounds, stage, ranks, comm, lr=lr, weight_decay=weight_decay,
+                         keep_encoder=model.uses_x0)
+        self.graph = graph
+        self.num_train = max(1, int(graph.masks["train"].sum()))
+        layers = [i for i in range(max(self.start, 1), self.end)]
+        self.tables = HistoryTables(layers, graph.num_nodes, self.model.dims, staleness) \
+            if graph.num_chunks > 1 and layers else None
+        self.encoder_params = list(self.model.encoder.parameters()) \
+            if self.model.encoder is not None and self.num_stages > 1 else []
+
+    def before_optimizer(self) -> None:
+        """Sum the encoder copies' gradients across the stages (each saw its own layers' share)."""
+        super().before_optimizer()
+        if self.encoder_params:
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.encoder_params]
+            flat = torch.cat([g.reshape(-1) for g in grads])
+            self.comm.all_reduce(flat, "sum", category="encoder_gradient")
+            for p, part in zip(self.encoder_params, torch.split(flat, [g.numel() for g in grads])):
+                p.grad = part.view_as(p)
+
+    def _x0(self, rows: torch.Tensor, key: int | None) -> torch.Tensor | None:
+        """x0 at ``rows`` (input features) with the encoder's dropout keyed as on stage 0."""
+        if not self.uses_x0 or self.first:
+            return None
+        self.model.reseed(key, 0)
+        return self.model.encode(rows)[0]
+
+    def forward_chunk(self, c: int, inp: list[torch.Tensor], step: int, key: int):
+        """Chunk c through this stage's layers at ``step``: the tensors for the next stage, or on
+        the last stage the chunk's share of the step's loss (cross-entropy summed over its
+        training nodes / all training nodes)."""
+        g, model = self.graph, self.model
+        lo, hi = g.bounds(c)
+        blk = g.blocks[c]
+        blocks = [g.first_block(c)] + [blk] * (model.num_layers - 1)
+        hist = [None] * model.num_layers
+        emit = None
+        if self.tables is not None:
+            for i in self.tables.rows:
+                hist[i] = self.tables.read(i, blk.hist_ids, step)
+            emit = []
+        x0 = None
+        if self.first:
+            h = inp[0]  # input rows of the chunk and its halo
+        else:
+            h = inp[0]
+            if self.tables is not None and self.start in self.tables.rows:
+                self.tables.write(self.start, lo, hi, h, step)
+            x0 = self._x0(g.x[blk.src_ids], key)
+            x0 = x0[:hi - lo] if x0 is not None else None
+        out, _ = model.forward_layers(h, x0, blocks, self.start, self.end, hist=hist, emit=emit,
+                                      node_degree=g.degree, rng_key=key)
+        for j, e in enumerate(emit or []):  # h^{i} of this chunk for this stage's later layers
+            if self.start + j + 1 in self.tables.rows:
+                self.tables.write(self.start + j + 1, lo, hi, e, step)
+        if not self.last:
+            return [out]
+        train = g.masks["train"][lo:hi]
+        if not bool(train.any()):
+            return out.sum() * 0.0
+        return F.cross_entropy(out[train], g.y[lo:hi][train], reduction="sum") / self.num_train
+
+    def step(self, step: int, keys: Sequence[int], schedule_name: str) -> StepStats:
+        """One pass over every chunk (one optimizer step); ``keys`` the C dropout keys."""
+        g = self.graph
+        return self.run(
+            g.num_chunks, schedule_name, 2 * step + 2,
+            lambda c: [(g.bounds(c)[1] - g.bounds(c)[0], self.model.dims[self.start])],
+            lambda c: [g.x[g.blocks[c].src_ids]],
+            lambda c, inp: self.forward_chunk(c, inp, step, keys[c]),
+        )
+
+    @torch.no_grad()
+    def layerwise(self, step_tag: int, version: int | None = None) -> dict:
+        """Exact full-graph inference through the stages, layer by layer over the whole graph
+        (eval mode). ``version``: write every row of this stage's tables at that step (the
+        filling pass). Returns ``stats`` (a :class:`StepStats`) and, on the last stage, the
+        ``train``/``val``/``test`` accuracies."""
+        g, model = self.graph, self.model
+        model.eval()
+        stats = StepStats()
+        t0 = time.perf_counter()
+        full = g.full_block()
+        n = g.num_nodes
+        x0 = None
+        if self.first:
+            h, x0 = model.encode(g.x)
+        else:
+            h = self._recv([(n, model.dims[self.start])], self.prev, step_tag * 2 * max(1, g.num_chunks), "activation",
+                           "activations of the layer-wise pass", stats)[0]
+            if self.uses_x0:
+                x0 = model.encode(g.x)[0]
+        for i in range(self.start, self.end):
+            if version is not None and self.tables is not None and i in self.tables.rows:
+                self.tables.write(i, 0, n, h, version)
+            deg = g.degree if model.needs_degree[i] else None
+            h = model.layer_step(i, h, h, full.edge_index, x0, deg)
+        out = {}
+        if not self.last:
+            pending = self._send([h], self.next, step_tag * 2 * max(1, g.num_chunks), "activation", stats)
+            self.wait_sends(pending, stats)
+        else:
+            pred = model.readout(h, []).argmax(1)
+            for k, mask in g.masks.items():
+                out[k] = float((pred[mask] == g.y[mask]).float().mean()) if bool(mask.any()) else None
+        stats.step_seconds = time.perf_counter() - t0
+        out["stats"] = stats
+        return out
+
+
+def build_model(cfg, graph: ChunkGraph, num_layers: int) -> GNN:
+    """The whole model, identical on every rank (seeded by the run's seed)."""
+    torch.manual_seed(cfg.seed)
+    return GNN(graph.feature_dim, cfg.hidden, graph.num_classes, num_layers=num_layers, layer=cfg.layer,
+               layer_kwargs=cfg.layer_kwargs, dropout=cfg.dropout, norm=cfg.norm, residual=cfg.residual, jk=cfg.jk)
+
+
+def model_layers(cfg) -> int:
+    """The model's depth: ``cfg.num_layers``, else one layer per fanout."""
+    return int(cfg.num_layers or len(cfg.fanouts))
+
+
+def _closed_blocks(graph: ChunkGraph, num_layers: int) -> tuple[list[Block], torch.Tensor]:
+    """Chunk 0 without its halo (its internal edges only): a probe for per-layer costs."""
+    b = graph.blocks[0]
+    keep = b.edge_index[0] < b.num_dst
+    blk = Block(b.dst_ids, b.dst_ids, b.edge_index[:, keep])
+    return [blk] * num_layers, blk.src_ids
+
+
+def _encoder_seconds(model: GNN, x: torch.Tensor, repeats: int = 2) -> float:
+    """Seconds of the encoder's forward and backward on ``x`` (the last of ``repeats``)."""
+    model.train()
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        model.encode(x)[0].sum().backward()
+        seconds = time.perf_counter() - t0
+    model.zero_grad(set_to_none=True)
+    return seconds
+
+
+def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dict:
+    """One rank of a chunk pipeline of K stages (W = K workers, a process of
+    :func:`gnnscale.launch.launch_local` or torchrun): rank s is stage s; the parts of
+    ``parts_dir`` are the chunks. Trains ``cfg.epochs`` epochs of one full-graph step each and
+    evaluates (exact, layer-wise) every ``cfg.eval_every`` epochs and after the last.
+
+    Returns a dict: ``stage``, ``layers``, ``losses`` (the last stage's, per epoch), ``epochs``
+    (per epoch: the stage's bytes sent by category, wait/busy/step seconds, bubble, peak
+    micro-batches and activation bytes held), ``accuracy`` (the last stage's, per evaluation),
+    ``reads``/``stale_reads``/``max_age`` of its tables, ``table_bytes``, ``encoder_gradient_bytes``,
+    ``fill_bytes`` (the filling pass) and ``state`` (its parameters by name).
+    """
+    from gnnscale.logs import setup_logging
+    from gnnscale.runtime import init_distributed, shutdown_distributed
+
+    pipe = pipe or PipelineConfig(cfg.pipeline_stages, cfg.stage_layers, cfg.micro_batches, cfg.schedule)
+    setup_logging(rank=int(os.environ.get("RANK", "0")))
+    info = init_distributed(timeout=cfg.timeout)
+    try:
+        k, w, s = pipe.stages, info.world_size, info.rank
+        num_layers = model_layers(cfg)
+        check_pipeline(k, pipe.stage_layers, 1, pipe.schedule, num_layers, w)
+        if w != k:
+            raise PipelineError(
+                f"chunk pipelining runs one pipeline over the whole graph (W = K): found {w} workers for {k} stages. "
+                f"Use --workers {k}; for data parallelism over several parts use sampled micro-batches (no --chunks)."
+            )
+        comm = Communicator(s, w, timeout=cfg.timeout)
+        probe_bounds = plan_stages(num_layers, k, pipe.stage_layers)
+        graph = load_chunk_graph(parts_dir, verify=cfg.verify)  # every stage: x0, the cost probe
+        model = build_model(cfg, graph, num_layers)
+        costs = None
+        if pipe.stage_layers is None and k > 1:  # balance the stages by measured per-layer cost
+            blocks, ids = _closed_blocks(graph, num_layers)
+            mine = measure_layer_costs(model, blocks, graph.x[ids])
+            if model.uses_x0:  # every stage runs its own encoder: not layer 0's cost
+                mine[0] = max(mine[0] - _encoder_seconds(model, graph.x[ids]), 1e-6)
+            total = comm.all_reduce_named({f"{i:04d}": c for i, c in enumerate(mine)}, op="sum")
+            costs = [total[f"{i:04d}"] / w for i in range(num_layers)]
+        bounds = plan_stages(num_layers, k, pipe.stage_layers, costs) if k > 1 else probe_bounds
+        if s == 0:
+            log.info("chunk pipeline: %d stages, layers %s%s, %d chunks (%s nodes, halos %s), %s", k,
+                     " | ".join(f"{a}-{b - 1}" for a, b in bounds),
+                     "" if costs is None else " (balanced by measured ms per layer: "
+                     + ", ".join(f"{1e3 * c:.1f}" for c in costs) + ")", graph.num_chunks,
+                     "/".join(str(b.num_dst) for b in graph.blocks), "/".join(map(str, graph.halo_sizes)),
+                     pipe.schedule)
+        stage = ChunkStage(model, bounds, s, list(range(k)), comm, graph, staleness=cfg.staleness, lr=cfg.lr,
+                           weight_decay=cfg.weight_decay)
+        fill_bytes = 0
+        if graph.num_chunks > 1:  # every stage takes part (the pass flows through them all)
+            fill = stage.layerwise(1, version=-1)
+            fill_bytes = fill["stats"].bytes_sent["activation"]
+        losses, epochs, accuracy, history = [], [], [], []
+        for epoch in range(cfg.epochs):
+            keys = [rng_key(cfg.seed, epoch, 0, c) for c in range(graph.num_chunks)]
+            st = stage.step(epoch, keys, pipe.schedule)
+            row = dict(epoch=epoch, bytes_sent=dict(st.bytes_sent), bytes_received=dict(st.bytes_received),
+                       wait_seconds=st.wait_seconds, busy_seconds=st.busy_seconds, step_seconds=st.step_seconds,
+                       peak_micro_batches=st.peak_micro_batches, peak_activation_bytes=st.peak_activation_bytes)
+            epochs.append(row)
+            if st.loss is not None:
+                losses.append(st.loss)
+            acc = None
+            if cfg.eval_every and ((epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1):
+                acc = {key: v for key, v in stage.layerwise(2 * epoch + 3).items() if key != "stats"}
+                if stage.last:
+                    accuracy.append(dict(epoch=epoch, **acc))
+            history.append(_log_chunk_epoch(comm, epoch, row, st.loss, acc if stage.last else None,
+                                            stage.tables.max_age if stage.tables else 0))
+        if s == 0 and cfg.metrics:
+            _write_metrics(cfg.metrics, dict(mode="chunks", stages=k, layers=[list(b) for b in bounds],
+                                             chunks=graph.num_chunks, halos=graph.halo_sizes, schedule=pipe.schedule,
+                                             epochs=history))
+        tables = stage.tables
+        state = {name: v.detach().clone() for name, v in stage.model.state_dict().items()}
+        return dict(stage=s, layers=(stage.start, stage.end), losses=losses, epochs=epochs, accuracy=accuracy,
+                    reads=tables.reads if tables else 0, stale_reads=tables.stale_reads if tables else 0,
+                    max_age=tables.max_age if tables else 0, table_bytes=tables.nbytes if tables else 0,
+                    encoder_gradient_bytes=comm.stats.sent.get("encoder_gradient", 0), fill_bytes=fill_bytes,
+                    layer_costs=costs, state=state, num_nodes=graph.num_nodes, halos=graph.halo_sizes)
+    finally:
+        shutdown_distributed()
+
+
+def _log_chunk_epoch(comm: Communicator, epoch: int, row: dict, loss: float | None, acc: dict | None,
+                     max_age: int) -> dict:
+    """Every stage's epoch, gathered; rank 0 logs one line. Returns the gathered epoch (metrics)."""
+    mine = epoch_summary([row])
+    mine.update(loss=loss, accuracy=acc, max_age=max_age)
+    every = comm.all_gather_object(mine) if comm.world_size > 1 else [mine]
+    loss = next((e["loss"] for e in every if e["loss"] is not None), None)
+    acc = next((e["accuracy"] for e in every if e["accuracy"] is not None), None)
+    if comm.rank == 0:
+        mb = 1e6
+        log.info(
+            "epoch %3d | loss %.4f%s | %.2f s | activations %.2f MB forward, gradients %.2f MB backward | bubble %s | "
+            "peak held %s chunks, %s MB | oldest read %d step(s)",
+            epoch, loss if loss is not None else float("nan"),
+            "" if acc is None else f" | val {acc['val']:.4f} test {acc['test']:.4f}",
+            max(e["step_seconds"] for e in every),
+            sum(e["bytes_sent"]["activation"] for e in every) / mb,
+            sum(e["bytes_sent"]["activation_grad"] for e in every) / mb,
+            "/".join(f"{e['bubble']:.0%}" for e in every),
+            "/".join(str(e["peak_micro_batches"]) for e in every),
+            "/".join(f"{e['peak_activation_bytes'] / mb:.1f}" for e in every),
+            max(e["max_age"] for e in every),
+        )
+    return dict(epoch=epoch, loss=loss, accuracy=acc, stages=every)
+
+
+def _write_metrics(path: str, result: dict) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=2)
+    log.info("metrics written to %s", path)
+
+
+def full_graph_reference(parts_dir: str, cfg, epochs: int | None = None) -> dict:
+    """Single-process full-graph training of the same model on the same graph (the unpipelined,
+    unchunked run): ``losses`` per epoch, ``accuracy`` (train/val/test of the final weights,
+    exact inference) and ``state``. Dropout keys equal a one-chunk pipeline's."""
+    graph = load_chunk_graph(parts_dir, verify=False)
+    num_layers = model_layers(cfg)
+    model = build_model(cfg, graph, num_layers)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    full = graph.full_block()
+    blocks = [full] * num_layers
+    train = graph.masks["train"]
+    losses = []
+    for epoch in range(cfg.epochs if epochs is None else epochs):
+        model.train()
+        opt.zero_grad(set_to_none=True)
+        out, _ = model.forward_layers(graph.x, None, blocks, 0, num_layers, node_degree=graph.degree,
+                                      rng_key=rng_key(cfg.seed, epoch, 0, 0))
+        loss = F.cross_entropy(out[train], graph.y[train])
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    model.eval()
+    with torch.no_grad():
+        pred = model.forward_layers(graph.x, None, blocks, 0, num_layers, node_degree=graph.degree)[0].argmax(1)
+    accuracy = {k: float((pred[m] == graph.y[m]).float().mean()) for k, m in graph.masks.items() if bool(m.any())}
+    return dict(losses=losses, accuracy=accuracy, state={n: v.detach().clone() for n, v in model.state_dict().items()})
+
+
+def graph_parallel_bytes(graph: ChunkGraph, hidden: int, num_layers: int, dtype_bytes: int = 4) -> dict:
+    """Bytes per epoch of graph-parallel full-graph training of an L-layer model with hidden size
+    H on the same parts (computed, not run): every layer, each part receives the h^i of its halo
+    (forward) and sends the gradients of those rows back to their owners (backward)::
+
+        forward = backward = L x sum_p |halo_p| x H x dtype_bytes
+
+    (the layer-0 rows are counted as H-wide encoded rows, not as F-wide features, in the
+    baseline's favour). Parameter gradients are left out on both sides."""
+    halo = sum(graph.halo_sizes)
+    fwd = num_layers * halo * hidden * dtype_bytes
+    return dict(halo_rows=halo, forward=fwd, backward=fwd, total=2 * fwd)
