@@ -7,7 +7,8 @@ and is one micro-batch. Stage s holds layers ``[start, end)`` and runs them on e
 turn, one optimizer step per epoch (a flush after the C chunks, GPipe or 1F1B order):
 
 - a chunk's block holds its nodes' *full* in-neighborhoods: its own nodes first, then its halo
-  (in-neighbors in other chunks). At layer 0 the halo's input rows are read fresh (features);
+  (in-neighbors in other chunks). At layer 0 the halo's input rows are computed fresh from the
+  features (stage 0);
   at a later layer i a halo node's h^i is read from this stage's table of layer i: computed in
   this pass if its chunk has already passed layer i-1 (an earlier chunk), else the previous
   pass's (one step old). Those reads carry no gradient (as historical embeddings do), and
@@ -26,7 +27,6 @@ reads are one step old); evaluation is the same exact layer-wise pass through th
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import logging
@@ -87,10 +87,6 @@ class ChunkGraph:
 
     def bounds(self, c: int) -> tuple[int, int]:
         return int(self.offsets[c]), int(self.offsets[c + 1])
-
-    def first_block(self, c: int) -> Block:
-        """Chunk c's block for layer 0: the halo's rows are computed from features, not read."""
-        return dataclasses.replace(self.blocks[c], num_hist=0)
 
     def full_block(self) -> Block:
         """One block of the whole graph (every node a source and a destination)."""
@@ -218,10 +214,19 @@ class ChunkStage(PipelineStage):
                 p.grad = part.view_as(p)
 
     def _x0(self, rows: torch.Tensor, key: int | None) -> torch.Tensor | None:
-        """x0 at ``rows`` (input features) with the encoder's dropout keyed as on stage 0."""
+        """x0 of a chunk from its input rows, with the encoder's dropout keyed as on stage 0."""
         if not self.uses_x0 or self.first:
             return None
         self.model.reseed(key, 0)
+        return self.model.encode(rows)[0]
+
+    def _halo_inputs(self, blk: Block, key: int | None) -> torch.Tensor:
+        """Layer 0's input rows of the chunk's halo, fresh from the features (encoded, with a
+        gradient into the encoder, where the model has one)."""
+        rows = self.graph.x[blk.hist_ids]
+        if self.model.encoder is None:
+            return rows
+        self.model.reseed(key, self.model.num_layers + 1)  # a key of its own: the chunk's rows keep theirs
         return self.model.encode(rows)[0]
 
     def forward_chunk(self, c: int, inp: list[torch.Tensor], step: int, key: int):
@@ -231,23 +236,20 @@ class ChunkStage(PipelineStage):
         g, model = self.graph, self.model
         lo, hi = g.bounds(c)
         blk = g.blocks[c]
-        blocks = [g.first_block(c)] + [blk] * (model.num_layers - 1)
         hist = [None] * model.num_layers
+        if self.first and blk.num_hist:
+            hist[0] = self._halo_inputs(blk, key)
         emit = None
         if self.tables is not None:
             for i in self.tables.rows:
                 hist[i] = self.tables.read(i, blk.hist_ids, step)
             emit = []
-        x0 = None
-        if self.first:
-            h = inp[0]  # input rows of the chunk and its halo
-        else:
-            h = inp[0]
+        h, x0 = inp[0], None  # stage 0: the chunk's input rows; later: h^{start} of its nodes
+        if not self.first:
             if self.tables is not None and self.start in self.tables.rows:
                 self.tables.write(self.start, lo, hi, h, step)
-            x0 = self._x0(g.x[blk.src_ids], key)
-            x0 = x0[:hi - lo] if x0 is not None else None
-        out, _ = model.forward_layers(h, x0, blocks, self.start, self.end, hist=hist, emit=emit,
+            x0 = self._x0(g.x[lo:hi], key)
+        out, _ = model.forward_layers(h, x0, [blk] * model.num_layers, self.start, self.end, hist=hist, emit=emit,
                                       node_degree=g.degree, rng_key=key)
         for j, e in enumerate(emit or []):  # h^{i} of this chunk for this stage's later layers
             if self.start + j + 1 in self.tables.rows:
@@ -265,7 +267,7 @@ class ChunkStage(PipelineStage):
         return self.run(
             g.num_chunks, schedule_name, 2 * step + 2,
             lambda c: [(g.bounds(c)[1] - g.bounds(c)[0], self.model.dims[self.start])],
-            lambda c: [g.x[g.blocks[c].src_ids]],
+            lambda c: [g.x[g.bounds(c)[0]:g.bounds(c)[1]]],
             lambda c, inp: self.forward_chunk(c, inp, step, keys[c]),
         )
 

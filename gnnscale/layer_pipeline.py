@@ -297,7 +297,9 @@ class PipelineStage:
                     pending += self._send(grads_in, self.prev, tag + 1, "activation_grad", stats)
         self.wait_sends(pending, stats)
         t0 = time.perf_counter()
-        self.before_optimizer()
+        self.before_optimizer()  # an all-reduce: mostly waiting for the slowest replica or stage
+        stats.wait_seconds += time.perf_counter() - t0
+        t0 = time.perf_counter()
         self.opt.step()
         stats.busy_seconds += time.perf_counter() - t0
         stats.loss = loss_sum if self.last else None
@@ -312,25 +314,31 @@ class PipelineStage:
         stats.wait_seconds += time.perf_counter() - t0
 
 
-def reference_steps(model: GNN, steps: Sequence[Sequence[MiniBatch]], keys: Sequence[Sequence[int]], x_rows, labels,
-                    lr: float = 0.003, weight_decay: float = 0.0) -> list[float]:
-    """The unpipelined run: one process, the whole model, each step accumulating its M
-    micro-batches' gradients (same loss, same dropout keys) before one Adam step. The step
-    losses; ``model`` is trained in place."""
+def reference_steps(model: GNN, steps: Sequence[Sequence[Sequence[MiniBatch]]], keys: Sequence[Sequence[int]],
+                    x_rows, labels, lr: float = 0.003, weight_decay: float = 0.0) -> list[list[float]]:
+    """The unpipelined run: one process, the whole model. ``steps[i][d]`` are the M micro-batches
+    pipeline d trains in step i (``keys[i]`` their dropout keys, the same for every d): the step's
+    loss is the mean over d of (cross-entropy summed over d's seeds / their number), what D
+    data-parallel pipelines averaging their gradients optimize; one Adam step per step. Returns
+    the losses per step and pipeline (``[i][d]``); ``model`` is trained in place."""
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     model.train()
     losses = []
-    for batches, ks in zip(steps, keys):
+    for groups, ks in zip(steps, keys):
         opt.zero_grad(set_to_none=True)
-        total = sum(int(b.seeds.numel()) for b in batches)
-        loss_sum = 0.0
-        for b, k in zip(batches, ks):
-            h, _ = model.forward_layers(x_rows(b.blocks[0].src_ids), None, b.blocks, 0, model.num_layers, rng_key=k)
-            loss = F.cross_entropy(h, labels(b.seeds), reduction="sum") / total
-            loss.backward()
-            loss_sum += float(loss.detach())
+        step_losses = []
+        for batches in groups:
+            total = sum(int(b.seeds.numel()) for b in batches)
+            loss_sum = 0.0
+            for b, k in zip(batches, ks):
+                h, _ = model.forward_layers(x_rows(b.blocks[0].src_ids), None, b.blocks, 0, model.num_layers,
+                                            rng_key=k)
+                loss = F.cross_entropy(h, labels(b.seeds), reduction="sum") / total
+                (loss / len(groups)).backward()
+                loss_sum += float(loss.detach())
+            step_losses.append(loss_sum)
         opt.step()
-        losses.append(loss_sum)
+        losses.append(step_losses)
     return losses
 
 
@@ -508,21 +516,32 @@ def _log_epoch(comm: Communicator, epoch: int, steps: Sequence[dict], losses: Se
 
 
 def reference_run(parts_dir: str, cfg, micro: int) -> dict:
-    """The unpipelined run of a one-part :func:`pipeline_worker` in this process: ``losses`` per
-    step and the whole model's ``state``."""
-    from gnnscale.partitioning import load_part
+    """The unpipelined run of :func:`pipeline_worker` on every part of ``parts_dir``, in this
+    process: one sampler over the whole graph keyed like the distributed one (original ids,
+    pipeline d's streams), the same seeds and dropout keys. Returns ``losses`` (per pipeline d,
+    its step losses) and the whole model's ``state``."""
+    from gnnscale.partitioning import load_meta, load_part
     from gnnscale.samplers import NeighborSampler
 
-    part = load_part(parts_dir, 0, verify=False)
-    sampler = NeighborSampler(part.indptr, part.indices, list(cfg.fanouts), seed=cfg.seed)
-    train_ids = torch.nonzero(part.train_mask).flatten() + part.offset
-    model = _build(cfg, part)
+    parts = [load_part(parts_dir, d, verify=False) for d in range(load_meta(parts_dir)["num_parts"])]
+    edges = torch.tensor([0] + [int(p.indptr[-1]) for p in parts]).cumsum(0)
+    indptr = torch.cat([parts[0].indptr[:1]] + [p.indptr[1:] + edges[d] for d, p in enumerate(parts)])
+    sampler = NeighborSampler(indptr, torch.cat([p.indices for p in parts]), list(cfg.fanouts), seed=cfg.seed,
+                              node_keys=torch.cat([p.orig_ids for p in parts]))
+    x = torch.cat([p.features(torch.arange(p.num_owned)) for p in parts])
+    y = torch.cat([p.y for p in parts])
+    train = [torch.nonzero(p.train_mask).flatten() + p.offset for p in parts]
+    model = _build(cfg, parts[0])
     steps, keys = [], []
     for epoch in range(cfg.epochs):
-        seeds = epoch_seeds(train_ids, cfg.batch_size, micro, cfg.seed, epoch)
-        seeds = seeds[:cfg.max_steps] if cfg.max_steps else seeds
-        steps += [sample_step(sampler, st, epoch, i) for i, st in enumerate(seeds)]
-        keys += [[rng_key(cfg.seed, epoch, i, m) for m in range(micro)] for i in range(len(seeds))]
-    losses = reference_steps(model, steps, keys, lambda ids: part.features(ids - part.offset),
-                             lambda ids: part.y[ids - part.offset], lr=cfg.lr, weight_decay=cfg.weight_decay)
-    return dict(losses=losses, state={name: v.detach().clone() for name, v in model.state_dict().items()})
+        seeds = [epoch_seeds(t, cfg.batch_size, micro, cfg.seed, epoch) for t in train]
+        n = min(len(sd) for sd in seeds)
+        n = min(n, cfg.max_steps) if cfg.max_steps else n
+        for i in range(n):
+            steps.append([[sampler.sample(s, epoch, i * micro + m, rank=d) for m, s in enumerate(seeds[d][i])]
+                          for d in range(len(parts))])
+            keys.append([rng_key(cfg.seed, epoch, i, m) for m in range(micro)])
+    losses = reference_steps(model, steps, keys, lambda ids: x[ids], lambda ids: y[ids], lr=cfg.lr,
+                             weight_decay=cfg.weight_decay)
+    return dict(losses=[[step[d] for step in losses] for d in range(len(parts))],
+                state={name: v.detach().clone() for name, v in model.state_dict().items()})

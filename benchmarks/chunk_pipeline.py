@@ -1,0 +1,197 @@
+"""Chunk pipelining (issue 14, GNNPipe): accuracy, communication and speed of GCNII trained on
+the whole graph with its chunks flowing through K layer stages. Prints tables, writes JSON.
+
+- ``accuracy``: GCNII (16 layers, hidden 64) on Cora, CiteSeer and squirrel_filtered: chunk
+  pipelining (K = 4 stages, the 4 METIS parts as chunks) against single-process full-graph
+  training of the same model, same epochs, 3 seeds; final test accuracy, medians.
+- ``comm``: GCNII 16 layers, hidden 64, on a generated graph of --comm-nodes nodes cut into 4
+  METIS parts: bytes per epoch of chunk pipelining (K = 4, the 4 parts as chunks; measured in a
+  real run: activations forward, their gradients backward, the encoder copies' gradient
+  all-reduce) against graph-parallel training on the same 4 parts (computed from the parts'
+  halos: every layer each part receives its halo's h^i and sends their gradients back).
+- ``speed``: GCNII 16 layers on a generated graph: K = 2 stages on 2 processes of 1 thread
+  against one 1-thread process running every layer on the same chunks (epoch = the optimizer
+  step's wall time, the slowest stage); each stage's bubble beside (K-1)/(M+K-1).
+
+    python benchmarks/chunk_pipeline.py --json results/chunk_pipeline.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gnnscale.chunk_pipeline import chunk_worker, full_graph_reference, graph_parallel_bytes, load_chunk_graph  # noqa: E402
+from gnnscale.config import TrainConfig  # noqa: E402
+from gnnscale.launch import launch_local  # noqa: E402
+from gnnscale.layer_pipeline import PipelineConfig, epoch_summary  # noqa: E402
+from gnnscale.pipeline_plan import bubble_fraction  # noqa: E402
+
+
+def _shared() -> Path:
+    env = os.environ.get("GNNSCALE_SHARED_DATA")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _partition(spec: str, parts: int, out: str, root: str | None = None) -> str:
+    from gnnscale.datasets import load_dataset
+    from gnnscale.partitioning import partition_graph
+
+    if not os.path.exists(os.path.join(out, "meta.json")):
+        partition_graph(load_dataset(spec, root=root), parts, out, method="metis", dataset=spec)
+    return out
+
+
+def _gcnii(**kw) -> TrainConfig:
+    base = dict(layer="gcnii", num_layers=16, hidden=64, lr=0.01, dropout=0.6, weight_decay=5e-4, chunks=True,
+                timeout=600.0, device="cpu", verify=False, eval_every=0)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def accuracy(args, workdir: str) -> dict:
+    shared = _shared()
+    datasets = [("cora", "planetoid:cora", str(shared / "planetoid" / "raw")),
+                ("citeseer", "planetoid:citeseer", str(shared / "planetoid" / "raw")),
+                ("squirrel_filtered", f"npz:{shared / 'squirrel' / 'squirrel_filtered.npz'}", None)]
+    rows = []
+    for name, spec, root in datasets:
+        one = _partition(spec, 1, os.path.join(workdir, f"{name}-p1"), root)
+        four = _partition(spec, 4, os.path.join(workdir, f"{name}-p4"), root)
+        ref, pipe = [], []
+        for seed in range(args.seeds):
+            cfg = _gcnii(epochs=args.epochs, seed=seed, eval_every=args.epochs)
+            t0 = time.perf_counter()
+            ref.append(full_graph_reference(one, cfg)["accuracy"]["test"])
+            t1 = time.perf_counter()
+            res = launch_local(chunk_worker, 4, args=(four, cfg, PipelineConfig(4, None, 1, "1f1b")),
+                               threads_per_worker=1)
+            pipe.append(res[-1]["accuracy"][-1]["test"])
+            print(f"{name} seed {seed}: full graph {ref[-1]:.4f} ({t1 - t0:.0f} s), chunk pipeline K=4 "
+                  f"{pipe[-1]:.4f} ({time.perf_counter() - t1:.0f} s)", flush=True)
+        row = dict(dataset=name, full_graph=ref, chunk_pipeline=pipe, full_graph_median=statistics.median(ref),
+                   chunk_pipeline_median=statistics.median(pipe))
+        row["difference_points"] = 100 * (row["chunk_pipeline_median"] - row["full_graph_median"])
+        rows.append(row)
+    print(f"\n{'dataset':18} {'full graph':>10} {'chunks K=4':>10} {'diff (pt)':>9}")
+    for r in rows:
+        print(f"{r['dataset']:18} {r['full_graph_median']:10.4f} {r['chunk_pipeline_median']:10.4f} "
+              f"{r['difference_points']:9.2f}")
+    return dict(setup=dict(model="GCNII 16 layers, hidden 64, alpha 0.1, theta 0.5", epochs=args.epochs,
+                           lr=0.01, dropout=0.6, weight_decay=5e-4, seeds=args.seeds, chunks="4 METIS parts",
+                           stages=4, schedule="1f1b", metric="final test accuracy, median over seeds"), rows=rows)
+
+
+def comm(args, workdir: str) -> dict:
+    spec = f"synthetic?num_nodes={args.comm_nodes}&num_features=128&num_classes=16&avg_degree={args.comm_degree}"
+    t0 = time.perf_counter()
+    four = _partition(spec, 4, os.path.join(workdir, f"comm-n{args.comm_nodes}-d{args.comm_degree}-p4"))
+    print(f"partitioned in {time.perf_counter() - t0:.0f} s", flush=True)
+    cfg = _gcnii(epochs=args.comm_epochs, hidden=args.comm_hidden)
+    t0 = time.perf_counter()
+    res = launch_local(chunk_worker, 4, args=(four, cfg, PipelineConfig(4, None, 1, "1f1b")), threads_per_worker=None)
+    wall = time.perf_counter() - t0
+    graph = load_chunk_graph(four, verify=False, features=False)
+    n, last = graph.num_nodes, cfg.epochs - 1
+    per = [r["epochs"][last] for r in res]
+    measured = dict(activation=sum(e["bytes_sent"]["activation"] for e in per),
+                    activation_grad=sum(e["bytes_sent"]["activation_grad"] for e in per),
+                    encoder_gradient=sum(r["encoder_gradient_bytes"] for r in res) // cfg.epochs)
+    measured["total"] = sum(measured.values())
+    base = graph_parallel_bytes(graph, cfg.hidden, cfg.num_layers)
+    expected = 3 * n * cfg.hidden * 4  # every node crosses each of the K-1 boundaries once per pass, each way
+    out = dict(graph=spec, num_nodes=n, num_edges=int(graph.degree.sum()), parts=4, hidden=cfg.hidden,
+               layers=cfg.num_layers, halos=graph.halo_sizes, halo_rows=base["halo_rows"],
+               halo_per_node=base["halo_rows"] / n,
+               chunk_pipeline_measured=measured, chunk_pipeline_expected_each_way=expected,
+               fill_pass_bytes=sum(r["fill_bytes"] for r in res),
+               graph_parallel_computed=base, ratio=base["total"] / measured["total"],
+               epoch_seconds=[max(r["epochs"][e]["step_seconds"] for r in res) for e in range(cfg.epochs)],
+               job_seconds=wall, table_mb=[r["table_bytes"] / 1e6 for r in res],
+               peak_activation_mb=[e["peak_activation_bytes"] / 1e6 for e in per], max_age=[r["max_age"] for r in res])
+    mb = 1e6
+    print(f"\n{spec}: {n} nodes, {out['num_edges']} edges, 4 parts, halo rows {base['halo_rows']} "
+          f"({out['halo_per_node']:.2f} per node)")
+    print(f"chunk pipelining K=4 (measured): {measured['activation'] / mb:.1f} MB forward + "
+          f"{measured['activation_grad'] / mb:.1f} MB backward + {measured['encoder_gradient'] / mb:.2f} MB encoder "
+          f"gradients = {measured['total'] / mb:.1f} MB per epoch")
+    print(f"graph parallel (computed): {base['forward'] / mb:.1f} MB forward + {base['backward'] / mb:.1f} MB backward "
+          f"= {base['total'] / mb:.1f} MB per epoch  ->  {out['ratio']:.2f}x fewer bytes")
+    return out
+
+
+def speed(args, workdir: str) -> dict:
+    spec = f"synthetic?num_nodes={args.speed_nodes}&num_features=128&num_classes=16&avg_degree=10"
+    parts = _partition(spec, args.speed_chunks, os.path.join(workdir, f"speed-n{args.speed_nodes}-p{args.speed_chunks}"))
+    cfg = _gcnii(epochs=args.speed_epochs, hidden=64)
+    m = args.speed_chunks
+    settings = [("1 process", 1, "1f1b"), ("2 stages 1f1b", 2, "1f1b"), ("2 stages gpipe", 2, "gpipe")]
+    runs: dict = {s[0]: [] for s in settings}
+    for rep in range(args.repeats):
+        for name, k, sched in settings:
+            res = launch_local(chunk_worker, k, args=(parts, cfg, PipelineConfig(k, None, 1, sched)), threads_per_worker=1)
+            timed = range(1, cfg.epochs)  # the first epoch loads compiled kernels
+            secs = statistics.median(max(r["epochs"][e]["step_seconds"] for r in res) for e in timed)
+            summ = [epoch_summary([r["epochs"][e] for e in timed]) for r in res]
+            runs[name].append(dict(epoch_seconds=secs, layers=[list(r["layers"]) for r in res],
+                                   bubble=[round(s["bubble"], 4) for s in summ],
+                                   peak_micro_batches=[s["peak_micro_batches"] for s in summ],
+                                   peak_activation_mb=[round(s["peak_activation_bytes"] / 1e6, 1) for s in summ],
+                                   layer_costs_ms=[round(1e3 * c, 2) for c in (res[0]["layer_costs"] or [])]))
+            print(f"[repeat {rep}] {name}: {secs:.3f} s per epoch, bubble {runs[name][-1]['bubble']}", flush=True)
+    base = statistics.median(r["epoch_seconds"] for r in runs["1 process"])
+    rows = []
+    print(f"\n{'setting':16} {'epoch s':>8} {'ratio':>6} {'bubble (ideal)':>20} {'held':>6} {'peak MB':>12} layers")
+    for name, k, sched in settings:
+        rec = dict(runs[name][-1], name=name, stages=k, schedule=sched,
+                   epoch_seconds_runs=[r["epoch_seconds"] for r in runs[name]])
+        rec["epoch_seconds"] = statistics.median(rec["epoch_seconds_runs"])
+        rec["ratio_to_one_process"] = rec["epoch_seconds"] / base
+        rec["ideal_bubble"] = bubble_fraction(k, m) if k > 1 else 0.0
+        rows.append(rec)
+        bubble = "/".join(f"{b:.0%}" for b in rec["bubble"]) + f" ({rec['ideal_bubble']:.0%})"
+        print(f"{name:16} {rec['epoch_seconds']:8.3f} {rec['ratio_to_one_process']:6.2f} {bubble:>20} "
+              f"{'/'.join(map(str, rec['peak_micro_batches'])):>6} "
+              f"{'/'.join(f'{v:.0f}' for v in rec['peak_activation_mb']):>12} {rec['layers']}")
+    return dict(graph=spec, chunks=m, model="GCNII 16 layers, hidden 64", threads_per_worker=1, rows=rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--what", default="speed,accuracy,comm", help="parts to run (comma-separated)")
+    ap.add_argument("--epochs", type=int, default=200, help="accuracy: training epochs")
+    ap.add_argument("--seeds", type=int, default=3, help="accuracy: seeds per dataset")
+    ap.add_argument("--comm-nodes", type=int, default=1_000_000)
+    ap.add_argument("--comm-degree", type=int, default=10)
+    ap.add_argument("--comm-hidden", type=int, default=64)
+    ap.add_argument("--comm-epochs", type=int, default=1)
+    ap.add_argument("--speed-nodes", type=int, default=50_000)
+    ap.add_argument("--speed-chunks", type=int, default=8, help="speed: chunks = micro-batches M")
+    ap.add_argument("--speed-epochs", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=2, help="speed: alternating repeats; medians reported")
+    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gnnscale_chunk_pipeline"))
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    out: dict = dict(setup=vars(args))
+    parts = [p.strip() for p in args.what.split(",") if p.strip()]
+    for part in parts:
+        if part not in ("speed", "accuracy", "comm"):
+            ap.error(f"--what takes speed, accuracy, comm; found {part!r}")
+    for part in parts:
+        out[part] = {"speed": speed, "accuracy": accuracy, "comm": comm}[part](args, args.workdir)
+        if args.json:  # written after each part: nothing lost if a later one fails
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(out, indent=1))
+    if args.json:
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
