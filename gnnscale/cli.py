@@ -412,10 +412,12 @@ def cmd_train(args) -> int:
         return 0
     if stages > 1:
         last = results[stages - 1]
-        log.info("done: %d steps of %d micro-batches over %d stages (layers %s), final step loss %.4f",
+        acc = results[0]["accuracy"][-1] if results[0]["accuracy"] else None
+        log.info("done: %d steps of %d micro-batches over %d stages (layers %s), final step loss %.4f%s",
                  len(last["losses"]), cfg.micro_batches, stages, " ".join(f"{a}-{b - 1}" for a, b in
                                                                           (r["layers"] for r in results[:stages])),
-                 last["losses"][-1] if last["losses"] else float("nan"))
+                 last["losses"][-1] if last["losses"] else float("nan"),
+                 "" if acc is None else f", val_acc {acc['val']:.4f} test_acc {acc['test']:.4f}")
         return 0
     r0 = results[0]
     if r0["val_acc"] is None:

@@ -451,7 +451,7 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
         labels = lambda ids: part.y[ids - part.offset]  # noqa: E731  (the seeds are this part's)
         stage = PipelineStage(model, bounds, s, [d * k + t for t in range(k)], comm, lr=cfg.lr,
                               weight_decay=cfg.weight_decay, replicas=replicas)
-        losses, per_step, epoch_seconds = [], [], []
+        losses, per_step, epoch_seconds, accuracy = [], [], [], []
         for epoch in range(cfg.epochs):
             t_epoch = time.perf_counter()
             seeds = epoch_seeds(train_ids, cfg.batch_size, pipe.micro_batches, cfg.seed, epoch)
@@ -473,12 +473,58 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
                                      block_bytes=sum(block_bytes(b.blocks[start:end]) for b in batches)))
             epoch_seconds.append(time.perf_counter() - t_epoch)  # sampling included
             _log_epoch(comm, epoch, [st for st in per_step if st["epoch"] == epoch], losses[-n:] if n else [])
+            if cfg.eval_every and ((epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1):
+                acc = evaluate_pipelines(cfg, comm, Communicator(d, d_count, group=groups[0], timeout=cfg.timeout),
+                                         stage, part, k)
+                if acc is not None:
+                    accuracy.append(dict(epoch=epoch, **acc))
+                    if info.rank == 0:
+                        log.info("epoch %3d | evaluation (whole model, layer-wise, full graph): train %.4f val %.4f "
+                                 "test %.4f", epoch, acc["train"], acc["val"], acc["test"])
         state = {name: v.detach().clone() for name, v in stage.model.state_dict().items()}
         return dict(pipeline=d, stage=s, layers=(start, end), losses=losses, steps=per_step, state=state,
-                    epoch_seconds=epoch_seconds, layer_costs=costs,
+                    epoch_seconds=epoch_seconds, layer_costs=costs, accuracy=accuracy,
                     gradient_bytes=replicas.stats.sent.get("gradient", 0))
     finally:
         shutdown_distributed()
+
+
+def evaluate_pipelines(cfg, comm: Communicator, first_stages: Communicator, stage: PipelineStage, part,
+                       num_stages: int) -> dict | None:
+    """Accuracy of the pipelines' model on the whole graph (collective over every rank).
+
+    Each rank's stage weights are gathered (one all-gather of the state dicts), so that every
+    pipeline's stage 0 holds the whole model; the stage-0 ranks (one per part, ``first_stages``)
+    then run exact layer-wise inference over their parts (:func:`gnnscale.inference.layerwise_inference`,
+    halo rows exchanged among them). Returns ``train``/``val``/``test`` accuracies on stage-0
+    ranks, None on the others."""
+    from gnnscale.exchange import HaloExchange, gather_degrees
+    from gnnscale.feature_store import DistFeatureStore
+    from gnnscale.inference import layerwise_inference
+
+    states = comm.all_gather_object({n: v.detach() for n, v in stage.model.state_dict().items()})
+    if stage.stage != 0:
+        return None
+    d = comm.rank // num_stages
+    model = _build(cfg, part)
+    merged: dict = {}
+    for t in range(num_stages):
+        merged.update(states[d * num_stages + t])
+    model.load_state_dict(merged)
+    model.eval()
+    features = DistFeatureStore(part, part.book, first_stages, part.meta["feature_dim"])
+    halo = HaloExchange(part.indptr, part.indices, part.book, first_stages, model.dims[1:model.num_layers], 2)
+    degree = gather_degrees(part.indptr, first_stages) if model.uses_degree else None
+    own_x = part.features(torch.arange(part.num_owned, dtype=torch.int64))
+    pred = layerwise_inference(model, part.indptr, own_x, features, halo, step=0, node_degree=degree,
+                               backend=cfg.sampler_backend).argmax(1)
+    counts = {}
+    for name in ("train", "val", "test"):
+        mask = getattr(part, f"{name}_mask")
+        counts[f"{name}_correct"] = int((pred[mask] == part.y[mask]).sum())
+        counts[f"{name}_total"] = int(mask.sum())
+    counts = first_stages.all_reduce_named(counts, op="sum")
+    return {name: counts[f"{name}_correct"] / max(1.0, counts[f"{name}_total"]) for name in ("train", "val", "test")}
 
 
 def epoch_summary(steps: Sequence[dict]) -> dict:

@@ -57,7 +57,7 @@ def test_schedules_hold_what_they_promise(k, m):
 
 def _cfg(layers: int, **kw) -> TrainConfig:
     base = dict(epochs=2, max_steps=3, fanouts=(5,) * layers, batch_size=10, hidden=16, lr=0.01, dropout=0.5,
-                seed=3, timeout=60.0, device="cpu")
+                seed=3, timeout=60.0, device="cpu", eval_every=0)
     base.update(kw)
     return TrainConfig(**base)
 
@@ -98,7 +98,7 @@ def test_two_pipelines_of_two_stages_equal_the_single_process_run(cora_partition
     per stage) equal one process running the whole model over both parts' micro-batches (the
     same draws, keyed by original ids) and D = 2 data-parallel workers (K = 1)."""
     parts = cora_partition(2)
-    cfg = _cfg(3)
+    cfg = _cfg(3, eval_every=2)
     two = launch_local(pipeline_worker, 4, args=(parts, cfg, PipelineConfig(stages=2, micro_batches=3)),
                        threads_per_worker=1)
     one = launch_local(pipeline_worker, 2, args=(parts, cfg, PipelineConfig(stages=1, micro_batches=3)),
@@ -117,6 +117,21 @@ def test_two_pipelines_of_two_stages_equal_the_single_process_run(cora_partition
     # Each stage averages only its own layers' gradients with its replica: together one model's worth.
     n_params = sum(v.numel() for v in one[0]["state"].values())
     assert two[0]["gradient_bytes"] + two[1]["gradient_bytes"] == one[0]["gradient_bytes"] == 4 * 4 * n_params
+    # Evaluation (whole model gathered on each pipeline's stage 0, layer-wise over both parts)
+    # equals the reference weights' full-graph accuracy.
+    from gnnscale.chunk_pipeline import build_model, load_chunk_graph
+
+    g = load_chunk_graph(parts, verify=False)
+    model = build_model(cfg, g, 3)
+    model.load_state_dict(ref["state"])
+    model.eval()
+    with torch.no_grad():
+        pred = model(g.x, [g.full_block()] * 3).argmax(1)
+    for r in (two[0], two[2], one[0], one[1]):
+        acc = r["accuracy"][-1]
+        for name, mask in g.masks.items():
+            assert acc[name] == int((pred[mask] == g.y[mask]).sum()) / int(mask.sum()), name
+    assert two[1]["accuracy"] == [] and two[3]["accuracy"] == []  # stage 1 ranks only send their weights
 
 
 def test_gcnii_with_norm_and_residual_pipelined(cora_partition):
@@ -138,6 +153,7 @@ def test_cli_trains_a_pipeline_and_rejects_bad_stages(cora_partition):
                 "--micro-batches", "2", "--schedule", "gpipe", "--epochs", "1", "--max-steps", "2", "--batch-size", "32")
     assert r.returncode == 0, r.stderr
     assert "over 2 stages (layers 0-0 1-2)" in r.stderr and "bubble" in r.stderr, r.stderr
+    assert "evaluation (whole model, layer-wise, full graph)" in r.stderr and "test_acc 0." in r.stderr
     assert_clean_error(run_cli("train", "--parts-dir", parts, "--fanouts", "5,5", "--pipeline-stages", "3"),
                        "--pipeline-stages must be between 1 and the model's 2 layers (a stage runs at least one layer); found 3")
     assert_clean_error(run_cli("train", "--parts-dir", parts, "--fanouts", "5,5,5", "--pipeline-stages", "2",
