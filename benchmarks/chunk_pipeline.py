@@ -5,10 +5,12 @@ the whole graph with its chunks flowing through K layer stages. Prints tables, w
   pipelining (K = 4 stages, the 4 METIS parts as chunks) against single-process full-graph
   training of the same model, same epochs, 3 seeds; final test accuracy, medians.
 - ``comm``: GCNII 16 layers, hidden 64, on a generated graph of --comm-nodes nodes cut into 4
-  METIS parts: bytes per epoch of chunk pipelining (K = 4, the 4 parts as chunks; measured in a
-  real run: activations forward, their gradients backward, the encoder copies' gradient
-  all-reduce) against graph-parallel training on the same 4 parts (computed from the parts'
-  halos: every layer each part receives its halo's h^i and sends their gradients back).
+  METIS parts: bytes per epoch of chunk pipelining (K = 4 workers; measured in a real run:
+  activations forward, their gradients backward, the encoder copies' gradient all-reduce; its
+  chunks are --comm-chunks METIS parts: every node crosses each stage boundary once per pass
+  whatever the chunking, which only sets the memory held) against graph-parallel training on
+  the 4 parts with 4 workers (computed from the parts' halos: every layer each part receives
+  its halo's h^i and sends their gradients back).
 - ``speed``: GCNII 16 layers on a generated graph: K = 2 stages on 2 processes of 1 thread
   against one 1-thread process running every layer on the same chunks (epoch = the optimizer
   step's wall time, the slowest stage); each stage's bubble beside (K-1)/(M+K-1).
@@ -92,11 +94,15 @@ def accuracy(args, workdir: str) -> dict:
 def comm(args, workdir: str) -> dict:
     spec = f"synthetic?num_nodes={args.comm_nodes}&num_features=128&num_classes=16&avg_degree={args.comm_degree}"
     t0 = time.perf_counter()
-    four = _partition(spec, 4, os.path.join(workdir, f"comm-n{args.comm_nodes}-d{args.comm_degree}-p4"))
+    tag = f"comm-n{args.comm_nodes}-d{args.comm_degree}-h{args.comm_homophily}"
+    spec += f"&homophily={args.comm_homophily}"
+    four = _partition(spec, 4, os.path.join(workdir, f"{tag}-p4"))
+    chunks = four if args.comm_chunks == 4 else _partition(spec, args.comm_chunks,
+                                                           os.path.join(workdir, f"{tag}-p{args.comm_chunks}"))
     print(f"partitioned in {time.perf_counter() - t0:.0f} s", flush=True)
     cfg = _gcnii(epochs=args.comm_epochs, hidden=args.comm_hidden)
     t0 = time.perf_counter()
-    res = launch_local(chunk_worker, 4, args=(four, cfg, PipelineConfig(4, None, 1, "1f1b")), threads_per_worker=None)
+    res = launch_local(chunk_worker, 4, args=(chunks, cfg, PipelineConfig(4, None, 1, "1f1b")), threads_per_worker=None)
     wall = time.perf_counter() - t0
     graph = load_chunk_graph(four, verify=False, features=False)
     n, last = graph.num_nodes, cfg.epochs - 1
@@ -107,7 +113,8 @@ def comm(args, workdir: str) -> dict:
     measured["total"] = sum(measured.values())
     base = graph_parallel_bytes(graph, cfg.hidden, cfg.num_layers)
     expected = 3 * n * cfg.hidden * 4  # every node crosses each of the K-1 boundaries once per pass, each way
-    out = dict(graph=spec, num_nodes=n, num_edges=int(graph.degree.sum()), parts=4, hidden=cfg.hidden,
+    out = dict(graph=spec, num_nodes=n, num_edges=int(graph.degree.sum()), parts=4, chunks=args.comm_chunks,
+               hidden=cfg.hidden,
                layers=cfg.num_layers, halos=graph.halo_sizes, halo_rows=base["halo_rows"],
                halo_per_node=base["halo_rows"] / n,
                chunk_pipeline_measured=measured, chunk_pipeline_expected_each_way=expected,
@@ -130,12 +137,15 @@ def comm(args, workdir: str) -> dict:
 def speed(args, workdir: str) -> dict:
     spec = f"synthetic?num_nodes={args.speed_nodes}&num_features=128&num_classes=16&avg_degree=10"
     parts = _partition(spec, args.speed_chunks, os.path.join(workdir, f"speed-n{args.speed_nodes}-p{args.speed_chunks}"))
+    whole = _partition(spec, 1, os.path.join(workdir, f"speed-n{args.speed_nodes}-p1"))
     cfg = _gcnii(epochs=args.speed_epochs, hidden=64)
     m = args.speed_chunks
-    settings = [("1 process", 1, "1f1b"), ("2 stages 1f1b", 2, "1f1b"), ("2 stages gpipe", 2, "gpipe")]
+    # The baseline runs the same chunks; "1 chunk" is plain full-graph training (no tables).
+    settings = [("1 process", parts, 1, "1f1b"), ("2 stages 1f1b", parts, 2, "1f1b"),
+                ("2 stages gpipe", parts, 2, "gpipe"), ("1 process, 1 chunk", whole, 1, "1f1b")]
     runs: dict = {s[0]: [] for s in settings}
     for rep in range(args.repeats):
-        for name, k, sched in settings:
+        for name, parts, k, sched in settings:
             res = launch_local(chunk_worker, k, args=(parts, cfg, PipelineConfig(k, None, 1, sched)), threads_per_worker=1)
             timed = range(1, cfg.epochs)  # the first epoch loads compiled kernels
             secs = statistics.median(max(r["epochs"][e]["step_seconds"] for r in res) for e in timed)
@@ -149,12 +159,13 @@ def speed(args, workdir: str) -> dict:
     base = statistics.median(r["epoch_seconds"] for r in runs["1 process"])
     rows = []
     print(f"\n{'setting':16} {'epoch s':>8} {'ratio':>6} {'bubble (ideal)':>20} {'held':>6} {'peak MB':>12} layers")
-    for name, k, sched in settings:
+    for name, _, k, sched in settings:
         rec = dict(runs[name][-1], name=name, stages=k, schedule=sched,
                    epoch_seconds_runs=[r["epoch_seconds"] for r in runs[name]])
         rec["epoch_seconds"] = statistics.median(rec["epoch_seconds_runs"])
         rec["ratio_to_one_process"] = rec["epoch_seconds"] / base
         rec["ideal_bubble"] = bubble_fraction(k, m) if k > 1 else 0.0
+        rec["bubble_over_ideal_points"] = [round(100 * (b - rec["ideal_bubble"]), 1) for b in rec["bubble"]]
         rows.append(rec)
         bubble = "/".join(f"{b:.0%}" for b in rec["bubble"]) + f" ({rec['ideal_bubble']:.0%})"
         print(f"{name:16} {rec['epoch_seconds']:8.3f} {rec['ratio_to_one_process']:6.2f} {bubble:>20} "
@@ -172,8 +183,11 @@ def main() -> None:
     ap.add_argument("--comm-degree", type=int, default=10)
     ap.add_argument("--comm-hidden", type=int, default=64)
     ap.add_argument("--comm-epochs", type=int, default=1)
+    ap.add_argument("--comm-homophily", type=float, default=0.8, help="comm: the generator's homophily (halo size)")
+    ap.add_argument("--comm-chunks", type=int, default=8,
+                    help="comm: chunks of the pipeline (METIS parts; bytes do not depend on it, memory does)")
     ap.add_argument("--speed-nodes", type=int, default=50_000)
-    ap.add_argument("--speed-chunks", type=int, default=8, help="speed: chunks = micro-batches M")
+    ap.add_argument("--speed-chunks", type=int, default=16, help="speed: chunks = micro-batches M")
     ap.add_argument("--speed-epochs", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=2, help="speed: alternating repeats; medians reported")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gnnscale_chunk_pipeline"))

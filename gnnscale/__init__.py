@@ -7,7 +7,8 @@ Public API (small on purpose):
 - :class:`gnnscale.samplers.NeighborSampler`, :class:`gnnscale.samplers.DistNeighborSampler`;
 - :class:`Communicator`, :class:`DistFeatureStore`, :class:`GraphSAGE`;
 - :class:`TrainConfig`, :func:`train_worker`, :func:`launch_local`;
-- :func:`train` - partition (cached) and train in one call; :class:`GNN` - the layer stack.
+- :func:`train` - partition (cached) and train in one call; :class:`GNN` - the layer stack;
+- :func:`load_model` - a model saved by ``gnnscale train --save-model`` as a plain module.
 """
 __version__ = "0.1.0"
 
@@ -26,6 +27,7 @@ _LAZY = {
     "train": "gnnscale.api",
     "GNN": "gnnscale.models",
     "init_distributed": "gnnscale.runtime",
+    "load_model": "gnnscale.model_io",
 }
 __all__ += list(_LAZY)
 

@@ -274,14 +274,13 @@ class ChunkStage(PipelineStage):
     @torch.no_grad()
     def layerwise(self, step_tag: int, version: int | None = None) -> dict:
         """Exact full-graph inference through the stages, layer by layer over the whole graph
-        (eval mode). ``version``: write every row of this stage's tables at that step (the
+        (eval mode; each layer chunk by chunk, every halo row current). ``version``: write every row of this stage's tables at that step (the
         filling pass). Returns ``stats`` (a :class:`StepStats`) and, on the last stage, the
         ``train``/``val``/``test`` accuracies."""
         g, model = self.graph, self.model
         model.eval()
         stats = StepStats()
         t0 = time.perf_counter()
-        full = g.full_block()
         n = g.num_nodes
         x0 = None
         if self.first:
@@ -294,8 +293,13 @@ class ChunkStage(PipelineStage):
         for i in range(self.start, self.end):
             if version is not None and self.tables is not None and i in self.tables.rows:
                 self.tables.write(i, 0, n, h, version)
-            deg = g.degree if model.needs_degree[i] else None
-            h = model.layer_step(i, h, h, full.edge_index, x0, deg)
+            pieces = []
+            for c, blk in enumerate(g.blocks):  # chunk by chunk (a handful), for memory
+                lo, hi = g.bounds(c)
+                pieces.append(model.layer_step(i, h[blk.src_ids], h[lo:hi], blk.edge_index,
+                                               x0[lo:hi] if x0 is not None else None,
+                                               g.degree[blk.src_ids] if model.needs_degree[i] else None))
+            h = torch.cat(pieces)
         out = {}
         if not self.last:
             pending = self._send([h], self.next, step_tag * 2 * max(1, g.num_chunks), "activation", stats)
@@ -321,11 +325,12 @@ def model_layers(cfg) -> int:
     return int(cfg.num_layers or len(cfg.fanouts))
 
 
-def _closed_blocks(graph: ChunkGraph, num_layers: int) -> tuple[list[Block], torch.Tensor]:
-    """Chunk 0 without its halo (its internal edges only): a probe for per-layer costs."""
+def _closed_blocks(graph: ChunkGraph, num_layers: int, rows: int = 20000) -> tuple[list[Block], torch.Tensor]:
+    """The first ``rows`` nodes of chunk 0 and the edges among them: a probe for per-layer costs."""
     b = graph.blocks[0]
-    keep = b.edge_index[0] < b.num_dst
-    blk = Block(b.dst_ids, b.dst_ids, b.edge_index[:, keep])
+    n = min(rows, b.num_dst)
+    keep = (b.edge_index[0] < n) & (b.edge_index[1] < n)
+    blk = Block(b.dst_ids[:n], b.dst_ids[:n], b.edge_index[:, keep])
     return [blk] * num_layers, blk.src_ids
 
 

@@ -195,6 +195,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "through the K stages (--workers K; with --dataset the graph is cut into --micro-batches chunks); "
                     "a neighbour in a chunk that has not yet passed a layer is read from the previous pass (within "
                     "--staleness); --fanouts and --batch-size do not apply")
+    ck = t.add_argument_group("checkpoints and the saved model")
+    ck.add_argument("--checkpoint-dir", default=None, metavar="DIR",
+                    help="write checkpoints here (model, optimizer, epoch and step, RNG states, cache ids; atomic, "
+                    "with a sha256 per file); under torchrun a restarted group resumes from the newest by itself")
+    ck.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
+                    help="a checkpoint every N steps (default: after every epoch)")
+    ck.add_argument("--keep-checkpoints", type=int, default=3, metavar="K", help="keep the newest K checkpoints")
+    ck.add_argument("--resume", action="store_true",
+                    help="continue from the newest valid checkpoint in --checkpoint-dir (a damaged newest one is "
+                    "reported and the one before it used); the run's options must match the checkpoint's")
+    ck.add_argument("--save-model", default=None, metavar="FILE",
+                    help="write the trained model at the end (weights, layer spec, feature and class counts); "
+                    "read it with gnnscale.load_model(FILE), `gnnscale evaluate` or `gnnscale predict`")
     m = t.add_argument_group("model")
     m.add_argument("--layer", default="sage",
                    help="message-passing layer: sage, gcn, gat, gin, gcnii, or an import path module:Class "
@@ -224,6 +237,29 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--batch-size", type=int, default=512, help="training batch size per part for the communication figure")
     b.add_argument("--seed", type=int, default=0, help="partitioner and sampling seed")
     b.add_argument("--out", default=None, metavar="DIR", help="write results.json and PNG plots here")
+
+    e = sub.add_parser(
+        "evaluate", help="accuracy of a saved model on a partition folder",
+        description="Evaluate a model written by `gnnscale train --save-model` on the parts of --parts-dir, with "
+                    "the training run's evaluation method (one worker per part): train/val/test accuracy.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    e.add_argument("--model", required=True, metavar="FILE", help="a --save-model file")
+    e.add_argument("--parts-dir", required=True, metavar="DIR", help="a partition folder (`gnnscale partition`)")
+    e.add_argument("--timeout", type=float, default=300.0, help="seconds before a collective with a silent peer fails")
+    e.add_argument("--port", type=int, default=None, help="rendezvous port on 127.0.0.1 (default: a free one)")
+    e.add_argument("--json", action="store_true", help="print one JSON object")
+
+    pr = sub.add_parser(
+        "predict", help="every node's predicted class from a saved model",
+        description="Load a dataset and a model written by `gnnscale train --save-model`; write every node's "
+                    "predicted class (int64, in the dataset's node order) with exact layer-wise inference over the "
+                    "full graph, in one process.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    pr.add_argument("--model", required=True, metavar="FILE", help="a --save-model file")
+    _add_dataset_args(pr, required=True)
+    pr.add_argument("--out", required=True, metavar="FILE.npy", help="where to write the predictions")
 
     sub.add_parser(
         "datasets", help="describe every dataset name and its options",
@@ -336,7 +372,18 @@ def cmd_train(args) -> int:
         layer=args.layer, layer_kwargs=args.layer_kwargs, norm=args.norm, residual=args.residual, jk=args.jk,
         device=args.device, pipeline_stages=args.pipeline_stages, stage_layers=args.stage_layers,
         micro_batches=args.micro_batches, schedule=args.schedule, chunks=args.chunks, num_layers=args.num_layers,
+        checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints, resume=args.resume, save_model=args.save_model,
     )
+    if (cfg.resume or cfg.checkpoint_every) and not cfg.checkpoint_dir:
+        raise RuntimeSetupError("--resume and --checkpoint-every need --checkpoint-dir DIR")
+    if cfg.checkpoint_every is not None and cfg.checkpoint_every < 1:
+        raise RuntimeSetupError(f"--checkpoint-every must be at least 1 step; found {cfg.checkpoint_every}")
+    if cfg.keep_checkpoints < 1:
+        raise RuntimeSetupError(f"--keep-checkpoints must be at least 1; found {cfg.keep_checkpoints}")
+    if (cfg.checkpoint_dir or cfg.save_model) and (stages_of(args) > 1 or cfg.chunks):
+        raise RuntimeSetupError("--checkpoint-dir and --save-model work with data-parallel training; the layer "
+                                "pipeline (--pipeline-stages, --chunks) does not write them yet")
     stages = cfg.pipeline_stages
     launch_device(cfg.device, 1)  # --device cuda without CUDA: an error before partitioning or launching
     check_staleness(cfg.staleness)
@@ -362,8 +409,13 @@ def cmd_train(args) -> int:
     if in_torchrun():
         if not args.parts_dir:
             raise RuntimeSetupError("under torchrun, give --parts-dir (partition first with `gnnscale partition`)")
-        from gnnscale.launch import resolve_target
+        from gnnscale.launch import resolve_target, thread_env
 
+        # The same thread counts as launch_local's workers (cores / local workers, or --threads),
+        # set before torch and numba are imported: torchrun leaves numba one thread per core, and
+        # some compiled kernels sum in an order that follows the thread count (runs would differ).
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        os.environ.update(thread_env(args.threads or max(1, (os.cpu_count() or 1) // local), local))
         resolve_target(target)(args.parts_dir, cfg)
         return 0
     if args.parts_dir:
@@ -430,6 +482,55 @@ def cmd_train(args) -> int:
         r0["val_acc"], r0["test_acc"], r0["best_val_acc"], r0["best_epoch"], r0["test_acc_at_best_val"],
         r0["epoch_seconds"], r0["bytes_sent"] / 1e6, r0["bytes_received"] / 1e6,
     )
+    return 0
+
+
+def stages_of(args) -> int:
+    return int(getattr(args, "pipeline_stages", 1) or 1)
+
+
+def cmd_evaluate(args) -> int:
+    from gnnscale.config import TrainConfig
+    from gnnscale.launch import launch_local
+    from gnnscale.model_io import ModelFileError, config_of, describe, read_model_file
+    from gnnscale.partitioning import load_meta, verify_parts
+
+    blob = read_model_file(args.model)
+    meta = load_meta(args.parts_dir)
+    if int(meta["feature_dim"]) != blob["num_features"] or int(meta["num_classes"]) != blob["num_classes"]:
+        raise ModelFileError(f"{args.model} ({describe(blob)}) does not fit {args.parts_dir}: "
+                             f"{meta['feature_dim']} features, {meta['num_classes']} classes")
+    known = set(TrainConfig.__dataclass_fields__)
+    saved = {k: v for k, v in config_of(blob).items() if k in known}
+    cfg = TrainConfig(**(saved | dict(timeout=args.timeout, metrics=None, checkpoint_dir=None, resume=False,
+                                      save_model=None, verify=False, epochs=0, progress=False, device="cpu")))
+    verify_parts(args.parts_dir)
+    res = launch_local("gnnscale.trainer:evaluate_worker", meta["num_parts"], args=(args.parts_dir, cfg, args.model),
+                       port=args.port)[0]
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(f"{args.model} ({describe(blob)}) on {args.parts_dir}: train_acc {res['train_acc']:.4f} "
+              f"val_acc {res['val_acc']:.4f} test_acc {res['test_acc']:.4f}")
+    return 0
+
+
+def cmd_predict(args) -> int:
+    import numpy as np
+
+    from gnnscale.datasets import load_dataset
+    from gnnscale.model_io import load_model, predict_full_graph
+
+    model = load_model(args.model)
+    data = load_dataset(args.dataset, root=args.root)
+    pred = predict_full_graph(model, data.x.float(), data.edge_index).argmax(1)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    np.save(args.out, pred.numpy().astype(np.int64))
+    mask = getattr(data, "test_mask", None)
+    extra = ""
+    if mask is not None and data.y is not None and mask.dim() == 1:
+        extra = f"; test accuracy {float((pred[mask] == data.y[mask]).float().mean()):.4f}"
+    log.info("wrote %s: %d predictions%s", args.out, pred.numel(), extra)
     return 0
 
 
@@ -508,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = _join_negative_lists(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
     commands = {"partition": cmd_partition, "train": cmd_train, "info": cmd_info, "datasets": cmd_datasets,
-                "bench-partition": cmd_bench_partition}
+                "bench-partition": cmd_bench_partition, "evaluate": cmd_evaluate, "predict": cmd_predict}
     try:
         return commands[args.command](args)
     except GnnscaleError as err:

@@ -60,6 +60,11 @@ class TrainConfig:
     schedule: str = "1f1b"  # gpipe | 1f1b (both flushed: exact gradients)
     chunks: bool = False  # chunk pipelining (GNNPipe): full-graph training, the parts are the micro-batches
     num_layers: int | None = None  # model layers; None: one per fanout
+    checkpoint_dir: str | None = None  # where checkpoints go (see gnnscale.checkpoint)
+    checkpoint_every: int | None = None  # steps between checkpoints; None: after every epoch
+    keep_checkpoints: int = 3  # the newest K are kept
+    resume: bool = False  # continue from the newest valid checkpoint in checkpoint_dir
+    save_model: str | None = None  # write the trained model here at the end (gnnscale.load_model)
 
 
 def check_mode(mode: str) -> str:

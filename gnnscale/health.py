@@ -16,7 +16,9 @@ silent one.
 
 Fault injection (tests): ``GNNSCALE_FAULT="rank=1,epoch=1,step=2,phase=sampling,action=stop"``
 makes that rank act when it enters that phase: ``stop`` sends itself SIGSTOP (a hung peer),
-``exit`` ends it at once with status 3 (a dead peer). It is logged as a warning.
+``exit`` ends it at once with status 3 (a dead peer), ``kill`` sends itself SIGKILL (a killed
+worker). With ``once=FILE`` it acts only if FILE does not exist, and creates it first (so a
+restarted run goes through). It is logged as a warning.
 """
 from __future__ import annotations
 
@@ -52,8 +54,8 @@ def _parse_fault(text: str | None) -> dict | None:
         if not sep:
             raise ValueError(f"GNNSCALE_FAULT items must be key=value, found {item!r} in {text!r}")
         out[key.strip()] = value.strip()
-    if out.get("action", "stop") not in ("stop", "exit"):
-        raise ValueError(f"GNNSCALE_FAULT action must be stop or exit, found {out['action']!r}")
+    if out.get("action", "stop") not in ("stop", "exit", "kill"):
+        raise ValueError(f"GNNSCALE_FAULT action must be stop, exit or kill, found {out['action']!r}")
     return out
 
 
@@ -148,6 +150,11 @@ class Health:
         if "step" in f and (step is None or int(f["step"]) != step):
             return
         self._fault = None
+        once = f.get("once")
+        if once:
+            if os.path.exists(once):
+                return
+            open(once, "w").close()
         action = f.get("action", "stop")
         if self.store is not None:
             self._beat()  # the phase the peers will name
@@ -157,7 +164,7 @@ class Health:
             h.flush()
         if action == "exit":
             os._exit(3)
-        os.kill(os.getpid(), signal.SIGSTOP)
+        os.kill(os.getpid(), signal.SIGKILL if action == "kill" else signal.SIGSTOP)
 
     # -- diagnosis -----------------------------------------------------------------------
     def _read(self) -> dict[int, list[str] | None]:

@@ -138,7 +138,7 @@ def _entry(fn: Callable | str, rank: int, world: int, port: int, threads: int, a
     os._exit(code)
 
 
-def _thread_env(threads: int, nprocs: int) -> dict[str, str]:
+def thread_env(threads: int, nprocs: int) -> dict[str, str]:
     """A worker's thread settings. They must be in its environment before it imports torch
     and numba (a spawned child imports them while unpickling its target, before any of its
     code runs), or numba's pool keeps one thread per core and OpenMP threads spin."""
@@ -183,7 +183,7 @@ def launch_local(
     results: dict[int, tuple[str, Any]] = {}
     terminated: set[int] = set()
     failed_at: float | None = None
-    env = _thread_env(threads, nprocs)
+    env = thread_env(threads, nprocs)
     saved = {k: os.environ.get(k) for k in env}
     try:
         os.environ.update(env)  # inherited by the children at start

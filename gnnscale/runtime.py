@@ -56,13 +56,20 @@ def init_distributed(timeout: float = 300.0, backend: str | None = None) -> Worl
     backend = backend or default_backend()
     if world > 1 and not dist.is_initialized():
         try:
-            dist.init_process_group(
-                backend=backend,
-                init_method="env://",
-                rank=rank,
-                world_size=world,
-                timeout=datetime.timedelta(seconds=timeout),
-            )
+            td = datetime.timedelta(seconds=timeout)
+            if "TORCHELASTIC_RESTART_COUNT" in os.environ and "MASTER_ADDR" in os.environ:
+                # Under torchrun, the keys of each attempt under a prefix of their own: a group
+                # restarted by the elastic agent (--max-restarts) would otherwise read the dead
+                # attempt's addresses from the agent's store (gloo's connectFullMesh then times out).
+                attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+                host_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true" and rank == 0
+                store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, host_store,
+                                      timeout=td)
+                dist.init_process_group(backend=backend, store=dist.PrefixStore(f"gnnscale/attempt_{attempt}", store),
+                                        rank=rank, world_size=world, timeout=td)
+            else:
+                dist.init_process_group(backend=backend, init_method="env://", rank=rank, world_size=world,
+                                        timeout=td)
         except Exception as err:  # rendezvous failure: port taken, peer never came, ...
             addr = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
             raise RuntimeSetupError(

@@ -122,6 +122,7 @@ class Worker:
         )
         self.sampler.kernels.warmup()
         phase("groups and samplers")
+        self.resume_from = self._find_resume()
         self.features = DistFeatureStore(self.part, self.book, self.data_comm, meta["feature_dim"], self.device)
         self.refresh_features = None  # historical mode: the refresh's fetches, on the exchange's group
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
@@ -164,7 +165,11 @@ class Worker:
                      f", staleness bound {cfg.staleness} steps" if self.mode == "historical" else "")
         phase("model and halo")
         if self.world > 1:
-            self.model = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            # find_unused_parameters=True also keeps DDP's gradient buckets as first laid out (it
+            # never rebuilds them after the first step), so a run resumed from a checkpoint reduces
+            # every gradient as the uninterrupted run does: bit-equal final weights.
+            self.model = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                             find_unused_parameters=True)
             self.model.register_comm_hook(None, self.comm.ddp_comm_hook())
         else:
             self.model = model
@@ -206,6 +211,8 @@ class Worker:
                 log.info("historical mode holds every halo feature row (--halo-features hold): "
                          "--cache-policy %s is not needed and not used", cfg.cache_policy)
             policy, ids = "halo", self.halo.halo_ids
+        elif self.resume_from is not None and self.resume_rank.get("cache_ids") is not None:
+            policy, ids = cfg.cache_policy, self.resume_rank["cache_ids"]  # the checkpoint's rows: no re-counting
         else:
             policy = cfg.cache_policy
             ids = choose_cache_ids(policy, ctx, CacheSize.parse(cfg.cache_size), row_bytes)
@@ -280,7 +287,11 @@ class Worker:
             return blocks
         return [b.to(self.device, non_blocking=True) for b in blocks]
 
-    def train_epoch(self, epoch: int) -> dict:
+    def train_epoch(self, epoch: int, first: int = 0, partial: dict | None = None, history: list | None = None,
+                    best: dict | None = None) -> dict:
+        """Train steps ``first ..`` of ``epoch`` (``partial``: this rank's sums over the steps
+        before ``first``, from a checkpoint). With ``--checkpoint-every N``, a checkpoint follows
+        every N-th global step (``history``/``best``: the metrics so far, saved with it)."""
         cfg = self.cfg
         self.model.train()
         batches = self._train_batches(epoch)
@@ -288,18 +299,20 @@ class Worker:
         times = {"sample": 0.0, "fetch": 0.0, "compute": 0.0, "wait": 0.0}
         produce = self._produce(epoch, batches, times)
         if cfg.pipeline:
-            feed = Prefetcher(produce, steps, cfg.pipeline_depth, timeout=self.data_comm.wait_bound(),
-                              describe=self.health.phase, on_exit=self.health.leave)
+            feed = Prefetcher(lambda i: produce(first + i), steps - first, cfg.pipeline_depth,
+                              timeout=self.data_comm.wait_bound(), describe=self.health.phase,
+                              on_exit=self.health.leave)
         else:
-            feed = (produce(step) for step in range(steps))
-        loss_sum, correct, count = 0.0, 0, 0
+            feed = (produce(step) for step in range(first, steps))
+        partial = partial or {}
+        loss_sum, correct, count = partial.get("loss_sum", 0.0), partial.get("correct", 0), partial.get("count", 0)
         bar = None
         if _progress_enabled(cfg, self.rank):
             from tqdm import tqdm
 
             bar = tqdm(total=steps, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True)
         self.losses = []
-        first_step = self.global_step
+        first_step = self.global_step - first
         historical = self.mode == "historical"
         num_layers = len(self.cfg.fanouts)
         for seeds, mb, x, y, blocks, event in feed:
@@ -321,6 +334,9 @@ class Worker:
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{float(loss):.3f}")
+            if cfg.checkpoint_dir and cfg.checkpoint_every and self.global_step % cfg.checkpoint_every == 0:
+                self._save_checkpoint(epoch, step + 1, history or [], best or {},
+                                      {"loss_sum": loss_sum, "correct": correct, "count": count})
         if bar is not None:
             bar.close()
         self.health.enter("end of epoch: last push and metrics", epoch)
@@ -543,10 +559,94 @@ class Worker:
             out["modelled_network_seconds_max_over_ranks"] = max(r["seconds"] for r in by_rank)
         return out
 
+    # -- checkpoints ------------------------------------------------------------------------
+    def _find_resume(self):
+        """The checkpoint this run resumes from (None: a fresh start); every rank agrees.
+
+        ``--resume``, or a restart under torchrun's elastic agent (``TORCHELASTIC_RESTART_COUNT``
+        above 0) with a checkpoint folder, resumes from the newest valid checkpoint."""
+        from gnnscale import checkpoint
+
+        cfg = self.cfg
+        self.resume_rank: dict = {}
+        restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+        if not cfg.checkpoint_dir or not (cfg.resume or restarted):
+            return None
+        found = checkpoint.find_latest(cfg.checkpoint_dir, self.world,
+                                       report=log.warning if self.rank == 0 else None)
+        step = found.global_step if found is not None else -1
+        agreed = self.comm.all_reduce_named({"min": step, "max": -step}, "min")
+        if int(agreed["min"]) != -int(agreed["max"]):
+            raise RuntimeSetupError(f"rank {self.rank}: the ranks found different newest checkpoints in "
+                                    f"{cfg.checkpoint_dir} (steps {int(agreed['min'])} to {-int(agreed['max'])}); "
+                                    "is the folder shared by every worker?")
+        if found is None:
+            if cfg.resume and not restarted:
+                raise RuntimeSetupError(f"--resume: no complete checkpoint in {cfg.checkpoint_dir}; run without "
+                                        "--resume to start afresh")
+            return None
+        self.resume_rank = checkpoint.load(found, f"rank{self.rank}.pt")
+        if self.rank == 0:
+            log.info("resuming from %s (epoch %d, step %d of it, global step %d)", found.path,
+                     found.manifest["epoch"], found.manifest["step"], found.global_step)
+        return found
+
+    def _save_checkpoint(self, epoch: int, step: int, history: list, best: dict, partial: dict | None) -> None:
+        """A checkpoint to resume at ``step`` of ``epoch`` (collective)."""
+        from gnnscale import checkpoint
+
+        cfg = self.cfg
+        cache = self.features.cache
+        mine = {"rng": torch.get_rng_state(), "cache_ids": cache.ids.clone() if cache is not None else None,
+                "partial": partial}
+        shared = None
+        if self.rank == 0:
+            shared = {"model": self.net.state_dict(), "optimizer": self.opt.state_dict(), "epoch": epoch,
+                      "step": step, "global_step": self.global_step, "history": history, "best": best,
+                      "config": asdict(cfg) | {"fanouts": list(cfg.fanouts), "layer": layer_name(cfg.layer)}}
+        self.health.enter("checkpoint", epoch, step)
+        path = checkpoint.save(cfg.checkpoint_dir, self.global_step, self.rank, self.comm, mine, shared,
+                               {"epoch": epoch, "step": step}, cfg.keep_checkpoints)
+        if self.rank == 0:
+            log.info("checkpoint %s written (epoch %d, step %d)", path, epoch, step)
+
+    def _restore(self) -> tuple[int, int, list, dict, dict | None]:
+        """Load the resume checkpoint into the model and optimizer; (epoch, step, history,
+        best, this rank's partial epoch sums)."""
+        from gnnscale import checkpoint
+
+        state = checkpoint.load(self.resume_from, "train.pt")
+        mine, want = state["config"], asdict(self.cfg) | {"fanouts": list(self.cfg.fanouts),
+                                                           "layer": layer_name(self.cfg.layer)}
+        # Options that change what is trained must match; run options (epochs, timeout, ...) may not.
+        for key in ("fanouts", "hidden", "layer", "layer_kwargs", "dropout", "norm", "residual", "jk", "lr",
+                    "weight_decay", "seed", "batch_size", "exchange", "staleness"):
+            if key in mine and mine[key] != want.get(key):
+                raise RuntimeSetupError(f"--resume: the checkpoint in {self.resume_from.path} was written with "
+                                        f"{key}={mine[key]!r}, this run has {key}={want.get(key)!r}; resume with the "
+                                        "same options, or start afresh in another --checkpoint-dir")
+        self.net.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["optimizer"])
+        self.global_step = int(state["global_step"])
+        torch.set_rng_state(self.resume_rank["rng"])
+        return int(state["epoch"]), int(state["step"]), list(state["history"]), dict(state["best"]), \
+            self.resume_rank.get("partial")
+
+    def save_model(self, path: str) -> None:
+        """Rank 0 writes the trained model (see :func:`gnnscale.model_io.save_model`)."""
+        from gnnscale.model_io import save_model
+
+        if self.rank == 0:
+            save_model(path, self.net, self.cfg, self.meta)
+            log.info("model written to %s", path)
+
     def fit(self) -> dict:
         cfg = self.cfg
         history = []
         best = {"val_acc": -1.0, "test_acc": 0.0, "epoch": -1}
+        start_epoch, start_step, partial = 0, 0, None
+        if self.resume_from is not None:
+            start_epoch, start_step, history, best, partial = self._restore()
         if self.rank == 0:
             log.info(
                 "training on %s: %d parts, %d nodes, %d train nodes on this rank, fanouts %s, batch %d",
@@ -573,14 +673,15 @@ class Worker:
         if self.rank == 0:
             log.info("start-up %.2f s (max over ranks: %s)", startup,
                      ", ".join(f"{k} {phases[k]:.2f}" for k in self.startup_phases))
-        for epoch in range(cfg.epochs):
+        for epoch in range(start_epoch, cfg.epochs):
             for c in (self.comm, self.data_comm, self.emb_comm):
                 c.stats.reset()
             self.features.reset_stats()
             if self.halo is not None:
                 self.halo.reset_stats()
             t0 = time.perf_counter()
-            rec = self.train_epoch(epoch)
+            first = start_step if epoch == start_epoch else 0
+            rec = self.train_epoch(epoch, first, partial if epoch == start_epoch else None, history, best)
             train_seconds = time.perf_counter() - t0
             traffic = self._traffic()  # training only, before evaluation adds its own
             feat = dict(self.features.stats)
@@ -622,6 +723,13 @@ class Worker:
                     epoch, rec["loss"], rec["train_acc"], acc, rec["epoch_seconds"], st["sample"], st["fetch"],
                     st["compute"], st["wait"], rec["bytes_sent"] / 1e6, rec["bytes_received"] / 1e6, extra,
                 )
+            if cfg.checkpoint_dir and cfg.checkpoint_every is None:
+                self._save_checkpoint(epoch + 1, 0, history, best, None)
+        if not history:
+            raise RuntimeSetupError(f"nothing to train: the checkpoint resumed from is already at epoch {start_epoch} "
+                                    f"of --epochs {cfg.epochs}; raise --epochs to train on")
+        if cfg.save_model:
+            self.save_model(cfg.save_model)
         last = history[-1]
         result = {
             "config": asdict(self.cfg) | {"fanouts": list(cfg.fanouts), "layer": layer_name(cfg.layer)},
@@ -650,6 +758,23 @@ class Worker:
                 json.dump(result, f, indent=2)
             log.info("metrics written to %s", cfg.metrics)
         return result
+
+
+def evaluate_worker(parts_dir: str, cfg: TrainConfig, model_path: str) -> dict:
+    """One process of ``gnnscale evaluate``: the saved model's train/val/test accuracy over the
+    parts, computed as the training run computed it (same evaluation method and draws)."""
+    from gnnscale.logs import setup_logging
+    from gnnscale.model_io import read_model_file
+
+    setup_logging(rank=int(os.environ.get("RANK", "0")))
+    worker = Worker(parts_dir, cfg)
+    try:
+        blob = read_model_file(model_path)
+        worker.net.load_state_dict(blob["state"])
+        train, val, test = worker.evaluate_splits([worker.train_ids, worker.val_ids, worker.test_ids])
+        return {"train_acc": train, "val_acc": val, "test_acc": test}
+    finally:
+        worker.health.stop()
 
 
 def train_worker(parts_dir: str, cfg: TrainConfig) -> dict:

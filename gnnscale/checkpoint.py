@@ -1,0 +1,173 @@
+"""Checkpoints: written atomically with a sha256 per file, the newest K kept, exact resume.
+
+Layout of ``--checkpoint-dir DIR``::
+
+    DIR/step-000000042/           one checkpoint, named by the global step it resumes at
+        train.pt                  rank 0: model and optimizer state, epoch, step in epoch,
+                                  global step, metrics history, best validation, config
+        rank{r}.pt                every rank: torch's RNG state (dropout), the feature cache's
+                                  row ids, the epoch's partial loss/accuracy sums
+        manifest.json             written last: files and their sha256, epoch, step, world size
+
+A checkpoint is built in ``DIR/.tmp-step-...`` (each file written, flushed and fsynced), then
+renamed into place by rank 0 once every rank's files are in: a folder named ``step-*`` with a
+manifest is complete. Resuming picks the newest checkpoint whose files all match their sha256;
+a damaged newer one is reported and skipped. What is not saved: the learning rate has no
+schedule (Adam with a constant rate); historical mode's halo tables are refilled by layer-wise
+inference at start-up (so a historical resume is close, not bit-exact); the sampler needs no
+state (its draws are keyed by epoch, step and node).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gnnscale.errors import GnnscaleError
+
+log = logging.getLogger("gnnscale.checkpoint")
+
+PREFIX = "step-"
+TMP_PREFIX = ".tmp-"
+MANIFEST = "manifest.json"
+
+
+class CheckpointError(GnnscaleError):
+    """No usable checkpoint, or one that does not fit this run."""
+
+
+@dataclass
+class Found:
+    """A complete, verified checkpoint."""
+
+    path: Path
+    manifest: dict
+
+    @property
+    def global_step(self) -> int:
+        return int(self.manifest["global_step"])
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file(path: Path, obj: Any) -> str:
+    """``torch.save`` ``obj`` to ``path`` (flushed and fsynced); its sha256."""
+    import torch
+
+    with open(path, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    return _sha256(path)
+
+
+def name(global_step: int) -> str:
+    return f"{PREFIX}{global_step:09d}"
+
+
+def save(ckpt_dir: str | os.PathLike, global_step: int, rank: int, comm, mine: dict, shared: dict | None,
+         info: dict, keep: int) -> Path:
+    """Write one checkpoint (collective: every rank of ``comm`` calls it).
+
+    Args:
+        global_step: the step a resumed run starts at (names the checkpoint).
+        mine: this rank's state (``rank{r}.pt``). shared: rank 0's ``train.pt`` (None elsewhere).
+        info: figures for the manifest (epoch, step in epoch, ...).
+        keep: how many checkpoints to keep (the oldest beyond it are removed).
+    """
+    root = Path(ckpt_dir)
+    tmp = root / f"{TMP_PREFIX}{name(global_step)}"
+    tmp.mkdir(parents=True, exist_ok=True)
+    files = {f"rank{rank}.pt": write_file(tmp / f"rank{rank}.pt", mine)}
+    if rank == 0:
+        files["train.pt"] = write_file(tmp / "train.pt", shared)
+    every = comm.all_gather_object(files) if comm.world_size > 1 else [files]
+    final = root / name(global_step)
+    if rank == 0:
+        manifest = dict(info, global_step=global_step, world_size=comm.world_size, created=time.time(),
+                        files={k: v for f in every for k, v in f.items()})
+        with open(tmp / MANIFEST, "w") as f:
+            json.dump(manifest, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(tmp)
+        if final.exists():  # a rerun reached the same step: the new one replaces it
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+        _fsync_dir(root)
+        for old in sorted(p for p in root.glob(f"{PREFIX}*") if p.is_dir())[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    if comm.world_size > 1:
+        comm.barrier()  # nobody goes on before the checkpoint is in place
+    return final
+
+
+def verify(path: Path, world_size: int | None = None) -> tuple[dict | None, str | None]:
+    """(manifest, None) if ``path`` is a complete checkpoint whose files match their sha256,
+    else (None, what is wrong)."""
+    mf = path / MANIFEST
+    if not mf.is_file():
+        return None, f"{mf} is missing (an unfinished write)"
+    try:
+        manifest = json.loads(mf.read_text())
+        files = manifest["files"]
+    except (ValueError, KeyError) as err:
+        return None, f"{mf} is not a checkpoint manifest ({err})"
+    if world_size is not None and int(manifest.get("world_size", -1)) != world_size:
+        return None, (f"it was written by {manifest.get('world_size')} workers, this run has {world_size} "
+                      "(resume with the same --workers and parts)")
+    for fname, digest in files.items():
+        f = path / fname
+        if not f.is_file():
+            return None, f"{f} is missing"
+        got = _sha256(f)
+        if got != digest:
+            return None, f"{f} has sha256 {got[:12]}..., the manifest says {digest[:12]}... (damaged)"
+    return manifest, None
+
+
+def find_latest(ckpt_dir: str | os.PathLike, world_size: int | None = None, report=log.warning) -> Found | None:
+    """The newest verified checkpoint in ``ckpt_dir`` (None if there is none); each damaged
+    newer one is reported through ``report``."""
+    root = Path(ckpt_dir)
+    if not root.is_dir():
+        return None
+    for path in sorted((p for p in root.glob(f"{PREFIX}*") if p.is_dir()), reverse=True):
+        manifest, problem = verify(path, world_size)
+        if manifest is not None:
+            return Found(path, manifest)
+        if report is not None:
+            report(f"checkpoint {path.name} is not usable: {problem}; trying the one before it")
+    return None
+
+
+def load(found: Found, fname: str) -> Any:
+    import torch
+
+    return torch.load(found.path / fname, map_location="cpu", weights_only=False)
+
+
+def list_checkpoints(ckpt_dir: str | os.PathLike) -> list[Path]:
+    """The complete checkpoints (named ``step-*``) in ``ckpt_dir``, oldest first."""
+    root = Path(ckpt_dir)
+    return sorted(p for p in root.glob(f"{PREFIX}*") if p.is_dir()) if root.is_dir() else []

@@ -1,0 +1,104 @@
+"""A trained model on disk: ``--save-model FILE`` writes it, :func:`load_model` reads it back as
+a plain ``torch.nn.Module`` for one machine (no process group, no partition).
+
+The file (``torch.save`` of a dict, format ``gnnscale-model/1``) holds the weights, the layer
+spec and every option that builds the model (hidden size, layers, norm, residual, jumping
+knowledge, dropout), the feature and class counts, the dataset's name and the run's options
+(fanouts and evaluation settings, which ``gnnscale evaluate`` reuses).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from typing import Any
+
+import torch
+
+from gnnscale.errors import GnnscaleError
+from gnnscale.models import GNN, layer_name
+
+FORMAT = "gnnscale-model/1"
+
+
+class ModelFileError(GnnscaleError):
+    """A model file that cannot be read or does not fit the data it is used on."""
+
+
+def save_model(path: str | os.PathLike, net: GNN, cfg, meta: dict) -> None:
+    """Write ``net`` (built from ``cfg`` on data described by ``meta``) to ``path`` atomically."""
+    spec = dict(in_dim=int(meta["feature_dim"]), hidden=int(cfg.hidden), out_dim=int(meta["num_classes"]),
+                num_layers=int(net.num_layers), layer=layer_name(cfg.layer), layer_kwargs=dict(cfg.layer_kwargs),
+                dropout=float(cfg.dropout), norm=cfg.norm, residual=bool(cfg.residual), jk=cfg.jk)
+    config = asdict(cfg) | {"fanouts": list(cfg.fanouts), "layer": layer_name(cfg.layer)}
+    blob = {"format": FORMAT, "spec": spec, "state": {k: v.detach().cpu() for k, v in net.state_dict().items()},
+            "dataset": meta.get("dataset"), "num_features": spec["in_dim"], "num_classes": spec["out_dim"],
+            "config": config}
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        torch.save(blob, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_model_file(path: str | os.PathLike) -> dict:
+    """The saved dict (see the module docstring), checked."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ModelFileError(f"model file {path} not found; write one with `gnnscale train ... --save-model {path}`")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # noqa: BLE001 - any unpickling failure is a bad file
+        raise ModelFileError(f"{path} is not a readable model file ({type(err).__name__}: {err})") from err
+    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
+        found = blob.get("format") if isinstance(blob, dict) else type(blob).__name__
+        raise ModelFileError(f"{path}: expected a {FORMAT} file written by --save-model; found {found!r}")
+    return blob
+
+
+def load_model(path: str | os.PathLike) -> GNN:
+    """The model saved at ``path`` as a plain ``torch.nn.Module`` (a :class:`~gnnscale.models.GNN`
+    in eval mode, on the CPU): ``model(x, blocks)`` for sampled blocks, or
+    :func:`predict_full_graph` for every node of a graph."""
+    blob = read_model_file(path)
+    spec = blob["spec"]
+    model = GNN(spec["in_dim"], spec["hidden"], spec["out_dim"], num_layers=spec["num_layers"], layer=spec["layer"],
+                layer_kwargs=spec["layer_kwargs"], dropout=spec["dropout"], norm=spec["norm"],
+                residual=spec["residual"], jk=spec["jk"])
+    model.load_state_dict(blob["state"])
+    return model.eval()
+
+
+@torch.no_grad()
+def predict_full_graph(model: GNN, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    """Logits float32 [N, C] of every node, layer by layer over full neighbourhoods (one block
+    holding the whole graph: every node a source and a destination).
+
+    Args:
+        x: float32 [N, F] features. edge_index: int64 [2, E] (row 0 source, row 1 target).
+    """
+    from gnnscale.samplers.block import Block
+
+    model.eval()
+    n = int(x.shape[0])
+    want = model.encoder.in_features if model.encoder is not None else model.dims[0]
+    if x.dim() != 2 or x.shape[1] != want:
+        raise ModelFileError(f"the model takes {want} input features per node; the graph has {tuple(x.shape)}")
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
+        raise ModelFileError(f"edge_index holds ids outside [0, {n})")
+    degree = torch.bincount(edge_index[1], minlength=n)
+    ids = torch.arange(n, dtype=torch.int64)
+    block = Block(ids, ids, edge_index)
+    return model(x, [block] * model.num_layers, node_degree=degree if model.uses_degree else None)
+
+
+def describe(blob: dict) -> str:
+    spec = blob["spec"]
+    return (f"{spec['layer']} x {spec['num_layers']} layers, hidden {spec['hidden']}, {spec['in_dim']} features, "
+            f"{spec['out_dim']} classes, trained on {blob.get('dataset')}")
+
+
+def config_of(blob: dict) -> dict[str, Any]:
+    return dict(blob.get("config") or {})
