@@ -46,6 +46,10 @@ def make_data(
         num_classes: defaults to ``max(y) + 1``.
         where: the source, for error messages.
     """
+    for what, arr, kinds in (("features", x, "biuf"), ("labels", y, "biu")):
+        if isinstance(arr, np.ndarray) and arr.dtype.kind not in kinds:
+            raise DatasetError(f"expected numeric {what} in {where}, found dtype {arr.dtype}; store "
+                               f"{'numbers' if what == 'features' else 'integer class ids'}, not text or objects")
     x_t = _tensor(x, torch.float32)
     y_t = _tensor(y, torch.int64)
     y_t[y_t < 0] = -1
@@ -62,7 +66,20 @@ def make_data(
             f"internal: expected int64 edge_index [2, E] for {where}, found "
             f"{edge_index.dtype} {tuple(edge_index.shape)}; please report this"
         )
+    if n == 0:
+        raise DatasetError(f"expected at least one node in {where}, found an empty graph (0 feature rows)")
+    finite = torch.isfinite(x_t)
+    if not bool(finite.all()):
+        bad = int((~finite).sum())
+        row = int(torch.nonzero(~finite)[0, 0])
+        raise DatasetError(f"expected finite features in {where}, found {bad} NaN or infinite values (first in row "
+                           f"{row}); clean or impute the features")
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
+        raise DatasetError(f"expected edge ids in [0, {n}) in {where}, found [{int(edge_index.min())}, "
+                           f"{int(edge_index.max())}]; ids must index the feature rows")
     labelled = y_t >= 0
+    if num_classes is not None and bool(labelled.any()) and int(y_t.max()) >= int(num_classes):
+        raise DatasetError(f"expected labels in [0, {num_classes}) in {where}, found {int(y_t.max())}")
     masks = []
     for label, m in (("train", train_mask), ("val", val_mask), ("test", test_mask)):
         m_t = _tensor(m, torch.bool)
@@ -78,6 +95,9 @@ def make_data(
         masks.append(m_t)
     if num_classes is None:
         num_classes = int(y_t.max()) + 1 if bool(labelled.any()) else 0
+        if num_classes > n:
+            raise DatasetError(f"expected class ids below the node count ({n}) in {where}, found {num_classes - 1}; "
+                               "labels must be class ids 0..C-1 (negative = unlabelled)")
     data = Data(x=x_t, y=y_t, edge_index=edge_index.contiguous(), num_nodes=n)
     data.train_mask, data.val_mask, data.test_mask = masks
     data.num_classes = int(num_classes)

@@ -15,6 +15,7 @@ A ``root=...`` query item is accepted as the ``root`` argument (handy on a comma
 from __future__ import annotations
 
 import logging
+import zipfile
 from types import ModuleType
 from typing import Any
 
@@ -134,4 +135,14 @@ def load_dataset(name: str, root: str | None = None, **options: Any) -> Data:
     resolved = resolve_options(source, module.OPTIONS, query, options)
     canonical = canonical_name(base, query, options)
     logger.debug("load_dataset(%r): source=%s arg=%r root=%r options=%s", name, source, arg, root, resolved)
-    return module.load(arg, None if root is None else str(root), resolved, canonical)
+    try:
+        return module.load(arg, None if root is None else str(root), resolved, canonical)
+    except DatasetError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError, EOFError, OSError, zipfile.BadZipFile,
+            RuntimeError) as exc:
+        # A malformed file that a loader's own checks did not foresee: still one line naming it.
+        where = arg or name
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise DatasetError(f"{where}: could not read dataset {name!r} ({type(exc).__name__}: {first[:300]}); "
+                           "check the files against `gnnscale datasets`") from None

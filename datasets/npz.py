@@ -5,7 +5,10 @@ Name: ``npz:PATH`` (a relative PATH is taken relative to ``root`` when given).
 Layout (a), gnn-benchmark (Shchur et al. 2018, ``shchur/gnn-benchmark``):
     ``adj_data, adj_indices, adj_indptr, adj_shape``   CSR adjacency [N, N]
     ``attr_data, attr_indices, attr_indptr, attr_shape`` CSR features [N, F]
-    (or a dense ``attr_matrix`` [N, F]), ``labels`` int [N] (negative = unlabelled).
+    (or a dense ``attr_matrix`` [N, F]), ``labels`` int [N] (negative = unlabelled). The
+    SparseGraph variant (the PPNP and G2G code: ``adj_matrix.data``, ``adj_matrix.indices``,
+    ``adj_matrix.indptr``, ``adj_matrix.shape``, ``attr_matrix.*`` or a dense ``attr_matrix``,
+    ``labels``) is read the same way.
     The graph is symmetrized; the split is the Shchur et al. one: per class
     ``train_per_class`` (20) random train nodes, ``val_per_class`` (30) val, the rest test,
     drawn with ``seed`` (0).
@@ -79,6 +82,10 @@ def _labels(raw: np.ndarray, n: int, where: str) -> np.ndarray:
 
 
 def _load_benchmark(z, where: str, options: dict, name: str) -> Data:
+    for key in ("adj_indices", "adj_indptr", "adj_shape", "attr_indices", "attr_indptr", "attr_shape"):
+        if key in z and np.asarray(z[key]).dtype.kind not in "iu":
+            raise DatasetError(f"expected integer {key} in {where}, found dtype {np.asarray(z[key]).dtype}; "
+                               "re-create the file")
     try:
         adj = sp.csr_matrix(
             (z["adj_data"], z["adj_indices"], z["adj_indptr"]), shape=tuple(int(s) for s in z["adj_shape"])
@@ -143,6 +150,28 @@ def _load_hetero(z, where: str, options: dict, name: str) -> Data:
     return make_data(x=x, y=y, edge_index=edge_index, train_mask=train, val_mask=val, test_mask=test, name=name, where=where)
 
 
+# The SparseGraph variant of the gnn-benchmark layout (the PPNP and G2G code's ``.npz``):
+# ``adj_matrix.data`` ... and ``attr_matrix.*`` (CSR) or a dense ``attr_matrix``.
+_SPARSEGRAPH = {"adj_matrix.data": "adj_data", "adj_matrix.indices": "adj_indices", "adj_matrix.indptr": "adj_indptr",
+                "adj_matrix.shape": "adj_shape", "attr_matrix.data": "attr_data", "attr_matrix.indices": "attr_indices",
+                "attr_matrix.indptr": "attr_indptr", "attr_matrix.shape": "attr_shape"}
+
+
+class _Renamed:
+    """The archive ``z`` seen through gnn-benchmark key names."""
+
+    def __init__(self, z) -> None:
+        self.z = z
+        self.names = {_SPARSEGRAPH.get(k, k): k for k in z.files}
+        self.files = list(self.names)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.names
+
+    def __getitem__(self, key: str):
+        return self.z[self.names[key]]
+
+
 def load(arg: str, root: str | None, options: dict, name: str) -> Data:
     """Load ``npz:<arg>``; see the module docstring."""
     path = _resolve_path(arg, root)
@@ -153,6 +182,9 @@ def load(arg: str, root: str | None, options: dict, name: str) -> Data:
         raise DatasetError(f"expected a NumPy .npz archive at {path}, could not read it ({exc}); re-create the file") from None
     with z:
         keys = set(z.files)
+        if "adj_matrix.data" in keys:
+            z = _Renamed(z)
+            keys = set(z.files)
         if set(_HETERO_KEYS) <= keys:
             data = _load_hetero(z, where, options, name)
             layout = "heterophilous-graphs"

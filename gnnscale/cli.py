@@ -419,7 +419,9 @@ def cmd_train(args) -> int:
         resolve_target(target)(args.parts_dir, cfg)
         return 0
     if args.parts_dir:
-        meta = load_meta(args.parts_dir)
+        from gnnscale.partitioning.validate import check_folder, check_meta
+
+        meta = check_meta(args.parts_dir)  # every field a worker relies on, typed and consistent
         workers = args.workers if args.workers is not None else (stages if cfg.chunks else meta["num_parts"] * stages)
         if cfg.chunks and workers != stages:
             raise RuntimeSetupError(
@@ -438,6 +440,7 @@ def cmd_train(args) -> int:
             from gnnscale.partitioning import verify_parts
 
             verify_parts(parts_dir)
+            check_folder(parts_dir)  # and what the files hold: dtypes, shapes, ids, finite features, labels
             cfg.verify = False
     else:
         args.dataset = args.dataset or DEFAULT_DATASET
@@ -505,6 +508,9 @@ def cmd_evaluate(args) -> int:
     cfg = TrainConfig(**(saved | dict(timeout=args.timeout, metrics=None, checkpoint_dir=None, resume=False,
                                       save_model=None, verify=False, epochs=0, progress=False, device="cpu")))
     verify_parts(args.parts_dir)
+    from gnnscale.partitioning.validate import check_folder
+
+    check_folder(args.parts_dir)
     res = launch_local("gnnscale.trainer:evaluate_worker", meta["num_parts"], args=(args.parts_dir, cfg, args.model),
                        port=args.port)[0]
     if args.json:

@@ -694,6 +694,9 @@ class Worker:
                                dtype=torch.float64)
             self.comm.all_reduce(vec, "max")
             totals = self._sum_traffic(traffic, feat, rec["steps"])
+            procs = self.comm.all_gather_object(_process_figures())  # (resident bytes, open fds) per rank
+            rec["rss_mb_by_rank"] = [p[0] / 1e6 if p[0] is not None else None for p in procs]
+            rec["open_fds_by_rank"] = [p[1] for p in procs]
             rec.update(
                 epoch=epoch,
                 epoch_seconds=float(vec[0]),
@@ -758,6 +761,16 @@ class Worker:
                 json.dump(result, f, indent=2)
             log.info("metrics written to %s", cfg.metrics)
         return result
+
+
+def _process_figures() -> tuple[int | None, int | None]:
+    """This process's resident bytes and open file descriptors now (Linux /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        return rss, len(os.listdir("/proc/self/fd"))
+    except (OSError, ValueError, IndexError):
+        return None, None
 
 
 def evaluate_worker(parts_dir: str, cfg: TrainConfig, model_path: str) -> dict:

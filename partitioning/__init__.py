@@ -51,6 +51,7 @@ _EXPORTS = {
     "to_undirected_csr_weighted": ".graph",
     "verify_part": ".manifest",
     "verify_parts": ".manifest",
+    "check_folder": ".validate",
     "write_meta": ".format",
     "write_partitions": ".format",
 }

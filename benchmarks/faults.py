@@ -1,0 +1,166 @@
+"""The fault matrix (issue 15): every way a run can be interrupted, and what it costs to go on.
+Prints one line per case and writes JSON.
+
+Cases (2 workers on Cora's 2 METIS parts, 6 epochs, batch 16, a checkpoint after every epoch):
+
+- ``exact_resume``: SIGKILL worker 1 in epoch 3; rerun with --resume; final weights' sha256
+  against the uninterrupted run's;
+- ``historical_resume``: the same in historical exchange mode; test accuracy against the
+  uninterrupted run's (the halo tables are refilled at resume, not saved);
+- ``damaged_checkpoint``: the newest checkpoint's file torn; --resume reports it and uses the
+  one before; final weights against the uninterrupted run's;
+- ``elastic``: the same kill under ``torchrun --max-restarts 1``: the group restarts and
+  resumes by itself;
+- ``saved_model``: ``--save-model``, then ``gnnscale evaluate`` (test accuracy against the
+  run's) and ``gnnscale predict`` against ``load_model`` on one process;
+- ``soak``: 100 epochs, resident memory and open descriptors from epoch 10 to 100, checkpoints kept.
+
+    python benchmarks/faults.py --json results/faults.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = ["--workers", "2", "--epochs", "6", "--fanouts", "5,5", "--batch-size", "16", "--hidden", "32",
+        "--timeout", "30", "--eval-every", "3", "--no-verify"]
+KILL = "rank=1,epoch=3,step=1,phase=sampling,action=kill"
+
+
+def _shared() -> Path:
+    env = os.environ.get("GNNSCALE_SHARED_DATA")
+    return Path(env) if env else ROOT.parent / "shared" / "data"
+
+
+def run(*args: str, fault: str | None = None, cmd: list[str] | None = None, timeout: float = 600) -> tuple:
+    env = {k: v for k, v in os.environ.items() if k != "GNNSCALE_FAULT"} | {"CI": "1"}
+    if fault:
+        env["GNNSCALE_FAULT"] = fault
+    t0 = time.perf_counter()
+    r = subprocess.run((cmd or [sys.executable, "-m", "gnnscale"]) + list(args), capture_output=True, text=True,
+                       timeout=timeout, env=env)
+    return r, time.perf_counter() - t0
+
+
+def need(r, what: str) -> None:
+    if r.returncode != 0:
+        raise SystemExit(f"{what} failed (exit {r.returncode}):\n{r.stderr[-3000:]}")
+
+
+def metrics(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gnnscale_faults"))
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    work = Path(args.workdir)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    root = str(_shared() / "planetoid" / "raw")
+    parts = str(work / "cora2")
+    need(run("partition", "--dataset", "planetoid:cora", "--root", root, "--parts", "2", "--out", parts)[0], "partition")
+    out: dict = {}
+
+    def ref(mode: str) -> dict:
+        m = work / f"ref_{mode}.json"
+        if not m.exists():
+            need(run("train", "--parts-dir", parts, *BASE, "--exchange", mode, "--metrics", str(m))[0], f"{mode} run")
+        return metrics(m)
+
+    for mode in ("exact", "historical"):
+        ck, m = work / f"ck_{mode}", work / f"resumed_{mode}.json"
+        killed, t_killed = run("train", "--parts-dir", parts, *BASE, "--exchange", mode, "--checkpoint-dir", str(ck),
+                               fault=KILL)
+        resumed, t_resumed = run("train", "--parts-dir", parts, *BASE, "--exchange", mode, "--checkpoint-dir", str(ck),
+                                 "--resume", "--metrics", str(m))
+        need(resumed, f"{mode} resume")
+        got, want = metrics(m), ref(mode)
+        out[f"{mode}_resume"] = dict(
+            killed_exit=killed.returncode, killed_error=killed.stderr.strip().splitlines()[-1][:300],
+            killed_seconds=t_killed, resumed_seconds=t_resumed,
+            resumed_from=re.search(r"resuming from (\S+)", resumed.stderr).group(1),
+            sha256_equal=got["final_weights_sha256"] == want["final_weights_sha256"],
+            test_acc=got["test_acc"], uninterrupted_test_acc=want["test_acc"],
+            test_acc_difference_points=100 * (got["test_acc"] - want["test_acc"]))
+        print(f"{mode}_resume: {out[f'{mode}_resume']}", flush=True)
+
+    ck, m = work / "ck_damaged", work / "damaged.json"
+    need(run("train", "--parts-dir", parts, *BASE, "--epochs", "4", "--checkpoint-dir", str(ck))[0], "damaged: first run")
+    newest = sorted(ck.iterdir())[-1]
+    (newest / "rank1.pt").write_bytes(b"torn")
+    r, _ = run("train", "--parts-dir", parts, *BASE, "--checkpoint-dir", str(ck), "--resume", "--metrics", str(m))
+    need(r, "damaged: resume")
+    out["damaged_checkpoint"] = dict(
+        report=next(line for line in r.stderr.splitlines() if "is not usable" in line).split("] ", 1)[-1],
+        resumed_from=re.search(r"resuming from (\S+)", r.stderr).group(1),
+        sha256_equal=metrics(m)["final_weights_sha256"] == ref("exact")["final_weights_sha256"])
+    print(f"damaged_checkpoint: {out['damaged_checkpoint']}", flush=True)
+
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    if torchrun:
+        m, once = work / "elastic.json", work / "elastic-fault-done"
+        r, t = run("--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "-m", "gnnscale", "train",
+                   "--parts-dir", parts, *[a for a in BASE if a not in ("--workers", "2")], "--checkpoint-dir",
+                   str(work / "ck_elastic"), "--metrics", str(m), fault=f"{KILL},once={once}", cmd=[torchrun])
+        need(r, "elastic run")
+        out["elastic"] = dict(seconds=t, killed_once=once.exists(), restarts=r.stderr.count("resuming from"),
+                              sha256_equal=metrics(m)["final_weights_sha256"] == ref("exact")["final_weights_sha256"])
+    else:
+        out["elastic"] = dict(skipped="torchrun not found")
+    print(f"elastic: {out['elastic']}", flush=True)
+
+    model, m, npy = work / "model.pt", work / "saved.json", work / "pred.npy"
+    need(run("train", "--parts-dir", parts, *BASE, "--save-model", str(model), "--metrics", str(m))[0], "save-model run")
+    ev, _ = run("evaluate", "--model", str(model), "--parts-dir", parts, "--json")
+    need(ev, "evaluate")
+    need(run("predict", "--model", str(model), "--dataset", "planetoid:cora", "--root", root, "--out", str(npy))[0],
+         "predict")
+    import numpy as np
+
+    from gnnscale import load_model
+    from gnnscale.datasets import load_dataset
+    from gnnscale.model_io import predict_full_graph
+
+    data = load_dataset("planetoid:cora", root=root)
+    mine = predict_full_graph(load_model(model), data.x, data.edge_index).argmax(1).numpy()
+    got = json.loads(ev.stdout.strip().splitlines()[-1])
+    out["saved_model"] = dict(run_test_acc=metrics(m)["test_acc"], evaluate_test_acc=got["test_acc"],
+                              evaluate_equal=got["test_acc"] == metrics(m)["test_acc"],
+                              predict_equals_load_model=bool(np.array_equal(np.load(npy), mine)),
+                              model_file_bytes=model.stat().st_size)
+    print(f"saved_model: {out['saved_model']}", flush=True)
+
+    m, ck = work / "soak.json", work / "ck_soak"
+    r, t = run("train", "--parts-dir", parts, "--workers", "2", "--epochs", "100",
+               "--fanouts", "5,5", "--batch-size", "64", "--hidden", "16", "--eval-every", "10", "--checkpoint-dir",
+               str(ck), "--keep-checkpoints", "3", "--metrics", str(m), "--timeout", "60", "--no-verify")
+    need(r, "soak")
+    ep = metrics(m)["epochs"]
+    out["soak"] = dict(seconds=t, epochs=len(ep),
+                       rss_mb_epoch10=[ep[9]["rss_mb_by_rank"][k] for k in (0, 1)],
+                       rss_mb_epoch100=[ep[99]["rss_mb_by_rank"][k] for k in (0, 1)],
+                       rss_growth=[ep[99]["rss_mb_by_rank"][k] / ep[9]["rss_mb_by_rank"][k] - 1 for k in (0, 1)],
+                       open_fds_epoch10=ep[9]["open_fds_by_rank"], open_fds_max_after=[
+                           max(e["open_fds_by_rank"][k] for e in ep[9:]) for k in (0, 1)],
+                       checkpoints_kept=sorted(p.name for p in ck.iterdir()))
+    print(f"soak: {out['soak']}", flush=True)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=1))
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

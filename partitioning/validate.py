@@ -1,0 +1,123 @@
+"""Whole-folder checks of a partition folder's contents, before any worker starts.
+
+:func:`gnnscale.partitioning.manifest.verify_parts` proves that the files are the ones the
+partitioner wrote (sha256); this module proves that what they hold is a graph a worker can
+train on: every field of ``meta.json`` of the right type and consistent (offsets from 0 to
+``num_nodes``, increasing), every array of the dtype and shape the format fixes, CSC pointers
+that start at 0, never decrease and end at the edge count, node ids inside the graph, finite
+features, labels of labelled nodes inside ``[0, num_classes)``. Each problem is one line naming
+the file, what was expected and what was found.
+
+NumPy only (no torch): ``gnnscale train`` runs it in the launcher. Arrays are memory-mapped
+and scanned in slices (bounded memory).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnnscale.errors import PartitionError
+from gnnscale.partitioning.manifest import META_FILE, _RERUN_HINT, load_meta, part_dir_name
+
+_SLICE = 1 << 22  # elements per scanned slice
+
+
+def _int(meta: dict, key: str, path: Path, minimum: int = 0) -> int:
+    value = meta.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise PartitionError(f"{path}: expected {key} to be an integer >= {minimum}, found {value!r}; {_RERUN_HINT}")
+    return value
+
+
+def check_meta(part_dir: str | os.PathLike) -> dict[str, Any]:
+    """:func:`load_meta` plus the types and consistency of the fields a worker relies on."""
+    root = Path(part_dir)
+    meta = load_meta(root)
+    path = root / META_FILE
+    parts = _int(meta, "num_parts", path, 1)
+    n = _int(meta, "num_nodes", path, 0)
+    _int(meta, "feature_dim", path, 1)
+    if "num_classes" in meta and meta["num_classes"] is not None:
+        _int(meta, "num_classes", path, 1)
+    offsets = meta["offsets"]
+    if not isinstance(offsets, list) or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets):
+        raise PartitionError(f"{path}: expected offsets to be a list of {parts + 1} integers, found {offsets!r:.200}; "
+                             f"{_RERUN_HINT}")
+    if offsets[0] != 0 or offsets[-1] != n or any(b < a for a, b in zip(offsets, offsets[1:])):
+        raise PartitionError(f"{path}: expected offsets rising from 0 to num_nodes={n}, found {offsets!r:.200}; "
+                             f"{_RERUN_HINT}")
+    if not isinstance(meta["files"], dict):
+        raise PartitionError(f"{path}: expected files to map each part file to its sha256, found "
+                             f"{type(meta['files']).__name__}; {_RERUN_HINT}")
+    return meta
+
+
+def _array(path: Path, dtype, shape: tuple) -> np.ndarray:
+    if not path.is_file():
+        raise PartitionError(f"{path}: expected this file, found none; {_RERUN_HINT}")
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise PartitionError(f"{path}: expected a readable .npy file, found an error ({exc}); {_RERUN_HINT}") from None
+    want = tuple(arr.shape[i] if s is None and i < arr.ndim else s for i, s in enumerate(shape))
+    if arr.dtype != np.dtype(dtype) or arr.shape != want:
+        raise PartitionError(f"{path}: expected dtype {np.dtype(dtype)} and shape {want}, found dtype {arr.dtype} "
+                             f"and shape {arr.shape}; {_RERUN_HINT}")
+    return arr
+
+
+def _slices(n: int, per_row: int = 1):
+    step = max(1, _SLICE // max(1, per_row))
+    return ((a, min(n, a + step)) for a in range(0, n, step))
+
+
+def check_part(part_dir: str | os.PathLike, part: int, meta: dict | None = None) -> None:
+    """Check the arrays of one part (see the module docstring). Raises :class:`PartitionError`."""
+    root = Path(part_dir)
+    meta = meta if meta is not None else check_meta(root)
+    pdir = root / part_dir_name(part)
+    lo, hi = meta["offsets"][part], meta["offsets"][part + 1]
+    n, total, f = hi - lo, int(meta["num_nodes"]), int(meta["feature_dim"])
+    indptr = _array(pdir / "indptr.npy", np.int64, (n + 1,))
+    indices = _array(pdir / "indices.npy", np.int64, (None,))
+    if indptr[0] != 0 or indptr[-1] != indices.shape[0] or (n and bool(np.any(np.diff(indptr) < 0))):
+        raise PartitionError(f"{pdir / 'indptr.npy'}: expected CSC pointers rising from 0 to {indices.shape[0]} (the "
+                             f"edges in indices.npy), found first {int(indptr[0])}, last {int(indptr[-1])}"
+                             f"{', and a decrease' if n and bool(np.any(np.diff(indptr) < 0)) else ''}; {_RERUN_HINT}")
+    for a, b in _slices(indices.shape[0]):
+        s = indices[a:b]
+        if s.size and (int(s.min()) < 0 or int(s.max()) >= total):
+            raise PartitionError(f"{pdir / 'indices.npy'}: expected node ids in [0, {total}), found "
+                                 f"[{int(s.min())}, {int(s.max())}]; {_RERUN_HINT}")
+    x = _array(pdir / "x.npy", np.float32, (n, f))
+    for a, b in _slices(n, f):
+        bad = ~np.isfinite(x[a:b])
+        if bad.any():
+            row = a + int(np.argwhere(bad)[0][0])
+            raise PartitionError(f"{pdir / 'x.npy'}: expected finite features, found {int(bad.sum())} NaN or infinite "
+                                 f"values (first in row {row}); clean the features and re-partition")
+    y = np.asarray(_array(pdir / "y.npy", np.int64, (n,)))
+    masks = {m: np.asarray(_array(pdir / f"{m}.npy", np.bool_, (n,))) for m in ("train_mask", "val_mask", "test_mask")}
+    labelled = masks["train_mask"] | masks["val_mask"] | masks["test_mask"]
+    classes = meta.get("num_classes")
+    if labelled.any():
+        yl = y[labelled]
+        top = int(classes) if classes else None
+        if int(yl.min()) < 0 or (top is not None and int(yl.max()) >= top):
+            raise PartitionError(f"{pdir / 'y.npy'}: expected the labels of nodes in a mask in [0, {top}), found "
+                                 f"[{int(yl.min())}, {int(yl.max())}]; {_RERUN_HINT}")
+    orig = _array(pdir / "orig_ids.npy", np.int64, (n,))
+    if n and (int(orig.min()) < 0 or int(orig.max()) >= total):
+        raise PartitionError(f"{pdir / 'orig_ids.npy'}: expected original ids in [0, {total}), found "
+                             f"[{int(orig.min())}, {int(orig.max())}]; {_RERUN_HINT}")
+
+
+def check_folder(part_dir: str | os.PathLike) -> dict[str, Any]:
+    """Check ``meta.json`` and every part (in part order); the meta on success."""
+    meta = check_meta(part_dir)
+    for p in range(int(meta["num_parts"])):
+        check_part(part_dir, p, meta)
+    return meta
