@@ -20,7 +20,6 @@ the whole graph with its chunks flowing through K layer stages. Prints tables, w
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -29,17 +28,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import SHARED, write_json  # noqa: E402
 
 from gnnscale.chunk_pipeline import chunk_worker, full_graph_reference, graph_parallel_bytes, load_chunk_graph  # noqa: E402
 from gnnscale.config import TrainConfig  # noqa: E402
 from gnnscale.launch import launch_local  # noqa: E402
 from gnnscale.layer_pipeline import PipelineConfig, epoch_summary  # noqa: E402
 from gnnscale.pipeline_plan import bubble_fraction  # noqa: E402
-
-
-def _shared() -> Path:
-    env = os.environ.get("GNNSCALE_SHARED_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def _partition(spec: str, parts: int, out: str, root: str | None = None) -> str:
@@ -59,7 +56,7 @@ def _gcnii(**kw) -> TrainConfig:
 
 
 def accuracy(args, workdir: str) -> dict:
-    shared = _shared()
+    shared = SHARED
     datasets = [("cora", "planetoid:cora", str(shared / "planetoid" / "raw")),
                 ("citeseer", "planetoid:citeseer", str(shared / "planetoid" / "raw")),
                 ("squirrel_filtered", f"npz:{shared / 'squirrel' / 'squirrel_filtered.npz'}", None)]
@@ -200,11 +197,7 @@ def main() -> None:
             ap.error(f"--what takes speed, accuracy, comm; found {part!r}")
     for part in parts:
         out[part] = {"speed": speed, "accuracy": accuracy, "comm": comm}[part](args, args.workdir)
-        if args.json:  # written after each part: nothing lost if a later one fails
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps(out, indent=1))
-    if args.json:
-        print(f"wrote {args.json}")
+        write_json(args.json, out)  # after each part: nothing lost if a later one fails
 
 
 if __name__ == "__main__":

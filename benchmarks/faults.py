@@ -13,7 +13,10 @@ Cases (2 workers on Cora's 2 METIS parts, 6 epochs, batch 16, a checkpoint after
   resumes by itself;
 - ``saved_model``: ``--save-model``, then ``gnnscale evaluate`` (test accuracy against the
   run's) and ``gnnscale predict`` against ``load_model`` on one process;
-- ``soak``: 100 epochs, resident memory and open descriptors from epoch 10 to 100, checkpoints kept.
+- ``soak``: 100 epochs, resident memory and open descriptors from epoch 10 to 100, checkpoints kept;
+- ``multihost``: two hosts as network namespaces (tests/test_multihost.py): equal weights to a
+  local run, and the seconds host 0 takes to end after host 1 is lost;
+- ``fuzz``: the generated malformed datasets and partition folders (tests/test_fuzz.py).
 
     python benchmarks/faults.py --json results/faults.json
 """
@@ -30,15 +33,13 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import SHARED, write_json  # noqa: E402
+
 BASE = ["--workers", "2", "--epochs", "6", "--fanouts", "5,5", "--batch-size", "16", "--hidden", "32",
         "--timeout", "30", "--eval-every", "3", "--no-verify"]
 KILL = "rank=1,epoch=3,step=1,phase=sampling,action=kill"
-
-
-def _shared() -> Path:
-    env = os.environ.get("GNNSCALE_SHARED_DATA")
-    return Path(env) if env else ROOT.parent / "shared" / "data"
 
 
 def run(*args: str, fault: str | None = None, cmd: list[str] | None = None, timeout: float = 600) -> tuple:
@@ -68,7 +69,7 @@ def main() -> None:
     work = Path(args.workdir)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    root = str(_shared() / "planetoid" / "raw")
+    root = str(SHARED / "planetoid" / "raw")
     parts = str(work / "cora2")
     need(run("partition", "--dataset", "planetoid:cora", "--root", root, "--parts", "2", "--out", parts)[0], "partition")
     out: dict = {}
@@ -156,10 +157,18 @@ def main() -> None:
                            max(e["open_fds_by_rank"][k] for e in ep[9:]) for k in (0, 1)],
                        checkpoints_kept=sorted(p.name for p in ck.iterdir()))
     print(f"soak: {out['soak']}", flush=True)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=1))
-        print(f"wrote {args.json}")
+    # Two hosts (network namespaces) and the fuzzed inputs run as their tests do (pytest -s prints
+    # the figures they measure); the hosts' case needs root and `ip netns`, else it says skipped.
+    for case, test in (("multihost", "tests/test_multihost.py"), ("fuzz", "tests/test_fuzz.py")):
+        r, t = run("-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "--hypothesis-show-statistics", test,
+                   cmd=[sys.executable], timeout=900)
+        text = r.stdout + r.stderr
+        found = re.search(r"host 0 ended ([\d.]+) s after host 1 was lost", text)
+        out[case] = dict(passed=r.returncode == 0, seconds=t, summary=text.strip().splitlines()[-1][:300],
+                         generated_cases=sum(int(n) for n in re.findall(r"- (\d+) passing", text)),
+                         host0_end_seconds_after_host1_lost=float(found.group(1)) if found else None)
+        print(f"{case}: {out[case]}", flush=True)
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ reads are one step old); evaluation is the same exact layer-wise pass through th
 """
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 import os

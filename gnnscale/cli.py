@@ -118,6 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--parts-dir", default=None, metavar="DIR", help="partition folder to train on")
     _add_dataset_args(t, required=False)
+    t.add_argument("--config", default=None, metavar="FILE",
+                   help="a YAML file of options (keys: these options' names, e.g. `fanouts: [15, 10, 5]`); flags "
+                   "given here override it; the resolved configuration is written beside --metrics")
+    t.add_argument("--print-config", action="store_true",
+                   help="print the resolved configuration (the file, then the flags) as YAML and exit")
+    t.add_argument("--tensorboard", default=None, metavar="DIR",
+                   help="write TensorBoard scalars here (rank 0): per epoch loss, accuracies, stage seconds, bytes "
+                   "by category, cache hit rate, embedding ages; per --log-every steps loss and step time "
+                   "(needs the tensorboard package: pip install 'gnnscale[tensorboard]')")
+    t.add_argument("--log-every", type=int, default=None, metavar="N",
+                   help="with --tensorboard: rank 0's loss and step time every N steps")
     t.add_argument("--workers", type=int, default=None, help="local worker processes (default: the number of parts, or 2)")
     t.add_argument(
         "--cache-dir", default=None, metavar="DIR",
@@ -273,6 +284,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     i.add_argument("dir", metavar="DIR", help="partition folder")
     i.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+    rp = sub.add_parser(
+        "report", help="plots and a summary table of one or more runs' metrics",
+        description="Read --metrics files of `gnnscale train` and write PNG plots (loss and accuracy per epoch, "
+                    "stage seconds per epoch stacked, bytes per epoch by category; several runs on the same axes, "
+                    "labelled by the options in which they differ) and summary.txt.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    rp.add_argument("metrics", nargs="+", metavar="METRICS.json", help="metrics files written by --metrics")
+    rp.add_argument("--out", required=True, metavar="DIR", help="folder for the PNGs and summary.txt")
+    parser.subcommands = {"train": t, "report": rp}
     return parser
 
 
@@ -330,12 +352,6 @@ def prepare_parts(dataset: str, workers: int, root: str | None = None, cache_dir
     return _prepare_parts(ns)
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 8,8; found {text!r}") from None
-
 
 def _json_dict(text: str) -> dict:
     import json
@@ -354,10 +370,25 @@ def cmd_train(args) -> int:
     # the checks below come from torch-free modules, the target travels as a "module:function".
     from gnnscale.config import TrainConfig, check_staleness
     from gnnscale.launch import in_torchrun, launch_device, launch_local
-    from gnnscale.partitioning import load_meta
+    from gnnscale.run_config import beside, dump, resolved
 
+    config = resolved(args, args.parser)
+    if args.print_config:
+        print(dump(config), end="")
+        return 0
     if args.parts_dir and args.dataset:
         raise RuntimeSetupError("give either --parts-dir or --dataset, not both")
+    if args.tensorboard:
+        import importlib.util
+
+        if importlib.util.find_spec("tensorboard") is None:
+            raise RuntimeSetupError("--tensorboard needs the tensorboard package: pip install 'gnnscale[tensorboard]'")
+    if args.log_every is not None and args.log_every < 1:
+        raise RuntimeSetupError(f"--log-every must be at least 1 step; found {args.log_every}")
+    if args.metrics:
+        os.makedirs(os.path.dirname(os.path.abspath(args.metrics)), exist_ok=True)
+        with open(beside(args.metrics), "w") as f:
+            f.write(dump(config))
     cfg = TrainConfig(
         epochs=args.epochs, fanouts=args.fanouts, eval_fanouts=args.eval_fanouts, batch_size=args.batch_size,
         eval_batch_size=args.eval_batch_size, hidden=args.hidden, lr=args.lr, weight_decay=args.weight_decay,
@@ -374,6 +405,7 @@ def cmd_train(args) -> int:
         micro_batches=args.micro_batches, schedule=args.schedule, chunks=args.chunks, num_layers=args.num_layers,
         checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints, resume=args.resume, save_model=args.save_model,
+        tensorboard=args.tensorboard, log_every=args.log_every,
     )
     if (cfg.resume or cfg.checkpoint_every) and not cfg.checkpoint_dir:
         raise RuntimeSetupError("--resume and --checkpoint-every need --checkpoint-dir DIR")
@@ -409,7 +441,9 @@ def cmd_train(args) -> int:
     if in_torchrun():
         if not args.parts_dir:
             raise RuntimeSetupError("under torchrun, give --parts-dir (partition first with `gnnscale partition`)")
-        from gnnscale.launch import resolve_target, thread_env
+        from gnnscale.launch import die_with_parent, resolve_target, thread_env
+
+        die_with_parent()  # a lost agent (a host gone) takes its workers with it; the peers then name them
 
         # The same thread counts as launch_local's workers (cores / local workers, or --threads),
         # set before torch and numba are imported: torchrun leaves numba one thread per core, and
@@ -540,6 +574,16 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from gnnscale.report import write_report
+
+    out = write_report(args.metrics, args.out)
+    for path in out["files"]:
+        log.info("wrote %s", path)
+    print(out["summary"], end="")
+    return 0
+
+
 def cmd_info(args) -> int:
     from gnnscale.partitioning import summarize
 
@@ -613,9 +657,21 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging()
     argv = _join_negative_lists(list(sys.argv[1:] if argv is None else argv))
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "train" and args.config:  # the file's values become defaults: flags override them
+        from gnnscale.run_config import load
+
+        try:
+            parser.subcommands["train"].set_defaults(**load(args.config, parser.subcommands["train"]))
+        except GnnscaleError as err:
+            print(f"gnnscale train: error: {err}", file=sys.stderr)
+            return 2
+        args = parser.parse_args(argv)
+    args.parser = parser.subcommands.get(args.command)
     commands = {"partition": cmd_partition, "train": cmd_train, "info": cmd_info, "datasets": cmd_datasets,
-                "bench-partition": cmd_bench_partition, "evaluate": cmd_evaluate, "predict": cmd_predict}
+                "bench-partition": cmd_bench_partition, "evaluate": cmd_evaluate, "predict": cmd_predict,
+                "report": cmd_report}
     try:
         return commands[args.command](args)
     except GnnscaleError as err:

@@ -65,6 +65,8 @@ class TrainConfig:
     keep_checkpoints: int = 3  # the newest K are kept
     resume: bool = False  # continue from the newest valid checkpoint in checkpoint_dir
     save_model: str | None = None  # write the trained model here at the end (gnnscale.load_model)
+    tensorboard: str | None = None  # TensorBoard scalars here (rank 0)
+    log_every: int | None = None  # with tensorboard: loss and step time every N steps
 
 
 def check_mode(mode: str) -> str:

@@ -52,8 +52,9 @@ def check_port_free(port: int, host: str = "127.0.0.1") -> None:
             ) from None
 
 
-def _die_with_parent() -> None:
-    """Linux: have the kernel send SIGTERM to this worker when the launcher dies (even by SIGKILL)."""
+def die_with_parent() -> None:
+    """Linux: have the kernel send SIGTERM to this worker when its launcher (launch_local, or
+    torchrun's agent) dies, even by SIGKILL: an orphaned worker would go on training alone."""
     if sys.platform.startswith("linux"):
         try:
             import ctypes
@@ -105,7 +106,7 @@ def resolve_target(fn: Callable[..., Any] | str) -> Callable[..., Any]:
 
 
 def _entry(fn: Callable | str, rank: int, world: int, port: int, threads: int, args: tuple, queue, parent: int) -> None:
-    _die_with_parent()
+    die_with_parent()
     if os.getppid() != parent:  # the launcher died before we got here
         os._exit(1)
     os.environ.update(

@@ -183,6 +183,7 @@ class Worker:
         self._train_steps: int | None = None
         self.cache_info = self._setup_cache()
         phase("feature cache")
+        self.tb = None  # rank 0's TensorBoard writer, made by fit() with --tensorboard
 
     # -- feature cache ---------------------------------------------------------------------
     def _presample_counts(self, epochs: int) -> torch.Tensor:
@@ -313,8 +314,8 @@ class Worker:
             bar = tqdm(total=steps, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True)
         self.losses = []
         first_step = self.global_step - first
+        t_last = time.perf_counter()  # --log-every: mean step seconds since the last logged step
         historical = self.mode == "historical"
-        num_layers = len(self.cfg.fanouts)
         for seeds, mb, x, y, blocks, event in feed:
             t2 = time.perf_counter()
             gstep = self.global_step
@@ -328,6 +329,11 @@ class Worker:
             self.global_step += 1
             times["compute"] += time.perf_counter() - t2
             self.losses.append(float(loss.detach()))
+            if self.tb is not None and cfg.log_every and self.global_step % cfg.log_every == 0:
+                now = time.perf_counter()
+                self.tb.add_scalar("step/loss", float(loss.detach()), self.global_step)
+                self.tb.add_scalar("step/seconds", (now - t_last) / cfg.log_every, self.global_step)
+                t_last = now
             loss_sum += float(loss.detach()) * seeds.numel()
             correct += int((out.argmax(1) == y).sum()) if seeds.numel() else 0
             count += int(seeds.numel())
@@ -647,6 +653,11 @@ class Worker:
         start_epoch, start_step, partial = 0, 0, None
         if self.resume_from is not None:
             start_epoch, start_step, history, best, partial = self._restore()
+        self.tb = None
+        if cfg.tensorboard and self.rank == 0:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(cfg.tensorboard)
         if self.rank == 0:
             log.info(
                 "training on %s: %d parts, %d nodes, %d train nodes on this rank, fanouts %s, batch %d",
@@ -726,11 +737,15 @@ class Worker:
                     epoch, rec["loss"], rec["train_acc"], acc, rec["epoch_seconds"], st["sample"], st["fetch"],
                     st["compute"], st["wait"], rec["bytes_sent"] / 1e6, rec["bytes_received"] / 1e6, extra,
                 )
+            if self.tb is not None:
+                _tensorboard_epoch(self.tb, rec)
             if cfg.checkpoint_dir and cfg.checkpoint_every is None:
                 self._save_checkpoint(epoch + 1, 0, history, best, None)
         if not history:
             raise RuntimeSetupError(f"nothing to train: the checkpoint resumed from is already at epoch {start_epoch} "
                                     f"of --epochs {cfg.epochs}; raise --epochs to train on")
+        if self.tb is not None:
+            self.tb.close()
         if cfg.save_model:
             self.save_model(cfg.save_model)
         last = history[-1]
@@ -761,6 +776,21 @@ class Worker:
                 json.dump(result, f, indent=2)
             log.info("metrics written to %s", cfg.metrics)
         return result
+
+
+def _tensorboard_epoch(writer, rec: dict) -> None:
+    """One epoch's figures (already reduced over the ranks) as TensorBoard scalars."""
+    epoch = rec["epoch"]
+    scalars = {"loss/train": rec["loss"], "accuracy/train": rec["train_acc"], "accuracy/val": rec.get("val_acc"),
+               "accuracy/test": rec.get("test_acc"), "time/epoch": rec["epoch_seconds"],
+               "bytes/total": rec["bytes_sent"], "cache/hit_rate": rec["cache_hit_rate"],
+               "embedding/age_mean": rec["embedding_age_mean"], "embedding/age_max": rec["embedding_age_max"]}
+    scalars |= {f"time/{k}": v for k, v in rec["stage_seconds_max_over_ranks"].items()}
+    scalars |= {f"bytes/{k}": v for k, v in rec["bytes_sent_by_category"].items()}
+    for tag, value in scalars.items():
+        if value is not None:
+            writer.add_scalar(tag, float(value), epoch)
+    writer.flush()
 
 
 def _process_figures() -> tuple[int | None, int | None]:

@@ -157,8 +157,10 @@ def test_pipelined_equals_sequential(cora3, tmp_path):
     n_param_bytes = 4 * (1433 * 128 * 2 + 128 + 128 * 7 * 2 + 7)  # two SAGEConv layers (lin_l with bias, lin_r)
     for e in a["epochs"]:
         per_rank = 2 * n_param_bytes * 2 // 3
-        assert e["bytes_sent_by_category"]["gradient"] == 3 * e["steps"] * per_rank
-        assert e["bytes_received_by_category"]["gradient"] == 3 * e["steps"] * per_rank
+        # Counted per DDP bucket, each rounded down to a whole byte: a few bytes per step at most.
+        slack = 3 * e["steps"] * 8
+        assert abs(e["bytes_sent_by_category"]["gradient"] - 3 * e["steps"] * per_rank) <= slack
+        assert abs(e["bytes_received_by_category"]["gradient"] - 3 * e["steps"] * per_rank) <= slack
 
 
 @pytest.mark.parametrize("mode", ["exact", "historical"])

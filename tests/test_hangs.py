@@ -96,7 +96,7 @@ def test_fault_spec_is_checked():
     assert _parse_fault(None) is None
     with pytest.raises(ValueError, match="key=value"):
         _parse_fault("rank1")
-    with pytest.raises(ValueError, match="stop or exit"):
+    with pytest.raises(ValueError, match="stop, exit or kill"):
         _parse_fault("rank=1,action=pause")
 
 

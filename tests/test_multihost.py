@@ -1,0 +1,133 @@
+"""Runs across hosts (issue 15): two hosts simulated by two network namespaces joined by a veth
+pair, each holding only meta.json and its own parts (copied, no shared folder), launched by
+``torchrun --nnodes 2 --node-rank i --master-addr <host 0>`` with 2 workers per host.
+
+Needs root and ``ip netns`` (CI runs as root); skipped with the reason elsewhere. The
+namespaces, their link and addresses are created here and removed at the end.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ARGS = ["--epochs", "3", "--fanouts", "5,5", "--batch-size", "32", "--hidden", "16", "--eval-every", "0"]
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture
+def two_hosts():
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("needs root and the `ip` tool to create network namespaces")
+    tag = f"{os.getpid() % 100000}"
+    ns = [f"gns{tag}a", f"gns{tag}b"]
+    ifs = [f"gv{tag}a", f"gv{tag}b"]
+    addrs = ["10.231.7.1", "10.231.7.2"]
+    made = []
+    try:
+        for n in ns:
+            r = _ip("netns", "add", n)
+            if r.returncode != 0:
+                pytest.skip(f"`ip netns add` is not allowed here: {r.stderr.strip()}")
+            made.append(n)
+        steps = [("link", "add", ifs[0], "type", "veth", "peer", "name", ifs[1])]
+        for n, i, a in zip(ns, ifs, addrs):
+            steps += [("link", "set", i, "netns", n), ("-n", n, "addr", "add", f"{a}/24", "dev", i),
+                      ("-n", n, "link", "set", i, "up"), ("-n", n, "link", "set", "lo", "up")]
+        for s in steps:
+            r = _ip(*s)
+            if r.returncode != 0:
+                pytest.skip(f"`ip {' '.join(s)}` failed: {r.stderr.strip()}")
+        yield list(zip(ns, ifs, addrs))
+    finally:
+        for n in made:
+            _ip("netns", "del", n)  # removes the veth pair with it
+
+
+def _host_folders(parts4: str, root: Path) -> list[Path]:
+    """Host h gets meta.json and parts 2h, 2h+1 only."""
+    out = []
+    for h in (0, 1):
+        d = root / f"host{h}"
+        d.mkdir()
+        shutil.copy(Path(parts4) / "meta.json", d / "meta.json")
+        for p in (2 * h, 2 * h + 1):
+            shutil.copytree(Path(parts4) / f"part{p}", d / f"part{p}")
+        out.append(d)
+    return out
+
+
+def _torchrun() -> str:
+    found = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    if found is None:
+        pytest.skip("torchrun not found beside this python")
+    return found
+
+
+def _start(host, h: int, folder: Path, master: str, port: int, extra: list[str], log: Path) -> subprocess.Popen:
+    ns, ifname, _ = host
+    env = {k: v for k, v in os.environ.items() if k != "GNNSCALE_FAULT"} | {"CI": "1", "GLOO_SOCKET_IFNAME": ifname}
+    cmd = ["ip", "netns", "exec", ns, _torchrun(), "--nnodes", "2", "--node-rank", str(h), "--nproc-per-node", "2",
+           "--master-addr", master, "--master-port", str(port), "-m", "gnnscale", "train", "--parts-dir", str(folder),
+           *extra]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(log, "w"), env=env, start_new_session=True)
+
+
+def test_two_hosts_train_like_one_and_a_lost_host_is_named(two_hosts, cora_partition, tmp_path):
+    parts4 = cora_partition(4)
+    folders = _host_folders(parts4, tmp_path)
+    master = two_hosts[0][2]
+    # The same run on one machine, 4 local workers, the same parts.
+    local = tmp_path / "local.json"
+    r = subprocess.run([sys.executable, "-m", "gnnscale", "train", "--parts-dir", parts4, "--workers", "4", *ARGS,
+                        "--metrics", str(local)], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, CI="1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    metrics, logs = tmp_path / "hosts.json", [tmp_path / "h0.log", tmp_path / "h1.log"]
+    procs = [_start(two_hosts[h], h, folders[h], master, 29731, ARGS + ["--metrics", str(metrics), "--timeout", "60"],
+                    logs[h]) for h in (0, 1)]
+    for p in procs:
+        p.wait(timeout=400)
+    for p, log in zip(procs, logs):
+        assert p.returncode == 0, log.read_text()[-4000:]
+    assert not (folders[1] / "part0").exists()  # host 1 never saw host 0's parts
+    got, want = json.loads(metrics.read_text()), json.loads(local.read_text())
+    assert got["num_parts"] == 4
+    assert got["final_weights_sha256"] == want["final_weights_sha256"]
+
+    # Host 1 lost (its agent and workers killed) in the middle of training: host 0's workers end
+    # within --timeout + 30 s, with an error that names the lost ranks.
+    timeout = 20
+    logs = [tmp_path / "k0.log", tmp_path / "k1.log"]
+    procs = [_start(two_hosts[h], h, folders[h], master, 29732, ["--epochs", "500", "--fanouts", "5,5",
+                    "--batch-size", "8", "--hidden", "16", "--eval-every", "0", "--timeout", str(timeout)], logs[h])
+             for h in (0, 1)]
+    try:
+        deadline = time.time() + 240
+        while "epoch   1 |" not in logs[0].read_text():
+            assert time.time() < deadline and procs[0].poll() is None, logs[0].read_text()[-3000:]
+            time.sleep(0.5)
+        os.killpg(procs[1].pid, signal.SIGKILL)
+        t0 = time.time()
+        procs[0].wait(timeout=timeout + 60)
+        waited = time.time() - t0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    text = logs[0].read_text()
+    print(f"host 0 ended {waited:.1f} s after host 1 was lost (--timeout {timeout})")
+    assert procs[0].returncode != 0
+    assert waited <= timeout + 30, (waited, text[-3000:])
+    assert "rank 2" in text or "rank 3" in text, text[-3000:]
