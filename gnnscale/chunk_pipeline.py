@@ -169,7 +169,7 @@ class HistoryTables:
         Raises:
             StalenessError: a row older than the bound, or never written.
         """
-        age = step - self.version[i][ids]
+        age = step - self.version[i].index_select(0, ids)
         worst = int(age.max()) if ids.numel() else 0
         if worst > self.bound:
             bad = int((age > self.bound).sum())
@@ -183,7 +183,7 @@ class HistoryTables:
         self.reads += int(ids.numel())
         self.stale_reads += int((age > 0).sum())
         self.max_age = max(self.max_age, worst)
-        return self.rows[i][ids]
+        return self.rows[i].index_select(0, ids)
 
 
 class ChunkStage(PipelineStage):
@@ -297,7 +297,7 @@ class ChunkStage(PipelineStage):
                 lo, hi = g.bounds(c)
                 pieces.append(model.layer_step(i, h[blk.src_ids], h[lo:hi], blk.edge_index,
                                                x0[lo:hi] if x0 is not None else None,
-                                               g.degree[blk.src_ids] if model.needs_degree[i] else None))
+                                               blk.source_degrees(g.degree) if model.needs_degree[i] else None))
             h = torch.cat(pieces)
         out = {}
         if not self.last:

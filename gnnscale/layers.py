@@ -46,6 +46,7 @@ import difflib
 import importlib
 import inspect
 import math
+import weakref
 from typing import Any, Optional
 
 import torch
@@ -189,6 +190,36 @@ def graph_gcn_norm(edge_index: Tensor, deg: Tensor, num_dst: int, dtype: torch.d
     return edge_norm, self_norm
 
 
+# gcn_adjacency's last result per edge_index, reused while called again with the same tensors
+# (identities checked through weak references, so a recycled id() never hits): a block used
+# again (every layer of full-graph training, every chunk of chunk pipelining at every step) is
+# normalized once. One entry per live edge_index at most; it goes when the edge_index is freed.
+_ADJACENCY: dict = {}
+
+
+def _cached_adjacency(edge_index: Tensor, num_src: int, num_dst: int, deg: Optional[Tensor]):
+    hit = _ADJACENCY.get(id(edge_index))
+    if hit is not None and hit[0]() is edge_index and hit[1] == (int(num_src), int(num_dst)) and \
+            (hit[2] is None if deg is None else (hit[2] is not None and hit[2]() is deg)):
+        return hit[3]
+    return None
+
+
+def _remember_adjacency(edge_index: Tensor, num_src: int, num_dst: int, deg: Optional[Tensor], adj) -> None:
+    key = id(edge_index)
+    fresh = key not in _ADJACENCY or _ADJACENCY[key][0]() is not edge_index
+    _ADJACENCY[key] = (weakref.ref(edge_index), (int(num_src), int(num_dst)),
+                       None if deg is None else weakref.ref(deg), adj)
+    if fresh:
+        weakref.finalize(edge_index, _forget_adjacency, key)
+
+
+def _forget_adjacency(key: int) -> None:
+    hit = _ADJACENCY.get(key)
+    if hit is not None and hit[0]() is None:  # its edge_index is gone (not a newer tensor's entry)
+        _ADJACENCY.pop(key, None)
+
+
 def gcn_adjacency(edge_index: Tensor, num_src: int, num_dst: int, deg: Optional[Tensor] = None) -> BlockAdjacency:
     """The block's GCN propagation matrix ``P`` [D, S] with its self loops, as a :class:`BlockAdjacency`.
 
@@ -205,12 +236,17 @@ def gcn_adjacency(edge_index: Tensor, num_src: int, num_dst: int, deg: Optional[
     Returns:
         the adjacency, float32 weights, M + D entries.
     """
+    adj = _cached_adjacency(edge_index, num_src, num_dst, deg)
+    if adj is not None:
+        return adj
     if deg is not None:
         edge_norm, self_norm = graph_gcn_norm(edge_index, deg, num_dst)
     else:
         edge_norm, self_norm = block_gcn_norm(edge_index, num_src, num_dst)
     looped, weight = add_self_loops(edge_index, num_dst, edge_norm, self_norm)
-    return BlockAdjacency(looped, num_src, num_dst, weight=weight)
+    adj = BlockAdjacency(looped, num_src, num_dst, weight=weight)
+    _remember_adjacency(edge_index, num_src, num_dst, deg, adj)
+    return adj
 
 
 # --------------------------------------------------------------------------- our layers

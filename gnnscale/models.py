@@ -223,7 +223,12 @@ class GNN(nn.Module):
         """Reseed torch's generator for the dropout of layer ``i`` (``i = 0``: the encoder's input)
         under ``rng_key`` (nothing without a key, in eval mode or without dropout)."""
         if rng_key is not None and self.training and self.dropout > 0:
-            torch.manual_seed((int(rng_key) * 1_000_003 + i) % (1 << 63))
+            seed = (int(rng_key) * 1_000_003 + i) % (1 << 63)
+            # What torch.manual_seed does, without its lazy CUDA call: that one formats a stack
+            # trace each time while CUDA is not initialized (0.7 ms a call, every layer).
+            torch.default_generator.manual_seed(seed)
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                torch.cuda.manual_seed_all(seed)
 
     def forward_layers(
         self,
@@ -290,7 +295,7 @@ class GNN(nn.Module):
             d = block.num_dst
             deg = None
             if node_degree is not None and self.needs_degree[i]:
-                deg = node_degree[block.src_ids.to(node_degree.device)]
+                deg = block.source_degrees(node_degree)
             pending_relu = fuse and i + 1 < self.num_layers and i < self.n_post
             h = self.layer_step(i, h, h[:d], block.edge_index, x0[:d] if x0 is not None else None, deg,
                                 activate=not pending_relu)

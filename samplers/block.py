@@ -1,6 +1,7 @@
 """Bipartite blocks and the mini-batch that carries them through the pipeline stages."""
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -28,6 +29,18 @@ class Block:
     dst_ids: torch.Tensor
     edge_index: torch.Tensor
     num_hist: int = 0
+    _degree: tuple | None = field(default=None, repr=False, compare=False)
+
+    def source_degrees(self, node_degree: torch.Tensor) -> torch.Tensor:
+        """``node_degree[src_ids]`` (int64 [S]), kept on the block for the same ``node_degree``: a
+        block used again (every layer of full-graph training, every step of chunk pipelining)
+        gathers it once, and layers that cache their normalization by tensor see the same one."""
+        cached = self._degree
+        if cached is None or cached[0]() is not node_degree:
+            deg = node_degree[self.src_ids.to(node_degree.device)]
+            self._degree = (weakref.ref(node_degree), deg)
+            return deg
+        return cached[1]
 
     @property
     def num_src(self) -> int:
