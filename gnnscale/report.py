@@ -7,7 +7,8 @@ differs from the others' (``exchange=historical``, ``cache_policy=presample`` ..
 - ``accuracy.png``: train, validation and test accuracy per epoch (one panel each);
 - ``stages.png``: seconds per epoch by stage (sample, fetch, compute, wait, gradient sync),
   stacked, one panel per run;
-- ``bytes.png``: megabytes sent per epoch by category (all ranks), one line per run and category;
+- ``bytes.png``: megabytes sent per epoch by category (all ranks; a colour per category, a line
+  style per run, symmetric-log scale);
 - ``summary.txt``: one row per run: epochs, final loss, final and best accuracies, mean epoch
   seconds, megabytes in all.
 """
@@ -118,15 +119,20 @@ def write_report(paths: Sequence[str], out_dir: str | os.PathLike) -> dict[str, 
     axes[0][0].legend(fontsize=8, loc="upper left")
     save(fig, "stages.png")
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for r, name in zip(runs, names):
-        cats = sorted({c for e in r["epochs"] for c in e.get("bytes_sent_by_category", {})})
-        for c in cats:
+    # One colour per category, one line style per run (equal figures of two runs stay visible).
+    fig, ax = plt.subplots(figsize=(10, 4.8))
+    cats = sorted({c for r in runs for e in r["epochs"] for c in e.get("bytes_sent_by_category", {})})
+    colors = {c: plt.get_cmap("tab10")(i % 10) for i, c in enumerate(cats)}
+    styles = ["-", "--", ":", "-."]
+    for k, (r, name) in enumerate(zip(runs, names)):
+        for c in sorted({c for e in r["epochs"] for c in e.get("bytes_sent_by_category", {})}):
             ax.plot([e["epoch"] for e in r["epochs"]],
                     [e.get("bytes_sent_by_category", {}).get(c, 0) / 1e6 for e in r["epochs"]],
-                    marker=".", label=f"{name}: {c}")
-    ax.set(xlabel="epoch", ylabel="MB sent (all ranks)", title="Bytes per epoch by category")
-    ax.legend(fontsize=7)
+                    linestyle=styles[k % len(styles)], marker="o" if k == 0 else "x", ms=3, color=colors[c],
+                    label=f"{name}: {c}")
+    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set(xlabel="epoch", ylabel="MB sent (all ranks, symlog)", title="Bytes per epoch by category")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     save(fig, "bytes.png")
 
     text = summary(runs, names)
