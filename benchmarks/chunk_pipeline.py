@@ -61,6 +61,7 @@ def accuracy(args, workdir: str) -> dict:
                 ("citeseer", "planetoid:citeseer", str(shared / "planetoid" / "raw")),
                 ("squirrel_filtered", f"npz:{shared / 'squirrel' / 'squirrel_filtered.npz'}", None)]
     rows = []
+    datasets = [d for d in datasets if d[0] in args.datasets.split(",")]
     for name, spec, root in datasets:
         one = _partition(spec, 1, os.path.join(workdir, f"{name}-p1"), root)
         four = _partition(spec, 4, os.path.join(workdir, f"{name}-p4"), root)
@@ -176,6 +177,7 @@ def main() -> None:
     ap.add_argument("--what", default="speed,accuracy,comm", help="parts to run (comma-separated)")
     ap.add_argument("--epochs", type=int, default=200, help="accuracy: training epochs")
     ap.add_argument("--seeds", type=int, default=3, help="accuracy: seeds per dataset")
+    ap.add_argument("--datasets", default="cora,citeseer,squirrel_filtered", help="accuracy: which datasets")
     ap.add_argument("--comm-nodes", type=int, default=1_000_000)
     ap.add_argument("--comm-degree", type=int, default=10)
     ap.add_argument("--comm-hidden", type=int, default=64)
