@@ -93,7 +93,7 @@ def main() -> None:
     two = _partition(spec, 2, os.path.join(args.workdir, f"n{args.nodes}-p2"))
     cfg = TrainConfig(epochs=2, max_steps=args.max_steps, fanouts=(args.fanout,) * args.layers,
                       batch_size=args.batch_size, hidden=args.hidden, lr=0.003, dropout=0.5, seed=0, timeout=300.0,
-                      device="cpu", verify=False)
+                      device="cpu", verify=False, eval_every=0)  # evaluation is not part of the epoch
     m = args.micro_batches
     settings = [("1 process", one, 1, 1, "1f1b")]
     for k in (int(v) for v in args.stages.split(",")):

@@ -498,13 +498,18 @@ def evaluate_pipelines(cfg, comm: Communicator, first_stages: Communicator, stag
     then run exact layer-wise inference over their parts (:func:`gnnscale.inference.layerwise_inference`,
     halo rows exchanged among them). Returns ``train``/``val``/``test`` accuracies on stage-0
     ranks, None on the others."""
+    states = comm.all_gather_object({n: v.detach() for n, v in stage.model.state_dict().items()})
+    result = _evaluate_first_stage(cfg, comm, first_stages, part, num_stages, states) if stage.stage == 0 else None
+    comm.barrier()  # every stage starts the next epoch together (its seconds hold no evaluation)
+    return result
+
+
+def _evaluate_first_stage(cfg, comm: Communicator, first_stages: Communicator, part, num_stages: int,
+                          states: list) -> dict:
     from gnnscale.exchange import HaloExchange, gather_degrees
     from gnnscale.feature_store import DistFeatureStore
     from gnnscale.inference import layerwise_inference
 
-    states = comm.all_gather_object({n: v.detach() for n, v in stage.model.state_dict().items()})
-    if stage.stage != 0:
-        return None
     d = comm.rank // num_stages
     model = _build(cfg, part)
     merged: dict = {}
