@@ -117,6 +117,8 @@ def save(ckpt_dir: str | os.PathLike, global_step: int, rank: int, comm, mine: d
         _fsync_dir(root)
         for old in sorted(p for p in root.glob(f"{PREFIX}*") if p.is_dir())[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
+        for torn in root.glob(f"{TMP_PREFIX}{PREFIX}*"):  # unfinished writes of a killed run
+            shutil.rmtree(torn, ignore_errors=True)
     if comm.world_size > 1:
         comm.barrier()  # nobody goes on before the checkpoint is in place
     return final
