@@ -38,7 +38,17 @@ import torch
 import torch.nn.functional as F
 
 from gnnscale.comm import Communicator
-from gnnscale.layer_pipeline import PipelineConfig, PipelineStage, StepStats, epoch_summary, measure_layer_costs, rng_key
+from gnnscale.layer_pipeline import (
+    PipelineConfig,
+    PipelineStage,
+    StepStats,
+    all_reduce_gradients,
+    epoch_summary,
+    mean_over_ranks,
+    measure_layer_costs,
+    rng_key,
+    stage_figures,
+)
 from gnnscale.models import GNN
 from gnnscale.pipeline_plan import PipelineError, check_pipeline, plan_stages
 from gnnscale.samplers.block import Block
@@ -206,11 +216,7 @@ class ChunkStage(PipelineStage):
         """Sum the encoder copies' gradients across the stages (each saw its own layers' share)."""
         super().before_optimizer()
         if self.encoder_params:
-            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.encoder_params]
-            flat = torch.cat([g.reshape(-1) for g in grads])
-            self.comm.all_reduce(flat, "sum", category="encoder_gradient")
-            for p, part in zip(self.encoder_params, torch.split(flat, [g.numel() for g in grads])):
-                p.grad = part.view_as(p)
+            all_reduce_gradients(self.encoder_params, self.comm, "encoder_gradient", mean=False)
 
     def _x0(self, rows: torch.Tensor, key: int | None) -> torch.Tensor | None:
         """x0 of a chunk from its input rows, with the encoder's dropout keyed as on stage 0."""
@@ -273,19 +279,20 @@ class ChunkStage(PipelineStage):
     @torch.no_grad()
     def layerwise(self, step_tag: int, version: int | None = None) -> dict:
         """Exact full-graph inference through the stages, layer by layer over the whole graph
-        (eval mode; each layer chunk by chunk, every halo row current). ``version``: write every row of this stage's tables at that step (the
-        filling pass). Returns ``stats`` (a :class:`StepStats`) and, on the last stage, the
+        (eval mode; each layer chunk by chunk, every halo row current). ``version``: write every
+        row of this stage's tables at that step (the filling pass). Returns ``stats`` (a :class:`StepStats`) and, on the last stage, the
         ``train``/``val``/``test`` accuracies."""
         g, model = self.graph, self.model
         model.eval()
         stats = StepStats()
         t0 = time.perf_counter()
         n = g.num_nodes
+        tag = step_tag * 2 * max(1, g.num_chunks)  # above every tag of the training step before it
         x0 = None
         if self.first:
             h, x0 = model.encode(g.x)
         else:
-            h = self._recv([(n, model.dims[self.start])], self.prev, step_tag * 2 * max(1, g.num_chunks), "activation",
+            h = self._recv([(n, model.dims[self.start])], self.prev, tag, "activation",
                            "activations of the layer-wise pass", stats)[0]
             if self.uses_x0:
                 x0 = model.encode(g.x)[0]
@@ -301,15 +308,18 @@ class ChunkStage(PipelineStage):
             h = torch.cat(pieces)
         out = {}
         if not self.last:
-            pending = self._send([h], self.next, step_tag * 2 * max(1, g.num_chunks), "activation", stats)
+            pending = self._send([h], self.next, tag, "activation", stats)
             self.wait_sends(pending, stats)
         else:
-            pred = model.readout(h, []).argmax(1)
-            for k, mask in g.masks.items():
-                out[k] = float((pred[mask] == g.y[mask]).float().mean()) if bool(mask.any()) else None
+            out.update(mask_accuracy(model.readout(h, []).argmax(1), g.y, g.masks))
         stats.step_seconds = time.perf_counter() - t0
         out["stats"] = stats
         return out
+
+
+def mask_accuracy(pred: torch.Tensor, y: torch.Tensor, masks: dict) -> dict:
+    """Accuracy of ``pred`` (int64 [N]) against ``y`` over each mask (None for an empty one)."""
+    return {k: float((pred[m] == y[m]).float().mean()) if bool(m.any()) else None for k, m in masks.items()}
 
 
 def build_model(cfg, graph: ChunkGraph, num_layers: int) -> GNN:
@@ -317,11 +327,6 @@ def build_model(cfg, graph: ChunkGraph, num_layers: int) -> GNN:
     torch.manual_seed(cfg.seed)
     return GNN(graph.feature_dim, cfg.hidden, graph.num_classes, num_layers=num_layers, layer=cfg.layer,
                layer_kwargs=cfg.layer_kwargs, dropout=cfg.dropout, norm=cfg.norm, residual=cfg.residual, jk=cfg.jk)
-
-
-def model_layers(cfg) -> int:
-    """The model's depth: ``cfg.num_layers``, else one layer per fanout."""
-    return int(cfg.num_layers or len(cfg.fanouts))
 
 
 def _closed_blocks(graph: ChunkGraph, num_layers: int, rows: int = 20000) -> tuple[list[Block], torch.Tensor]:
@@ -364,7 +369,7 @@ def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dic
     info = init_distributed(timeout=cfg.timeout)
     try:
         k, w, s = pipe.stages, info.world_size, info.rank
-        num_layers = model_layers(cfg)
+        num_layers = cfg.model_layers()
         check_pipeline(k, pipe.stage_layers, 1, pipe.schedule, num_layers, w)
         if w != k:
             raise PipelineError(
@@ -372,7 +377,6 @@ def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dic
                 f"Use --workers {k}; for data parallelism over several parts use sampled micro-batches (no --chunks)."
             )
         comm = Communicator(s, w, timeout=cfg.timeout)
-        probe_bounds = plan_stages(num_layers, k, pipe.stage_layers)
         graph = load_chunk_graph(parts_dir, verify=cfg.verify)  # every stage: x0, the cost probe
         model = build_model(cfg, graph, num_layers)
         costs = None
@@ -381,9 +385,8 @@ def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dic
             mine = measure_layer_costs(model, blocks, graph.x[ids])
             if model.uses_x0:  # every stage runs its own encoder: not layer 0's cost
                 mine[0] = max(mine[0] - _encoder_seconds(model, graph.x[ids]), 1e-6)
-            total = comm.all_reduce_named({f"{i:04d}": c for i, c in enumerate(mine)}, op="sum")
-            costs = [total[f"{i:04d}"] / w for i in range(num_layers)]
-        bounds = plan_stages(num_layers, k, pipe.stage_layers, costs) if k > 1 else probe_bounds
+            costs = mean_over_ranks(comm, mine)
+        bounds = plan_stages(num_layers, k, pipe.stage_layers, costs)
         if s == 0:
             log.info("chunk pipeline: %d stages, layers %s%s, %d chunks (%s nodes, halos %s), %s", k,
                      " | ".join(f"{a}-{b - 1}" for a, b in bounds),
@@ -438,20 +441,10 @@ def _log_chunk_epoch(comm: Communicator, epoch: int, row: dict, loss: float | No
     loss = next((e["loss"] for e in every if e["loss"] is not None), None)
     acc = next((e["accuracy"] for e in every if e["accuracy"] is not None), None)
     if comm.rank == 0:
-        mb = 1e6
-        log.info(
-            "epoch %3d | loss %.4f%s | %.2f s | activations %.2f MB forward, gradients %.2f MB backward | bubble %s | "
-            "peak held %s chunks, %s MB | oldest read %d step(s)",
-            epoch, loss if loss is not None else float("nan"),
-            "" if acc is None else f" | val {acc['val']:.4f} test {acc['test']:.4f}",
-            max(e["step_seconds"] for e in every),
-            sum(e["bytes_sent"]["activation"] for e in every) / mb,
-            sum(e["bytes_sent"]["activation_grad"] for e in every) / mb,
-            "/".join(f"{e['bubble']:.0%}" for e in every),
-            "/".join(str(e["peak_micro_batches"]) for e in every),
-            "/".join(f"{e['peak_activation_bytes'] / mb:.1f}" for e in every),
-            max(e["max_age"] for e in every),
-        )
+        log.info("epoch %3d | loss %.4f%s | %s | oldest read %d step(s)", epoch,
+                 loss if loss is not None else float("nan"),
+                 "" if acc is None else f" | val {acc['val']:.4f} test {acc['test']:.4f}",
+                 stage_figures(every, "chunks"), max(e["max_age"] for e in every))
     return dict(epoch=epoch, loss=loss, accuracy=acc, stages=every)
 
 
@@ -467,7 +460,7 @@ def full_graph_reference(parts_dir: str, cfg, epochs: int | None = None) -> dict
     unchunked run): ``losses`` per epoch, ``accuracy`` (train/val/test of the final weights,
     exact inference) and ``state``. Dropout keys equal a one-chunk pipeline's."""
     graph = load_chunk_graph(parts_dir, verify=False)
-    num_layers = model_layers(cfg)
+    num_layers = cfg.model_layers()
     model = build_model(cfg, graph, num_layers)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     full = graph.full_block()
@@ -486,7 +479,7 @@ def full_graph_reference(parts_dir: str, cfg, epochs: int | None = None) -> dict
     model.eval()
     with torch.no_grad():
         pred = model.forward_layers(graph.x, None, blocks, 0, num_layers, node_degree=graph.degree)[0].argmax(1)
-    accuracy = {k: float((pred[m] == graph.y[m]).float().mean()) for k, m in graph.masks.items() if bool(m.any())}
+    accuracy = mask_accuracy(pred, graph.y, graph.masks)
     return dict(losses=losses, accuracy=accuracy, state={n: v.detach().clone() for n, v in model.state_dict().items()})
 
 

@@ -68,6 +68,10 @@ class TrainConfig:
     tensorboard: str | None = None  # TensorBoard scalars here (rank 0)
     log_every: int | None = None  # with tensorboard: loss and step time every N steps
 
+    def model_layers(self) -> int:
+        """The model's depth: ``num_layers``, else one layer per fanout."""
+        return int(self.num_layers or len(self.fanouts))
+
 
 def check_mode(mode: str) -> str:
     if mode not in MODES:

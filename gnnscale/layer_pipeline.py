@@ -119,6 +119,24 @@ def stage_model(model: GNN, start: int, end: int, keep_encoder: bool = False) ->
     return model
 
 
+def all_reduce_gradients(params: Sequence[torch.Tensor], comm: Communicator, category: str, mean: bool) -> None:
+    """Sum (``mean``: average) the gradients of ``params`` over ``comm``'s ranks: one all-reduce of
+    their flat concatenation (a missing gradient counts as zeros), counted as ``category``."""
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    comm.all_reduce(flat, "sum", category=category)
+    if mean:
+        flat /= comm.world_size
+    for p, part in zip(params, torch.split(flat, [g.numel() for g in grads])):
+        p.grad = part.view_as(p)
+
+
+def mean_over_ranks(comm: Communicator, values: Sequence[float]) -> list[float]:
+    """Each of ``values`` averaged over every rank of ``comm`` (one all-reduce, figures by name)."""
+    total = comm.all_reduce_named({f"{i:04d}": v for i, v in enumerate(values)}, op="sum")
+    return [total[f"{i:04d}"] / comm.world_size for i in range(len(values))]
+
+
 class _SavedBytes:
     """Counts the bytes autograd saves for backward while active (saved-tensor hooks)."""
 
@@ -198,14 +216,6 @@ class PipelineStage:
         stats.wait_seconds += time.perf_counter() - t0
         return out
 
-    def _average_gradients(self) -> None:
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        self.replicas.all_reduce(flat, "sum", category="gradient")
-        flat /= self.replicas.world_size
-        for p, part in zip(self.params, torch.split(flat, [g.numel() for g in grads])):
-            p.grad = part.view_as(p)
-
     # -- one step ------------------------------------------------------------------------------
     def step(self, batches: Sequence[MiniBatch], keys: Sequence[int], schedule_name: str, step_tag: int,
              x_rows=None, labels=None) -> StepStats:
@@ -236,8 +246,8 @@ class PipelineStage:
 
     def before_optimizer(self) -> None:
         """Called after the flush, before the optimizer step (gradients are complete here)."""
-        if self.replicas is not None:
-            self._average_gradients()
+        if self.replicas is not None:  # average over the stage's replicas
+            all_reduce_gradients(self.params, self.replicas, "gradient", mean=True)
 
     def run(self, m_count: int, schedule_name: str, step_tag: int, recv_shapes, first_input, forward) -> StepStats:
         """One flushed step of ``m_count`` micro-batches under ``schedule_name``.
@@ -435,8 +445,7 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
             seeds0 = epoch_seeds(train_ids, cfg.batch_size, 1, cfg.seed, 0)
             probe = make_sampler(model.num_layers).sample(seeds0[0][0] if seeds0 else train_ids[:cfg.batch_size], 0, 0)
             mine = measure_layer_costs(model, probe.blocks, x_rows(probe.blocks[0].src_ids))
-            total = comm.all_reduce_named({f"{i:04d}": c for i, c in enumerate(mine)}, op="sum")
-            costs = [total[f"{i:04d}"] / w for i in range(model.num_layers)]
+            costs = mean_over_ranks(comm, mine)
         bounds = plan_stages(model.num_layers, k, pipe.stage_layers, costs)
         if info.rank == 0:
             log.info("pipeline: %d x %d stages, layers %s%s, %d micro-batches per step, %s", d_count, k,
@@ -451,6 +460,8 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
         labels = lambda ids: part.y[ids - part.offset]  # noqa: E731  (the seeds are this part's)
         stage = PipelineStage(model, bounds, s, [d * k + t for t in range(k)], comm, lr=cfg.lr,
                               weight_decay=cfg.weight_decay, replicas=replicas)
+        evaluate = PipelineEvaluator(cfg, comm, Communicator(d, d_count, group=groups[0], timeout=cfg.timeout),
+                                     stage, part, k)
         losses, per_step, epoch_seconds, accuracy = [], [], [], []
         for epoch in range(cfg.epochs):
             t_epoch = time.perf_counter()
@@ -474,8 +485,7 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
             epoch_seconds.append(time.perf_counter() - t_epoch)  # sampling included
             _log_epoch(comm, epoch, [st for st in per_step if st["epoch"] == epoch], losses[-n:] if n else [])
             if cfg.eval_every and ((epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1):
-                acc = evaluate_pipelines(cfg, comm, Communicator(d, d_count, group=groups[0], timeout=cfg.timeout),
-                                         stage, part, k)
+                acc = evaluate()
                 if acc is not None:
                     accuracy.append(dict(epoch=epoch, **acc))
                     if info.rank == 0:
@@ -489,47 +499,63 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
         shutdown_distributed()
 
 
-def evaluate_pipelines(cfg, comm: Communicator, first_stages: Communicator, stage: PipelineStage, part,
-                       num_stages: int) -> dict | None:
-    """Accuracy of the pipelines' model on the whole graph (collective over every rank).
+class PipelineEvaluator:
+    """Accuracy of the pipelines' model on the whole graph, every ``--eval-every`` epochs.
 
-    Each rank's stage weights are gathered (one all-gather of the state dicts), so that every
-    pipeline's stage 0 holds the whole model; the stage-0 ranks (one per part, ``first_stages``)
-    then run exact layer-wise inference over their parts (:func:`gnnscale.inference.layerwise_inference`,
-    halo rows exchanged among them). Returns ``train``/``val``/``test`` accuracies on stage-0
-    ranks, None on the others."""
-    states = comm.all_gather_object({n: v.detach() for n, v in stage.model.state_dict().items()})
-    result = _evaluate_first_stage(cfg, comm, first_stages, part, num_stages, states) if stage.stage == 0 else None
-    comm.barrier()  # every stage starts the next epoch together (its seconds hold no evaluation)
-    return result
+    Each call gathers every rank's stage weights (one all-gather of the state dicts), so that
+    every pipeline's stage 0 holds the whole model; the stage-0 ranks (one per part,
+    ``first_stages``) then run exact layer-wise inference over their parts
+    (:func:`gnnscale.inference.layerwise_inference`, halo rows exchanged among them). Their model,
+    feature store, halo exchange, degrees and input rows are built at the first call and kept.
+    """
 
+    def __init__(self, cfg, comm: Communicator, first_stages: Communicator, stage: PipelineStage, part,
+                 num_stages: int) -> None:
+        self.cfg, self.comm, self.first_stages, self.stage, self.part = cfg, comm, first_stages, stage, part
+        self.num_stages = num_stages
+        self.ctx: dict | None = None
 
-def _evaluate_first_stage(cfg, comm: Communicator, first_stages: Communicator, part, num_stages: int,
-                          states: list) -> dict:
-    from gnnscale.exchange import HaloExchange, gather_degrees
-    from gnnscale.feature_store import DistFeatureStore
-    from gnnscale.inference import layerwise_inference
+    def __call__(self) -> dict | None:
+        """``train``/``val``/``test`` accuracies on stage-0 ranks, None on the others (collective
+        over every rank; every stage starts the next epoch together, after it)."""
+        states = self.comm.all_gather_object({n: v.detach() for n, v in self.stage.model.state_dict().items()})
+        result = self._first_stage(states) if self.stage.stage == 0 else None
+        self.comm.barrier()  # the next epoch's seconds hold no wait for the evaluation
+        return result
 
-    d = comm.rank // num_stages
-    model = _build(cfg, part)
-    merged: dict = {}
-    for t in range(num_stages):
-        merged.update(states[d * num_stages + t])
-    model.load_state_dict(merged)
-    model.eval()
-    features = DistFeatureStore(part, part.book, first_stages, part.meta["feature_dim"])
-    halo = HaloExchange(part.indptr, part.indices, part.book, first_stages, model.dims[1:model.num_layers], 2)
-    degree = gather_degrees(part.indptr, first_stages) if model.uses_degree else None
-    own_x = part.features(torch.arange(part.num_owned, dtype=torch.int64))
-    pred = layerwise_inference(model, part.indptr, own_x, features, halo, step=0, node_degree=degree,
-                               backend=cfg.sampler_backend).argmax(1)
-    counts = {}
-    for name in ("train", "val", "test"):
-        mask = getattr(part, f"{name}_mask")
-        counts[f"{name}_correct"] = int((pred[mask] == part.y[mask]).sum())
-        counts[f"{name}_total"] = int(mask.sum())
-    counts = first_stages.all_reduce_named(counts, op="sum")
-    return {name: counts[f"{name}_correct"] / max(1.0, counts[f"{name}_total"]) for name in ("train", "val", "test")}
+    def _setup(self) -> dict:
+        from gnnscale.exchange import HaloExchange, gather_degrees
+        from gnnscale.feature_store import DistFeatureStore
+
+        part, group = self.part, self.first_stages
+        model = _build(self.cfg, part)
+        return dict(model=model, features=DistFeatureStore(part, part.book, group, part.meta["feature_dim"]),
+                    halo=HaloExchange(part.indptr, part.indices, part.book, group, model.dims[1:model.num_layers], 2),
+                    degree=gather_degrees(part.indptr, group) if model.uses_degree else None,
+                    own_x=part.features(torch.arange(part.num_owned, dtype=torch.int64)))
+
+    def _first_stage(self, states: list) -> dict:
+        from gnnscale.inference import layerwise_inference
+
+        self.ctx = self.ctx or self._setup()
+        ctx, part, k = self.ctx, self.part, self.num_stages
+        d = self.comm.rank // k
+        merged: dict = {}
+        for t in range(k):
+            merged.update(states[d * k + t])
+        model = ctx["model"]
+        model.load_state_dict(merged)
+        model.eval()
+        pred = layerwise_inference(model, part.indptr, ctx["own_x"], ctx["features"], ctx["halo"], step=0,
+                                   node_degree=ctx["degree"], backend=self.cfg.sampler_backend).argmax(1)
+        counts = {}
+        for name in ("train", "val", "test"):
+            mask = getattr(part, f"{name}_mask")
+            counts[f"{name}_correct"] = int((pred[mask] == part.y[mask]).sum())
+            counts[f"{name}_total"] = int(mask.sum())
+        counts = self.first_stages.all_reduce_named(counts, op="sum")
+        return {name: counts[f"{name}_correct"] / max(1.0, counts[f"{name}_total"])
+                for name in ("train", "val", "test")}
 
 
 def epoch_summary(steps: Sequence[dict]) -> dict:
@@ -553,17 +579,19 @@ def _log_epoch(comm: Communicator, epoch: int, steps: Sequence[dict], losses: Se
     if comm.rank != 0 or not steps:
         return
     known = [e["loss"] for e in every if e["loss"] is not None]
+    log.info("epoch %3d | loss %.4f | %s", epoch, sum(known) / max(1, len(known)), stage_figures(every, "micro-batches"))
+
+
+def stage_figures(every: Sequence[dict], held: str) -> str:
+    """Every stage's epoch (:func:`epoch_summary` of each) as one log phrase: the slowest
+    stage's seconds, bytes each way, each stage's bubble and peak of held ``held`` and bytes."""
     mb = 1e6
-    log.info(
-        "epoch %3d | loss %.4f | %.2f s | activations %.2f MB forward, gradients %.2f MB backward | bubble %s | "
-        "peak held %s micro-batches, %s MB",
-        epoch, sum(known) / max(1, len(known)), max(e["step_seconds"] for e in every),
-        sum(e["bytes_sent"]["activation"] for e in every) / mb,
-        sum(e["bytes_sent"]["activation_grad"] for e in every) / mb,
-        "/".join(f"{e['bubble']:.0%}" for e in every),
-        "/".join(str(e["peak_micro_batches"]) for e in every),
-        "/".join(f"{e['peak_activation_bytes'] / mb:.1f}" for e in every),
-    )
+    return (f"{max(e['step_seconds'] for e in every):.2f} s | activations "
+            f"{sum(e['bytes_sent']['activation'] for e in every) / mb:.2f} MB forward, gradients "
+            f"{sum(e['bytes_sent']['activation_grad'] for e in every) / mb:.2f} MB backward | bubble "
+            + "/".join(f"{e['bubble']:.0%}" for e in every) + " | peak held "
+            + "/".join(str(e["peak_micro_batches"]) for e in every) + f" {held}, "
+            + "/".join(f"{e['peak_activation_bytes'] / mb:.1f}" for e in every) + " MB")
 
 
 def reference_run(parts_dir: str, cfg, micro: int) -> dict:

@@ -227,7 +227,7 @@ class GNN(nn.Module):
             # What torch.manual_seed does, without its lazy CUDA call: that one formats a stack
             # trace each time while CUDA is not initialized (0.7 ms a call, every layer).
             torch.default_generator.manual_seed(seed)
-            if torch.cuda.is_available() and torch.cuda.is_initialized():
+            if torch.cuda.is_initialized():
                 torch.cuda.manual_seed_all(seed)
 
     def forward_layers(
@@ -266,11 +266,8 @@ class GNN(nn.Module):
             raise ModelError(f"jumping knowledge (jk={self.jk!r}) reads every layer's output at the seeds, so its "
                              "layers cannot be split into pipeline stages; use jk='none' with --pipeline-stages")
 
-        def reseed(i: int) -> None:
-            self.reseed(rng_key, i)
-
         if start == 0:
-            reseed(0)
+            self.reseed(rng_key, 0)
             h, x0 = self.encode(h)
         else:
             h, x0 = self._dev(h), self._dev(x0)
@@ -287,7 +284,7 @@ class GNN(nn.Module):
                     raise ModelError(f"block {i} has {block.num_hist} historical leaves but no matching hist rows "
                                      "were given (historical mode needs the halo tables' rows)")
                 h = torch.cat([h, self._dev(hist[i]).to(h.dtype)])  # rows >= 0: the ReLU keeps them
-            reseed(i + 1)
+            self.reseed(rng_key, i + 1)
             if pending_relu:
                 h = relu_dropout(h, self.dropout, self.training)
             else:
