@@ -74,9 +74,6 @@ def make_data(
         row = int(torch.nonzero(~finite)[0, 0])
         raise DatasetError(f"expected finite features in {where}, found {bad} NaN or infinite values (first in row "
                            f"{row}); clean or impute the features")
-    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
-        raise DatasetError(f"expected edge ids in [0, {n}) in {where}, found [{int(edge_index.min())}, "
-                           f"{int(edge_index.max())}]; ids must index the feature rows")
     labelled = y_t >= 0
     if num_classes is not None and bool(labelled.any()) and int(y_t.max()) >= int(num_classes):
         raise DatasetError(f"expected labels in [0, {num_classes}) in {where}, found {int(y_t.max())}")

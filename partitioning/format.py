@@ -47,6 +47,7 @@ from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
 from gnnscale.partitioning.metrics import metrics_from_counts
 from gnnscale.partitioning.relabel import contiguous_relabel
+from gnnscale.partitioning.validate import check_pointers, load_array
 
 if TYPE_CHECKING:  # torch_geometric costs 2 s to import; workers never need it
     from torch_geometric.data import Data
@@ -331,22 +332,6 @@ class LocalPart:
         return torch.from_numpy(np.ascontiguousarray(self.x[idx], dtype=np.float32))
 
 
-def _load_array(path: Path, dtype: np.dtype, shape: tuple, mmap: bool = False) -> np.ndarray:
-    try:
-        arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise PartitionError(
-            f"expected a readable .npy file at {path}, found an error: {exc}; {_RERUN_HINT}"
-        ) from exc
-    want = tuple(arr.shape[i] if s is None else s for i, s in enumerate(shape))
-    if arr.dtype != dtype or arr.shape != want:
-        raise PartitionError(
-            f"expected {path} with dtype {np.dtype(dtype)} and shape {want}, found dtype "
-            f"{arr.dtype} and shape {arr.shape}; {_RERUN_HINT}"
-        )
-    return arr
-
-
 def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> LocalPart:
     """Load part ``part`` of a partition folder.
 
@@ -377,17 +362,13 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
     book = PartitionBook(torch.tensor(meta["offsets"], dtype=torch.int64))
     n = book.part_size(part)
     f = int(meta["feature_dim"])
-    indptr = _load_array(pdir / "indptr.npy", np.int64, (n + 1,))
-    indices = _load_array(pdir / "indices.npy", np.int64, (None,))
-    if int(indptr[0]) != 0 or int(indptr[-1]) != indices.shape[0]:
-        raise PartitionError(
-            f"expected indptr[0] == 0 and indptr[-1] == {indices.shape[0]} in {pdir}, found "
-            f"{int(indptr[0])} and {int(indptr[-1])}; {_RERUN_HINT}"
-        )
-    x = _load_array(pdir / "x.npy", np.float32, (n, f), mmap=True)
-    y = _load_array(pdir / "y.npy", np.int64, (n,))
-    masks = {m: _load_array(pdir / f"{m}.npy", np.bool_, (n,)) for m in _MASKS}
-    orig_ids = _load_array(pdir / "orig_ids.npy", np.int64, (n,))
+    indptr = load_array(pdir / "indptr.npy", np.int64, (n + 1,), mmap=False)
+    indices = load_array(pdir / "indices.npy", np.int64, (None,), mmap=False)
+    check_pointers(pdir / "indptr.npy", indptr, indices.shape[0])
+    x = load_array(pdir / "x.npy", np.float32, (n, f))
+    y = load_array(pdir / "y.npy", np.int64, (n,), mmap=False)
+    masks = {m: load_array(pdir / f"{m}.npy", np.bool_, (n,), mmap=False) for m in _MASKS}
+    orig_ids = load_array(pdir / "orig_ids.npy", np.int64, (n,), mmap=False)
     return LocalPart(
         part_id=part,
         meta=meta,

@@ -55,11 +55,13 @@ def check_meta(part_dir: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
-def _array(path: Path, dtype, shape: tuple) -> np.ndarray:
+def load_array(path: Path, dtype, shape: tuple, mmap: bool = True) -> np.ndarray:
+    """The ``.npy`` array at ``path`` (memory-mapped with ``mmap``), checked to have ``dtype``
+    and ``shape`` (``None`` entries: any length). Raises :class:`PartitionError` naming the file."""
     if not path.is_file():
         raise PartitionError(f"{path}: expected this file, found none; {_RERUN_HINT}")
     try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise PartitionError(f"{path}: expected a readable .npy file, found an error ({exc}); {_RERUN_HINT}") from None
     want = tuple(arr.shape[i] if s is None and i < arr.ndim else s for i, s in enumerate(shape))
@@ -67,6 +69,15 @@ def _array(path: Path, dtype, shape: tuple) -> np.ndarray:
         raise PartitionError(f"{path}: expected dtype {np.dtype(dtype)} and shape {want}, found dtype {arr.dtype} "
                              f"and shape {arr.shape}; {_RERUN_HINT}")
     return arr
+
+
+def check_pointers(path: Path, indptr: np.ndarray, num_edges: int) -> None:
+    """CSC pointers rising from 0 to ``num_edges`` (the edges in indices.npy)."""
+    falls = indptr.size > 1 and bool(np.any(np.diff(indptr) < 0))
+    if indptr[0] != 0 or indptr[-1] != num_edges or falls:
+        raise PartitionError(f"{path}: expected CSC pointers rising from 0 to {num_edges} (the edges in indices.npy), "
+                             f"found first {int(indptr[0])}, last {int(indptr[-1])}{', and a decrease' if falls else ''}; "
+                             f"{_RERUN_HINT}")
 
 
 def _slices(n: int, per_row: int = 1):
@@ -81,26 +92,23 @@ def check_part(part_dir: str | os.PathLike, part: int, meta: dict | None = None)
     pdir = root / part_dir_name(part)
     lo, hi = meta["offsets"][part], meta["offsets"][part + 1]
     n, total, f = hi - lo, int(meta["num_nodes"]), int(meta["feature_dim"])
-    indptr = _array(pdir / "indptr.npy", np.int64, (n + 1,))
-    indices = _array(pdir / "indices.npy", np.int64, (None,))
-    if indptr[0] != 0 or indptr[-1] != indices.shape[0] or (n and bool(np.any(np.diff(indptr) < 0))):
-        raise PartitionError(f"{pdir / 'indptr.npy'}: expected CSC pointers rising from 0 to {indices.shape[0]} (the "
-                             f"edges in indices.npy), found first {int(indptr[0])}, last {int(indptr[-1])}"
-                             f"{', and a decrease' if n and bool(np.any(np.diff(indptr) < 0)) else ''}; {_RERUN_HINT}")
+    indptr = load_array(pdir / "indptr.npy", np.int64, (n + 1,))
+    indices = load_array(pdir / "indices.npy", np.int64, (None,))
+    check_pointers(pdir / "indptr.npy", indptr, indices.shape[0])
     for a, b in _slices(indices.shape[0]):
         s = indices[a:b]
         if s.size and (int(s.min()) < 0 or int(s.max()) >= total):
             raise PartitionError(f"{pdir / 'indices.npy'}: expected node ids in [0, {total}), found "
                                  f"[{int(s.min())}, {int(s.max())}]; {_RERUN_HINT}")
-    x = _array(pdir / "x.npy", np.float32, (n, f))
+    x = load_array(pdir / "x.npy", np.float32, (n, f))
     for a, b in _slices(n, f):
         bad = ~np.isfinite(x[a:b])
         if bad.any():
             row = a + int(np.argwhere(bad)[0][0])
             raise PartitionError(f"{pdir / 'x.npy'}: expected finite features, found {int(bad.sum())} NaN or infinite "
                                  f"values (first in row {row}); clean the features and re-partition")
-    y = np.asarray(_array(pdir / "y.npy", np.int64, (n,)))
-    masks = {m: np.asarray(_array(pdir / f"{m}.npy", np.bool_, (n,))) for m in ("train_mask", "val_mask", "test_mask")}
+    y = np.asarray(load_array(pdir / "y.npy", np.int64, (n,)))
+    masks = {m: np.asarray(load_array(pdir / f"{m}.npy", np.bool_, (n,))) for m in ("train_mask", "val_mask", "test_mask")}
     labelled = masks["train_mask"] | masks["val_mask"] | masks["test_mask"]
     classes = meta.get("num_classes")
     if labelled.any():
@@ -109,7 +117,7 @@ def check_part(part_dir: str | os.PathLike, part: int, meta: dict | None = None)
         if int(yl.min()) < 0 or (top is not None and int(yl.max()) >= top):
             raise PartitionError(f"{pdir / 'y.npy'}: expected the labels of nodes in a mask in [0, {top}), found "
                                  f"[{int(yl.min())}, {int(yl.max())}]; {_RERUN_HINT}")
-    orig = _array(pdir / "orig_ids.npy", np.int64, (n,))
+    orig = load_array(pdir / "orig_ids.npy", np.int64, (n,))
     if n and (int(orig.min()) < 0 or int(orig.max()) >= total):
         raise PartitionError(f"{pdir / 'orig_ids.npy'}: expected original ids in [0, {total}), found "
                              f"[{int(orig.min())}, {int(orig.max())}]; {_RERUN_HINT}")
