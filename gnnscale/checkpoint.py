@@ -19,7 +19,6 @@ state (its draws are keyed by epoch, step and node).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnscale.errors import GnnscaleError
+from gnnscale.partitioning.manifest import sha256_file
 
 log = logging.getLogger("gnnscale.checkpoint")
 
@@ -54,14 +54,6 @@ class Found:
         return int(self.manifest["global_step"])
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -70,7 +62,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_file(path: Path, obj: Any) -> str:
+def write_file(path: str | os.PathLike, obj: Any) -> str:
     """``torch.save`` ``obj`` to ``path`` (flushed and fsynced); its sha256."""
     import torch
 
@@ -78,7 +70,7 @@ def write_file(path: Path, obj: Any) -> str:
         torch.save(obj, f)
         f.flush()
         os.fsync(f.fileno())
-    return _sha256(path)
+    return sha256_file(path)
 
 
 def name(global_step: int) -> str:
@@ -142,7 +134,7 @@ def verify(path: Path, world_size: int | None = None) -> tuple[dict | None, str 
         f = path / fname
         if not f.is_file():
             return None, f"{f} is missing"
-        got = _sha256(f)
+        got = sha256_file(f)
         if got != digest:
             return None, f"{f} has sha256 {got[:12]}..., the manifest says {digest[:12]}... (damaged)"
     return manifest, None
@@ -167,9 +159,3 @@ def load(found: Found, fname: str) -> Any:
     import torch
 
     return torch.load(found.path / fname, map_location="cpu", weights_only=False)
-
-
-def list_checkpoints(ckpt_dir: str | os.PathLike) -> list[Path]:
-    """The complete checkpoints (named ``step-*``) in ``ckpt_dir``, oldest first."""
-    root = Path(ckpt_dir)
-    return sorted(p for p in root.glob(f"{PREFIX}*") if p.is_dir()) if root.is_dir() else []

@@ -413,7 +413,7 @@ def cmd_train(args) -> int:
         raise RuntimeSetupError(f"--checkpoint-every must be at least 1 step; found {cfg.checkpoint_every}")
     if cfg.keep_checkpoints < 1:
         raise RuntimeSetupError(f"--keep-checkpoints must be at least 1; found {cfg.keep_checkpoints}")
-    if (cfg.checkpoint_dir or cfg.save_model) and (stages_of(args) > 1 or cfg.chunks):
+    if (cfg.checkpoint_dir or cfg.save_model) and (cfg.pipeline_stages > 1 or cfg.chunks):
         raise RuntimeSetupError("--checkpoint-dir and --save-model work with data-parallel training; the layer "
                                 "pipeline (--pipeline-stages, --chunks) does not write them yet")
     stages = cfg.pipeline_stages
@@ -425,7 +425,7 @@ def cmd_train(args) -> int:
         build_conv(cfg.layer, 8, 8, index=0, num_layers=2, **cfg.layer_kwargs)
     from gnnscale.samplers import check_fanouts
 
-    num_layers = args.num_layers if cfg.chunks and args.num_layers else len(cfg.fanouts)
+    num_layers = cfg.model_layers()
     if not cfg.chunks:  # chunk pipelining trains on full neighborhoods: no fanouts
         check_fanouts(cfg.fanouts, num_layers=args.num_layers)
         if cfg.eval_fanouts is not None:
@@ -438,6 +438,12 @@ def cmd_train(args) -> int:
         target = "gnnscale.chunk_pipeline:chunk_worker"
     else:
         target = "gnnscale.layer_pipeline:pipeline_worker" if stages > 1 else "gnnscale.trainer:train_worker"
+
+    def check_chunk_workers(workers: int, chunks: str) -> None:
+        if cfg.chunks and workers != stages:
+            raise RuntimeSetupError(f"--chunks runs one pipeline of {stages} stages over the whole graph{chunks}: use "
+                                    f"--workers {stages}, found {workers}")
+
     if in_torchrun():
         if not args.parts_dir:
             raise RuntimeSetupError("under torchrun, give --parts-dir (partition first with `gnnscale partition`)")
@@ -457,11 +463,7 @@ def cmd_train(args) -> int:
 
         meta = check_meta(args.parts_dir)  # every field a worker relies on, typed and consistent
         workers = args.workers if args.workers is not None else (stages if cfg.chunks else meta["num_parts"] * stages)
-        if cfg.chunks and workers != stages:
-            raise RuntimeSetupError(
-                f"--chunks runs one pipeline of {stages} stages over the whole graph (the {meta['num_parts']} parts of "
-                f"{args.parts_dir} are its chunks): use --workers {stages}, found {workers}"
-            )
+        check_chunk_workers(workers, f" (the {meta['num_parts']} parts of {args.parts_dir} are its chunks)")
         if not cfg.chunks and workers != meta["num_parts"] * stages:
             per = "one worker trains one part" if stages == 1 else f"the {stages} stages of one pipeline train one part"
             raise RuntimeSetupError(
@@ -483,8 +485,7 @@ def cmd_train(args) -> int:
             raise RuntimeSetupError(f"--workers must be at least 1, found {workers}")
         if stages > 1 and not cfg.chunks:
             check_pipeline(stages, cfg.stage_layers, cfg.micro_batches, cfg.schedule, len(cfg.fanouts), workers)
-        if cfg.chunks and workers != stages:
-            raise RuntimeSetupError(f"--chunks runs one pipeline of {stages} stages: use --workers {stages}, found {workers}")
+        check_chunk_workers(workers, "")
         # parts: one per pipeline; in chunk mode the chunks, one per micro-batch
         args.workers = cfg.micro_batches if cfg.chunks else workers // stages
         parts_dir = _prepare_parts(args)
@@ -522,14 +523,10 @@ def cmd_train(args) -> int:
     return 0
 
 
-def stages_of(args) -> int:
-    return int(getattr(args, "pipeline_stages", 1) or 1)
-
-
 def cmd_evaluate(args) -> int:
     from gnnscale.config import TrainConfig
     from gnnscale.launch import launch_local
-    from gnnscale.model_io import ModelFileError, config_of, describe, read_model_file
+    from gnnscale.model_io import ModelFileError, describe, read_model_file
     from gnnscale.partitioning import load_meta, verify_parts
 
     blob = read_model_file(args.model)
@@ -538,7 +535,7 @@ def cmd_evaluate(args) -> int:
         raise ModelFileError(f"{args.model} ({describe(blob)}) does not fit {args.parts_dir}: "
                              f"{meta['feature_dim']} features, {meta['num_classes']} classes")
     known = set(TrainConfig.__dataclass_fields__)
-    saved = {k: v for k, v in config_of(blob).items() if k in known}
+    saved = {k: v for k, v in (blob.get("config") or {}).items() if k in known}
     cfg = TrainConfig(**(saved | dict(timeout=args.timeout, metrics=None, checkpoint_dir=None, resume=False,
                                       save_model=None, verify=False, epochs=0, progress=False, device="cpu")))
     verify_parts(args.parts_dir)

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from gnnscale.checkpoint import write_file
 from gnnscale.errors import GnnscaleError
 from gnnscale.models import GNN, layer_name
 
@@ -24,22 +25,25 @@ class ModelFileError(GnnscaleError):
     """A model file that cannot be read or does not fit the data it is used on."""
 
 
+def config_record(cfg) -> dict[str, Any]:
+    """A run's :class:`~gnnscale.config.TrainConfig` as plain data (fanouts a list, the layer a
+    printable spec): what a checkpoint, a saved model and the metrics keep of the run."""
+    return asdict(cfg) | {"fanouts": list(cfg.fanouts), "layer": layer_name(cfg.layer)}
+
+
 def save_model(path: str | os.PathLike, net: GNN, cfg, meta: dict) -> None:
     """Write ``net`` (built from ``cfg`` on data described by ``meta``) to ``path`` atomically."""
     spec = dict(in_dim=int(meta["feature_dim"]), hidden=int(cfg.hidden), out_dim=int(meta["num_classes"]),
                 num_layers=int(net.num_layers), layer=layer_name(cfg.layer), layer_kwargs=dict(cfg.layer_kwargs),
                 dropout=float(cfg.dropout), norm=cfg.norm, residual=bool(cfg.residual), jk=cfg.jk)
-    config = asdict(cfg) | {"fanouts": list(cfg.fanouts), "layer": layer_name(cfg.layer)}
+    config = config_record(cfg)
     blob = {"format": FORMAT, "spec": spec, "state": {k: v.detach().cpu() for k, v in net.state_dict().items()},
             "dataset": meta.get("dataset"), "num_features": spec["in_dim"], "num_classes": spec["out_dim"],
             "config": config}
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        torch.save(blob, f)
-        f.flush()
-        os.fsync(f.fileno())
+    write_file(tmp, blob)
     os.replace(tmp, path)
 
 
@@ -98,7 +102,3 @@ def describe(blob: dict) -> str:
     spec = blob["spec"]
     return (f"{spec['layer']} x {spec['num_layers']} layers, hidden {spec['hidden']}, {spec['in_dim']} features, "
             f"{spec['out_dim']} classes, trained on {blob.get('dataset')}")
-
-
-def config_of(blob: dict) -> dict[str, Any]:
-    return dict(blob.get("config") or {})

@@ -12,7 +12,6 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict
 from typing import Sequence
 
 import torch
@@ -31,7 +30,8 @@ from gnnscale.feature_store import DistFeatureStore
 from gnnscale.health import Health
 from gnnscale.exchange import HaloExchange, check_mode, check_staleness, gather_degrees
 from gnnscale.inference import layerwise_inference, refresh_embeddings
-from gnnscale.models import GNN, layer_name
+from gnnscale.model_io import config_record
+from gnnscale.models import GNN
 from gnnscale.partitioning import load_part
 from gnnscale.runtime import init_distributed, local_world_size, new_group
 from gnnscale.samplers.block import Block
@@ -609,7 +609,7 @@ class Worker:
         if self.rank == 0:
             shared = {"model": self.net.state_dict(), "optimizer": self.opt.state_dict(), "epoch": epoch,
                       "step": step, "global_step": self.global_step, "history": history, "best": best,
-                      "config": asdict(cfg) | {"fanouts": list(cfg.fanouts), "layer": layer_name(cfg.layer)}}
+                      "config": config_record(cfg)}
         self.health.enter("checkpoint", epoch, step)
         path = checkpoint.save(cfg.checkpoint_dir, self.global_step, self.rank, self.comm, mine, shared,
                                {"epoch": epoch, "step": step}, cfg.keep_checkpoints)
@@ -622,8 +622,7 @@ class Worker:
         from gnnscale import checkpoint
 
         state = checkpoint.load(self.resume_from, "train.pt")
-        mine, want = state["config"], asdict(self.cfg) | {"fanouts": list(self.cfg.fanouts),
-                                                           "layer": layer_name(self.cfg.layer)}
+        mine, want = state["config"], config_record(self.cfg)
         # Options that change what is trained must match; run options (epochs, timeout, ...) may not.
         for key in ("fanouts", "hidden", "layer", "layer_kwargs", "dropout", "norm", "residual", "jk", "lr",
                     "weight_decay", "seed", "batch_size", "exchange", "staleness"):
@@ -750,7 +749,7 @@ class Worker:
             self.save_model(cfg.save_model)
         last = history[-1]
         result = {
-            "config": asdict(self.cfg) | {"fanouts": list(cfg.fanouts), "layer": layer_name(cfg.layer)},
+            "config": config_record(self.cfg),
             "dataset": self.meta.get("dataset"),
             "num_parts": self.world,
             "epochs": history,
@@ -794,13 +793,14 @@ def _tensorboard_epoch(writer, rec: dict) -> None:
 
 
 def _process_figures() -> tuple[int | None, int | None]:
-    """This process's resident bytes and open file descriptors now (Linux /proc; None elsewhere)."""
+    """This process's resident bytes and open file descriptors now (None where unknown)."""
+    from gnnscale.partitioning.resources import current_rss_bytes
+
     try:
-        with open("/proc/self/statm") as f:
-            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        return rss, len(os.listdir("/proc/self/fd"))
-    except (OSError, ValueError, IndexError):
-        return None, None
+        fds = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        fds = None
+    return current_rss_bytes() or None, fds
 
 
 def evaluate_worker(parts_dir: str, cfg: TrainConfig, model_path: str) -> dict:
