@@ -98,7 +98,7 @@ class DistNeighborSampler:
         self.offset = int(book.offsets[comm.rank])
         n_owned = indptr.numel() - 1
         self.owned_keys = owned_keys if owned_keys is not None else torch.arange(n_owned) + self.offset
-        self.kernels = Kernels(book.num_nodes, indptr.device, backend)
+        self.kernels = Kernels(book.num_nodes, indptr.device, backend, held=(self.offset, self.offset + n_owned))
         self.replace = check_replace(replace)
         self.edge_weight = check_edge_weight(edge_weight, indices.numel(), indices.device)
         self.variant = sampling_variant(self.replace, self.edge_weight)

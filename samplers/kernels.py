@@ -278,7 +278,10 @@ class Kernels:
     """The sampling and relabeling functions a sampler uses.
 
     Args:
-        num_nodes: size of the global id space (the compiled relabeler's table).
+        num_nodes: ids run over ``[0, num_nodes)``.
+        held: the id range ``(lo, hi)`` this process holds (its part's owned nodes); the
+            compiled relabeler indexes it directly and hashes every other id, so its memory is
+            the part's plus the batch's (default: all of ``[0, num_nodes)``, for a local graph).
         device: where the graph lives; CUDA tensors always use the torch kernels.
         backend: ``"auto"`` (compiled numba kernels on CPU when numba is installed, else
             torch), ``"numba"`` or ``"torch"``. Both give identical results.
@@ -287,7 +290,8 @@ class Kernels:
     cum_weights=None)`` has the signature of :func:`sample_from_csc` in both backends.
     """
 
-    def __init__(self, num_nodes: int, device: torch.device | str = "cpu", backend: str = "auto") -> None:
+    def __init__(self, num_nodes: int, device: torch.device | str = "cpu", backend: str = "auto",
+                 held: tuple[int, int] | None = None) -> None:
         from gnnscale.samplers import cpu_kernels
 
         if backend not in ("auto", "numba", "torch"):
@@ -299,7 +303,7 @@ class Kernels:
         if self.name == "numba":
             cpu_kernels.match_torch_threads()
             self.sample = cpu_kernels.sample_from_csc
-            self.relabel = cpu_kernels.Relabeler(num_nodes)
+            self.relabel = cpu_kernels.Relabeler(*(held or (0, int(num_nodes))))
         else:
             self.sample = sample_from_csc
             self.relabel = relabel
@@ -317,4 +321,4 @@ class Kernels:
         if cpu_kernels.parallel_enabled():  # never start a thread pool a single-threaded worker won't use
             cpu_kernels._sample_parallel(indptr.numpy(), indices.numpy(), rows.numpy(), rows.numpy(),
                                          torch.tensor([7]).numpy(), 1, rows.numpy().copy())
-        cpu_kernels.Relabeler(2)(rows[:1], rows)
+        cpu_kernels.Relabeler(0, 1)(rows[:1], rows)

@@ -121,6 +121,30 @@ def test_relabel_dst_first_then_first_appearance():
     assert local.tolist() == [2, 1, 0, 2, 3]
 
 
+@pytest.mark.parametrize("held", [(0, 0), (1000, 60_000), (0, 10_000_000)])
+def test_compiled_relabeler_equals_torch_and_is_sized_by_the_batch(held):
+    """The compiled relabeler (held ids direct, the others hashed) gives the torch reference's
+    ids and slots call after call, grows its hash table when a batch needs it, leaves both
+    tables empty, and holds 16 B per hashed slot instead of 8 B per node of the graph."""
+    cpu_kernels = pytest.importorskip("gnnscale.samplers.cpu_kernels")
+    if not cpu_kernels.HAVE_NUMBA:
+        pytest.skip("numba is not installed")
+    N = 10_000_000
+    rel = cpu_kernels.Relabeler(*held, capacity=8)
+    g = torch.Generator().manual_seed(0)
+    for size in (10, 5000, 200_000, 300):  # the table grows at the third call, and is reused after
+        dst = torch.randperm(N, generator=g)[: size // 5]
+        nbrs = torch.cat([torch.randint(0, N, (size,), generator=g), dst[: size // 10]])  # repeats and dst
+        got, want = rel(dst, nbrs), relabel(dst, nbrs)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        assert (rel.direct == -1).all() and (rel.table[:, 0] == -1).all()
+    hashed = 2 * 240_000 * 16  # at least twice the largest call's ids, 16 bytes a slot
+    assert rel.table.nbytes <= 2 * hashed and rel.table_bytes <= (held[1] - held[0]) * 8 + 2 * hashed
+    assert rel.table_bytes < N * 8 or held == (0, N)
+    with pytest.raises(ValueError, match="expected non-negative node ids, found 1 negative"):
+        rel(torch.tensor([3]), torch.tensor([5, -1]))
+
+
 def test_empty_seeds():
     indptr, indices = _random_graph()
     mb = NeighborSampler(indptr, indices, [5, 5]).sample(torch.empty(0, dtype=torch.int64))
