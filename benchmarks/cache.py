@@ -79,8 +79,10 @@ def evaluate(parts, counts, meta, policy, size, seed, presample_epochs) -> dict:
     N, F = meta["num_nodes"], meta["feature_dim"]
     fetched = hits = cached_rows = 0
     for r, part in enumerate(parts):
-        def pre(k, r=r):
-            return sum(counts[(1_000_000 + e, r)] for e in range(k))
+        def pre(k, r=r):  # the trainer's shape: (ids, counts) of the nodes drawn at least once
+            dense = sum(counts[(1_000_000 + e, r)] for e in range(k))
+            ids = torch.nonzero(dense).flatten()
+            return ids, dense[ids]
 
         ctx = CacheContext(part, N, presample=pre, epochs=presample_epochs)
         c = counts[(0, r)]

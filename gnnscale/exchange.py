@@ -64,8 +64,8 @@ class HaloExchange:
         halo_ids: int64 [H] sorted global ids of the remote in-neighbors of owned nodes.
         send_ids: per peer, int64 [k_p] own global ids that peer holds as halo (sorted).
         boundary: int64 [B] own global ids held by at least one peer (sorted).
-        local_indices: int64 [E] the CSC's in-neighbors in local numbering: own node j -> j,
-            halo node ``halo_ids[k]`` -> n + k (layer-wise inference gathers with it).
+        indices: the CSC's in-neighbors as given (kept, not copied: a memory-mapped part's
+            edges stay mapped); :meth:`local_slice` numbers a slice of them locally.
         tables: per hidden layer l = 1..L-1, float32 [H, dims[l-1]]; ``stamps`` int64
             [L-1, H]: the step whose computation produced each row.
     """
@@ -91,9 +91,8 @@ class HaloExchange:
         self.num_owned = int(indptr.numel() - 1)
         self.dims = [int(d) for d in dims]
         self.staleness = check_staleness(staleness)
-        owner = book.owner(indices)
-        remote = owner != self.rank
-        self.halo_ids = torch.unique(indices[remote])
+        self.indices = indices
+        self.halo_ids = _remote_ids(indices, self.offset, self.offset + self.num_owned)
         # Tell every owner which of its nodes this rank holds as halo (once, at start-up).
         route = Route.build(book.owner(self.halo_ids), self.world)
         self.halo_route = route
@@ -104,9 +103,6 @@ class HaloExchange:
         for p, ids in enumerate(self.send_ids):  # loop over peers (a handful)
             self.needed_by[ids - self.offset, p] = True
         self.boundary = torch.nonzero(self.needed_by.any(1)).flatten() + self.offset
-        local = indices - self.offset
-        local[remote] = self.num_owned + torch.searchsorted(self.halo_ids, indices[remote])
-        self.local_indices = local
         # Allocated at the first write (the fill), so that start-up holds no zero tables.
         self.tables = [torch.empty(0, d, dtype=dtype) for d in self.dims]
         # The owned nodes' own history per hidden layer [n, d] (inputs of the refresh).
@@ -135,6 +131,16 @@ class HaloExchange:
         self.stats = {"age_counts": {}, "rows_pushed": 0, "rows_received": 0}
 
     # -- reading -------------------------------------------------------------------------
+    def local_slice(self, start: int, stop: int) -> torch.Tensor:
+        """int64 [stop - start]: in-neighbors ``indices[start:stop]`` in local numbering, own
+        node j -> j - offset, halo node ``halo_ids[k]`` -> n + k (layer-wise inference gathers
+        with it slice by slice, so no second copy of the part's edges is ever held)."""
+        ids = self.indices[start:stop]
+        local = ids - self.offset
+        remote = (local < 0) | (local >= self.num_owned)
+        local[remote] = self.num_owned + torch.searchsorted(self.halo_ids, ids[remote])
+        return local
+
     def slots(self, ids: torch.Tensor) -> torch.Tensor:
         """int64 [k]: table row of each halo id (int64 [k]); an id outside the halo is an error."""
         slot = torch.searchsorted(self.halo_ids, ids)
@@ -316,13 +322,13 @@ class HaloExchange:
         return rows
 
 
-def gather_degrees(indptr: torch.Tensor, comm: Communicator) -> torch.Tensor:
-    """int64 [N]: every node's in-degree in the whole graph, by global id (one exchange).
-
-    Each rank contributes its owned nodes' degrees (``diff(indptr)``); parts own contiguous
-    global id ranges in rank order, so concatenating the answers gives the global vector.
-    Used by layers that set ``needs_degree`` (GCN normalization on sampled blocks).
-    """
-    deg = torch.diff(indptr)
-    got = comm.exchange([deg] * comm.world_size, "control")
-    return torch.cat(got)
+def _remote_ids(indices: torch.Tensor, lo: int, hi: int, slice_edges: int = 1 << 22) -> torch.Tensor:
+    """int64 [H] sorted unique ids of ``indices`` outside ``[lo, hi)``, read in slices of
+    ``slice_edges`` so that start-up holds the halo and one slice, never a copy of the edges."""
+    found = [torch.empty(0, dtype=torch.int64)]
+    for a in range(0, indices.numel(), slice_edges):  # loop over slices of millions of edges
+        sl = indices[a:a + slice_edges]
+        found.append(torch.unique(sl[(sl < lo) | (sl >= hi)]))
+        if len(found) > 8:
+            found = [torch.unique(torch.cat(found))]
+    return torch.unique(torch.cat(found))

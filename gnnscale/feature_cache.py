@@ -138,7 +138,8 @@ class CacheContext:
 
     part: object  # LocalPart
     num_nodes: int
-    presample: Callable[[int], torch.Tensor] | None = None  # epochs -> int64 counts [num_nodes]
+    # epochs -> (remote ids int64 [K], how often each was an input row int64 [K])
+    presample: Callable[[int], tuple[torch.Tensor, torch.Tensor]] | None = None
     epochs: int = 2
     file: str | None = None
 
@@ -181,8 +182,7 @@ def _degree(ctx: CacheContext, k: int) -> torch.Tensor:
 def _presample(ctx: CacheContext, k: int) -> torch.Tensor:
     if ctx.presample is None:
         raise CacheError("the presample policy needs the sampler (it runs inside a training worker)")
-    counts = ctx.presample(ctx.epochs)
-    ids = torch.arange(ctx.num_nodes)
+    ids, counts = ctx.presample(ctx.epochs)
     remote = ctx.is_remote(ids)
     return _top(ids[remote], counts[remote], k)
 

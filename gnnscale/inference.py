@@ -8,12 +8,23 @@ full graph, and the way to fill the halo tables of the ``historical`` exchange m
 """
 from __future__ import annotations
 
+import logging
+import time
+
 import torch
 
+from gnnscale.degrees import DegreeStore
 from gnnscale.exchange import HaloExchange
 from gnnscale.feature_store import DistFeatureStore
 from gnnscale.models import GNN
 from gnnscale.samplers.kernels import Kernels
+
+log = logging.getLogger(__name__)
+
+
+def _degrees(node_degree, ids: torch.Tensor) -> torch.Tensor:
+    """In-degrees of ``ids`` from a DegreeStore (collective) or a global int64 [N] vector."""
+    return node_degree.fetch(ids) if isinstance(node_degree, DegreeStore) else node_degree[ids]
 
 
 @torch.no_grad()
@@ -32,13 +43,14 @@ def layerwise_inference(
 
     Args:
         model: the model (its current mode is kept; call ``model.eval()`` first for inference).
-        indptr: int64 [n + 1] this rank's CSC pointers (in-neighbors in ``halo.local_indices``).
+        indptr: int64 [n + 1] this rank's CSC pointers (in-neighbors from ``halo.local_slice``).
         own_features: float32 [n, F] features of the owned nodes.
         features: the feature store (halo input rows are fetched through it: cache, owners).
         halo: this rank's halo exchange; its tables are rewritten with the new embeddings,
             stamped ``step``.
         chunk_edges: destinations are processed in slices of about this many in-edges.
-        node_degree: int64 [N] in-degrees by global id (for layers that set ``needs_degree``).
+        node_degree: in-degrees by global id, for layers that set ``needs_degree``: a
+            :class:`~gnnscale.degrees.DegreeStore` (asks the owners: collective) or int64 [N].
         backend: sampler kernels used to relabel the neighborhoods: ``"auto"``, ``"numba"`` or
             ``"torch"`` (see :class:`Kernels`; ``--sampler-backend``). Same result with each.
 
@@ -50,11 +62,10 @@ def layerwise_inference(
     h_own, x0_own = (t.cpu() if t is not None else None for t in model.encode(own_features))
     h_halo = model.encode(features.fetch(halo.halo_ids))[0].cpu()
     kernels = Kernels(n + halo.num_halo, indptr.device, backend)
-    loc = halo.local_indices
     deg_local = None
     if node_degree is not None and model.uses_degree:
         own_ids = torch.arange(halo.offset, halo.offset + n, dtype=torch.int64)
-        deg_local = node_degree[torch.cat([own_ids, halo.halo_ids])]
+        deg_local = _degrees(node_degree, torch.cat([own_ids, halo.halo_ids]))
     # Slices of destinations with about chunk_edges in-edges each (a handful of slices).
     bounds = torch.searchsorted(indptr, torch.arange(0, int(indptr[-1]) + 1, chunk_edges, dtype=torch.int64))
     cuts = sorted(set([0, n] + bounds.clamp(max=n).tolist()))
@@ -63,7 +74,7 @@ def layerwise_inference(
         pieces = []
         for a, b in zip(cuts[:-1], cuts[1:]):  # loop over a few slices, for memory
             dst = torch.arange(a, b, dtype=torch.int64)
-            nbrs = loc[int(indptr[a]):int(indptr[b])]
+            nbrs = halo.local_slice(int(indptr[a]), int(indptr[b]))
             counts = torch.diff(indptr[a:b + 1])
             src, nbr_local = kernels.relabel(dst, nbrs)
             dst_local = torch.repeat_interleave(torch.arange(b - a), counts, output_size=nbrs.numel())
@@ -84,6 +95,91 @@ def layerwise_inference(
     return model.readout(h_own, outs).cpu()
 
 
+class _RowsPart:
+    """A part whose ``x`` is a layer's own rows (for a DistFeatureStore over embeddings)."""
+
+    def __init__(self, rows: torch.Tensor) -> None:
+        self.x = rows.numpy()
+
+    def features(self, local_idx: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(self.x)[local_idx]
+
+
+@torch.no_grad()
+def streamed_inference(
+    model: GNN,
+    indptr: torch.Tensor,
+    indices: torch.Tensor,
+    features: DistFeatureStore,
+    slice_bytes: int = 64 << 20,
+    node_degree=None,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """Logits float32 [n_owned, C] (on the host) of every owned node on the full graph, like
+    :func:`layerwise_inference`, holding no halo: memory follows the part and one slice.
+
+    Layer by layer, destinations go in slices of about ``slice_bytes / (4 x the layer's input
+    width)`` in-edges (so that a slice's rows take about ``slice_bytes``); each slice
+    asks the owners for the rows of its remote in-neighbors (input features through
+    ``features``, then the previous layer's embeddings from their owners) and writes its
+    output rows into the layer's own table [n, d]. A rank holds the part, its own rows of two
+    layers and one slice's rows: never the halo's (which, on a graph cut as badly as a random
+    one, is several times the part). It moves more bytes than the halo exchange (a row read by
+    several slices travels once per slice); use :func:`layerwise_inference` where the halo fits.
+
+    Args:
+        indptr, indices: this rank's CSC (int64 [n + 1], int64 [E] global in-neighbor ids;
+            ``indices`` may be memory-mapped: it is read slice by slice).
+        features: the feature store of this rank's group (its part gives the owned rows).
+        node_degree: a :class:`~gnnscale.degrees.DegreeStore` (or int64 [N]) for layers that
+            set ``needs_degree``.
+
+    Collective over ``features.comm``: every rank makes the same number of exchanges (the
+    largest slice count of any rank; ranks past their last slice send and ask nothing).
+    """
+    comm, book = features.comm, features.book
+    n = int(indptr.numel() - 1)
+    offset = int(book.offsets[comm.rank])
+    kernels = Kernels(book.num_nodes, indptr.device, backend, held=(offset, offset + n))
+    store, x0_own, outs = features, None, []
+    for i in range(model.num_layers):
+        t0 = time.perf_counter()
+        chunk_edges = max(64, slice_bytes // (4 * store.feature_dim))
+        bounds = torch.searchsorted(indptr, torch.arange(0, int(indptr[-1]) + 1, chunk_edges, dtype=torch.int64))
+        cuts = sorted(set([0, n] + bounds.clamp(max=n).tolist()))
+        spans = list(zip(cuts[:-1], cuts[1:]))
+        rounds = int(comm.all_reduce(torch.tensor([len(spans)], dtype=torch.int64), "max")[0])
+        spans += [(n, n)] * (rounds - len(spans))
+        h_out = None
+        for a, b in spans:  # loop over slices of destinations (collective rounds)
+            e_a, e_b = int(indptr[a]), int(indptr[b])
+            dst = torch.arange(offset + a, offset + b, dtype=torch.int64)
+            src, nbr_local = kernels.relabel(dst, torch.as_tensor(indices[e_a:e_b]))
+            hs = store.fetch(src, category="feature" if i == 0 else "embedding")
+            if i == 0:
+                hs, x0 = model.encode(hs)
+                if x0 is not None:
+                    if x0_own is None:
+                        x0_own = torch.empty(n, x0.shape[1], dtype=x0.dtype)
+                    x0_own[a:b] = x0[: b - a].cpu()
+            hs = model.input_dropout(i, hs).to(torch.float32)
+            counts = torch.diff(indptr[a:b + 1])
+            dst_local = torch.repeat_interleave(torch.arange(b - a), counts, output_size=e_b - e_a)
+            deg = _degrees(node_degree, src) if node_degree is not None and model.needs_degree[i] else None
+            rows = model.layer_step(i, hs, hs[: b - a], torch.stack([nbr_local, dst_local]),
+                                    x0_own[a:b] if x0_own is not None else None, deg).cpu()
+            if h_out is None:  # every rank learns the width at its first slice (maybe empty)
+                h_out = torch.empty(n, rows.shape[1], dtype=torch.float32)
+            h_out[a:b] = rows
+        if model.jk != "none":
+            outs.append(h_out)
+        store = DistFeatureStore(_RowsPart(h_out), book, comm, h_out.shape[1])
+        if comm.rank == 0:
+            log.info("layer-wise inference: layer %d of %d in %.1f s (%d rounds of about %d in-edges)",
+                     i + 1, model.num_layers, time.perf_counter() - t0, rounds, chunk_edges)
+    return model.readout(h_out, outs).cpu()
+
+
 @torch.no_grad()
 def refresh_embeddings(
     model: GNN,
@@ -99,13 +195,13 @@ def refresh_embeddings(
     One hop per layer, GNNAutoScale's rule: ``sample_fn(nodes) -> (counts, nbrs)`` draws the
     in-neighbors once; layer 1 reads their raw features (one feature fetch, collective: every
     rank calls this once per step, ``nodes`` may be empty), layer l > 1 their historical
-    layer-(l-1) rows (``halo.history``). Returns per hidden layer float32 [k, d] (on the host).
+    layer-(l-1) rows (``halo.history``); ``node_degree`` as in :func:`layerwise_inference`. Returns per hidden layer float32 [k, d] (on the host).
     """
     k = nodes.numel()
     counts, nbrs = sample_fn(nodes)
     src, nbr_local = relabel(nodes, nbrs)
     edge_index = torch.stack([nbr_local, torch.repeat_interleave(torch.arange(k), counts, output_size=nbrs.numel())])
-    deg = node_degree[src] if node_degree is not None and model.uses_degree else None
+    deg = _degrees(node_degree, src) if node_degree is not None and model.uses_degree else None
     h, x0 = model.encode(features.fetch(src))
     x0_dst = x0[:k] if x0 is not None else None
     out = []

@@ -505,8 +505,8 @@ class PipelineEvaluator:
     Each call gathers every rank's stage weights (one all-gather of the state dicts), so that
     every pipeline's stage 0 holds the whole model; the stage-0 ranks (one per part,
     ``first_stages``) then run exact layer-wise inference over their parts
-    (:func:`gnnscale.inference.layerwise_inference`, halo rows exchanged among them). Their model,
-    feature store, halo exchange, degrees and input rows are built at the first call and kept.
+    (:func:`gnnscale.inference.streamed_inference`: remote rows asked of their owners slice by
+    slice). Their model, feature store and degrees are built at the first call and kept.
     """
 
     def __init__(self, cfg, comm: Communicator, first_stages: Communicator, stage: PipelineStage, part,
@@ -524,18 +524,16 @@ class PipelineEvaluator:
         return result
 
     def _setup(self) -> dict:
-        from gnnscale.exchange import HaloExchange, gather_degrees
+        from gnnscale.degrees import DegreeStore
         from gnnscale.feature_store import DistFeatureStore
 
         part, group = self.part, self.first_stages
         model = _build(self.cfg, part)
         return dict(model=model, features=DistFeatureStore(part, part.book, group, part.meta["feature_dim"]),
-                    halo=HaloExchange(part.indptr, part.indices, part.book, group, model.dims[1:model.num_layers], 2),
-                    degree=gather_degrees(part.indptr, group) if model.uses_degree else None,
-                    own_x=part.features(torch.arange(part.num_owned, dtype=torch.int64)))
+                    degree=DegreeStore(part.indptr, part.book, group) if model.uses_degree else None)
 
     def _first_stage(self, states: list) -> dict:
-        from gnnscale.inference import layerwise_inference
+        from gnnscale.inference import streamed_inference
 
         self.ctx = self.ctx or self._setup()
         ctx, part, k = self.ctx, self.part, self.num_stages
@@ -546,8 +544,8 @@ class PipelineEvaluator:
         model = ctx["model"]
         model.load_state_dict(merged)
         model.eval()
-        pred = layerwise_inference(model, part.indptr, ctx["own_x"], ctx["features"], ctx["halo"], step=0,
-                                   node_degree=ctx["degree"], backend=self.cfg.sampler_backend).argmax(1)
+        pred = streamed_inference(model, part.indptr, part.indices, ctx["features"], node_degree=ctx["degree"],
+                                  backend=self.cfg.sampler_backend).argmax(1)
         counts = {}
         for name in ("train", "val", "test"):
             mask = getattr(part, f"{name}_mask")

@@ -28,8 +28,9 @@ from gnnscale.pipeline import Prefetcher
 from gnnscale.errors import RuntimeSetupError
 from gnnscale.feature_store import DistFeatureStore
 from gnnscale.health import Health
-from gnnscale.exchange import HaloExchange, check_mode, check_staleness, gather_degrees
-from gnnscale.inference import layerwise_inference, refresh_embeddings
+from gnnscale.degrees import DegreeStore
+from gnnscale.exchange import HaloExchange, check_mode, check_staleness
+from gnnscale.inference import layerwise_inference, refresh_embeddings, streamed_inference
 from gnnscale.model_io import config_record
 from gnnscale.models import GNN
 from gnnscale.partitioning import load_part
@@ -135,13 +136,14 @@ class Worker:
         self.emb_comm = Communicator(self.rank, self.world, group=emb_group, timeout=cfg.timeout, network=network,
                                      health=self.health)
         self.halo = None
-        if self.mode == "historical" or self.layerwise_eval:
+        # Historical mode's halo tables; layer-wise evaluation without them streams by slices.
+        if self.mode == "historical":
             self.halo = HaloExchange(self.part.indptr, self.part.indices, self.book, self.emb_comm,
                                      model.dims[1:len(fanouts)], cfg.staleness,
                                      dtype=_embedding_dtype(cfg.embedding_dtype))
         self.global_step = 0
-        # In-degrees of every node (one exchange) for GCN-style layers on sampled blocks.
-        self.degree = gather_degrees(self.part.indptr, self.comm) if model.uses_degree else None
+        # GCN-style layers on sampled blocks: own nodes' in-degrees, the others' asked per batch.
+        self.degrees = DegreeStore(self.part.indptr, self.book, self.data_comm) if model.uses_degree else None
         self.exchange_info = {"mode": self.mode, "staleness": cfg.staleness if self.mode == "historical" else None}
         if self.halo is not None:
             self.exchange_info.update(halo_rows=self.halo.num_halo, halo_table_bytes=self.halo.table_bytes,
@@ -149,8 +151,11 @@ class Worker:
         if self.mode == "historical" and self.halo is not None:
             self.refresh_features = DistFeatureStore(self.part, self.book, self.emb_comm, meta["feature_dim"],
                                                      self.device)
+            self.refresh_degrees = DegreeStore(self.part.indptr, self.book, self.emb_comm) if model.uses_degree \
+                else None
             # Its own kernels: the compiled relabeler keeps a table that the prefetch thread also uses.
-            self.refresh_kernels = Kernels(self.book.num_nodes, self.part.indptr.device, cfg.sampler_backend)
+            self.refresh_kernels = Kernels(self.book.num_nodes, self.part.indptr.device, cfg.sampler_backend,
+                                           held=(self.part.offset, self.part.offset + self.part.num_owned))
             extra = self.halo.refresh_seeds(0).numel()
             if extra > cfg.batch_size:
                 log.warning(
@@ -186,15 +191,36 @@ class Worker:
         self.tb = None  # rank 0's TensorBoard writer, made by fit() with --tensorboard
 
     # -- feature cache ---------------------------------------------------------------------
-    def _presample_counts(self, epochs: int) -> torch.Tensor:
-        """int64 [N]: how often each node was an input row over ``epochs`` pre-sampling epochs."""
-        counts = torch.zeros(self.book.num_nodes, dtype=torch.int64)
+    def _presample_counts(self, epochs: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """How often each remote node was an input row over ``epochs`` pre-sampling epochs:
+        (ids int64 [K] sorted, counts int64 [K]) over the K remote nodes drawn at least once.
+
+        Sparse, so its memory follows what the sampler touched, not the graph's node count.
+        """
+        lo, hi = self.part.offset, self.part.offset + self.part.num_owned
+        ids, counts = torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64)
+        pending: list[torch.Tensor] = []
+        held = 0
+
+        def merge() -> None:
+            nonlocal ids, counts, pending, held
+            allv = torch.cat([ids] + pending)
+            weight = torch.cat([counts, torch.ones(allv.numel() - ids.numel(), dtype=torch.int64)])
+            ids, inv = torch.unique(allv, return_inverse=True)
+            counts = torch.zeros(ids.numel(), dtype=torch.int64).index_add_(0, inv, weight)
+            pending, held = [], 0
+
         for e in range(epochs):
             epoch = 1_000_000 + e  # streams disjoint from the training epochs'
             for step, seeds in enumerate(self._train_batches(epoch)):
                 mb = self.sampler.sample(seeds, epoch=epoch, step=step)
-                counts += torch.bincount(mb.input_ids, minlength=self.book.num_nodes)
-        return counts
+                got = mb.input_ids[(mb.input_ids < lo) | (mb.input_ids >= hi)]
+                pending.append(got)
+                held += got.numel()
+                if held > max(1 << 22, 2 * ids.numel()):  # merge in rounds: bounded buffer, few sorts
+                    merge()
+        merge()
+        return ids, counts
 
     def _setup_cache(self) -> dict:
         cfg = self.cfg
@@ -274,6 +300,7 @@ class Worker:
             self.health.enter("fetching features", epoch, step)
             with self.copier.side_stream():
                 x = self.features.fetch(mb.input_ids)
+                self._fetch_degrees(mb)
                 y = self.copier.move(self._labels(seeds))
                 blocks = self._device_blocks(mb.blocks)
                 event = self.copier.record()
@@ -282,6 +309,13 @@ class Worker:
             return seeds, mb, x, y, blocks, event
 
         return produce
+
+    def _fetch_degrees(self, mb) -> None:
+        """``mb.degrees``: the in-degrees of its blocks' sources, on the device (collective on the
+        data group, like the feature fetch; nothing without a degree-normalized layer)."""
+        if self.degrees is not None:
+            ids = torch.unique(torch.cat([b.src_ids for b in mb.blocks] + [mb.seeds]))
+            mb.degrees = self.degrees.lookup(ids).to(self.device)
 
     def _device_blocks(self, blocks: list[Block]) -> list[Block]:
         if self.device.type == "cpu":
@@ -372,10 +406,10 @@ class Worker:
             if self.mode == "historical":
                 hist = [self.halo.lookup(i, b.hist_ids, gstep) if b.num_hist else None for i, b in enumerate(mb.blocks)]
                 emit: list | None = []
-                out = self.model(x, blocks, hist=hist, emit=emit, node_degree=self.degree)
+                out = self.model(x, blocks, hist=hist, emit=emit, node_degree=mb.degrees)
             else:
                 emit = None
-                out = self.model(x, blocks, node_degree=self.degree)
+                out = self.model(x, blocks, node_degree=mb.degrees)
             if seeds.numel():
                 loss = F.cross_entropy(out, y)
             else:  # a rank with no training nodes still joins DDP's gradient all-reduce
@@ -401,7 +435,7 @@ class Worker:
 
         self.net.eval()
         fresh = refresh_embeddings(self.net, nodes, sample_fn, self.refresh_kernels.relabel, self.refresh_features,
-                                   self.halo, node_degree=self.degree)
+                                   self.halo, node_degree=self.refresh_degrees)
         self.net.train()
         ids, rows = [], []
         for l in range(len(self.cfg.fanouts) - 1):  # loop over hidden layers
@@ -423,12 +457,14 @@ class Worker:
     def _full_logits(self) -> torch.Tensor:
         """float32 [n_owned, C] logits of the owned nodes by layer-wise inference (collective).
 
-        The halo tables get the new embeddings, stamped as computed at the previous step.
+        In historical mode the halo tables get the new embeddings, stamped as computed at the
+        previous step; otherwise there are no tables and the inference streams by slices.
         """
-        n = self.part.num_owned
-        own_x = self.part.features(torch.arange(n, dtype=torch.int64))
-        return layerwise_inference(self.net, self.part.indptr, own_x, self.features, self.halo,
-                                   step=self.global_step - 1, node_degree=self.degree,
+        if self.halo is None:  # no halo tables to fill: hold the part and one slice, never the halo
+            return streamed_inference(self.net, self.part.indptr, self.part.indices, self.features,
+                                      node_degree=self.degrees, backend=self.cfg.sampler_backend)
+        return layerwise_inference(self.net, self.part.indptr, self.part.feature_rows(), self.features, self.halo,
+                                   step=self.global_step - 1, node_degree=self.degrees,
                                    backend=self.cfg.sampler_backend)
 
     @torch.no_grad()
@@ -450,7 +486,8 @@ class Worker:
         for step, seeds in enumerate(_batches(ids, cfg.eval_batch_size, steps, wrap=False)):
             mb = self.eval_sampler.sample(seeds, epoch=0, step=step)
             x = self.features.fetch(mb.input_ids)
-            out = self.model(x, self._device_blocks(mb.blocks), node_degree=self.degree)
+            self._fetch_degrees(mb)
+            out = self.model(x, self._device_blocks(mb.blocks), node_degree=mb.degrees)
             preds.append(out.argmax(1).cpu())
             labels.append(self._labels(seeds))
         pred = torch.cat(preds) if preds else torch.empty(0, dtype=torch.int64)
@@ -510,7 +547,7 @@ class Worker:
         Every figure travels by name (:meth:`Communicator.all_reduce_named`): one reduction,
         plus one for the per-rank modelled-link figures when a link is modelled.
         """
-        cats = list(CATEGORIES) + ["cache_fill_request", "cache_fill"]
+        cats = list(CATEGORIES) + ["cache_fill_request", "cache_fill", "degree_request", "degree"]
         ages = self.halo.stats["age_counts"] if self.halo is not None else {}
         vals = {f"sent.{c}": traffic["sent"].get(c, 0) for c in cats}
         vals |= {f"received.{c}": traffic["received"].get(c, 0) for c in cats}
@@ -680,6 +717,9 @@ class Worker:
         startup = float(self.comm.all_reduce(torch.tensor([time.perf_counter() - self._t_init],
                                                           dtype=torch.float64), "max")[0])
         phases = self.comm.all_reduce_named(self.startup_phases, "max")  # same names on every rank
+        # Memory once the part is loaded and everything is built, before the first step: the
+        # steps' own working set is each epoch's peak_rss_mb minus this.
+        startup_memory = self.comm.all_gather_object(_process_figures())
         if self.rank == 0:
             log.info("start-up %.2f s (max over ranks: %s)", startup,
                      ", ".join(f"{k} {phases[k]:.2f}" for k in self.startup_phases))
@@ -704,9 +744,9 @@ class Worker:
                                dtype=torch.float64)
             self.comm.all_reduce(vec, "max")
             totals = self._sum_traffic(traffic, feat, rec["steps"])
-            procs = self.comm.all_gather_object(_process_figures())  # (resident bytes, open fds) per rank
-            rec["rss_mb_by_rank"] = [p[0] / 1e6 if p[0] is not None else None for p in procs]
-            rec["open_fds_by_rank"] = [p[1] for p in procs]
+            procs = self.comm.all_gather_object(_process_figures())  # one dict per rank
+            for key in ("rss_mb", "peak_rss_mb", "rss_anon_mb", "rss_file_mb", "open_fds"):
+                rec[f"{key}_by_rank"] = [p.get(key) for p in procs]
             rec.update(
                 epoch=epoch,
                 epoch_seconds=float(vec[0]),
@@ -761,6 +801,8 @@ class Worker:
             "epoch_seconds": sum(h["epoch_seconds"] for h in history) / len(history),
             "startup_seconds": startup,
             "startup_phase_seconds_max_over_ranks": phases,
+            "startup_rss_mb_by_rank": [p["rss_mb"] for p in startup_memory],
+            "startup_rss_anon_mb_by_rank": [p["rss_anon_mb"] for p in startup_memory],
             "device": self.device.type,
             "bytes_sent": sum(h["bytes_sent"] for h in history),
             "bytes_received": sum(h["bytes_received"] for h in history),
@@ -792,15 +834,30 @@ def _tensorboard_epoch(writer, rec: dict) -> None:
     writer.flush()
 
 
-def _process_figures() -> tuple[int | None, int | None]:
-    """This process's resident bytes and open file descriptors now (None where unknown)."""
-    from gnnscale.partitioning.resources import current_rss_bytes
+def _process_figures() -> dict:
+    """This process's memory and open file descriptors now (None where unknown).
 
+    ``rss_mb`` resident now, ``peak_rss_mb`` the lifetime peak (``ru_maxrss``), ``rss_anon_mb``
+    and ``rss_file_mb`` the resident split between private memory and file pages (memory-mapped
+    part arrays and shared libraries, which the kernel can drop and reread), ``open_fds``.
+    """
+    from gnnscale.partitioning.resources import current_rss_bytes, lifetime_peak_rss_bytes
+
+    out: dict = {"rss_mb": (current_rss_bytes() / 1e6) or None, "peak_rss_mb": lifetime_peak_rss_bytes() / 1e6,
+                 "rss_anon_mb": None, "rss_file_mb": None, "open_fds": None}
     try:
-        fds = len(os.listdir("/proc/self/fd"))
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(("RssAnon:", "RssFile:")):
+                    key = "rss_anon_mb" if line.startswith("RssAnon") else "rss_file_mb"
+                    out[key] = int(line.split()[1]) * 1024 / 1e6
     except OSError:
-        fds = None
-    return current_rss_bytes() or None, fds
+        pass
+    try:
+        out["open_fds"] = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        pass
+    return out
 
 
 def evaluate_worker(parts_dir: str, cfg: TrainConfig, model_path: str) -> dict:

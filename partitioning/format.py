@@ -313,6 +313,17 @@ class LocalPart:
         """int64 ``[n]``: the new global ids this part owns."""
         return torch.arange(self.offset, self.offset + self.num_owned, dtype=torch.int64)
 
+    def feature_rows(self) -> torch.Tensor:
+        """float32 ``[n, F]``: every owned row as a tensor over the mapped file (no copy: the
+        pages are read as they are touched and stay the page cache's). Read-only: never write it."""
+        if not isinstance(self.x, np.ndarray):
+            return torch.as_tensor(self.x)
+        import warnings
+
+        with warnings.catch_warnings():  # torch warns that the mapping is not writable: it is not written
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.from_numpy(self.x)
+
     def features(self, local_idx: torch.Tensor) -> torch.Tensor:
         """Feature rows of owned nodes.
 
@@ -341,7 +352,8 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
         verify: check the sha256 of every file of this part against meta.json.
 
     Returns:
-        A :class:`LocalPart`; ``x`` stays memory-mapped, the other arrays are loaded.
+        A :class:`LocalPart`; ``x`` and ``indices`` stay memory-mapped (``indices``
+        copy-on-write), the other arrays are loaded.
     """
     root = Path(part_dir)
     meta = load_meta(root)
@@ -363,7 +375,9 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
     n = book.part_size(part)
     f = int(meta["feature_dim"])
     indptr = load_array(pdir / "indptr.npy", np.int64, (n + 1,), mmap=False)
-    indices = load_array(pdir / "indices.npy", np.int64, (None,), mmap=False)
+    # Mapped, not read: the edges are the part's largest array after x; their pages are shared
+    # by the processes that open the part and dropped under memory pressure, not swapped.
+    indices = load_array(pdir / "indices.npy", np.int64, (None,), mmap="c")
     check_pointers(pdir / "indptr.npy", indptr, indices.shape[0])
     x = load_array(pdir / "x.npy", np.float32, (n, f))
     y = load_array(pdir / "y.npy", np.int64, (n,), mmap=False)

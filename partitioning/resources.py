@@ -43,7 +43,20 @@ def current_rss_bytes() -> int:
 
 
 def lifetime_peak_rss_bytes() -> int:
-    """Peak resident set size of this process since it started (``ru_maxrss``), in bytes."""
+    """Peak resident set size of this process since it started, in bytes.
+
+    Linux's ``VmHWM`` (the high-water mark of this process's own memory) where it can be read:
+    ``ru_maxrss`` also keeps the peak of the process image replaced by ``exec``, so a worker
+    spawned by a large parent (fork, then exec of a fresh interpreter) would report the
+    parent's size. Elsewhere ``ru_maxrss``.
+    """
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * _MAXRSS_UNIT
 
 

@@ -55,13 +55,15 @@ def check_meta(part_dir: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
-def load_array(path: Path, dtype, shape: tuple, mmap: bool = True) -> np.ndarray:
-    """The ``.npy`` array at ``path`` (memory-mapped with ``mmap``), checked to have ``dtype``
-    and ``shape`` (``None`` entries: any length). Raises :class:`PartitionError` naming the file."""
+def load_array(path: Path, dtype, shape: tuple, mmap: bool | str = True) -> np.ndarray:
+    """The ``.npy`` array at ``path``, checked to have ``dtype`` and ``shape`` (``None`` entries:
+    any length). ``mmap``: True maps it read-only, ``"c"`` copy-on-write (a writable array whose
+    pages stay the file's until written), False reads it into memory. Raises
+    :class:`PartitionError` naming the file."""
     if not path.is_file():
         raise PartitionError(f"{path}: expected this file, found none; {_RERUN_HINT}")
     try:
-        arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        arr = np.load(path, mmap_mode=("r" if mmap is True else mmap) or None, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise PartitionError(f"{path}: expected a readable .npy file, found an error ({exc}); {_RERUN_HINT}") from None
     want = tuple(arr.shape[i] if s is None and i < arr.ndim else s for i, s in enumerate(shape))

@@ -81,6 +81,8 @@ class MiniBatch:
         x: float32 [blocks[0].num_src, F] input features, filled by the feature stage.
         y: int64 [B] labels of the seeds, filled by the feature stage.
         stats: counters gathered along the way (sampled edges, remote ids, ...).
+        degrees: in-degrees of the blocks' source ids (a ``gnnscale.degrees.DegreeLookup``),
+            filled by the feature stage when the model normalizes by degree.
     """
 
     seeds: torch.Tensor
@@ -88,6 +90,7 @@ class MiniBatch:
     x: torch.Tensor | None = None
     y: torch.Tensor | None = None
     stats: dict = field(default_factory=dict)
+    degrees: object | None = None
 
     @property
     def input_ids(self) -> torch.Tensor:

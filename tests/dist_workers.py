@@ -111,8 +111,9 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
     layer-wise logits of the same seeds, the halo ids in original ids, how many historical
     leaves the blocks had, the ages read, and whether a too-old read was refused.
     """
-    from gnnscale.exchange import ExchangeError, HaloExchange, gather_degrees
-    from gnnscale.inference import layerwise_inference
+    from gnnscale.degrees import DegreeStore
+    from gnnscale.exchange import ExchangeError, HaloExchange
+    from gnnscale.inference import layerwise_inference, streamed_inference
     from gnnscale.models import GNN
 
     info = init_distributed(timeout=60)
@@ -126,8 +127,13 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
     model.eval()
     halo = HaloExchange(part.indptr, part.indices, book, comm, model.dims[1:L], staleness)
     own_x = part.features(torch.arange(part.num_owned))
-    degree = gather_degrees(part.indptr, comm)
+    degree = DegreeStore(part.indptr, book, comm)  # own degrees; the others asked of their owners
     full = layerwise_inference(model, part.indptr, own_x, store, halo, step=-1, node_degree=degree)
+    # Without halo tables, slice by slice (small slices: ranks have different counts of rounds).
+    comm.stats.reset()
+    streamed = streamed_inference(model, part.indptr, part.indices, store, slice_bytes=4 * 97 * store.feature_dim,
+                                  node_degree=degree)
+    streamed_rounds = dict(comm.stats.rounds)
     seeds = torch.arange(part.offset, part.offset + part.num_owned, 7)
     out = {}
     leaves = 0
@@ -142,7 +148,8 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
             if mode == "historical":
                 hist = [halo.lookup(i, b.hist_ids, 0) if b.num_hist else None for i, b in enumerate(mb.blocks)]
                 leaves = sum(b.num_hist for b in mb.blocks)
-            out[mode] = model(x, mb.blocks, hist=hist, node_degree=degree)
+            lookup = degree.lookup(torch.unique(torch.cat([b.src_ids for b in mb.blocks])))
+            out[mode] = model(x, mb.blocks, hist=hist, node_degree=lookup)
     # The refresh rule (one hop over histories) with full neighborhoods reproduces the fill's rows.
     from gnnscale.inference import refresh_embeddings
     from gnnscale.samplers.kernels import Kernels
@@ -172,6 +179,8 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
         "exact": out["exact"],
         "historical": out["historical"],
         "layerwise": full[seeds - part.offset],
+        "streamed_all": streamed, "layerwise_all": full, "streamed_rounds": streamed_rounds,
+        "slices": int(part.indptr[-1]) // 97,
         "leaves": leaves,
         "halo_orig": torch.sort(torch.cat([load_part(parts_dir, p, verify=False).orig_ids for p in range(book.num_parts)])[halo.halo_ids]).values,
         "table_rows": [t.shape[0] for t in halo.tables],

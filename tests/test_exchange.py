@@ -38,6 +38,14 @@ def test_historical_full_neighborhoods_equals_exact_after_fill(cora, cora_parts,
         assert res["leaves"] > 0
         assert torch.allclose(res["historical"], res["exact"], atol=1e-5, rtol=0)
         assert torch.allclose(res["layerwise"], res["exact"], atol=1e-5, rtol=0)
+        # Without halo tables, slice by slice: the same logits for every owned node; one feature
+        # fetch per round in layer 0 (slices of ~97 in-edges there), one embedding fetch per round in
+        # the others (every rank makes as many rounds; in-degrees asked of the owners in each round).
+        assert torch.allclose(res["streamed_all"], res["layerwise_all"], atol=1e-5, rtol=0)
+        rounds = res["streamed_rounds"]
+        assert rounds == results[0]["streamed_rounds"]
+        assert rounds["feature"] >= res["slices"] > 10 and rounds["embedding"] >= len(fanouts) - 1
+        assert rounds.get("degree", 0) == (rounds["feature"] + rounds["embedding"] if layer == "gcn" else 0)
         # The tables hold exactly the halo rows: the remote in-neighbors of owned nodes.
         expected = _expected_halo(cora, cora_parts[parts], res["rank"], parts)
         assert torch.equal(res["halo_orig"], expected)

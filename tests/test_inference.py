@@ -35,7 +35,7 @@ def one_part(n: int = 60, m: int = 300, f: int = 6, seed: int = 0):
         return h_own[:0]  # no halo rows
 
     halo = SimpleNamespace(num_owned=n, num_halo=0, halo_ids=torch.zeros(0, dtype=torch.int64),
-                           local_indices=indices, offset=0, exchange_layer=exchange_layer)
+                           local_slice=lambda a, b: indices[a:b], offset=0, exchange_layer=exchange_layer)
     features = SimpleNamespace(fetch=lambda ids: x[ids])
     return indptr, indices, deg, x, halo, features, exchanged
 
