@@ -68,12 +68,14 @@ def make_data(
         )
     if n == 0:
         raise DatasetError(f"expected at least one node in {where}, found an empty graph (0 feature rows)")
-    finite = torch.isfinite(x_t)
-    if not bool(finite.all()):
-        bad = int((~finite).sum())
-        row = int(torch.nonzero(~finite)[0, 0])
-        raise DatasetError(f"expected finite features in {where}, found {bad} NaN or infinite values (first in row "
-                           f"{row}); clean or impute the features")
+    step = max(1, (64 << 20) // max(1, 4 * x_t.shape[1]))  # row slices: a 64 MB mask at most, not [N, F]
+    for a in range(0, n, step):  # loop over slices of rows
+        finite = torch.isfinite(x_t[a:a + step])
+        if not bool(finite.all()):
+            bad = int((~finite).sum())
+            row = a + int(torch.nonzero(~finite)[0, 0])
+            raise DatasetError(f"expected finite features in {where}, found {bad} NaN or infinite values in rows "
+                               f"{a}..{a + finite.shape[0] - 1} (the first in row {row}); clean or impute the features")
     labelled = y_t >= 0
     if num_classes is not None and bool(labelled.any()) and int(y_t.max()) >= int(num_classes):
         raise DatasetError(f"expected labels in [0, {num_classes}) in {where}, found {int(y_t.max())}")

@@ -56,14 +56,19 @@ HELP = (
 )
 
 
-def _load_npy(path: Path) -> np.ndarray:
+def _load_npy(path: Path, mmap: bool = False) -> np.ndarray:
+    """The array in ``path``; with ``mmap``, mapped copy-on-write when it is stored as float32
+    (used as is: its pages stay the file's, so a graph's features need not fit in memory)."""
     if not path.is_file():
         raise DatasetError(
             f"expected the file {path.name} in {path.parent}, found no such file; "
             f"write it with np.save({str(path)!r}, array) (see the dir: format in --help)"
         )
     try:
-        return np.load(path, allow_pickle=False)
+        arr = np.load(path, mmap_mode="c" if mmap else None, allow_pickle=False)
+        if mmap and arr.dtype != np.float32:
+            arr = np.asarray(arr)  # converted on loading anyway: read it into memory
+        return arr
     except (ValueError, OSError) as exc:
         raise DatasetError(
             f"expected a NumPy .npy array in {path}, could not read it ({exc}); write it with np.save"
@@ -131,7 +136,7 @@ def load(arg: str, root: str | None, options: dict, name: str) -> Data:
             f"expected a folder with edge_index.npy, x.npy, y.npy at {folder}, found "
             f"{'a file' if folder.exists() else 'nothing'}; pass dir:<folder>"
         )
-    x = _load_npy(folder / "x.npy")
+    x = _load_npy(folder / "x.npy", mmap=True)
     y = _load_npy(folder / "y.npy")
     raw_edges = _load_npy(folder / "edge_index.npy")
     if x.ndim != 2 or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):

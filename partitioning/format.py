@@ -110,9 +110,64 @@ def write_meta(out_dir: str | os.PathLike, meta: dict[str, Any]) -> None:
     os.replace(tmp, out / META_FILE)
 
 
+class _HashingWriter:
+    """A write-only file that hashes what goes through it (sha256 without reading back)."""
+
+    def __init__(self, fh, digest) -> None:
+        self.fh, self.digest = fh, digest
+
+    def write(self, data) -> int:
+        self.digest.update(data)  # releases the GIL on large buffers, as the write does
+        return self.fh.write(data)
+
+
 def _save(path: Path, arr: np.ndarray) -> str:
-    np.save(path, arr, allow_pickle=False)
-    return sha256_file(path)
+    """Write ``arr`` as ``np.save`` does (the same bytes) and return the file's sha256, hashed
+    as it is written (numpy writes through the wrapper in 16 MiB pieces)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "wb") as fh:
+        np.lib.format.write_array(_HashingWriter(fh, digest), np.asanyarray(arr), allow_pickle=False)
+    return digest.hexdigest()
+
+
+def _writer_threads() -> int:
+    """Threads that write and hash part files: the cores this process may use, at most 4."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
+def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray, indices_g: np.ndarray,
+                 x: torch.Tensor, y: torch.Tensor, masks: dict) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """The arrays of the part owning new ids ``[lo, hi)`` by file name, and its sizes for meta.json."""
+    ids_np = old_of_new[lo:hi]
+    ids = torch.from_numpy(ids_np)
+    e_lo, e_hi = int(indptr_g[lo]), int(indptr_g[hi])
+    indices = indices_g[e_lo:e_hi]
+    arrays = {
+        "indptr.npy": indptr_g[lo : hi + 1] - e_lo,
+        "indices.npy": indices,
+        "x.npy": x[ids].numpy().astype(np.float32, copy=False),
+        "y.npy": y[ids].numpy().astype(np.int64, copy=False),
+        "train_mask.npy": masks["train_mask"][ids].numpy(),
+        "val_mask.npy": masks["val_mask"][ids].numpy(),
+        "test_mask.npy": masks["test_mask"][ids].numpy(),
+        "orig_ids.npy": ids_np,
+    }
+    remote = indices[(indices < lo) | (indices >= hi)]
+    size = {
+        "nodes": hi - lo,
+        "in_edges": e_hi - e_lo,
+        "train": int(np.count_nonzero(arrays["train_mask.npy"])),
+        "val": int(np.count_nonzero(arrays["val_mask.npy"])),
+        "test": int(np.count_nonzero(arrays["test_mask.npy"])),
+        "remote_sources": int(sorted_unique(remote, inplace=True).shape[0]),
+    }
+    return arrays, size
 
 
 def write_partitions(
@@ -124,6 +179,7 @@ def write_partitions(
     dataset: str,
     num_parts: int | None = None,
     extra_meta: dict[str, Any] | None = None,
+    write_threads: int | None = None,
 ) -> dict[str, Any]:
     """Relabel nodes contiguously by part and write the format-1 partition folder.
 
@@ -136,6 +192,8 @@ def write_partitions(
         dataset: dataset name, recorded in meta.json.
         num_parts: P (defaults to ``parts.max() + 1``; pass it to keep empty trailing parts).
         extra_meta: extra JSON-serializable entries merged into meta.json.
+        write_threads: threads that write and hash the files (default: the usable cores, at
+            most 4; 1 writes them one after the other).
 
     Returns:
         The meta dict that was written to ``out_dir/meta.json``.
@@ -183,40 +241,29 @@ def write_partitions(
     it = range(num_parts)
     if tqdm is not None and n >= 1_000_000:
         it = tqdm(it, desc="writing parts", unit="part")
-    for p in it:  # one part at a time: only this part's copies are alive
-        lo, hi = int(offsets[p]), int(offsets[p + 1])
-        pdir = out / part_dir_name(p)
-        pdir.mkdir(exist_ok=True)
-        ids_np = old_of_new[lo:hi]
-        ids = torch.from_numpy(ids_np)
-        e_lo, e_hi = int(indptr_g[lo]), int(indptr_g[hi])
-        indptr = indptr_g[lo : hi + 1] - e_lo
-        indices = indices_g[e_lo:e_hi]
-        arrays = {
-            "indptr.npy": indptr,
-            "indices.npy": indices,
-            "x.npy": x[ids].numpy().astype(np.float32, copy=False),
-            "y.npy": y[ids].numpy().astype(np.int64, copy=False),
-            "train_mask.npy": masks["train_mask"][ids].numpy(),
-            "val_mask.npy": masks["val_mask"][ids].numpy(),
-            "test_mask.npy": masks["test_mask"][ids].numpy(),
-            "orig_ids.npy": ids_np,
-        }
-        for fname, arr in arrays.items():
-            files[f"{part_dir_name(p)}/{fname}"] = _save(pdir / fname, arr)
-        remote = indices[(indices < lo) | (indices >= hi)]
-        sizes.append(
-            {
-                "nodes": hi - lo,
-                "in_edges": e_hi - e_lo,
-                "train": int(np.count_nonzero(arrays["train_mask.npy"])),
-                "val": int(np.count_nonzero(arrays["val_mask.npy"])),
-                "test": int(np.count_nonzero(arrays["test_mask.npy"])),
-                "remote_sources": int(sorted_unique(remote, inplace=True).shape[0]),
-            }
-        )
-        del arrays, remote, indptr, indices
-        logger.debug("wrote %s: %d nodes, %d in-edges", pdir, hi - lo, e_hi - e_lo)
+    # Files are written and hashed by a few threads (both release the GIL), while the next
+    # part's arrays are gathered; at most two parts' copies are alive (this one and the one
+    # being written).
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=write_threads or _writer_threads(), thread_name_prefix="gnnscale-write")
+    writing: dict[str, Any] = {}
+    try:
+        for p in it:  # loop over parts
+            lo, hi = int(offsets[p]), int(offsets[p + 1])
+            pdir = out / part_dir_name(p)
+            pdir.mkdir(exist_ok=True)
+            arrays, size = _part_arrays(lo, hi, old_of_new, indptr_g, indices_g, x, y, masks)
+            sizes.append(size)
+            done = writing
+            writing = {f"{part_dir_name(p)}/{fname}": pool.submit(_save, pdir / fname, arr)
+                       for fname, arr in arrays.items()}
+            del arrays
+            files.update({name: fut.result() for name, fut in done.items()})  # the part before
+            logger.debug("writing %s: %d nodes, %d in-edges", pdir, hi - lo, size["in_edges"])
+        files.update({name: fut.result() for name, fut in writing.items()})
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
     quality = metrics_from_counts(
         nodes=[s["nodes"] for s in sizes],

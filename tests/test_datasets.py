@@ -294,6 +294,25 @@ def test_dir_round_trip(tmp_path: Path) -> None:
     assert und.edge_index.shape[1] == 8
 
 
+def test_dir_float32_features_stay_mapped(tmp_path: Path) -> None:
+    """float32 features are used where they lie on disk (their pages are the file's, so a
+    graph's features need not fit in memory to be partitioned); other dtypes are converted."""
+    folder = tmp_path / "g"
+    _write_dir(folder)
+    x = np.random.default_rng(0).standard_normal((50, 4)).astype(np.float32)
+    np.save(folder / "x.npy", x)
+    data = load_dataset(f"dir:{folder}")
+    assert torch.equal(data.x, torch.from_numpy(x))
+    ptr = data.x.data_ptr()
+    with open("/proc/self/maps") as fh:
+        mapped = [line for line in fh if str(folder / "x.npy") in line]
+    assert any(int(r.split()[0].split("-")[0], 16) <= ptr < int(r.split()[0].split("-")[1], 16) for r in mapped)
+    x[3, 1] = np.nan  # the finite check still reads every row (in slices)
+    np.save(folder / "x.npy", x)
+    with pytest.raises(DatasetError, match=r"found 1 NaN or infinite values in rows 0..49 \(the first in row 3\)"):
+        load_dataset(f"dir:{folder}")
+
+
 def test_dir_split_files(tmp_path: Path) -> None:
     folder = tmp_path / "g"
     _write_dir(folder)
