@@ -84,7 +84,7 @@ def test_a_stopped_peer_ends_every_rank_naming_it(cora2, mode, phase):
     assert waited < 60, f"{waited:.1f} s"
     err = next(line for line in text.splitlines() if "gnnscale train: error:" in line)
     # Rank 0's error names the silent rank, its pid and the phase it stopped in.
-    assert "worker 0 of 2 failed: PeerError: rank 0: collective" in err
+    assert "worker 0 of 2 failed: PeerError: rank 0: collective" in err, text[-4000:]
     assert f"rank 1 (pid {res['pid']} on " in err and "is silent" in err
     assert f"epoch 1 step 2 {phase}" in err
     assert "Traceback" not in text
