@@ -58,23 +58,27 @@ def test_worker_reads_only_its_part(tmp_path):
     assert 2 * own + (8 << 20) < total / 2
 
 
-# The stated constant of the law: a worker at start-up without its part (~500 MB measured: torch,
-# numba, gloo with three process groups, the model, DDP and the optimizer) plus one step's rows,
-# blocks and activations or one evaluation slice's (64 MB of rows; ~200 MB in all here).
-WORKER_OVERHEAD_MB = 700
+# The stated constants of the law. A worker's start-up memory (before its first step: torch,
+# numba, gloo with three process groups, the model, DDP, the optimizer, the part's small arrays)
+# measured 460-620 MB: how much of the shared libraries counts as resident depends on what the
+# page cache holds (a fresh virtual environment's libraries map in ~120 MB more). On top of it,
+# one step's rows, blocks and activations or one evaluation slice's (64 MB of rows).
+STARTUP_MB = 900
+STEP_MB = 350
 
 
 def test_worker_memory_follows_its_part_in_training_and_evaluation(tmp_path):
     """Real 2- and 4-worker runs (training steps, then layer-wise evaluation of every node):
-    each worker's peak resident memory is at most 2x its part's bytes plus the stated constant,
-    and halving the part shrinks the worker by at least half of what its part shrank. (Before,
+    each worker's peak resident memory is at most 2x its part's bytes plus the stated constant
+    (and its own start-up memory plus 2x its part plus one step's), and halving the part
+    shrinks the memory above start-up by at least half of what the part shrank. (Before,
     relabeling tables, presampling counts and degrees were sized by the whole graph, and
     evaluation gathered every halo row: the 4-part worker was no smaller than the 2-part one.)"""
     from gnnscale.runtime import launch_local
     from gnnscale.trainer import TrainConfig, train_worker
 
     data = generate_synthetic(num_nodes=300_000, avg_degree=8, num_features=256, num_classes=8, seed=3)
-    peaks, parts = {}, {}
+    above, parts = {}, {}
     for P in (2, 4):
         out = tmp_path / f"p{P}"
         partition_graph(data, P, out, method="ldg")
@@ -83,11 +87,13 @@ def test_worker_memory_follows_its_part_in_training_and_evaluation(tmp_path):
         cfg = TrainConfig(epochs=1, max_steps=4, fanouts=[10, 5], batch_size=512, hidden=64, metrics=str(metrics),
                           progress=False, eval_every=1, eval_method="layerwise", seed=0)
         launch_local(train_worker, P, args=(str(out), cfg))
-        epoch = json.loads(metrics.read_text())["epochs"][-1]
+        run = json.loads(metrics.read_text())
+        epoch = run["epochs"][-1]
         assert epoch["test_acc"] > 0.2  # the evaluation ran over every node (chance: 1/8)
-        peaks[P] = epoch["peak_rss_mb_by_rank"]
-        for peak, part in zip(peaks[P], parts[P]):
-            assert peak <= 2 * part + WORKER_OVERHEAD_MB, (P, peaks[P], parts[P])
-    shrink = max(peaks[2]) - max(peaks[4])
-    print({"peaks_mb": peaks, "parts_mb": parts})
-    assert shrink >= 0.5 * (max(parts[2]) - max(parts[4])), (peaks, parts)
+        peaks, starts = epoch["peak_rss_mb_by_rank"], run["startup_rss_mb_by_rank"]
+        print({"parts": P, "peak_mb": peaks, "startup_mb": starts, "part_mb": parts[P]})
+        for peak, start, part in zip(peaks, starts, parts[P]):
+            assert peak <= 2 * part + STARTUP_MB, (P, peaks, parts[P])
+            assert peak <= start + 2 * part + STEP_MB, (P, peaks, starts, parts[P])
+        above[P] = max(p - s for p, s in zip(peaks, starts))
+    assert above[2] - above[4] >= 0.5 * (max(parts[2]) - max(parts[4])), (above, parts)
