@@ -13,6 +13,7 @@ import torch
 from gnnscale.comm import Communicator
 from gnnscale.errors import GnnscaleError
 from gnnscale.partitioning.book import PartitionBook
+from gnnscale.routing import Route
 
 
 class DegreeLookup:
@@ -69,12 +70,10 @@ class DegreeStore:
         mine = owner == rank
         out[mine] = self.own[ids[mine] - self.offset]
         need = torch.nonzero(~mine).flatten()
-        own = owner[need]
-        order = torch.argsort(own, stable=True)
-        served, served_counts = self.comm.exchange_flat(ids[need[order]], torch.bincount(own, minlength=P),
-                                                        "degree_request")
+        route = Route.build(owner[need], P)
+        served, served_counts = self.comm.exchange_flat(ids[need[route.order]], route.counts, "degree_request")
         back, _ = self.comm.exchange_flat(self.own[served - self.offset], served_counts, "degree")
-        out[need[order]] = back
+        out[need[route.order]] = back
         return out
 
     def lookup(self, ids: torch.Tensor) -> DegreeLookup:

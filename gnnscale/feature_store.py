@@ -17,6 +17,7 @@ import torch
 from gnnscale.comm import Communicator
 from gnnscale.errors import GnnscaleError
 from gnnscale.partitioning.book import PartitionBook
+from gnnscale.routing import Route
 
 try:
     import numba
@@ -162,11 +163,9 @@ class DistFeatureStore:
                       out: torch.Tensor, category: str) -> None:
         """Ask the owners for the rows ``ids[need_pos]`` (one exchange of ids, one of rows)
         and put them at ``out[at]``; serve the rows the other ranks ask of this one."""
-        P = self.comm.world_size
-        own = owner[need_pos]
-        order = torch.argsort(own, stable=True)
-        counts = torch.bincount(own, minlength=P)
-        served, served_counts = self.comm.exchange_flat(ids[need_pos[order]], counts, category + "_request")
+        route = Route.build(owner[need_pos], self.comm.world_size)
+        order = route.order
+        served, served_counts = self.comm.exchange_flat(ids[need_pos[order]], route.counts, category + "_request")
         rows = torch.empty(served.numel(), self.feature_dim, dtype=torch.float32)
         self._local(served - self.offset, rows, None)
         back, _ = self.comm.exchange_flat(rows, served_counts, category)

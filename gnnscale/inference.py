@@ -27,6 +27,15 @@ def _degrees(node_degree, ids: torch.Tensor) -> torch.Tensor:
     return node_degree.fetch(ids) if isinstance(node_degree, DegreeStore) else node_degree[ids]
 
 
+def _dst_slices(indptr: torch.Tensor, chunk_edges: int) -> list[tuple[int, int]]:
+    """Consecutive ranges ``(a, b)`` of local destinations with about ``chunk_edges`` in-edges
+    each (cut at the destinations' boundaries), covering ``[0, n)``."""
+    n = int(indptr.numel() - 1)
+    bounds = torch.searchsorted(indptr, torch.arange(0, int(indptr[-1]) + 1, chunk_edges, dtype=torch.int64))
+    cuts = sorted(set([0, n] + bounds.clamp(max=n).tolist()))
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
 @torch.no_grad()
 def layerwise_inference(
     model: GNN,
@@ -66,13 +75,11 @@ def layerwise_inference(
     if node_degree is not None and model.uses_degree:
         own_ids = torch.arange(halo.offset, halo.offset + n, dtype=torch.int64)
         deg_local = _degrees(node_degree, torch.cat([own_ids, halo.halo_ids]))
-    # Slices of destinations with about chunk_edges in-edges each (a handful of slices).
-    bounds = torch.searchsorted(indptr, torch.arange(0, int(indptr[-1]) + 1, chunk_edges, dtype=torch.int64))
-    cuts = sorted(set([0, n] + bounds.clamp(max=n).tolist()))
+    spans = _dst_slices(indptr, chunk_edges)  # a handful of slices
     outs = []
     for i in range(model.num_layers):
         pieces = []
-        for a, b in zip(cuts[:-1], cuts[1:]):  # loop over a few slices, for memory
+        for a, b in spans:  # loop over a few slices, for memory
             dst = torch.arange(a, b, dtype=torch.int64)
             nbrs = halo.local_slice(int(indptr[a]), int(indptr[b]))
             counts = torch.diff(indptr[a:b + 1])
@@ -145,9 +152,7 @@ def streamed_inference(
     for i in range(model.num_layers):
         t0 = time.perf_counter()
         chunk_edges = max(64, slice_bytes // (4 * store.feature_dim))
-        bounds = torch.searchsorted(indptr, torch.arange(0, int(indptr[-1]) + 1, chunk_edges, dtype=torch.int64))
-        cuts = sorted(set([0, n] + bounds.clamp(max=n).tolist()))
-        spans = list(zip(cuts[:-1], cuts[1:]))
+        spans = _dst_slices(indptr, chunk_edges)
         rounds = int(comm.all_reduce(torch.tensor([len(spans)], dtype=torch.int64), "max")[0])
         spans += [(n, n)] * (rounds - len(spans))
         h_out = None

@@ -837,22 +837,16 @@ def _tensorboard_epoch(writer, rec: dict) -> None:
 def _process_figures() -> dict:
     """This process's memory and open file descriptors now (None where unknown).
 
-    ``rss_mb`` resident now, ``peak_rss_mb`` the lifetime peak (``ru_maxrss``), ``rss_anon_mb``
+    ``rss_mb`` resident now, ``peak_rss_mb`` the lifetime peak (``VmHWM``), ``rss_anon_mb``
     and ``rss_file_mb`` the resident split between private memory and file pages (memory-mapped
     part arrays and shared libraries, which the kernel can drop and reread), ``open_fds``.
     """
-    from gnnscale.partitioning.resources import current_rss_bytes, lifetime_peak_rss_bytes
+    from gnnscale.partitioning.resources import current_rss_bytes, lifetime_peak_rss_bytes, proc_status_bytes
 
+    split = proc_status_bytes("RssAnon", "RssFile")
     out: dict = {"rss_mb": (current_rss_bytes() / 1e6) or None, "peak_rss_mb": lifetime_peak_rss_bytes() / 1e6,
-                 "rss_anon_mb": None, "rss_file_mb": None, "open_fds": None}
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(("RssAnon:", "RssFile:")):
-                    key = "rss_anon_mb" if line.startswith("RssAnon") else "rss_file_mb"
-                    out[key] = int(line.split()[1]) * 1024 / 1e6
-    except OSError:
-        pass
+                 "rss_anon_mb": None if split["RssAnon"] is None else split["RssAnon"] / 1e6,
+                 "rss_file_mb": None if split["RssFile"] is None else split["RssFile"] / 1e6, "open_fds": None}
     try:
         out["open_fds"] = len(os.listdir("/proc/self/fd"))
     except OSError:

@@ -42,6 +42,21 @@ def current_rss_bytes() -> int:
         return 0
 
 
+def proc_status_bytes(*keys: str) -> dict[str, int | None]:
+    """Sizes from ``/proc/self/status`` in bytes by key (``VmHWM``, ``RssAnon``, ...); None for
+    a key that cannot be read (not Linux, or no such line)."""
+    out: dict[str, int | None] = dict.fromkeys(keys)
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                key = line.split(b":", 1)[0].decode()
+                if key in out:
+                    out[key] = int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
 def lifetime_peak_rss_bytes() -> int:
     """Peak resident set size of this process since it started, in bytes.
 
@@ -50,13 +65,9 @@ def lifetime_peak_rss_bytes() -> int:
     spawned by a large parent (fork, then exec of a fresh interpreter) would report the
     parent's size. Elsewhere ``ru_maxrss``.
     """
-    try:
-        with open("/proc/self/status", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    peak = proc_status_bytes("VmHWM")["VmHWM"]
+    if peak is not None:
+        return peak
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * _MAXRSS_UNIT
 
 
