@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -329,24 +330,58 @@ def build_model(cfg, graph: ChunkGraph, num_layers: int) -> GNN:
                layer_kwargs=cfg.layer_kwargs, dropout=cfg.dropout, norm=cfg.norm, residual=cfg.residual, jk=cfg.jk)
 
 
-def _closed_blocks(graph: ChunkGraph, num_layers: int, rows: int = 20000) -> tuple[list[Block], torch.Tensor]:
-    """The first ``rows`` nodes of chunk 0 and the edges among them: a probe for per-layer costs."""
-    b = graph.blocks[0]
-    n = min(rows, b.num_dst)
-    keep = (b.edge_index[0] < n) & (b.edge_index[1] < n)
-    blk = Block(b.dst_ids[:n], b.dst_ids[:n], b.edge_index[:, keep])
-    return [blk] * num_layers, blk.src_ids
-
-
-def _encoder_seconds(model: GNN, x: torch.Tensor, repeats: int = 2) -> float:
-    """Seconds of the encoder's forward and backward on ``x`` (the last of ``repeats``)."""
+def _encoder_seconds(model: GNN, x: torch.Tensor, repeats: int = 3) -> float:
+    """Seconds of the encoder's forward and backward on ``x``: the fastest of ``repeats - 1``
+    passes after a warm-up one."""
     model.train()
-    for _ in range(repeats):
+    best = float("inf")
+    for rep in range(max(2, repeats)):
         t0 = time.perf_counter()
         model.encode(x)[0].sum().backward()
-        seconds = time.perf_counter() - t0
+        if rep:
+            best = min(best, time.perf_counter() - t0)
     model.zero_grad(set_to_none=True)
-    return seconds
+    return best
+
+
+def chunk_layer_costs(model: GNN, graph: ChunkGraph) -> list[float]:
+    """Per-layer costs for :func:`~gnnscale.pipeline_plan.plan_stages`, measured on chunk 0's
+    real block (its halo as historical leaves): seconds of each layer's forward and backward,
+    with what a stage runs besides its layers folded in.
+
+    - Stage 0 alone gathers and encodes the input rows of every chunk's halo (layer 0's leaves):
+      that cost is added to layer 0, which stage 0 always runs.
+    - Every other stage encodes the chunk's own rows for its copy of x0 (GCNII), which stage 0
+      does inside layer 0: adding that cost to every stage and taking it off layer 0 leaves the
+      best split unchanged, so it is taken off layer 0.
+    - Layers 1..L-1 of the same kind and widths run the same work on the same block: each gets
+      their median, so that a pass slowed by a neighbouring process does not move a cut.
+    """
+    blk, (lo, hi) = graph.blocks[0], graph.bounds(0)
+    gen = torch.Generator().manual_seed(0)
+    hist: list[torch.Tensor | None] = [None] * model.num_layers
+    halo_seconds = 0.0
+    if blk.num_hist:
+        t0 = time.perf_counter()
+        rows = graph.x[blk.hist_ids]
+        halo_seconds = time.perf_counter() - t0
+        with torch.no_grad():
+            hist[0] = model.encode(rows)[0] if model.encoder is not None else rows
+        if model.encoder is not None:
+            halo_seconds += _encoder_seconds(model, rows)
+        for i in range(1, model.num_layers):  # table rows (their values do not change the cost)
+            hist[i] = torch.rand(blk.num_hist, model.dims[i], generator=gen)
+    costs = measure_layer_costs(model, [blk] * model.num_layers, graph.x[lo:hi], hist=hist)
+    kinds: dict[tuple, list[int]] = {}
+    for i in range(1, model.num_layers):
+        kinds.setdefault((type(model.convs[i]), model.dims[i], model.dims[i + 1], i < model.n_post), []).append(i)
+    for same in kinds.values():
+        mid = statistics.median(costs[i] for i in same)
+        for i in same:
+            costs[i] = mid
+    x0_seconds = _encoder_seconds(model, graph.x[lo:hi]) if model.uses_x0 else 0.0
+    costs[0] = max(costs[0] + halo_seconds - x0_seconds, 1e-6)
+    return costs
 
 
 def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dict:
@@ -381,11 +416,7 @@ def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dic
         model = build_model(cfg, graph, num_layers)
         costs = None
         if pipe.stage_layers is None and k > 1:  # balance the stages by measured per-layer cost
-            blocks, ids = _closed_blocks(graph, num_layers)
-            mine = measure_layer_costs(model, blocks, graph.x[ids])
-            if model.uses_x0:  # every stage runs its own encoder: not layer 0's cost
-                mine[0] = max(mine[0] - _encoder_seconds(model, graph.x[ids]), 1e-6)
-            costs = mean_over_ranks(comm, mine)
+            costs = mean_over_ranks(comm, chunk_layer_costs(model, graph))
         bounds = plan_stages(num_layers, k, pipe.stage_layers, costs)
         if s == 0:
             log.info("chunk pipeline: %d stages, layers %s%s, %d chunks (%s nodes, halos %s), %s", k,

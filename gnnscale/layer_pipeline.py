@@ -196,14 +196,26 @@ class PipelineStage:
             stats.bytes_sent[category] += t.numel() * t.element_size()
         return works
 
-    def _recv(self, shapes: list[tuple[int, ...]], src: int, tag: int, category: str, what: str,
-              stats: StepStats) -> list[torch.Tensor]:
+    def _post_recv(self, shapes: list[tuple[int, ...]], src: int, tag: int) -> list[tuple]:
+        """Post receives of float32 tensors of ``shapes`` from ``src`` now, so that they arrive
+        while this stage computes; :meth:`_wait_recv` collects them."""
         out = []
-        t0 = time.perf_counter()
         for j, shape in enumerate(shapes):
             t = torch.empty(shape, dtype=torch.float32)
+            out.append((dist.irecv(t, src, tag=tag * 2 + j), t))
+        return out
+
+    def _wait_recv(self, posted: list[tuple], src: int, category: str, what: str,
+                   stats: StepStats) -> list[torch.Tensor]:
+        """The tensors of ``posted`` receives, each waited for within the run's timeout.
+
+        Raises:
+            PeerError: naming the neighbour stage and its rank, when one does not arrive in time.
+        """
+        t0 = time.perf_counter()
+        for work, t in posted:
             try:
-                dist.irecv(t, src, tag=tag * 2 + j).wait(datetime.timedelta(seconds=self.comm.timeout))
+                work.wait(datetime.timedelta(seconds=self.comm.timeout))
             except Exception as err:  # noqa: BLE001 - gloo: timeout or closed connection
                 first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
                 raise PeerError(
@@ -212,9 +224,13 @@ class PipelineStage:
                     f"rank {src} died or stopped answering. ({first}) If it is merely slow, raise --timeout."
                 ) from err
             stats.bytes_received[category] += t.numel() * t.element_size()
-            out.append(t)
         stats.wait_seconds += time.perf_counter() - t0
-        return out
+        return [t for _, t in posted]
+
+    def _recv(self, shapes: list[tuple[int, ...]], src: int, tag: int, category: str, what: str,
+              stats: StepStats) -> list[torch.Tensor]:
+        """Receive float32 tensors of ``shapes`` from ``src`` (posted and waited for now)."""
+        return self._wait_recv(self._post_recv(shapes, src, tag), src, category, what, stats)
 
     # -- one step ------------------------------------------------------------------------------
     def step(self, batches: Sequence[MiniBatch], keys: Sequence[int], schedule_name: str, step_tag: int,
@@ -268,14 +284,31 @@ class PipelineStage:
         held_bytes: dict[int, int] = {}
         pending: list = []
         loss_sum = 0.0
+
+        def tag_of(m: int) -> int:
+            return (step_tag * m_count + m) * 2
+
+        # Receives are posted a micro-batch ahead (activations) or as soon as their shape is
+        # known (gradients, after the forward), so that a neighbour's tensors travel while this
+        # stage computes instead of after it asks for them.
+        acts: dict[int, list] = {}
+        grads_posted: dict[int, list] = {}
+
+        def post_activations(m: int) -> None:
+            if not self.first and m < m_count and m not in acts:
+                acts[m] = self._post_recv(recv_shapes(m), self.prev, tag_of(m))
+
+        post_activations(0)
         for op, m in ops:
-            tag = (step_tag * m_count + m) * 2
+            tag = tag_of(m)
             if op == "F":
                 if self.first:
                     inp = first_input(m)
                 else:
-                    inp = self._recv(recv_shapes(m), self.prev, tag, "activation", f"activations of micro-batch {m}",
-                                     stats)
+                    post_activations(m)
+                    post_activations(m + 1)
+                    inp = self._wait_recv(acts.pop(m), self.prev, "activation", f"activations of micro-batch {m}",
+                                          stats)
                     for t in inp:
                         t.requires_grad_(True)
                 t0 = time.perf_counter()
@@ -291,14 +324,15 @@ class PipelineStage:
                 stats.peak_activation_bytes = max(stats.peak_activation_bytes, sum(held_bytes.values()))
                 if not self.last:
                     pending += self._send(out, self.next, tag, "activation", stats)
+                    grads_posted[m] = self._post_recv([tuple(t.shape) for t in out], self.next, tag + 1)
             else:
                 inp, out = held.pop(m)
                 held_bytes.pop(m)
                 if self.last:
                     grads = None
                 else:
-                    grads = self._recv([tuple(t.shape) for t in out], self.next, tag + 1, "activation_grad",
-                                       f"gradients of micro-batch {m}", stats)
+                    grads = self._wait_recv(grads_posted.pop(m), self.next, "activation_grad",
+                                            f"gradients of micro-batch {m}", stats)
                 t0 = time.perf_counter()
                 torch.autograd.backward(out, grads)
                 stats.busy_seconds += time.perf_counter() - t0
@@ -352,22 +386,32 @@ def reference_steps(model: GNN, steps: Sequence[Sequence[Sequence[MiniBatch]]], 
     return losses
 
 
-def measure_layer_costs(model: GNN, blocks: Sequence[Block], x: torch.Tensor, repeats: int = 2) -> list[float]:
-    """Seconds of each layer's forward and backward on one batch (``blocks``, input rows ``x``),
-    the last of ``repeats`` passes (the first loads compiled kernels). The model's weights,
-    gradients and buffers (batch-norm statistics) are left as they were."""
+def measure_layer_costs(model: GNN, blocks: Sequence[Block], x: torch.Tensor, repeats: int = 3,
+                        hist: Sequence[torch.Tensor | None] | None = None) -> list[float]:
+    """Seconds of each layer's forward and backward on one batch (``blocks``, input rows ``x``):
+    the fastest of ``repeats - 1`` timed passes after one that loads compiled kernels (the
+    fastest, because what slows a pass on a shared machine is noise, not the layer). The
+    model's weights, gradients and buffers (batch-norm statistics) are left as they were.
+
+    ``hist``: per layer, float32 [blocks[i].num_hist, dims[i]] rows of the block's historical
+    leaves (None where a block has none); their gathering is not timed.
+    """
     saved = {name: b.detach().clone() for name, b in model.named_buffers()}
-    costs = [0.0] * model.num_layers
+    costs = [float("inf")] * model.num_layers
     model.train()
-    for _ in range(repeats):
+    for rep in range(max(2, repeats)):
         h, x0 = x, None
         for i in range(model.num_layers):
             inp = h.detach().requires_grad_(i > 0)
             x0_in = x0.detach().requires_grad_() if x0 is not None else None
+            rows = [None] * model.num_layers
+            if hist is not None and hist[i] is not None:
+                rows[i] = hist[i].detach().requires_grad_(i > 0)
             t0 = time.perf_counter()
-            h, x0 = model.forward_layers(inp, x0_in, blocks, i, i + 1)
+            h, x0 = model.forward_layers(inp, x0_in, blocks, i, i + 1, hist=rows)
             (h.sum() + (x0.sum() if x0 is not None else 0)).backward()
-            costs[i] = time.perf_counter() - t0
+            if rep:
+                costs[i] = min(costs[i], time.perf_counter() - t0)
     model.zero_grad(set_to_none=True)
     with torch.no_grad():
         for name, b in model.named_buffers():

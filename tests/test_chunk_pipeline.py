@@ -77,6 +77,31 @@ def test_history_tables_check_every_read():
     assert (t.reads, t.stale_reads, t.max_age) == (4, 2, 2)
 
 
+def test_stage_balancing_costs_fold_in_what_a_stage_runs_besides_its_layers(cora_partition, monkeypatch):
+    import gnnscale.chunk_pipeline as cp
+
+    g = load_chunk_graph(cora_partition(4), verify=False)
+    model = cp.build_model(_cfg(num_layers=6), g, 6)
+    # Layers 1..5 are alike: one median each, whatever the noise of a pass.
+    costs = cp.chunk_layer_costs(model, g)
+    assert len(costs) == 6 and min(costs) > 0 and len(set(costs[1:])) == 1
+    # Stage 0 gathers and encodes the halo's rows (layer 0's leaves); every later stage encodes
+    # the chunk's own rows for x0: with costs of 1 per layer and 1 ms per encoded row, layer 0
+    # carries + halo rows - chunk rows (ms), beside the (timed, sub-millisecond) gather.
+    monkeypatch.setattr(cp, "measure_layer_costs", lambda m, blocks, x, hist=None: [1.0] * 6)
+    monkeypatch.setattr(cp, "_encoder_seconds", lambda m, x: 1e-3 * x.shape[0])
+    costs = cp.chunk_layer_costs(model, g)
+    lo, hi = g.bounds(0)
+    expected = 1.0 + 1e-3 * (g.blocks[0].num_hist - (hi - lo))
+    assert costs[1:] == [1.0] * 5 and expected <= costs[0] <= expected + 0.05
+    # A halo larger than the chunk puts fewer layers on stage 0.
+    assert g.blocks[0].num_hist > 0
+    from gnnscale.pipeline_plan import plan_stages
+
+    heavy = [2.5] + [1.0] * 5
+    assert plan_stages(6, 2, None, heavy) == [(0, 2), (2, 6)]
+
+
 @pytest.mark.parametrize("k, schedule, layer", [(2, "1f1b", "gcnii"), (3, "gpipe", "gcnii"), (2, "gpipe", "sage")])
 def test_one_chunk_equals_full_graph_training(cora_partition, k, schedule, layer):
     """With one chunk there is no halo: K pipelined stages train exactly as one process does
