@@ -486,10 +486,11 @@ def _write_metrics(path: str, result: dict) -> None:
     log.info("metrics written to %s", path)
 
 
-def full_graph_reference(parts_dir: str, cfg, epochs: int | None = None) -> dict:
+def full_graph_reference(parts_dir: str, cfg, epochs: int | None = None, eval_every: int = 0) -> dict:
     """Single-process full-graph training of the same model on the same graph (the unpipelined,
     unchunked run): ``losses`` per epoch, ``accuracy`` (train/val/test of the final weights,
-    exact inference) and ``state``. Dropout keys equal a one-chunk pipeline's."""
+    exact inference), ``history`` (the same, with ``epoch``, every ``eval_every`` epochs and
+    after the last; empty when 0) and ``state``. Dropout keys equal a one-chunk pipeline's."""
     graph = load_chunk_graph(parts_dir, verify=False)
     num_layers = cfg.model_layers()
     model = build_model(cfg, graph, num_layers)
@@ -497,8 +498,16 @@ def full_graph_reference(parts_dir: str, cfg, epochs: int | None = None) -> dict
     full = graph.full_block()
     blocks = [full] * num_layers
     train = graph.masks["train"]
-    losses = []
-    for epoch in range(cfg.epochs if epochs is None else epochs):
+    total = cfg.epochs if epochs is None else epochs
+
+    def evaluate() -> dict:
+        model.eval()
+        with torch.no_grad():
+            pred = model.forward_layers(graph.x, None, blocks, 0, num_layers, node_degree=graph.degree)[0].argmax(1)
+        return mask_accuracy(pred, graph.y, graph.masks)
+
+    losses, history = [], []
+    for epoch in range(total):
         model.train()
         opt.zero_grad(set_to_none=True)
         out, _ = model.forward_layers(graph.x, None, blocks, 0, num_layers, node_degree=graph.degree,
@@ -507,11 +516,11 @@ def full_graph_reference(parts_dir: str, cfg, epochs: int | None = None) -> dict
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
-    model.eval()
-    with torch.no_grad():
-        pred = model.forward_layers(graph.x, None, blocks, 0, num_layers, node_degree=graph.degree)[0].argmax(1)
-    accuracy = mask_accuracy(pred, graph.y, graph.masks)
-    return dict(losses=losses, accuracy=accuracy, state={n: v.detach().clone() for n, v in model.state_dict().items()})
+        if eval_every and ((epoch + 1) % eval_every == 0 or epoch == total - 1):
+            history.append(dict(epoch=epoch, **evaluate()))
+    accuracy = {k: v for k, v in history[-1].items() if k != "epoch"} if history else evaluate()
+    return dict(losses=losses, accuracy=accuracy, history=history,
+                state={n: v.detach().clone() for n, v in model.state_dict().items()})
 
 
 def graph_parallel_bytes(graph: ChunkGraph, hidden: int, num_layers: int, dtype_bytes: int = 4) -> dict:

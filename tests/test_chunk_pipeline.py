@@ -153,10 +153,13 @@ def test_chunk_pipeline_reaches_full_graph_accuracy_on_cora(cora_partition):
     training of the same model (the benchmark runs 16 layers, 3 datasets, 3 seeds)."""
     parts4, parts1 = cora_partition(4), cora_partition(1)
     cfg = _cfg(epochs=80, num_layers=8, hidden=64, dropout=0.6, weight_decay=5e-4, eval_every=80)
-    ref = full_graph_reference(parts1, cfg)
+    ref = full_graph_reference(parts1, cfg, eval_every=40)
     res = launch_local(chunk_worker, 2, args=(parts4, cfg, PipelineConfig(2, None, 1, "1f1b")))
     acc = res[-1]["accuracy"][-1]["test"]
     assert ref["accuracy"]["test"] > 0.75
+    # Evaluations along the way (model selection on validation) leave the training unchanged.
+    assert [h["epoch"] for h in ref["history"]] == [39, 79] and ref["history"][-1]["test"] == ref["accuracy"]["test"]
+    assert ref["losses"] == full_graph_reference(parts1, cfg)["losses"]
     assert acc > 0.75 and abs(acc - ref["accuracy"]["test"]) <= 0.03, (acc, ref["accuracy"])
 
 
