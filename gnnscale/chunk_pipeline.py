@@ -344,34 +344,51 @@ def _encoder_seconds(model: GNN, x: torch.Tensor, repeats: int = 3) -> float:
     return best
 
 
-def chunk_layer_costs(model: GNN, graph: ChunkGraph) -> list[float]:
+def _probe_block(blk: Block, lo: int, max_rows: int) -> Block:
+    """The first ``max_rows`` destinations of chunk block ``blk`` (chunk starting at ``lo``)
+    with all their in-edges, as a chunk block of their own: sources outside them are its halo.
+    ``blk`` itself when it is no larger."""
+    if blk.num_dst <= max_rows:
+        return blk
+    keep = blk.edge_index[1] < max_rows  # edges are grouped by destination, in order
+    indptr = torch.zeros(max_rows + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(torch.bincount(blk.edge_index[1][keep], minlength=max_rows), 0)
+    return chunk_block(indptr, blk.src_ids[blk.edge_index[0][keep]], lo, lo + max_rows)
+
+
+def chunk_layer_costs(model: GNN, graph: ChunkGraph, max_rows: int = 20000) -> list[float]:
     """Per-layer costs for :func:`~gnnscale.pipeline_plan.plan_stages`, measured on chunk 0's
-    real block (its halo as historical leaves): seconds of each layer's forward and backward,
-    with what a stage runs besides its layers folded in.
+    real block with its halo as historical leaves (its first ``max_rows`` nodes where it has
+    more): seconds of each layer's forward and backward, with what a stage runs besides its
+    layers folded in.
 
     - Stage 0 alone gathers and encodes the input rows of every chunk's halo (layer 0's leaves):
-      that cost is added to layer 0, which stage 0 always runs.
+      that cost (for as many halo rows per probed node as chunk 0 has) is added to layer 0,
+      which stage 0 always runs.
     - Every other stage encodes the chunk's own rows for its copy of x0 (GCNII), which stage 0
       does inside layer 0: adding that cost to every stage and taking it off layer 0 leaves the
       best split unchanged, so it is taken off layer 0.
     - Layers 1..L-1 of the same kind and widths run the same work on the same block: each gets
       their median, so that a pass slowed by a neighbouring process does not move a cut.
     """
-    blk, (lo, hi) = graph.blocks[0], graph.bounds(0)
+    full, lo = graph.blocks[0], graph.bounds(0)[0]
+    blk = _probe_block(full, lo, max_rows)
+    n = blk.num_dst
     gen = torch.Generator().manual_seed(0)
     hist: list[torch.Tensor | None] = [None] * model.num_layers
     halo_seconds = 0.0
     if blk.num_hist:
         t0 = time.perf_counter()
-        rows = graph.x[blk.hist_ids]
+        rows = graph.x[full.hist_ids[: max(1, round(full.num_hist * n / full.num_dst))]]
         halo_seconds = time.perf_counter() - t0
-        with torch.no_grad():
-            hist[0] = model.encode(rows)[0] if model.encoder is not None else rows
         if model.encoder is not None:
             halo_seconds += _encoder_seconds(model, rows)
+        with torch.no_grad():
+            leaves = graph.x[blk.hist_ids]
+            hist[0] = model.encode(leaves)[0] if model.encoder is not None else leaves
         for i in range(1, model.num_layers):  # table rows (their values do not change the cost)
             hist[i] = torch.rand(blk.num_hist, model.dims[i], generator=gen)
-    costs = measure_layer_costs(model, [blk] * model.num_layers, graph.x[lo:hi], hist=hist)
+    costs = measure_layer_costs(model, [blk] * model.num_layers, graph.x[lo:lo + n], hist=hist)
     kinds: dict[tuple, list[int]] = {}
     for i in range(1, model.num_layers):
         kinds.setdefault((type(model.convs[i]), model.dims[i], model.dims[i + 1], i < model.n_post), []).append(i)
@@ -379,7 +396,7 @@ def chunk_layer_costs(model: GNN, graph: ChunkGraph) -> list[float]:
         mid = statistics.median(costs[i] for i in same)
         for i in same:
             costs[i] = mid
-    x0_seconds = _encoder_seconds(model, graph.x[lo:hi]) if model.uses_x0 else 0.0
+    x0_seconds = _encoder_seconds(model, graph.x[lo:lo + n]) if model.uses_x0 else 0.0
     costs[0] = max(costs[0] + halo_seconds - x0_seconds, 1e-6)
     return costs
 

@@ -94,6 +94,17 @@ def test_stage_balancing_costs_fold_in_what_a_stage_runs_besides_its_layers(cora
     lo, hi = g.bounds(0)
     expected = 1.0 + 1e-3 * (g.blocks[0].num_hist - (hi - lo))
     assert costs[1:] == [1.0] * 5 and expected <= costs[0] <= expected + 0.05
+    # A large chunk is probed on its first rows, with chunk 0's halo rows per node.
+    costs = cp.chunk_layer_costs(model, g, max_rows=300)
+    expected = 1.0 + 1e-3 * (round(g.blocks[0].num_hist * 300 / (hi - lo)) - 300)
+    assert expected <= costs[0] <= expected + 0.05
+    probe, full = cp._probe_block(g.blocks[0], lo, 300), g.blocks[0]
+    keep = full.edge_index[1] < 300
+    src = full.src_ids[full.edge_index[0][keep]]
+    assert probe.dst_ids.tolist() == list(range(lo, lo + 300))
+    assert torch.equal(probe.hist_ids, torch.unique(src[(src < lo) | (src >= lo + 300)]))
+    assert sorted(zip(probe.src_ids[probe.edge_index[0]].tolist(), probe.dst_ids[probe.edge_index[1]].tolist())) \
+        == sorted(zip(src.tolist(), full.dst_ids[full.edge_index[1][keep]].tolist()))
     # A halo larger than the chunk puts fewer layers on stage 0.
     assert g.blocks[0].num_hist > 0
     from gnnscale.pipeline_plan import plan_stages
