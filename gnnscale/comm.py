@@ -168,6 +168,14 @@ class Communicator:
             "If peers are merely slow, raise --timeout."
         )
 
+    def collective_failed(self, op: str, category: str, err: Exception) -> PeerError:
+        """The run's first collective failure as a :class:`PeerError` naming the silent rank:
+        the one already recorded, else one made (and recorded) from ``err``. For collectives
+        that torch runs on its own (DDP's gradient buckets and its unused-parameter map)."""
+        if self.failure is None:
+            self.failure = self._fail(op, category, err)
+        return self.failure
+
     def _a2a(self, out: torch.Tensor, inp: torch.Tensor, out_splits, in_splits, category: str) -> None:
         self.stats.calls[category] += 1
         try:
@@ -299,8 +307,7 @@ class Communicator:
                 try:
                     value = f.value()[0]
                 except Exception as err:  # timeout or dead peer: named by the trainer
-                    if self.failure is None:
-                        self.failure = self._fail("all_reduce", "gradient", err)
+                    self.collective_failed("all_reduce", "gradient", err)
                     raise
                 self._model(t0, moved)
                 self.stats.grad_sync_seconds += time.perf_counter() - t0

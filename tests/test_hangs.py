@@ -146,3 +146,51 @@ def test_prefetch_wait_is_bounded():
             got.append(item)
     release.set()
     assert got == [0] and time.monotonic() - t0 < 5
+
+
+def test_a_collective_failing_inside_ddp_backward_is_named_not_a_crash():
+    """DDP all-reduces its unused-parameter map outside our comm hook. When a peer stops between
+    the gradient buckets' all-reduce and that one, backward raises gloo's bare RuntimeError
+    (a CI run once ended "worker 0 of 2 failed: crashed:" with it in the hang test above): the
+    trainer turns it into the PeerError that names the silent rank."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from gnnscale.comm import Communicator
+    from gnnscale.errors import PeerError
+    from gnnscale.trainer import Worker
+
+    gloo = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting "
+            "10000ms for recv operation to complete")
+
+    def worker(message: str, world: int = 2):
+        class RaiseInBackward(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, h):
+                return h.clone()
+
+            @staticmethod
+            def backward(ctx, grad):
+                raise RuntimeError(message)
+
+        weight = torch.nn.Parameter(torch.ones(3, 2))
+        health = SimpleNamespace(diagnose=lambda: "rank 1 (pid 4242 on host) is silent since epoch 1 step 2 sampling")
+        return SimpleNamespace(mode="exact", world=world, opt=torch.optim.SGD([weight], lr=0.1),
+                               comm=Communicator(rank=0, world_size=world, timeout=10.0, health=health),
+                               model=lambda x, blocks, node_degree=None: RaiseInBackward.apply(x @ weight))
+
+    args = (torch.ones(4, 3), torch.zeros(4, dtype=torch.int64), SimpleNamespace(degrees=None), [], torch.arange(4), 0)
+    w = worker(gloo)
+    with pytest.raises(PeerError, match=r"^rank 0: collective all_reduce \(gradient\) failed after at most 10 s: "
+                                        r"rank 1 \(pid 4242 on host\) is silent since epoch 1 step 2 sampling\. "
+                                        r"\(\[/__w/pytorch.*Timed out waiting 10000ms"):
+        Worker._step(w, *args)
+    assert isinstance(w.comm.failure, PeerError)
+    # A layer's own error in backward stays itself, and so does any error of a single rank.
+    with pytest.raises(RuntimeError, match="^shape mismatch in my layer$") as err:
+        Worker._step(worker("shape mismatch in my layer"), *args)
+    assert err.type is RuntimeError
+    with pytest.raises(RuntimeError, match="Timed out waiting") as err:
+        Worker._step(worker(gloo, world=1), *args)
+    assert err.type is RuntimeError
