@@ -61,7 +61,7 @@ _COLLECTIVE_MARKERS = ("gloo", "nccl", "timed out", "connection closed", "connec
 
 
 def _is_collective_error(err: Exception) -> bool:
-    """Whether ``err`` (raised by DDP's backward) came from a collective: torch's process
+    """Whether ``err`` (raised by a DDP model's step) came from a collective: torch's process
     groups name their transport or say a wait timed out or a connection closed."""
     text = str(err).lower()
     return any(m in text for m in _COLLECTIVE_MARKERS)
@@ -409,28 +409,28 @@ class Worker:
         """Forward, loss, backward (DDP's gradient all-reduce) and the optimizer step.
 
         Returns (logits, loss, emitted hidden rows or None). A failed collective of DDP's
-        backward (a gradient bucket's all-reduce, or with ``find_unused_parameters`` its
-        unused-parameter map's, which bypasses the comm hook) surfaces as a plain RuntimeError;
-        on more than one rank it is re-raised as the communicator's PeerError, which names the
-        silent rank.
+        (a gradient bucket's all-reduce; with ``find_unused_parameters`` its unused-parameter
+        map's, which bypasses the comm hook; its buffer broadcast in forward) surfaces as a
+        plain RuntimeError; on more than one rank it is re-raised as the communicator's
+        PeerError, which names the silent rank.
         """
-        if self.mode == "historical":
-            hist = [self.halo.lookup(i, b.hist_ids, gstep) if b.num_hist else None for i, b in enumerate(mb.blocks)]
-            emit: list | None = []
-            out = self.model(x, blocks, hist=hist, emit=emit, node_degree=mb.degrees)
-        else:
-            emit = None
-            out = self.model(x, blocks, node_degree=mb.degrees)
-        if seeds.numel():
-            loss = F.cross_entropy(out, y)
-        else:  # a rank with no training nodes still joins DDP's gradient all-reduce
-            loss = out.sum() * 0.0
-        self.opt.zero_grad(set_to_none=True)
         try:
+            if self.mode == "historical":
+                hist = [self.halo.lookup(i, b.hist_ids, gstep) if b.num_hist else None for i, b in enumerate(mb.blocks)]
+                emit: list | None = []
+                out = self.model(x, blocks, hist=hist, emit=emit, node_degree=mb.degrees)
+            else:
+                emit = None
+                out = self.model(x, blocks, node_degree=mb.degrees)
+            if seeds.numel():
+                loss = F.cross_entropy(out, y)
+            else:  # a rank with no training nodes still joins DDP's gradient all-reduce
+                loss = out.sum() * 0.0
+            self.opt.zero_grad(set_to_none=True)
             loss.backward()
         except RuntimeError as err:
             if self.comm.failure is None and (self.world == 1 or not _is_collective_error(err)):
-                raise  # a layer's own error in backward stays itself
+                raise  # a layer's own error stays itself
             raise self.comm.collective_failed("all_reduce", "gradient", err) from err
         self.opt.step()
         return out, loss, emit
