@@ -295,10 +295,9 @@ class PipelineStage:
         grads_posted: dict[int, list] = {}
 
         def post_activations(m: int) -> None:
-            if not self.first and m < m_count and m not in acts:
+            if m < m_count and m not in acts:
                 acts[m] = self._post_recv(recv_shapes(m), self.prev, tag_of(m))
 
-        post_activations(0)
         for op, m in ops:
             tag = tag_of(m)
             if op == "F":
