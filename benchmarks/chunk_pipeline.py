@@ -13,7 +13,10 @@ the whole graph with its chunks flowing through K layer stages. Prints tables, w
   its halo's h^i and sends their gradients back).
 - ``speed``: GCNII 16 layers on a generated graph: K = 2 stages on 2 processes of 1 thread
   against one 1-thread process running every layer on the same chunks (epoch = the optimizer
-  step's wall time, the slowest stage); each stage's bubble beside (K-1)/(M+K-1).
+  step's wall time, the slowest stage); each stage's bubble beside (K-1)/(M+K-1). Beside them
+  the machine's floor: two whole one-process runs at once (no messages): each is slowed by the
+  other (shared memory bandwidth and caches), and half their epoch time is the best that any
+  split of the work over 2 processes can reach on these cores.
 
     python benchmarks/chunk_pipeline.py --json results/chunk_pipeline.json
 """
@@ -157,6 +160,32 @@ def comm(args, workdir: str) -> dict:
     return out
 
 
+def side_by_side(parts: str, cfg) -> list[float]:
+    """One rank of the machine's floor for two processes: every rank trains the whole model on
+    all chunks alone (a one-stage chunk pipeline, no messages between the ranks), all ranks at
+    once after a barrier. Returns this rank's seconds per epoch. Two such ranks on the 2 cores
+    show what any 2-process split of the same work can reach here: half their epoch time."""
+    from gnnscale.chunk_pipeline import ChunkStage, build_model
+    from gnnscale.comm import Communicator
+    from gnnscale.layer_pipeline import rng_key
+    from gnnscale.runtime import init_distributed, shutdown_distributed
+
+    info = init_distributed(timeout=cfg.timeout)
+    try:
+        graph = load_chunk_graph(parts, verify=False)
+        layers = cfg.model_layers()
+        stage = ChunkStage(build_model(cfg, graph, layers), [(0, layers)], 0, [0], Communicator(), graph,
+                           staleness=cfg.staleness, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                           halo_gradients=cfg.halo_gradients)
+        if graph.num_chunks > 1:
+            stage.layerwise(1, version=-1)
+        Communicator(info.rank, info.world_size, timeout=cfg.timeout).barrier()
+        return [stage.step(e, [rng_key(cfg.seed, e, 0, c) for c in range(graph.num_chunks)], "1f1b").step_seconds
+                for e in range(cfg.epochs)]
+    finally:
+        shutdown_distributed()
+
+
 def speed(args, workdir: str) -> dict:
     spec = f"synthetic?num_nodes={args.speed_nodes}&num_features=128&num_classes=16&avg_degree=10"
     parts = _partition(spec, args.speed_chunks, os.path.join(workdir, f"speed-n{args.speed_nodes}-p{args.speed_chunks}"))
@@ -167,6 +196,7 @@ def speed(args, workdir: str) -> dict:
     settings = [("1 process", parts, 1, "1f1b"), ("2 stages 1f1b", parts, 2, "1f1b"),
                 ("2 stages gpipe", parts, 2, "gpipe"), ("1 process, 1 chunk", whole, 1, "1f1b")]
     runs: dict = {s[0]: [] for s in settings}
+    floor: list[dict] = []
     for rep in range(args.repeats):
         for name, parts, k, sched in settings:
             res = launch_local(chunk_worker, k, args=(parts, cfg, PipelineConfig(k, None, 1, sched)), threads_per_worker=1)
@@ -179,6 +209,11 @@ def speed(args, workdir: str) -> dict:
                                    peak_activation_mb=[round(s["peak_activation_bytes"] / 1e6, 1) for s in summ],
                                    layer_costs_ms=[round(1e3 * c, 2) for c in (res[0]["layer_costs"] or [])]))
             print(f"[repeat {rep}] {name}: {secs:.3f} s per epoch, bubble {runs[name][-1]['bubble']}", flush=True)
+        res = launch_local(side_by_side, 2, args=(parts, cfg), threads_per_worker=1)
+        secs = statistics.median(max(r[e] for r in res) for e in range(1, cfg.epochs))
+        floor.append(dict(each_epoch_seconds=secs, epoch_seconds=secs / 2))
+        print(f"[repeat {rep}] 2 whole runs side by side: {secs:.3f} s per epoch each, {secs / 2:.3f} s per epoch "
+              "of work", flush=True)
     base = statistics.median(r["epoch_seconds"] for r in runs["1 process"])
     rows = []
     print(f"\n{'setting':16} {'epoch s':>8} {'ratio':>6} {'bubble (ideal)':>20} {'held':>6} {'peak MB':>12} layers")
@@ -194,7 +229,14 @@ def speed(args, workdir: str) -> dict:
         print(f"{name:16} {rec['epoch_seconds']:8.3f} {rec['ratio_to_one_process']:6.2f} {bubble:>20} "
               f"{'/'.join(map(str, rec['peak_micro_batches'])):>6} "
               f"{'/'.join(f'{v:.0f}' for v in rec['peak_activation_mb']):>12} {rec['layers']}")
-    return dict(graph=spec, chunks=m, model="GCNII 16 layers, hidden 64", threads_per_worker=1, rows=rows)
+    each = statistics.median(f["each_epoch_seconds"] for f in floor)
+    floor_row = dict(each_epoch_seconds=each, epoch_seconds=each / 2, ratio_to_one_process=each / 2 / base,
+                     contention=each / base, runs=floor)
+    print(f"{'2 side by side':16} {each / 2:8.3f} {each / 2 / base:6.2f}   (floor: two whole runs at once, "
+          f"each {each:.3f} s per epoch = {each / base:.2f}x alone; half of it is the best any split of the work "
+          f"over 2 processes can do on these cores)")
+    return dict(graph=spec, chunks=m, model="GCNII 16 layers, hidden 64", threads_per_worker=1, rows=rows,
+                side_by_side=floor_row)
 
 
 def main() -> None:

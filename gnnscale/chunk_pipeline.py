@@ -57,6 +57,7 @@ from gnnscale.samplers.block import Block
 log = logging.getLogger("gnnscale.pipeline")
 
 NEVER = -(1 << 62)  # version of a table row that was never written
+PENDING_NONE = 1 << 62  # gradient version of a row where no halo gradient waits
 _MASKS = ("train", "val", "test")
 
 
@@ -155,19 +156,34 @@ def load_chunk_graph(parts_dir: str, verify: bool = True, features: bool = True)
 
 class HistoryTables:
     """A stage's embedding tables: for each layer input i it reads, float32 [N, dims[i]] rows
-    and the step each row was written (int64 [N]); every read checks the rows' ages."""
+    and the step each row was written (int64 [N]); every read checks the rows' ages.
 
-    def __init__(self, layers: Sequence[int], num_nodes: int, dims: Sequence[int], bound: int) -> None:
+    With ``gradients``, each table also collects the gradients of its halo reads: a chunk's
+    backward adds d loss / d h^i of the halo rows it read (:meth:`add_grad`), and the owning
+    chunk's backward takes them (:meth:`take_grad`) into the gradient of its own h^i: from the
+    chunks whose backward ran before its own in this pass, and from the others' in the pass
+    before (PipeGCN's stale feature gradients). Their ages are checked against the same bound.
+    """
+
+    def __init__(self, layers: Sequence[int], num_nodes: int, dims: Sequence[int], bound: int,
+                 gradients: bool = False) -> None:
         self.rows = {i: torch.zeros(num_nodes, dims[i]) for i in layers}
         self.version = {i: torch.full((num_nodes,), NEVER, dtype=torch.int64) for i in layers}
+        self.grads = {i: torch.zeros(num_nodes, dims[i]) for i in layers} if gradients else None
+        # the step of the oldest gradient waiting in a row (PENDING_NONE: none waits)
+        self.grad_version = {i: torch.full((num_nodes,), PENDING_NONE, dtype=torch.int64) for i in layers} \
+            if gradients else None
         self.bound = int(bound)
         self.reads = 0  # rows read
         self.stale_reads = 0  # rows read from an earlier step
         self.max_age = 0
+        self.grad_rows = 0  # gradient rows taken into an owner's backward
+        self.stale_grad_rows = 0  # of them, rows holding a gradient from an earlier step
+        self.max_grad_age = 0
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self.rows.values())
+        return sum(t.numel() * t.element_size() for d in (self.rows, self.grads or {}) for t in d.values())
 
     def write(self, i: int, lo: int, hi: int, rows: torch.Tensor, step: int) -> None:
         """Rows ``[lo, hi)`` of layer i's table, written at ``step``."""
@@ -196,20 +212,55 @@ class HistoryTables:
         self.max_age = max(self.max_age, worst)
         return self.rows[i].index_select(0, ids)
 
+    def add_grad(self, i: int, ids: torch.Tensor, grad: torch.Tensor, step: int) -> None:
+        """Add ``grad`` (float32 [len(ids), dims[i]], d loss / d h^i at the distinct ``ids``
+        that a chunk read) to the rows' waiting gradients, computed at ``step``."""
+        self.grads[i].index_add_(0, ids, grad)
+        v = self.grad_version[i]
+        v[ids] = torch.clamp(v.index_select(0, ids), max=step)
+
+    def take_grad(self, i: int, lo: int, hi: int, step: int) -> torch.Tensor | None:
+        """The gradients waiting for rows ``[lo, hi)`` of layer i (float32 [hi - lo, dims[i]]),
+        now cleared; None where none waits.
+
+        Raises:
+            StalenessError: a waiting gradient older than the bound.
+        """
+        v = self.grad_version[i][lo:hi]
+        waiting = v != PENDING_NONE
+        if not bool(waiting.any()):
+            return None
+        age = step - v[waiting]
+        worst = int(age.max())
+        if worst > self.bound:
+            raise StalenessError(
+                f"step {step}, layer {i}: {int((age > self.bound).sum())} rows hold halo gradients older than the "
+                f"staleness bound ({self.bound} steps; the oldest {worst} steps): a chunk's backward was skipped."
+            )
+        self.grad_rows += int(waiting.sum())
+        self.stale_grad_rows += int((age > 0).sum())
+        self.max_grad_age = max(self.max_grad_age, worst)
+        out = self.grads[i][lo:hi].clone()
+        self.grads[i][lo:hi] = 0.0
+        v.fill_(PENDING_NONE)
+        return out
+
 
 class ChunkStage(PipelineStage):
     """Stage ``stage`` of a chunk pipeline: its layers on every chunk of ``graph``, the tables of
     the layer inputs it reads historically, and (GCNII) its copy of the encoder."""
 
     def __init__(self, model: GNN, bounds, stage: int, ranks: Sequence[int], comm: Communicator, graph: ChunkGraph,
-                 staleness: int = 4, lr: float = 0.003, weight_decay: float = 0.0) -> None:
+                 staleness: int = 4, lr: float = 0.003, weight_decay: float = 0.0,
+                 halo_gradients: bool = True) -> None:
         super().__init__(model, bounds, stage, ranks, comm, lr=lr, weight_decay=weight_decay,
                          keep_encoder=model.uses_x0)
         self.graph = graph
         self.num_train = max(1, int(graph.masks["train"].sum()))
         layers = [i for i in range(max(self.start, 1), self.end)]
-        self.tables = HistoryTables(layers, graph.num_nodes, self.model.dims, staleness) \
+        self.tables = HistoryTables(layers, graph.num_nodes, self.model.dims, staleness, gradients=halo_gradients) \
             if graph.num_chunks > 1 and layers else None
+        self.halo_gradients = self.tables is not None and halo_gradients
         self.encoder_params = list(self.model.encoder.parameters()) \
             if self.model.encoder is not None and self.num_stages > 1 else []
 
@@ -235,6 +286,17 @@ class ChunkStage(PipelineStage):
         self.model.reseed(key, self.model.num_layers + 1)  # a key of its own: the chunk's rows keep theirs
         return self.model.encode(rows)[0]
 
+    def _collect_hook(self, i: int, ids: torch.Tensor, step: int):
+        def hook(grad: torch.Tensor) -> None:
+            self.tables.add_grad(i, ids, grad, step)
+        return hook
+
+    def _take_hook(self, i: int, lo: int, hi: int, step: int):
+        def hook(grad: torch.Tensor) -> torch.Tensor | None:
+            waiting = self.tables.take_grad(i, lo, hi, step)
+            return None if waiting is None else grad + waiting
+        return hook
+
     def forward_chunk(self, c: int, inp: list[torch.Tensor], step: int, key: int):
         """Chunk c through this stage's layers at ``step``: the tensors for the next stage, or on
         the last stage the chunk's share of the step's loss (cross-entropy summed over its
@@ -245,18 +307,25 @@ class ChunkStage(PipelineStage):
         hist = [None] * model.num_layers
         if self.first and blk.num_hist:
             hist[0] = self._halo_inputs(blk, key)
-        emit = None
+        emit, hooks = None, None
         if self.tables is not None:
             for i in self.tables.rows:
                 hist[i] = self.tables.read(i, blk.hist_ids, step)
+                if self.halo_gradients:  # d loss / d (halo rows) goes to their chunk's backward
+                    hist[i].requires_grad_(True)
+                    hist[i].register_hook(self._collect_hook(i, blk.hist_ids, step))
             emit = []
+            if self.halo_gradients:
+                hooks = {i: self._take_hook(i, lo, hi, step) for i in self.tables.rows}
         h, x0 = inp[0], None  # stage 0: the chunk's input rows; later: h^{start} of its nodes
         if not self.first:
             if self.tables is not None and self.start in self.tables.rows:
                 self.tables.write(self.start, lo, hi, h, step)
+                if hooks and h.requires_grad:  # its gradient goes back to the previous stage
+                    h.register_hook(hooks[self.start])
             x0 = self._x0(g.x[lo:hi], key)
         out, _ = model.forward_layers(h, x0, [blk] * model.num_layers, self.start, self.end, hist=hist, emit=emit,
-                                      node_degree=g.degree, rng_key=key)
+                                      node_degree=g.degree, rng_key=key, grad_hooks=hooks)
         for j, e in enumerate(emit or []):  # h^{i} of this chunk for this stage's later layers
             if self.start + j + 1 in self.tables.rows:
                 self.tables.write(self.start + j + 1, lo, hi, e, step)
@@ -410,7 +479,8 @@ def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dic
     Returns a dict: ``stage``, ``layers``, ``losses`` (the last stage's, per epoch), ``epochs``
     (per epoch: the stage's bytes sent by category, wait/busy/step seconds, bubble, peak
     micro-batches and activation bytes held), ``accuracy`` (the last stage's, per evaluation),
-    ``reads``/``stale_reads``/``max_age`` of its tables, ``table_bytes``, ``encoder_gradient_bytes``,
+    ``reads``/``stale_reads``/``max_age`` of its tables, ``grad_rows``/``stale_grad_rows``/``max_grad_age``
+    of the halo gradients they passed on, ``table_bytes``, ``encoder_gradient_bytes``,
     ``fill_bytes`` (the filling pass) and ``state`` (its parameters by name).
     """
     from gnnscale.logs import setup_logging
@@ -443,7 +513,7 @@ def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dic
                      "/".join(str(b.num_dst) for b in graph.blocks), "/".join(map(str, graph.halo_sizes)),
                      pipe.schedule)
         stage = ChunkStage(model, bounds, s, list(range(k)), comm, graph, staleness=cfg.staleness, lr=cfg.lr,
-                           weight_decay=cfg.weight_decay)
+                           weight_decay=cfg.weight_decay, halo_gradients=cfg.halo_gradients)
         fill_bytes = 0
         if graph.num_chunks > 1:  # every stage takes part (the pass flows through them all)
             fill = stage.layerwise(1, version=-1)
@@ -474,6 +544,8 @@ def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dic
         return dict(stage=s, layers=(stage.start, stage.end), losses=losses, epochs=epochs, accuracy=accuracy,
                     reads=tables.reads if tables else 0, stale_reads=tables.stale_reads if tables else 0,
                     max_age=tables.max_age if tables else 0, table_bytes=tables.nbytes if tables else 0,
+                    grad_rows=tables.grad_rows if tables else 0, stale_grad_rows=tables.stale_grad_rows if tables else 0,
+                    max_grad_age=tables.max_grad_age if tables else 0,
                     encoder_gradient_bytes=comm.stats.sent.get("encoder_gradient", 0), fill_bytes=fill_bytes,
                     layer_costs=costs, state=state, num_nodes=graph.num_nodes, halos=graph.halo_sizes)
     finally:

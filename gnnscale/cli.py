@@ -206,6 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "through the K stages (--workers K; with --dataset the graph is cut into --micro-batches chunks); "
                     "a neighbour in a chunk that has not yet passed a layer is read from the previous pass (within "
                     "--staleness); --fanouts and --batch-size do not apply")
+    lp.add_argument("--halo-gradients", action=argparse.BooleanOptionalAction, default=True,
+                    help="--chunks: the gradient of each neighbour row a chunk reads from a table is added to that "
+                    "row's own gradient when its chunk runs backward (in this pass, or in the next one for a chunk "
+                    "that ran before; as PipeGCN does), so no edge's gradient is dropped; costs one more table per "
+                    "layer on each stage. --no-halo-gradients drops them (GNNAutoScale's historical embeddings)")
     ck = t.add_argument_group("checkpoints and the saved model")
     ck.add_argument("--checkpoint-dir", default=None, metavar="DIR",
                     help="write checkpoints here (model, optimizer, epoch and step, RNG states, cache ids; atomic, "
@@ -403,6 +408,7 @@ def cmd_train(args) -> int:
         layer=args.layer, layer_kwargs=args.layer_kwargs, norm=args.norm, residual=args.residual, jk=args.jk,
         device=args.device, pipeline_stages=args.pipeline_stages, stage_layers=args.stage_layers,
         micro_batches=args.micro_batches, schedule=args.schedule, chunks=args.chunks, num_layers=args.num_layers,
+        halo_gradients=args.halo_gradients,
         checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints, resume=args.resume, save_model=args.save_model,
         tensorboard=args.tensorboard, log_every=args.log_every,

@@ -59,6 +59,7 @@ class TrainConfig:
     micro_batches: int = 4  # micro-batches of batch_size seeds per optimizer step (pipeline)
     schedule: str = "1f1b"  # gpipe | 1f1b (both flushed: exact gradients)
     chunks: bool = False  # chunk pipelining (GNNPipe): full-graph training, the parts are the micro-batches
+    halo_gradients: bool = True  # chunks: a halo read's gradient goes to the row's own chunk (PipeGCN-style)
     num_layers: int | None = None  # model layers; None: one per fanout
     checkpoint_dir: str | None = None  # where checkpoints go (see gnnscale.checkpoint)
     checkpoint_every: int | None = None  # steps between checkpoints; None: after every epoch

@@ -241,6 +241,7 @@ class GNN(nn.Module):
         emit: list | None = None,
         node_degree: torch.Tensor | None = None,
         rng_key: int | None = None,
+        grad_hooks: dict | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Layers ``[start, end)`` of the stack: a pipeline stage's share of :meth:`forward`.
 
@@ -254,6 +255,9 @@ class GNN(nn.Module):
             rng_key: when given, the dropout of layer i draws from a generator reseeded with
                 ``(rng_key, i)``, so that its mask does not depend on which process runs the
                 layer or in what order (pipelined runs equal unpipelined ones).
+            grad_hooks: ``{i: hook}``: ``hook`` is registered on h^i, the output of layer i - 1
+                (start < i < end), as on any tensor (``grad -> grad or None``); chunk mode adds
+                there the gradients that halo reads of these rows collected.
 
         Returns:
             (h, x0): at ``end == L`` the logits float32 [blocks[-1].num_dst, C] and None;
@@ -298,6 +302,8 @@ class GNN(nn.Module):
                                 activate=not pending_relu)
             if x0 is not None:
                 x0 = x0[:d]
+            if grad_hooks and i + 1 in grad_hooks and h.requires_grad:
+                h.register_hook(grad_hooks[i + 1])
             if emit is not None and i < self.num_layers - 1:
                 emit.append(h.detach())
             if self.jk != "none":

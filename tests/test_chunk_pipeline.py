@@ -192,3 +192,46 @@ def test_cli_chunk_pipeline_and_its_errors(cora_partition, tmp_path):
     assert bad.returncode == 2 and "--chunks runs one pipeline of 2 stages over the whole graph" in bad.stderr
     bad = subprocess.run(base + ["--pipeline-stages", "5"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--pipeline-stages must be between 1 and the model's 4 layers" in bad.stderr
+
+
+@pytest.mark.parametrize("halo_gradients", [True, False])
+def test_halo_gradients_make_a_chunked_step_the_full_graph_gradient(cora_partition, halo_gradients):
+    """Weights that do not move (lr 0) and no dropout make every table row current, so a step
+    over 4 chunks computes full-graph training's forward exactly. Its gradient is exact too once
+    every chunk's halo reads have sent their gradients to the rows' owners (from the second step
+    on: the later chunks' come from the pass before); without halo gradients it is not."""
+    from gnnscale.chunk_pipeline import ChunkStage, build_model
+    from gnnscale.comm import Communicator
+
+    parts = cora_partition(4)
+    cfg = _cfg(dropout=0.0, lr=0.0, weight_decay=0.0, num_layers=4)
+    graph = load_chunk_graph(parts, verify=False)
+    layers = cfg.model_layers()
+
+    model = build_model(cfg, graph, layers)
+    full = graph.full_block()
+    out, _ = model.forward_layers(graph.x, None, [full] * layers, 0, layers, node_degree=graph.degree)
+    train = graph.masks["train"]
+    loss = torch.nn.functional.cross_entropy(out[train], graph.y[train])
+    loss.backward()
+    want = {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    stage = ChunkStage(build_model(cfg, graph, layers), [(0, layers)], 0, [0], Communicator(), graph, lr=0.0,
+                       halo_gradients=halo_gradients)
+    stage.layerwise(1, version=-1)
+    errors = []
+    for step in range(4):
+        stats = stage.step(step, [0] * graph.num_chunks, "1f1b")
+        assert abs(stats.loss - float(loss)) < 1e-6  # the forward is exact
+        got = {n: p.grad for n, p in stage.model.named_parameters()}
+        errors.append(max(float((got[n] - want[n]).abs().max() / want[n].abs().max()) for n in want))
+    if halo_gradients:  # the first step misses the later chunks' gradients (no pass before it)
+        assert errors[0] > 1e-2 and errors[1] > 1e-4 and max(errors[2:]) < 1e-5, errors
+    else:
+        assert min(errors) > 1e-2 and max(errors) - min(errors) < 1e-5, errors
+    t = stage.tables
+    assert t.max_age == 1 and t.reads == 4 * sum(graph.halo_sizes) * (layers - 1)
+    if halo_gradients:
+        assert t.max_grad_age == 1 and 0 < t.stale_grad_rows < t.grad_rows
+    else:
+        assert t.grads is None and t.grad_rows == 0
