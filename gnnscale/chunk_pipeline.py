@@ -53,11 +53,11 @@ from gnnscale.layer_pipeline import (
 from gnnscale.models import GNN
 from gnnscale.pipeline_plan import PipelineError, check_pipeline, plan_stages
 from gnnscale.samplers.block import Block
+from gnnscale.sparse_ops import add_rows_
 
 log = logging.getLogger("gnnscale.pipeline")
 
 NEVER = -(1 << 62)  # version of a table row that was never written
-PENDING_NONE = 1 << 62  # gradient version of a row where no halo gradient waits
 _MASKS = ("train", "val", "test")
 
 
@@ -156,34 +156,19 @@ def load_chunk_graph(parts_dir: str, verify: bool = True, features: bool = True)
 
 class HistoryTables:
     """A stage's embedding tables: for each layer input i it reads, float32 [N, dims[i]] rows
-    and the step each row was written (int64 [N]); every read checks the rows' ages.
+    and the step each row was written (int64 [N]); every read checks the rows' ages."""
 
-    With ``gradients``, each table also collects the gradients of its halo reads: a chunk's
-    backward adds d loss / d h^i of the halo rows it read (:meth:`add_grad`), and the owning
-    chunk's backward takes them (:meth:`take_grad`) into the gradient of its own h^i: from the
-    chunks whose backward ran before its own in this pass, and from the others' in the pass
-    before (PipeGCN's stale feature gradients). Their ages are checked against the same bound.
-    """
-
-    def __init__(self, layers: Sequence[int], num_nodes: int, dims: Sequence[int], bound: int,
-                 gradients: bool = False) -> None:
+    def __init__(self, layers: Sequence[int], num_nodes: int, dims: Sequence[int], bound: int) -> None:
         self.rows = {i: torch.zeros(num_nodes, dims[i]) for i in layers}
         self.version = {i: torch.full((num_nodes,), NEVER, dtype=torch.int64) for i in layers}
-        self.grads = {i: torch.zeros(num_nodes, dims[i]) for i in layers} if gradients else None
-        # the step of the oldest gradient waiting in a row (PENDING_NONE: none waits)
-        self.grad_version = {i: torch.full((num_nodes,), PENDING_NONE, dtype=torch.int64) for i in layers} \
-            if gradients else None
         self.bound = int(bound)
         self.reads = 0  # rows read
         self.stale_reads = 0  # rows read from an earlier step
         self.max_age = 0
-        self.grad_rows = 0  # gradient rows taken into an owner's backward
-        self.stale_grad_rows = 0  # of them, rows holding a gradient from an earlier step
-        self.max_grad_age = 0
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for d in (self.rows, self.grads or {}) for t in d.values())
+        return sum(t.numel() * t.element_size() for t in self.rows.values())
 
     def write(self, i: int, lo: int, hi: int, rows: torch.Tensor, step: int) -> None:
         """Rows ``[lo, hi)`` of layer i's table, written at ``step``."""
@@ -212,38 +197,92 @@ class HistoryTables:
         self.max_age = max(self.max_age, worst)
         return self.rows[i].index_select(0, ids)
 
-    def add_grad(self, i: int, ids: torch.Tensor, grad: torch.Tensor, step: int) -> None:
-        """Add ``grad`` (float32 [len(ids), dims[i]], d loss / d h^i at the distinct ``ids``
-        that a chunk read) to the rows' waiting gradients, computed at ``step``."""
-        self.grads[i].index_add_(0, ids, grad)
-        v = self.grad_version[i]
-        v[ids] = torch.clamp(v.index_select(0, ids), max=step)
 
-    def take_grad(self, i: int, lo: int, hi: int, step: int) -> torch.Tensor | None:
-        """The gradients waiting for rows ``[lo, hi)`` of layer i (float32 [hi - lo, dims[i]]),
-        now cleared; None where none waits.
+class HaloGradients:
+    """The gradients of a stage's halo reads, passed on to the rows' own chunks (PipeGCN's stale
+    feature gradients): without them, every edge between two chunks would carry no gradient.
+
+    A reader chunk's backward hands in d loss / d h^i of its whole halo (:meth:`add`; kept as
+    it is, one tensor per reader and layer, no scatter). An owner chunk's backward takes the
+    pieces of every reader's latest gradient that fall in its rows (:meth:`take`): those of the
+    chunks whose backward ran before its own in this pass, and the others' from the pass
+    before (one step old). Chunks run backward in the same order every pass, so each piece is
+    taken exactly once before its reader replaces it. Every piece's age is checked against the
+    staleness bound.
+
+    Args:
+        layers: the layer inputs i this stage reads from tables.
+        offsets: int64 [C + 1] chunk bounds. halos: per chunk, its sorted halo ids (int64).
+    """
+
+    def __init__(self, layers: Sequence[int], offsets: torch.Tensor, halos: Sequence[torch.Tensor],
+                 bound: int) -> None:
+        self.offsets = [int(v) for v in offsets]
+        self.bound = int(bound)
+        # Halo ids are sorted and chunks own contiguous ids, so each reader's halo is one run
+        # per owner: reader c's rows for owner o are [cut[c][o], cut[c][o + 1]).
+        self.cut = [torch.searchsorted(h, offsets).tolist() for h in halos]
+        self.local = []  # each halo id as a row of its owner chunk
+        for h in halos:
+            owner = torch.searchsorted(offsets, h, right=True) - 1
+            self.local.append(h - offsets[owner])
+        self.waiting: dict[int, dict[int, tuple[int, torch.Tensor]]] = {i: {} for i in layers}
+        self.rows_taken = 0  # gradient rows added into an owner's gradient
+        self.stale_rows = 0  # of them, rows from the pass before
+        self.max_age = 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(g.numel() * g.element_size() for w in self.waiting.values() for _, g in w.values())
+
+    def add(self, i: int, reader: int, grad: torch.Tensor, step: int) -> None:
+        """Reader chunk's float32 [halo, dims[i]] gradient of its halo rows of layer i at ``step``."""
+        self.waiting[i][reader] = (step, grad.detach().clone())
+
+    def take(self, i: int, owner: int, step: int) -> torch.Tensor | None:
+        """The halo gradients waiting for owner chunk's rows of layer i, summed: float32
+        [its nodes, dims[i]]; None where none waits.
 
         Raises:
             StalenessError: a waiting gradient older than the bound.
         """
-        v = self.grad_version[i][lo:hi]
-        waiting = v != PENDING_NONE
-        if not bool(waiting.any()):
-            return None
-        age = step - v[waiting]
-        worst = int(age.max())
-        if worst > self.bound:
-            raise StalenessError(
-                f"step {step}, layer {i}: {int((age > self.bound).sum())} rows hold halo gradients older than the "
-                f"staleness bound ({self.bound} steps; the oldest {worst} steps): a chunk's backward was skipped."
-            )
-        self.grad_rows += int(waiting.sum())
-        self.stale_grad_rows += int((age > 0).sum())
-        self.max_grad_age = max(self.max_grad_age, worst)
-        out = self.grads[i][lo:hi].clone()
-        self.grads[i][lo:hi] = 0.0
-        v.fill_(PENDING_NONE)
+        out = None
+        for reader, (when, grad) in self.waiting[i].items():
+            a, b = self.cut[reader][owner], self.cut[reader][owner + 1]
+            if a == b:
+                continue
+            age = step - when
+            if age > self.bound:
+                raise StalenessError(
+                    f"step {step}, layer {i}: chunk {owner}'s halo gradients from chunk {reader} are {age} steps old, "
+                    f"beyond the staleness bound ({self.bound} steps): a chunk's backward was skipped."
+                )
+            if out is None:
+                out = torch.zeros(self.offsets[owner + 1] - self.offsets[owner], grad.shape[1], dtype=grad.dtype)
+            add_rows_(out, self.local[reader][a:b], grad[a:b])  # one pass per reader, no concatenation
+            self.rows_taken += b - a
+            self.stale_rows += (b - a) if age > 0 else 0
+            self.max_age = max(self.max_age, age)
         return out
+
+
+class _HaloTap(torch.autograd.Function):
+    """Identity on a chunk's halo rows whose backward hands their gradient to ``callback``
+    (and nowhere else: no ``.grad`` is accumulated for the rows)."""
+
+    @staticmethod
+    def forward(ctx, root: torch.Tensor, rows: torch.Tensor, callback) -> torch.Tensor:  # type: ignore[override]
+        ctx.callback = callback
+        return rows.view_as(rows)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        ctx.callback(grad)
+        return None, None, None
+
+
+# What puts a tap in the autograd graph (a tensor that requires grad; it never receives one).
+_TAP_ROOT = torch.empty(0, requires_grad=True)
 
 
 class ChunkStage(PipelineStage):
@@ -258,9 +297,10 @@ class ChunkStage(PipelineStage):
         self.graph = graph
         self.num_train = max(1, int(graph.masks["train"].sum()))
         layers = [i for i in range(max(self.start, 1), self.end)]
-        self.tables = HistoryTables(layers, graph.num_nodes, self.model.dims, staleness, gradients=halo_gradients) \
+        self.tables = HistoryTables(layers, graph.num_nodes, self.model.dims, staleness) \
             if graph.num_chunks > 1 and layers else None
-        self.halo_gradients = self.tables is not None and halo_gradients
+        self.halo_grads = HaloGradients(layers, graph.offsets, [b.hist_ids for b in graph.blocks], staleness) \
+            if self.tables is not None and halo_gradients else None
         self.encoder_params = list(self.model.encoder.parameters()) \
             if self.model.encoder is not None and self.num_stages > 1 else []
 
@@ -286,15 +326,15 @@ class ChunkStage(PipelineStage):
         self.model.reseed(key, self.model.num_layers + 1)  # a key of its own: the chunk's rows keep theirs
         return self.model.encode(rows)[0]
 
-    def _collect_hook(self, i: int, ids: torch.Tensor, step: int):
+    def _add_hook(self, i: int, c: int, step: int):
         def hook(grad: torch.Tensor) -> None:
-            self.tables.add_grad(i, ids, grad, step)
+            self.halo_grads.add(i, c, grad, step)
         return hook
 
-    def _take_hook(self, i: int, lo: int, hi: int, step: int):
+    def _take_hook(self, i: int, c: int, step: int):
         def hook(grad: torch.Tensor) -> torch.Tensor | None:
-            waiting = self.tables.take_grad(i, lo, hi, step)
-            return None if waiting is None else grad + waiting
+            waiting = self.halo_grads.take(i, c, step)  # a fresh tensor: summed into in place
+            return None if waiting is None else waiting.add_(grad)
         return hook
 
     def forward_chunk(self, c: int, inp: list[torch.Tensor], step: int, key: int):
@@ -311,12 +351,11 @@ class ChunkStage(PipelineStage):
         if self.tables is not None:
             for i in self.tables.rows:
                 hist[i] = self.tables.read(i, blk.hist_ids, step)
-                if self.halo_gradients:  # d loss / d (halo rows) goes to their chunk's backward
-                    hist[i].requires_grad_(True)
-                    hist[i].register_hook(self._collect_hook(i, blk.hist_ids, step))
+                if self.halo_grads is not None:  # d loss / d (halo rows) goes to their chunk's backward
+                    hist[i] = _HaloTap.apply(_TAP_ROOT, hist[i], self._add_hook(i, c, step))
             emit = []
-            if self.halo_gradients:
-                hooks = {i: self._take_hook(i, lo, hi, step) for i in self.tables.rows}
+            if self.halo_grads is not None:
+                hooks = {i: self._take_hook(i, c, step) for i in self.tables.rows}
         h, x0 = inp[0], None  # stage 0: the chunk's input rows; later: h^{start} of its nodes
         if not self.first:
             if self.tables is not None and self.start in self.tables.rows:
@@ -480,7 +519,7 @@ def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dic
     (per epoch: the stage's bytes sent by category, wait/busy/step seconds, bubble, peak
     micro-batches and activation bytes held), ``accuracy`` (the last stage's, per evaluation),
     ``reads``/``stale_reads``/``max_age`` of its tables, ``grad_rows``/``stale_grad_rows``/``max_grad_age``
-    of the halo gradients they passed on, ``table_bytes``, ``encoder_gradient_bytes``,
+    of the halo gradients passed on (``halo_gradient_bytes`` held at the end), ``table_bytes``, ``encoder_gradient_bytes``,
     ``fill_bytes`` (the filling pass) and ``state`` (its parameters by name).
     """
     from gnnscale.logs import setup_logging
@@ -506,12 +545,12 @@ def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dic
             costs = mean_over_ranks(comm, chunk_layer_costs(model, graph))
         bounds = plan_stages(num_layers, k, pipe.stage_layers, costs)
         if s == 0:
-            log.info("chunk pipeline: %d stages, layers %s%s, %d chunks (%s nodes, halos %s), %s", k,
+            log.info("chunk pipeline: %d stages, layers %s%s, %d chunks (%s nodes, halos %s), %s, halo gradients %s", k,
                      " | ".join(f"{a}-{b - 1}" for a, b in bounds),
                      "" if costs is None else " (balanced by measured ms per layer: "
                      + ", ".join(f"{1e3 * c:.1f}" for c in costs) + ")", graph.num_chunks,
                      "/".join(str(b.num_dst) for b in graph.blocks), "/".join(map(str, graph.halo_sizes)),
-                     pipe.schedule)
+                     pipe.schedule, "on" if cfg.halo_gradients else "off")
         stage = ChunkStage(model, bounds, s, list(range(k)), comm, graph, staleness=cfg.staleness, lr=cfg.lr,
                            weight_decay=cfg.weight_decay, halo_gradients=cfg.halo_gradients)
         fill_bytes = 0
@@ -539,13 +578,13 @@ def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dic
             _write_metrics(cfg.metrics, dict(mode="chunks", stages=k, layers=[list(b) for b in bounds],
                                              chunks=graph.num_chunks, halos=graph.halo_sizes, schedule=pipe.schedule,
                                              epochs=history))
-        tables = stage.tables
+        tables, halo = stage.tables, stage.halo_grads
         state = {name: v.detach().clone() for name, v in stage.model.state_dict().items()}
         return dict(stage=s, layers=(stage.start, stage.end), losses=losses, epochs=epochs, accuracy=accuracy,
                     reads=tables.reads if tables else 0, stale_reads=tables.stale_reads if tables else 0,
                     max_age=tables.max_age if tables else 0, table_bytes=tables.nbytes if tables else 0,
-                    grad_rows=tables.grad_rows if tables else 0, stale_grad_rows=tables.stale_grad_rows if tables else 0,
-                    max_grad_age=tables.max_grad_age if tables else 0,
+                    grad_rows=halo.rows_taken if halo else 0, stale_grad_rows=halo.stale_rows if halo else 0,
+                    max_grad_age=halo.max_age if halo else 0, halo_gradient_bytes=halo.nbytes if halo else 0,
                     encoder_gradient_bytes=comm.stats.sent.get("encoder_gradient", 0), fill_bytes=fill_bytes,
                     layer_costs=costs, state=state, num_nodes=graph.num_nodes, halos=graph.halo_sizes)
     finally:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gnnscale.chunk_pipeline import (
+    HaloGradients,
     HistoryTables,
     StalenessError,
     chunk_block,
@@ -75,6 +76,22 @@ def test_history_tables_check_every_read():
     with pytest.raises(StalenessError, match="2 never written"):
         t.read(2, torch.tensor([0, 1]), step=0)
     assert (t.reads, t.stale_reads, t.max_age) == (4, 2, 2)
+
+
+def test_halo_gradients_reach_each_rows_owner_once():
+    # chunks [0, 2) [2, 4) [4, 6); chunk 0 reads rows 3 and 4, chunk 2 reads rows 1 and 3
+    halos = [torch.tensor([3, 4]), torch.tensor([1, 5]), torch.tensor([1, 3])]
+    g = HaloGradients([1], torch.tensor([0, 2, 4, 6]), halos, bound=1)
+    assert g.take(1, 1, step=0) is None  # nothing waits yet
+    g.add(1, 0, torch.tensor([[1.0, 2.0], [3.0, 4.0]]), step=0)  # chunk 0's backward: rows 3, 4
+    g.add(1, 2, torch.tensor([[5.0, 5.0], [1.0, 1.0]]), step=0)  # chunk 2's: rows 1, 3
+    assert g.take(1, 1, step=0).tolist() == [[0.0, 0.0], [2.0, 3.0]]  # rows 2, 3: row 3 from chunks 0 and 2
+    assert g.take(1, 0, step=1).tolist() == [[0.0, 0.0], [5.0, 5.0]]  # chunk 2's, one step old
+    assert (g.rows_taken, g.stale_rows, g.max_age) == (3, 1, 1)
+    with pytest.raises(StalenessError, match=r"step 2, layer 1: chunk 2's halo gradients from chunk 0 are 2 steps "
+                                             r"old, beyond the staleness bound \(1 steps\)"):
+        g.take(1, 2, step=2)
+    assert g.nbytes == 2 * 2 * 2 * 4
 
 
 def test_stage_balancing_costs_fold_in_what_a_stage_runs_besides_its_layers(cora_partition, monkeypatch):
@@ -179,10 +196,11 @@ def test_cli_chunk_pipeline_and_its_errors(cora_partition, tmp_path):
     metrics = tmp_path / "m.json"
     base = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", parts, "--chunks", "--layer", "gcnii",
             "--num-layers", "4", "--hidden", "16", "--epochs", "2", "--timeout", "60", "--no-verify"]
-    done = subprocess.run(base + ["--pipeline-stages", "2", "--metrics", str(metrics)], capture_output=True,
-                          text=True, timeout=240)
+    done = subprocess.run(base + ["--pipeline-stages", "2", "--metrics", str(metrics), "--no-halo-gradients"],
+                          capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "done: 2 epochs over 2 stages" in done.stderr and "test_acc" in done.stderr
+    assert ", 1f1b, halo gradients off" in done.stderr
     m = json.loads(metrics.read_text())
     assert m["mode"] == "chunks" and m["chunks"] == 4 and len(m["epochs"]) == 2
     for e in m["epochs"]:
@@ -214,6 +232,7 @@ def test_halo_gradients_make_a_chunked_step_the_full_graph_gradient(cora_partiti
     train = graph.masks["train"]
     loss = torch.nn.functional.cross_entropy(out[train], graph.y[train])
     loss.backward()
+    loss = float(loss.detach())
     want = {n: p.grad.clone() for n, p in model.named_parameters()}
 
     stage = ChunkStage(build_model(cfg, graph, layers), [(0, layers)], 0, [0], Communicator(), graph, lr=0.0,
@@ -222,16 +241,16 @@ def test_halo_gradients_make_a_chunked_step_the_full_graph_gradient(cora_partiti
     errors = []
     for step in range(4):
         stats = stage.step(step, [0] * graph.num_chunks, "1f1b")
-        assert abs(stats.loss - float(loss)) < 1e-6  # the forward is exact
+        assert abs(stats.loss - loss) < 1e-6  # the forward is exact
         got = {n: p.grad for n, p in stage.model.named_parameters()}
         errors.append(max(float((got[n] - want[n]).abs().max() / want[n].abs().max()) for n in want))
     if halo_gradients:  # the first step misses the later chunks' gradients (no pass before it)
         assert errors[0] > 1e-2 and errors[1] > 1e-4 and max(errors[2:]) < 1e-5, errors
     else:
         assert min(errors) > 1e-2 and max(errors) - min(errors) < 1e-5, errors
-    t = stage.tables
+    t, g = stage.tables, stage.halo_grads
     assert t.max_age == 1 and t.reads == 4 * sum(graph.halo_sizes) * (layers - 1)
-    if halo_gradients:
-        assert t.max_grad_age == 1 and 0 < t.stale_grad_rows < t.grad_rows
+    if halo_gradients:  # every halo row read in steps 0-2 reached its owner (the last step's later chunks' wait)
+        assert g.max_age == 1 and 0 < g.stale_rows < g.rows_taken < t.reads
     else:
-        assert t.grads is None and t.grad_rows == 0
+        assert g is None

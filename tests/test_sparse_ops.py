@@ -9,7 +9,7 @@ from torch_geometric.nn import SAGEConv
 
 from gnnscale.layers import BlockSAGEConv, build_conv
 from gnnscale.samplers import NeighborSampler
-from gnnscale.sparse_ops import BlockAdjacency, block_matmul, dropout
+from gnnscale.sparse_ops import BlockAdjacency, add_rows_, block_matmul, dropout
 
 
 def _graph(n: int = 300, m: int = 3000, seed: int = 3) -> torch.Tensor:
@@ -176,3 +176,14 @@ def test_model_fuses_relu_and_dropout_without_changing_results() -> None:
     assert torch.equal(outs[0], outs[1])
     for ga, gb in zip(*grads):
         assert torch.allclose(ga, gb, atol=1e-6, rtol=1e-5)
+
+
+def test_add_rows_equals_index_add_with_repeats():
+    g = torch.Generator().manual_seed(0)
+    out = torch.randn(50, 8, generator=g)
+    rows = torch.randint(0, 50, (200,), generator=g)  # many repeats
+    src = torch.randn(200, 8, generator=g)
+    want = out.clone().index_add_(0, rows, src)
+    got = add_rows_(out, rows, src)
+    assert got is out and torch.allclose(got, want, atol=1e-5)
+    assert add_rows_(out, rows[:0], src[:0]) is out  # nothing to add
