@@ -464,7 +464,37 @@ def _probe_block(blk: Block, lo: int, max_rows: int) -> Block:
     return chunk_block(indptr, blk.src_ids[blk.edge_index[0][keep]], lo, lo + max_rows)
 
 
-def chunk_layer_costs(model: GNN, graph: ChunkGraph, max_rows: int = 20000) -> list[float]:
+def _table_seconds(graph: ChunkGraph, dim: int, halo_gradients: bool, repeats: int = 10) -> float:
+    """Seconds that one table layer adds to chunk 0's forward and backward on any stage, beside
+    the layer itself: reading its halo's rows and writing its own, and with halo gradients
+    handing its halo's gradient in and taking its own rows' from every other chunk (each of
+    them holding one, as in a pass). The fastest of ``repeats`` after a warm-up."""
+    full = graph.blocks[0]
+    lo, hi = graph.bounds(0)
+    gen = torch.Generator().manual_seed(0)
+    tables = HistoryTables([1], graph.num_nodes, [dim, dim], bound=1)
+    tables.write(1, 0, graph.num_nodes, torch.rand(graph.num_nodes, dim, generator=gen), 0)
+    halo = HaloGradients([1], graph.offsets, [b.hist_ids for b in graph.blocks], 1) if halo_gradients else None
+    if halo is not None:
+        for c, b in enumerate(graph.blocks[1:], 1):
+            halo.add(1, c, torch.rand(b.num_hist, dim, generator=gen), 0)
+    grad = torch.rand(full.num_hist, dim, generator=gen)
+    own = torch.rand(hi - lo, dim, generator=gen)
+    best = float("inf")
+    for rep in range(repeats + 1):
+        t0 = time.perf_counter()
+        tables.read(1, full.hist_ids, 0)
+        tables.write(1, lo, hi, own, 0)
+        if halo is not None:
+            halo.add(1, 0, grad, 0)
+            halo.take(1, 0, 0).add_(own)
+        if rep:
+            best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def chunk_layer_costs(model: GNN, graph: ChunkGraph, max_rows: int = 20000,
+                      halo_gradients: bool = True) -> list[float]:
     """Per-layer costs for :func:`~gnnscale.pipeline_plan.plan_stages`, measured on chunk 0's
     real block with its halo as historical leaves (its first ``max_rows`` nodes where it has
     more): seconds of each layer's forward and backward, with what a stage runs besides its
@@ -478,6 +508,8 @@ def chunk_layer_costs(model: GNN, graph: ChunkGraph, max_rows: int = 20000) -> l
       best split unchanged, so it is taken off layer 0.
     - Layers 1..L-1 of the same kind and widths run the same work on the same block: each gets
       their median, so that a pass slowed by a neighbouring process does not move a cut.
+    - Each of them also reads and writes its table, and passes halo gradients on: that cost
+      (:func:`_table_seconds`, in chunk 0's share for the probed nodes) is added to each.
     """
     full, lo = graph.blocks[0], graph.bounds(0)[0]
     blk = _probe_block(full, lo, max_rows)
@@ -506,6 +538,14 @@ def chunk_layer_costs(model: GNN, graph: ChunkGraph, max_rows: int = 20000) -> l
             costs[i] = mid
     x0_seconds = _encoder_seconds(model, graph.x[lo:lo + n]) if model.uses_x0 else 0.0
     costs[0] = max(costs[0] + halo_seconds - x0_seconds, 1e-6)
+    if graph.num_chunks > 1:
+        share = n / full.num_dst
+        per_width: dict[int, float] = {}
+        for i in range(1, model.num_layers):
+            d = model.dims[i]
+            if d not in per_width:
+                per_width[d] = _table_seconds(graph, d, halo_gradients) * share
+            costs[i] += per_width[d]
     return costs
 
 
@@ -542,7 +582,7 @@ def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dic
         model = build_model(cfg, graph, num_layers)
         costs = None
         if pipe.stage_layers is None and k > 1:  # balance the stages by measured per-layer cost
-            costs = mean_over_ranks(comm, chunk_layer_costs(model, graph))
+            costs = mean_over_ranks(comm, chunk_layer_costs(model, graph, halo_gradients=cfg.halo_gradients))
         bounds = plan_stages(num_layers, k, pipe.stage_layers, costs)
         if s == 0:
             log.info("chunk pipeline: %d stages, layers %s%s, %d chunks (%s nodes, halos %s), %s, halo gradients %s", k,

@@ -107,14 +107,18 @@ def test_stage_balancing_costs_fold_in_what_a_stage_runs_besides_its_layers(cora
     # carries + halo rows - chunk rows (ms), beside the (timed, sub-millisecond) gather.
     monkeypatch.setattr(cp, "measure_layer_costs", lambda m, blocks, x, hist=None: [1.0] * 6)
     monkeypatch.setattr(cp, "_encoder_seconds", lambda m, x: 1e-3 * x.shape[0])
+    table = cp._table_seconds(g, 16, True)  # a table layer's reads, writes and halo gradients
+    assert 0 < table < 0.05 and cp._table_seconds(g, 16, False) < 0.05
+    monkeypatch.setattr(cp, "_table_seconds", lambda graph, d, halo_gradients: 0.5 if halo_gradients else 0.25)
     costs = cp.chunk_layer_costs(model, g)
     lo, hi = g.bounds(0)
     expected = 1.0 + 1e-3 * (g.blocks[0].num_hist - (hi - lo))
-    assert costs[1:] == [1.0] * 5 and expected <= costs[0] <= expected + 0.05
+    assert costs[1:] == [1.5] * 5 and expected <= costs[0] <= expected + 0.05
+    assert cp.chunk_layer_costs(model, g, halo_gradients=False)[1:] == [1.25] * 5
     # A large chunk is probed on its first rows, with chunk 0's halo rows per node.
     costs = cp.chunk_layer_costs(model, g, max_rows=300)
     expected = 1.0 + 1e-3 * (round(g.blocks[0].num_hist * 300 / (hi - lo)) - 300)
-    assert expected <= costs[0] <= expected + 0.05
+    assert expected <= costs[0] <= expected + 0.05 and costs[1] == pytest.approx(1.0 + 0.5 * 300 / (hi - lo))
     probe, full = cp._probe_block(g.blocks[0], lo, 300), g.blocks[0]
     keep = full.edge_index[1] < 300
     src = full.src_ids[full.edge_index[0][keep]]
