@@ -11,8 +11,11 @@ turn, one optimizer step per epoch (a flush after the C chunks, GPipe or 1F1B or
   features (stage 0);
   at a later layer i a halo node's h^i is read from this stage's table of layer i: computed in
   this pass if its chunk has already passed layer i-1 (an earlier chunk), else the previous
-  pass's (one step old). Those reads carry no gradient (as historical embeddings do), and
-  every read checks the age of each row against the staleness bound;
+  pass's (one step old). Every read checks the age of each row against the staleness bound;
+- the gradient of those reads is not dropped (:class:`HaloGradients`): it is added to the
+  row's own gradient when its chunk runs backward, in this pass or (a chunk that ran before)
+  in the next, as PipeGCN passes stale feature gradients; with ``halo_gradients=False`` the
+  reads carry no gradient, as GNNAutoScale's historical embeddings do;
 - between stages only the chunk's own h^{start} moves (forward) and its gradient (backward):
   every node crosses each stage boundary once per pass, whatever the number of chunks;
 - GCNII's initial representation x0 is not sent: every stage keeps a copy of the encoder and
@@ -487,7 +490,9 @@ def _table_seconds(graph: ChunkGraph, dim: int, halo_gradients: bool, repeats: i
         tables.write(1, lo, hi, own, 0)
         if halo is not None:
             halo.add(1, 0, grad, 0)
-            halo.take(1, 0, 0).add_(own)
+            waiting = halo.take(1, 0, 0)
+            if waiting is not None:
+                waiting.add_(own)
         if rep:
             best = min(best, time.perf_counter() - t0)
     return best
