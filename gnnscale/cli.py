@@ -209,8 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     lp.add_argument("--halo-gradients", action=argparse.BooleanOptionalAction, default=True,
                     help="--chunks: the gradient of each neighbour row a chunk reads from a table is added to that "
                     "row's own gradient when its chunk runs backward (in this pass, or in the next one for a chunk "
-                    "that ran before; as PipeGCN does), so no edge's gradient is dropped; costs one more table per "
-                    "layer on each stage. --no-halo-gradients drops them (GNNAutoScale's historical embeddings)")
+                    "that ran before; as PipeGCN does), so no edge's gradient is dropped; each stage holds every chunk's "
+                    "halo gradient per layer until its owners took it. --no-halo-gradients drops them "
+                    "(GNNAutoScale's historical embeddings)")
     ck = t.add_argument_group("checkpoints and the saved model")
     ck.add_argument("--checkpoint-dir", default=None, metavar="DIR",
                     help="write checkpoints here (model, optimizer, epoch and step, RNG states, cache ids; atomic, "

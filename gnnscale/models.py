@@ -278,8 +278,8 @@ class GNN(nn.Module):
         num_seeds = blocks[-1].num_dst
         outs = []
         # A hidden layer's ReLU and the next layer's dropout in one pass, where nothing reads
-        # the activation in between (no norm, residual, jumping knowledge or emitted rows).
-        fuse = self.norms is None and not self.residual and self.jk == "none" and emit is None
+        # the activation in between (no norm, residual, jumping knowledge, emitted rows or hooks).
+        fuse = self.norms is None and not self.residual and self.jk == "none" and emit is None and not grad_hooks
         pending_relu = False
         for i in range(start, end):
             block = blocks[i]
