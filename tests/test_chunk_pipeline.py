@@ -79,7 +79,7 @@ def test_history_tables_check_every_read():
 
 
 def test_halo_gradients_reach_each_rows_owner_once():
-    # chunks [0, 2) [2, 4) [4, 6); chunk 0 reads rows 3 and 4, chunk 2 reads rows 1 and 3
+    # chunks [0, 2) [2, 4) [4, 6); chunk 0 reads rows 3 and 4, chunk 2 rows 1 and 3 (chunk 1 hands in nothing)
     halos = [torch.tensor([3, 4]), torch.tensor([1, 5]), torch.tensor([1, 3])]
     g = HaloGradients([1], torch.tensor([0, 2, 4, 6]), halos, bound=1)
     assert g.take(1, 1, step=0) is None  # nothing waits yet
@@ -219,9 +219,10 @@ def test_cli_chunk_pipeline_and_its_errors(cora_partition, tmp_path):
 @pytest.mark.parametrize("halo_gradients", [True, False])
 def test_halo_gradients_make_a_chunked_step_the_full_graph_gradient(cora_partition, halo_gradients):
     """Weights that do not move (lr 0) and no dropout make every table row current, so a step
-    over 4 chunks computes full-graph training's forward exactly. Its gradient is exact too once
-    every chunk's halo reads have sent their gradients to the rows' owners (from the second step
-    on: the later chunks' come from the pass before); without halo gradients it is not."""
+    over 4 chunks computes full-graph training's forward exactly. With halo gradients its
+    gradient becomes exact too: every halo read's gradient reaches the row's owner (a later
+    chunk's from the pass before, so gradients that cross chunks at several layers take a few
+    passes to be complete: here, 4 layers, from the third step on). Without them it stays off."""
     from gnnscale.chunk_pipeline import ChunkStage, build_model
     from gnnscale.comm import Communicator
 
@@ -254,7 +255,7 @@ def test_halo_gradients_make_a_chunked_step_the_full_graph_gradient(cora_partiti
         assert min(errors) > 1e-2 and max(errors) - min(errors) < 1e-5, errors
     t, g = stage.tables, stage.halo_grads
     assert t.max_age == 1 and t.reads == 4 * sum(graph.halo_sizes) * (layers - 1)
-    if halo_gradients:  # every halo row read in steps 0-2 reached its owner (the last step's later chunks' wait)
+    if halo_gradients:  # some reached their owner a pass late; the last pass's reads of earlier chunks still wait
         assert g.max_age == 1 and 0 < g.stale_rows < g.rows_taken < t.reads
     else:
         assert g is None
