@@ -38,6 +38,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from gnnscale.batching import epoch_steps, shuffled_batches
 from gnnscale.comm import Communicator
 from gnnscale.errors import PeerError
 from gnnscale.models import GNN
@@ -77,18 +78,28 @@ def block_bytes(blocks: Sequence[Block]) -> int:
     return int(sum(b.src_ids.numel() * 8 + b.edge_index.numel() * 8 for b in blocks))
 
 
-def epoch_seeds(train_ids: torch.Tensor, batch_size: int, micro: int, seed: int, epoch: int) -> list[list[torch.Tensor]]:
-    """The epoch's steps, each a list of ``micro`` seed batches (int64 [batch_size]).
+def epoch_seeds(train_ids: torch.Tensor, batch_size: int, micro: int, seed: int, epoch: int, rank: int,
+                steps: int) -> list[list[torch.Tensor]]:
+    """The epoch's steps of pipeline ``rank``, each a list of at most ``micro`` seed batches.
 
-    ``train_ids`` int64 [n] are shuffled with a generator keyed by (seed, epoch) and cut into
-    ``n // (batch_size * micro)`` steps (the tail that fills no step is left out: every step
-    has M micro-batches). Every stage of a pipeline gets the same seeds.
+    The data-parallel seed schedule (:func:`gnnscale.batching.shuffled_batches`) at
+    ``batch_size * micro`` seeds per step (``steps`` of them, agreed by every pipeline with
+    :func:`gnnscale.batching.epoch_steps`), each step cut into ``micro`` near-equal micro-batches
+    (fewer when the step has fewer seeds than ``micro``). No seed is left out: a part with fewer
+    training nodes than a step holds gets smaller micro-batches. Every stage of a pipeline gets
+    the same seeds.
     """
-    g = torch.Generator().manual_seed(seed * 100003 + epoch * 101)
-    ids = train_ids[torch.randperm(train_ids.numel(), generator=g)]
-    per_step = batch_size * micro
-    return [[ids[i * per_step + m * batch_size:i * per_step + (m + 1) * batch_size] for m in range(micro)]
-            for i in range(ids.numel() // per_step)]
+    out = []
+    for ids in shuffled_batches(train_ids, batch_size * micro, seed, epoch, rank, steps):
+        out.append(list(torch.tensor_split(ids, min(micro, ids.numel()))) if ids.numel() else [])
+    return out
+
+
+def agreed_steps(comm: Communicator, num_train: int, per_step: int) -> int:
+    """Steps per epoch for every replica of ``comm`` (each with ``num_train`` training nodes):
+    :func:`gnnscale.batching.epoch_steps` of their counts at ``per_step`` seeds a step."""
+    counts = comm.all_reduce_named({f"{r:05d}": num_train if r == comm.rank else 0 for r in range(comm.world_size)})
+    return epoch_steps([int(counts[f"{r:05d}"]) for r in range(comm.world_size)], per_step)
 
 
 def sample_step(sampler, seeds: Sequence[torch.Tensor], epoch: int, step: int) -> list[MiniBatch]:
@@ -275,7 +286,7 @@ class PipelineStage:
                 stage a scalar loss tensor (this micro-batch's share of the step's loss),
                 elsewhere the list of tensors sent to the next stage.
         """
-        ops = schedule(schedule_name, self.stage, self.num_stages, m_count)
+        ops = schedule(schedule_name, self.stage, self.num_stages, m_count) if m_count else []  # no seeds: no ops
         stats = StepStats()
         t_step = time.perf_counter()
         self.model.train()
@@ -365,21 +376,26 @@ def reference_steps(model: GNN, steps: Sequence[Sequence[Sequence[MiniBatch]]], 
     data-parallel pipelines averaging their gradients optimize; one Adam step per step. Returns
     the losses per step and pipeline (``[i][d]``); ``model`` is trained in place."""
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    params = list(model.parameters())
     model.train()
     losses = []
     for groups, ks in zip(steps, keys):
-        opt.zero_grad(set_to_none=True)
-        step_losses = []
-        for batches in groups:
+        step_losses, summed = [], None
+        for batches in groups:  # pipeline d's gradient, then their mean (as the replicas' all-reduce)
+            opt.zero_grad(set_to_none=True)
             total = sum(int(b.seeds.numel()) for b in batches)
             loss_sum = 0.0
             for b, k in zip(batches, ks):
                 h, _ = model.forward_layers(x_rows(b.blocks[0].src_ids), None, b.blocks, 0, model.num_layers,
                                             rng_key=k)
                 loss = F.cross_entropy(h, labels(b.seeds), reduction="sum") / total
-                (loss / len(groups)).backward()
+                loss.backward()
                 loss_sum += float(loss.detach())
             step_losses.append(loss_sum)
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+            summed = grads if summed is None else [a + g for a, g in zip(summed, grads)]
+        for p, g in zip(params, summed):
+            p.grad = g / len(groups) if len(groups) > 1 else g
         opt.step()
         losses.append(step_losses)
     return losses
@@ -485,8 +501,7 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
             x_rows = DistFeatureStore(part, part.book, replicas, part.meta["feature_dim"]).fetch
         costs = None
         if pipe.stage_layers is None and k > 1:  # balance the stages by measured per-layer cost
-            seeds0 = epoch_seeds(train_ids, cfg.batch_size, 1, cfg.seed, 0)
-            probe = make_sampler(model.num_layers).sample(seeds0[0][0] if seeds0 else train_ids[:cfg.batch_size], 0, 0)
+            probe = make_sampler(model.num_layers).sample(train_ids[:cfg.batch_size], 0, 0)
             mine = measure_layer_costs(model, probe.blocks, x_rows(probe.blocks[0].src_ids))
             costs = mean_over_ranks(comm, mine)
         bounds = plan_stages(model.num_layers, k, pipe.stage_layers, costs)
@@ -506,16 +521,16 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
         evaluate = PipelineEvaluator(cfg, comm, Communicator(d, d_count, group=groups[0], timeout=cfg.timeout),
                                      stage, part, k)
         losses, per_step, epoch_seconds, accuracy = [], [], [], []
+        steps = agreed_steps(replicas, train_ids.numel(), cfg.batch_size * pipe.micro_batches)
         for epoch in range(cfg.epochs):
             t_epoch = time.perf_counter()
-            seeds = epoch_seeds(train_ids, cfg.batch_size, pipe.micro_batches, cfg.seed, epoch)
-            n = replicas.all_reduce_named({"steps": len(seeds)}, op="min")["steps"]
-            n = int(min(n, cfg.max_steps) if cfg.max_steps else n)
+            seeds = epoch_seeds(train_ids, cfg.batch_size, pipe.micro_batches, cfg.seed, epoch, d, steps)
+            n = int(min(steps, cfg.max_steps) if cfg.max_steps else steps)
             for i in range(n):
                 batches = sample_step(sampler, seeds[i], epoch, i)
                 for b in batches:  # model order: the stage's blocks are the last L - start
                     b.blocks = [None] * start + b.blocks
-                keys = [rng_key(cfg.seed, epoch, i, m) for m in range(pipe.micro_batches)]
+                keys = [rng_key(cfg.seed, epoch, i, m) for m in range(len(batches))]
                 st = stage.step(batches, keys, pipe.schedule, epoch * 100_000 + i, x_rows=x_rows if s == 0 else None,
                                 labels=labels)
                 if st.loss is not None:
@@ -653,10 +668,10 @@ def reference_run(parts_dir: str, cfg, micro: int) -> dict:
     train = [torch.nonzero(p.train_mask).flatten() + p.offset for p in parts]
     model = _build(cfg, parts[0])
     steps, keys = [], []
+    per_epoch = epoch_steps([t.numel() for t in train], cfg.batch_size * micro)
     for epoch in range(cfg.epochs):
-        seeds = [epoch_seeds(t, cfg.batch_size, micro, cfg.seed, epoch) for t in train]
-        n = min(len(sd) for sd in seeds)
-        n = min(n, cfg.max_steps) if cfg.max_steps else n
+        seeds = [epoch_seeds(t, cfg.batch_size, micro, cfg.seed, epoch, d, per_epoch) for d, t in enumerate(train)]
+        n = min(per_epoch, cfg.max_steps) if cfg.max_steps else per_epoch
         for i in range(n):
             steps.append([[sampler.sample(s, epoch, i * micro + m, rank=d) for m, s in enumerate(seeds[d][i])]
                           for d in range(len(parts))])
