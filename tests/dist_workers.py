@@ -221,3 +221,35 @@ def pipeline_stage_dies(parts_dir, cfg, pipe, die_rank: int, after_steps: int):
 
         layer_pipeline.PipelineStage.step = step
     return layer_pipeline.pipeline_worker(parts_dir, cfg, pipe)
+
+
+def degree_answers(parts_dir: str, ids_by_rank: list):
+    """Each rank asks its DegreeStore for ``ids_by_rank[rank]`` (new global ids: any owner, any
+    order, repeats) and returns the answers."""
+    from gnnscale.degrees import DegreeStore
+
+    info = init_distributed(timeout=60)
+    part = load_part(parts_dir, info.rank, verify=False)
+    comm = Communicator(info.rank, info.world_size, timeout=60)
+    store = DegreeStore(part.indptr, part.book, comm)
+    return store.fetch(torch.tensor(ids_by_rank[info.rank], dtype=torch.int64))
+
+
+def chunk_step_gradients(parts_dir: str, cfg, bounds, steps: int, halo_gradients: bool):
+    """One stage of a chunk pipeline with ``bounds``: fills the tables, runs ``steps`` 1F1B steps
+    with every chunk's dropout key 0 and returns, per step, the last stage's loss and this stage's
+    parameter gradients (after the encoder copies' sum across the stages)."""
+    from gnnscale.chunk_pipeline import ChunkStage, build_model, load_chunk_graph
+
+    info = init_distributed(timeout=cfg.timeout)
+    comm = Communicator(info.rank, info.world_size, timeout=cfg.timeout)
+    graph = load_chunk_graph(parts_dir, verify=False)
+    stage = ChunkStage(build_model(cfg, graph, cfg.model_layers()), bounds, info.rank, list(range(info.world_size)),
+                       comm, graph, lr=cfg.lr, halo_gradients=halo_gradients)
+    stage.layerwise(1, version=-1)
+    out = []
+    for step in range(steps):
+        stats = stage.step(step, [0] * graph.num_chunks, "1f1b")
+        out.append({"loss": stats.loss,
+                    "grads": {n: p.grad.clone() for n, p in stage.model.named_parameters() if p.grad is not None}})
+    return out

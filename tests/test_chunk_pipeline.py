@@ -219,12 +219,14 @@ def test_cli_chunk_pipeline_and_its_errors(cora_partition, tmp_path):
 @pytest.mark.parametrize("halo_gradients", [True, False])
 def test_halo_gradients_make_a_chunked_step_the_full_graph_gradient(cora_partition, halo_gradients):
     """Weights that do not move (lr 0) and no dropout make every table row current, so a step
-    over 4 chunks computes full-graph training's forward exactly. With halo gradients its
-    gradient becomes exact too: every halo read's gradient reaches the row's owner (a later
-    chunk's from the pass before, so gradients that cross chunks at several layers take a few
-    passes to be complete: here, 4 layers, from the third step on). Without them it stays off."""
-    from gnnscale.chunk_pipeline import ChunkStage, build_model
-    from gnnscale.comm import Communicator
+    over 4 chunks through 2 stages (2 processes, layers 0-1 | 2-3) computes full-graph training's
+    forward exactly. With halo gradients its gradient becomes exact too: every halo read's
+    gradient reaches the row's owner, at stage 1's first layer as at any other (a later chunk's
+    from the pass before, so gradients that cross chunks at several layers take a few passes to be
+    complete: here, 4 layers, from the third step on). Without them it stays off."""
+    from dist_workers import chunk_step_gradients
+
+    from gnnscale.chunk_pipeline import build_model
 
     parts = cora_partition(4)
     cfg = _cfg(dropout=0.0, lr=0.0, weight_decay=0.0, num_layers=4)
@@ -240,22 +242,35 @@ def test_halo_gradients_make_a_chunked_step_the_full_graph_gradient(cora_partiti
     loss = float(loss.detach())
     want = {n: p.grad.clone() for n, p in model.named_parameters()}
 
-    stage = ChunkStage(build_model(cfg, graph, layers), [(0, layers)], 0, [0], Communicator(), graph, lr=0.0,
-                       halo_gradients=halo_gradients)
-    stage.layerwise(1, version=-1)
+    res = launch_local(chunk_step_gradients, 2, args=(parts, cfg, [(0, 2), (2, layers)], 4, halo_gradients),
+                       threads_per_worker=1)
     errors = []
-    for step in range(4):
-        stats = stage.step(step, [0] * graph.num_chunks, "1f1b")
-        assert abs(stats.loss - loss) < 1e-6  # the forward is exact
-        got = {n: p.grad for n, p in stage.model.named_parameters()}
+    for first, last in zip(res[0], res[1]):
+        assert abs(last["loss"] - loss) < 1e-6  # the forward is exact
+        got = {**last["grads"], **first["grads"]}  # the encoder: stage 0's copy (the copies' sum on each)
+        assert set(got) == set(want)
+        assert torch.allclose(first["grads"]["encoder.weight"], last["grads"]["encoder.weight"], atol=1e-7)
         errors.append(max(float((got[n] - want[n]).abs().max() / want[n].abs().max()) for n in want))
     if halo_gradients:  # the first step misses the later chunks' gradients (no pass before it)
         assert errors[0] > 1e-2 and errors[1] > 1e-4 and max(errors[2:]) < 1e-5, errors
     else:
         assert min(errors) > 1e-2 and max(errors) - min(errors) < 1e-5, errors
+
+
+def test_halo_gradients_are_counted_and_aged(cora_partition):
+    """One stage, in this process: the tables' reads and the halo gradients passed on, with their ages."""
+    from gnnscale.chunk_pipeline import ChunkStage, build_model
+    from gnnscale.comm import Communicator
+
+    parts = cora_partition(4)
+    cfg = _cfg(dropout=0.0, lr=0.0, weight_decay=0.0, num_layers=4)
+    graph = load_chunk_graph(parts, verify=False)
+    layers = cfg.model_layers()
+    stage = ChunkStage(build_model(cfg, graph, layers), [(0, layers)], 0, [0], Communicator(), graph, lr=0.0)
+    stage.layerwise(1, version=-1)
+    for step in range(4):
+        stage.step(step, [0] * graph.num_chunks, "1f1b")
     t, g = stage.tables, stage.halo_grads
     assert t.max_age == 1 and t.reads == 4 * sum(graph.halo_sizes) * (layers - 1)
-    if halo_gradients:  # some reached their owner a pass late; the last pass's reads of earlier chunks still wait
-        assert g.max_age == 1 and 0 < g.stale_rows < g.rows_taken < t.reads
-    else:
-        assert g is None
+    # some reached their owner a pass late; the last pass's reads of earlier chunks still wait
+    assert g.max_age == 1 and 0 < g.stale_rows < g.rows_taken < t.reads

@@ -178,3 +178,22 @@ def test_workers_die_with_a_killed_launcher(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_degree_store_answers_equal_the_true_in_degrees_on_three_parts(cora_partition):
+    """Three parts, so that a rank's remote ids go to two owners and the answers come back in
+    routed order: each rank asks for ids of every owner, shuffled, with repeats; every answer
+    is that node's in-degree in the whole graph."""
+    from dist_workers import degree_answers
+
+    parts = cora_partition(3)
+    loaded = [load_part(parts, p, verify=False) for p in range(3)]
+    truth = torch.cat([torch.diff(p.indptr) for p in loaded])  # new ids: part by part, in order
+    n = truth.numel()
+    gen = torch.Generator().manual_seed(0)
+    asks = [torch.randint(0, n, (500,), generator=gen) for _ in range(3)]
+    owners = [loaded[0].book.owner(a) for a in asks]
+    assert all(set(o.tolist()) == {0, 1, 2} for o in owners)  # every rank asks every owner
+    got = launch_local(degree_answers, 3, args=(parts, [a.tolist() for a in asks]), threads_per_worker=1)
+    for ask, answer in zip(asks, got):
+        assert torch.equal(answer, truth[ask])
