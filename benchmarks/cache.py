@@ -5,7 +5,7 @@ epoch with the engine's own sampler and count how often each remote row is an in
 replay runs the sampler in one process over the union of the parts' CSCs keyed by original
 ids, which draws exactly what the distributed sampler draws (tests/test_distributed.py
 checks that), and chooses the cached rows with the engine's own policies
-(gnnscale.feature_cache.choose_cache_ids; ``presample`` counts over 2 pre-sampling epochs
+(gnnscale.data.feature_cache.choose_cache_ids; ``presample`` counts over 2 pre-sampling epochs
 with disjoint random streams, as the trainer does). On Squirrel every configuration is also
 run for real (``gnnscale train --epochs 1`` with 4 workers) and the replay must agree.
 
@@ -46,7 +46,7 @@ def replay_counts(parts_dir: Path, fanouts, batch_size, seed, epochs) -> tuple[l
     """Per rank: its LocalPart, input-row access counts (int64 [N]) of each requested epoch."""
     from gnnscale.partitioning import load_meta, load_part
     from gnnscale.samplers import NeighborSampler
-    from gnnscale.batching import epoch_steps, shuffled_batches
+    from gnnscale.samplers.seeds import epoch_steps, shuffled_batches
 
     meta = load_meta(parts_dir)
     P, N = meta["num_parts"], meta["num_nodes"]
@@ -74,7 +74,7 @@ def replay_counts(parts_dir: Path, fanouts, batch_size, seed, epochs) -> tuple[l
 
 
 def evaluate(parts, counts, meta, policy, size, seed, presample_epochs) -> dict:
-    from gnnscale.feature_cache import CacheContext, CacheSize, choose_cache_ids
+    from gnnscale.data.feature_cache import CacheContext, CacheSize, choose_cache_ids
 
     N, F = meta["num_nodes"], meta["feature_dim"]
     fetched = hits = cached_rows = 0

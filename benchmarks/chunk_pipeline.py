@@ -35,11 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import SHARED, write_json  # noqa: E402
 
-from gnnscale.chunk_pipeline import chunk_worker, full_graph_reference, graph_parallel_bytes, load_chunk_graph  # noqa: E402
+from gnnscale.parallel.chunk_pipeline import chunk_worker, full_graph_reference, graph_parallel_bytes, load_chunk_graph  # noqa: E402
 from gnnscale.config import TrainConfig  # noqa: E402
-from gnnscale.launch import launch_local  # noqa: E402
-from gnnscale.layer_pipeline import PipelineConfig, epoch_summary  # noqa: E402
-from gnnscale.pipeline_plan import bubble_fraction  # noqa: E402
+from gnnscale.process.launch import launch_local  # noqa: E402
+from gnnscale.parallel.layer_pipeline import PipelineConfig, epoch_summary  # noqa: E402
+from gnnscale.parallel.schedules import bubble_fraction  # noqa: E402
 
 
 def _partition(spec: str, parts: int, out: str, root: str | None = None) -> str:
@@ -165,10 +165,10 @@ def side_by_side(parts: str, cfg) -> list[float]:
     all chunks alone (a one-stage chunk pipeline, no messages between the ranks), all ranks at
     once after a barrier. Returns this rank's seconds per epoch. Two such ranks on the 2 cores
     show what any 2-process split of the same work can reach here: half their epoch time."""
-    from gnnscale.chunk_pipeline import ChunkStage, build_model
-    from gnnscale.comm import Communicator
-    from gnnscale.layer_pipeline import rng_key
-    from gnnscale.runtime import init_distributed, shutdown_distributed
+    from gnnscale.parallel.chunk_pipeline import ChunkStage, build_model
+    from gnnscale.process.comm import Communicator
+    from gnnscale.parallel.layer_pipeline import rng_key
+    from gnnscale.process.groups import init_distributed, shutdown_distributed
 
     info = init_distributed(timeout=cfg.timeout)
     try:

@@ -132,7 +132,7 @@ def main() -> None:
 
     from gnnscale import load_model
     from gnnscale.datasets import load_dataset
-    from gnnscale.model_io import predict_full_graph
+    from gnnscale.training.model_io import predict_full_graph
 
     data = load_dataset("planetoid:cora", root=root)
     mine = predict_full_graph(load_model(model), data.x, data.edge_index).argmax(1).numpy()

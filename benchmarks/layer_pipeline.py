@@ -33,9 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gnnscale.config import TrainConfig  # noqa: E402
-from gnnscale.launch import launch_local  # noqa: E402
-from gnnscale.layer_pipeline import PipelineConfig, epoch_summary, pipeline_worker  # noqa: E402
-from gnnscale.pipeline_plan import bubble_fraction  # noqa: E402
+from gnnscale.process.launch import launch_local  # noqa: E402
+from gnnscale.parallel.layer_pipeline import PipelineConfig, epoch_summary, pipeline_worker  # noqa: E402
+from gnnscale.parallel.schedules import bubble_fraction  # noqa: E402
 
 
 def _partition(spec: str, parts: int, out: str) -> str:

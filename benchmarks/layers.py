@@ -7,17 +7,17 @@ gradient, so ``x_src`` requires grad only on the blocks of later layers (column 
 first version of this script computed it on every block, which charged the first layer a
 [S, in] input gradient no training step computes).
 
-- GraphSAGE mean layer: ``gnnscale.layers.BlockSAGEConv`` (CSR product, linear map first when
+- GraphSAGE mean layer: ``gnnscale.nn.layers.BlockSAGEConv`` (CSR product, linear map first when
   it narrows) against ``torch_geometric.nn.SAGEConv`` with the same weights;
-- GCN: ``gnnscale.layers.BlockGCNConv`` (self loops as CSR entries, one compiled product)
+- GCN: ``gnnscale.nn.layers.BlockGCNConv`` (self loops as CSR entries, one compiled product)
   against two baselines: (a) the index_select/index_add formula it replaced (same function,
   a per-edge message tensor), and (b) ``torch_geometric.nn.GCNConv(cached=False)`` run as PyG's
   mini-batch GCN runs, on the sampled subgraph of S nodes (edge_index as is, S self loops,
   ``gcn_norm`` each call, [S, out] rows of which D are used): the same weights and edges but
   not the same normalization (PyG has no bipartite GCN), so (b) compares cost, (a) function;
-- GAT (4 heads): ``gnnscale.layers.BlockGATConv`` against ``torch_geometric.nn.GATConv`` with
+- GAT (4 heads): ``gnnscale.nn.layers.BlockGATConv`` against ``torch_geometric.nn.GATConv`` with
   the same weights on the same bipartite block (equal outputs; tests/test_fast_layers.py);
-- dropout: ``gnnscale.sparse_ops.dropout`` against ``torch.nn.functional.dropout``.
+- dropout: ``gnnscale.nn.sparse_ops.dropout`` against ``torch.nn.functional.dropout``.
 
 Runs alternate (ours, baseline, ours, ...) because the machine is noisy; each figure is the
 median over repeats and the ratio is ours / baseline (below 1: ours is faster).
@@ -40,8 +40,8 @@ except ImportError:  # the ops fall back to torch
     numba = None
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
-from gnnscale.layers import BlockGATConv, BlockGCNConv, BlockSAGEConv, block_gcn_norm
-from gnnscale.sparse_ops import dropout
+from gnnscale.nn.layers import BlockGATConv, BlockGCNConv, BlockSAGEConv, block_gcn_norm
+from gnnscale.nn.sparse_ops import dropout
 
 # (name, S, D, M, in, out, x grad): the three layers of the peers' 3-layer model, hidden 256;
 # x grad: the layer's input needs a gradient (not the first layer's: node features).

@@ -100,7 +100,7 @@ def bare_process_mb() -> float:
     the sampler kernels: the part of the fixed overhead no data causes."""
     # VmHWM, not ru_maxrss: the child is forked from this process, which holds the graph, and
     # ru_maxrss keeps the peak of the image exec replaced.
-    code = ("import torch, gnnscale.trainer\n"
+    code = ("import torch, gnnscale.training.trainer\n"
             "from gnnscale.partitioning.resources import lifetime_peak_rss_bytes\n"
             "from gnnscale.samplers.kernels import Kernels\n"
             "Kernels(16, 'cpu').warmup()\n"

@@ -18,16 +18,16 @@ from gnnscale.lazy import lazy_exports  # noqa: E402
 __all__ = ["GnnscaleError", "__version__"]
 
 _LAZY = {
-    "Communicator": "gnnscale.comm",
-    "DistFeatureStore": "gnnscale.feature_store",
-    "GraphSAGE": "gnnscale.models",
+    "Communicator": "gnnscale.process.comm",
+    "DistFeatureStore": "gnnscale.data.feature_store",
+    "GraphSAGE": "gnnscale.nn.models",
     "TrainConfig": "gnnscale.config",
-    "train_worker": "gnnscale.trainer",
-    "launch_local": "gnnscale.launch",
+    "train_worker": "gnnscale.training.trainer",
+    "launch_local": "gnnscale.process.launch",
     "train": "gnnscale.api",
-    "GNN": "gnnscale.models",
-    "init_distributed": "gnnscale.runtime",
-    "load_model": "gnnscale.model_io",
+    "GNN": "gnnscale.nn.models",
+    "init_distributed": "gnnscale.process.groups",
+    "load_model": "gnnscale.training.model_io",
 }
 __all__ += list(_LAZY)
 

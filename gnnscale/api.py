@@ -50,7 +50,7 @@ def train(
             layer class), ``layer_kwargs``, ``exchange``, ``cache_policy``, ``pipeline`` ...
     """
     from gnnscale.config import TrainConfig
-    from gnnscale.launch import in_torchrun, launch_local
+    from gnnscale.process.launch import in_torchrun, launch_local
     from gnnscale.partitioning import load_meta
 
     known = {f.name for f in fields(TrainConfig)}
@@ -63,11 +63,11 @@ def train(
     if in_torchrun():
         if parts_dir is None:
             raise RuntimeSetupError("under torchrun, pass parts_dir= (partition first with `gnnscale partition`)")
-        from gnnscale.trainer import train_worker
+        from gnnscale.training.trainer import train_worker
 
         return train_worker(parts_dir, cfg)
     if parts_dir is None:
-        from gnnscale.cli import prepare_parts
+        from gnnscale.cli.main import prepare_parts
 
         workers = workers if workers is not None else 2
         parts_dir = prepare_parts(dataset, workers, root=root, cache_dir=cache_dir, method=method, seed=partition_seed)
@@ -76,4 +76,4 @@ def train(
     if workers != meta["num_parts"]:
         raise RuntimeSetupError(f"workers={workers} but {parts_dir} holds {meta['num_parts']} parts: one worker per part")
     log.info("starting %d local worker(s) on %s", workers, Path(parts_dir))
-    return launch_local("gnnscale.trainer:train_worker", workers, args=(parts_dir, cfg), threads_per_worker=threads)[0]
+    return launch_local("gnnscale.training.trainer:train_worker", workers, args=(parts_dir, cfg), threads_per_worker=threads)[0]

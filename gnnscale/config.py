@@ -10,8 +10,8 @@ from typing import Sequence
 
 from gnnscale.errors import ExchangeError
 
-MODES = ("exact", "historical", "local")  # --exchange: see gnnscale.exchange
-DEVICES = ("cpu", "cuda", "auto")  # --device: see gnnscale.device
+MODES = ("exact", "historical", "local")  # --exchange: see gnnscale.history.halo
+DEVICES = ("cpu", "cuda", "auto")  # --device: see gnnscale.process.device
 
 
 @dataclass
@@ -43,25 +43,25 @@ class TrainConfig:
     pipeline_depth: int = 2
     net_bandwidth_gbps: float | None = None  # a modelled link (benchmarks on one machine)
     net_latency_ms: float = 0.05
-    exchange: str = "exact"  # exact | historical | local (see gnnscale.exchange)
+    exchange: str = "exact"  # exact | historical | local (see gnnscale.history.halo)
     staleness: int = 4  # historical mode: no embedding older than this many steps is used
     embedding_dtype: str = "float32"  # float32 | bfloat16 | float16: halo tables and pushed rows
     halo_features: str = "hold"  # historical: hold the halo's input rows (fetched once) | fetch them per step
     eval_method: str = "auto"  # auto | layerwise | sampled (auto: layerwise when exact anyway)
-    layer: str | type = "sage"  # zoo name, module:Class, or a layer class (see gnnscale.layers)
+    layer: str | type = "sage"  # zoo name, module:Class, or a layer class (see gnnscale.nn.layers)
     layer_kwargs: dict = field(default_factory=dict)
-    device: str = "auto"  # cpu | cuda | auto (cuda when a GPU is visible): see gnnscale.device
+    device: str = "auto"  # cpu | cuda | auto (cuda when a GPU is visible): see gnnscale.process.device
     norm: str = "none"  # none | batch | layer
     residual: bool = False
     jk: str = "none"  # none | cat | max
-    pipeline_stages: int = 1  # K > 1: the layers split into K stages, one worker each (see gnnscale.layer_pipeline)
+    pipeline_stages: int = 1  # K > 1: the layers split into K stages, one worker each (see gnnscale.parallel.layer_pipeline)
     stage_layers: Sequence[int] | None = None  # layers per stage; None: balanced
     micro_batches: int = 4  # micro-batches of batch_size seeds per optimizer step (pipeline)
     schedule: str = "1f1b"  # gpipe | 1f1b (both flushed: exact gradients)
     chunks: bool = False  # chunk pipelining (GNNPipe): full-graph training, the parts are the micro-batches
     halo_gradients: bool = True  # chunks: a halo read's gradient goes to the row's own chunk (PipeGCN-style)
     num_layers: int | None = None  # model layers; None: one per fanout
-    checkpoint_dir: str | None = None  # where checkpoints go (see gnnscale.checkpoint)
+    checkpoint_dir: str | None = None  # where checkpoints go (see gnnscale.training.checkpoint)
     checkpoint_every: int | None = None  # steps between checkpoints; None: after every epoch
     keep_checkpoints: int = 3  # the newest K are kept
     resume: bool = False  # continue from the newest valid checkpoint in checkpoint_dir

@@ -13,7 +13,7 @@ Definitions (N nodes, P parts, ``part[v]`` the part of node ``v``):
   part ``(owned_p + halo_p) / owned_p`` (None for an empty part).
 * ``communication`` (with ``fanouts`` and ``batch_size``): the remote feature rows one training
   epoch fetches, measured by RUNNING the sampler, not by a formula. Every part ``p`` plays the
-  trainer's rank ``p`` (``gnnscale.trainer.Worker.train_epoch``): its training nodes in
+  trainer's rank ``p`` (``gnnscale.training.trainer.Worker.train_epoch``): its training nodes in
   ascending original id, shuffled with ``torch.randperm`` under the generator seed
   ``seed * 100003 + epoch * 101 + p``, cut into ``steps = max_p ceil(n_p / batch_size)``
   batches (parts with fewer batches wrap around their list), batch ``i`` sampled with
@@ -160,7 +160,7 @@ def _epoch_batches(
     train_ids: list[torch.Tensor], batch_size: int, seed: int, epoch: int
 ) -> list[list[torch.Tensor]]:
     """Per part, the seeds of every step of one epoch, exactly as the trainer cuts them."""
-    from gnnscale.batching import epoch_steps, shuffled_batches
+    from gnnscale.samplers.seeds import epoch_steps, shuffled_batches
 
     steps = epoch_steps([t.numel() for t in train_ids], batch_size)
     return [shuffled_batches(ids, batch_size, seed, epoch, p, steps) for p, ids in enumerate(train_ids)]

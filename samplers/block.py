@@ -81,7 +81,7 @@ class MiniBatch:
         x: float32 [blocks[0].num_src, F] input features, filled by the feature stage.
         y: int64 [B] labels of the seeds, filled by the feature stage.
         stats: counters gathered along the way (sampled edges, remote ids, ...).
-        degrees: in-degrees of the blocks' source ids (a ``gnnscale.degrees.DegreeLookup``),
+        degrees: in-degrees of the blocks' source ids (a ``gnnscale.data.degrees.DegreeLookup``),
             filled by the feature stage when the model normalizes by degree.
     """
 

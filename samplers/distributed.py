@@ -6,7 +6,7 @@ per hop. Owners draw with the *requester's* random stream, so the result equals 
 :class:`~gnnscale.samplers.local.NeighborSampler` draws in one process for the same rank,
 epoch and step, however the graph is partitioned.
 
-Exchange modes (see :mod:`gnnscale.exchange`): ``exact`` is the above; ``historical``
+Exchange modes (see :mod:`gnnscale.history.halo`): ``exact`` is the above; ``historical``
 expands only owned nodes (remote nodes reached before the last hop become historical leaves,
 ``Block.num_hist``), so sampling never communicates; ``local`` drops the cross-partition
 edges altogether.
@@ -17,10 +17,10 @@ from typing import Sequence
 
 import torch
 
-from gnnscale.comm import Communicator
+from gnnscale.process.comm import Communicator
 from gnnscale.errors import SamplerError
 from gnnscale.partitioning.book import PartitionBook
-from gnnscale.routing import Route
+from gnnscale.partitioning.routing import Route
 from gnnscale.samplers.block import MiniBatch
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.local import (

@@ -1,6 +1,6 @@
 """Worker bodies for multi-process tests (importable by spawned processes).
 
-Each runs inside a process started by ``gnnscale.runtime.launch_local`` (gloo on 127.0.0.1,
+Each runs inside a process started by ``gnnscale.process.groups.launch_local`` (gloo on 127.0.0.1,
 a free port, a timeout on every collective) and returns plain tensors to the test.
 """
 from __future__ import annotations
@@ -9,11 +9,11 @@ import os
 
 import torch
 
-from gnnscale.comm import Communicator
-from gnnscale.feature_store import DistFeatureStore
-from gnnscale.models import GraphSAGE
+from gnnscale.process.comm import Communicator
+from gnnscale.data.feature_store import DistFeatureStore
+from gnnscale.nn.models import GraphSAGE
 from gnnscale.partitioning import load_part
-from gnnscale.runtime import init_distributed
+from gnnscale.process.groups import init_distributed
 from gnnscale.samplers import DistNeighborSampler
 
 
@@ -81,7 +81,7 @@ def sample_stats(parts_dir: str, seeds_by_rank: list, fanouts):
 
 def fetch_with_cache(parts_dir: str, ids_by_rank: list, cache_ids_by_rank: list, bandwidth_gbps=None):
     """Fill a cache with ``cache_ids_by_rank[rank]``, then fetch ``ids_by_rank[rank]`` (new ids)."""
-    from gnnscale.comm import NetworkModel
+    from gnnscale.process.comm import NetworkModel
 
     info = init_distributed(timeout=60)
     part = load_part(parts_dir, info.rank)
@@ -111,10 +111,10 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
     layer-wise logits of the same seeds, the halo ids in original ids, how many historical
     leaves the blocks had, the ages read, and whether a too-old read was refused.
     """
-    from gnnscale.degrees import DegreeStore
-    from gnnscale.exchange import ExchangeError, HaloExchange
-    from gnnscale.inference import layerwise_inference, streamed_inference
-    from gnnscale.models import GNN
+    from gnnscale.data.degrees import DegreeStore
+    from gnnscale.history.halo import ExchangeError, HaloExchange
+    from gnnscale.training.inference import layerwise_inference, streamed_inference
+    from gnnscale.nn.models import GNN
 
     info = init_distributed(timeout=60)
     part = load_part(parts_dir, info.rank)
@@ -151,7 +151,7 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
             lookup = degree.lookup(torch.unique(torch.cat([b.src_ids for b in mb.blocks])))
             out[mode] = model(x, mb.blocks, hist=hist, node_degree=lookup)
     # The refresh rule (one hop over histories) with full neighborhoods reproduces the fill's rows.
-    from gnnscale.inference import refresh_embeddings
+    from gnnscale.training.inference import refresh_embeddings
     from gnnscale.samplers.kernels import Kernels
 
     kernels = Kernels(book.num_nodes, "cpu", "torch")
@@ -208,7 +208,7 @@ def pipeline_stage_dies(parts_dir, cfg, pipe, die_rank: int, after_steps: int):
     ``after_steps`` steps."""
     import os
 
-    from gnnscale import layer_pipeline
+    from gnnscale.parallel import layer_pipeline
 
     if int(os.environ["RANK"]) == die_rank:
         real, calls = layer_pipeline.PipelineStage.step, [0]
@@ -226,7 +226,7 @@ def pipeline_stage_dies(parts_dir, cfg, pipe, die_rank: int, after_steps: int):
 def degree_answers(parts_dir: str, ids_by_rank: list):
     """Each rank asks its DegreeStore for ``ids_by_rank[rank]`` (new global ids: any owner, any
     order, repeats) and returns the answers."""
-    from gnnscale.degrees import DegreeStore
+    from gnnscale.data.degrees import DegreeStore
 
     info = init_distributed(timeout=60)
     part = load_part(parts_dir, info.rank, verify=False)
@@ -239,7 +239,7 @@ def chunk_step_gradients(parts_dir: str, cfg, bounds, steps: int, halo_gradients
     """One stage of a chunk pipeline with ``bounds``: fills the tables, runs ``steps`` 1F1B steps
     with every chunk's dropout key 0 and returns, per step, the last stage's loss and this stage's
     parameter gradients (after the encoder copies' sum across the stages)."""
-    from gnnscale.chunk_pipeline import ChunkStage, build_model, load_chunk_graph
+    from gnnscale.parallel.chunk_pipeline import ChunkStage, build_model, load_chunk_graph
 
     info = init_distributed(timeout=cfg.timeout)
     comm = Communicator(info.rank, info.world_size, timeout=cfg.timeout)

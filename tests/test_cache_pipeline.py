@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from gnnscale.feature_cache import CacheContext, CacheError, CacheSize, FeatureCache, choose_cache_ids
+from gnnscale.data.feature_cache import CacheContext, CacheError, CacheSize, FeatureCache, choose_cache_ids
 from gnnscale.partitioning import load_part, write_partitions
-from gnnscale.runtime import launch_local
+from gnnscale.process.launch import launch_local
 
 from dist_workers import fetch_with_cache
 from test_cli import run_cli
@@ -200,7 +200,7 @@ def test_complete_store_fetches_without_communicating(tmp_path):
     """A store whose cache holds every remote row it may be asked for never calls the exchange;
     a row outside it is an error naming the ids. Sorted and unsorted cache ids give the same rows."""
     from gnnscale.errors import GnnscaleError
-    from gnnscale.feature_store import DistFeatureStore
+    from gnnscale.data.feature_store import DistFeatureStore
 
     pdir, x = _path_graph(tmp_path)
     part = load_part(pdir, 0)

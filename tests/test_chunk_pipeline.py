@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from gnnscale.chunk_pipeline import (
+from gnnscale.parallel.chunk_pipeline import (
     HaloGradients,
     HistoryTables,
     StalenessError,
@@ -20,8 +20,8 @@ from gnnscale.chunk_pipeline import (
     load_chunk_graph,
 )
 from gnnscale.config import TrainConfig
-from gnnscale.launch import launch_local
-from gnnscale.layer_pipeline import PipelineConfig
+from gnnscale.process.launch import launch_local
+from gnnscale.parallel.layer_pipeline import PipelineConfig
 
 
 def _cfg(**kw) -> TrainConfig:
@@ -95,7 +95,7 @@ def test_halo_gradients_reach_each_rows_owner_once():
 
 
 def test_stage_balancing_costs_fold_in_what_a_stage_runs_besides_its_layers(cora_partition, monkeypatch):
-    import gnnscale.chunk_pipeline as cp
+    import gnnscale.parallel.chunk_pipeline as cp
 
     g = load_chunk_graph(cora_partition(4), verify=False)
     model = cp.build_model(_cfg(num_layers=6), g, 6)
@@ -128,7 +128,7 @@ def test_stage_balancing_costs_fold_in_what_a_stage_runs_besides_its_layers(cora
         == sorted(zip(src.tolist(), full.dst_ids[full.edge_index[1][keep]].tolist()))
     # A halo larger than the chunk puts fewer layers on stage 0.
     assert g.blocks[0].num_hist > 0
-    from gnnscale.pipeline_plan import plan_stages
+    from gnnscale.parallel.schedules import plan_stages
 
     heavy = [2.5] + [1.0] * 5
     assert plan_stages(6, 2, None, heavy) == [(0, 2), (2, 6)]
@@ -226,7 +226,7 @@ def test_halo_gradients_make_a_chunked_step_the_full_graph_gradient(cora_partiti
     complete: here, 4 layers, from the third step on). Without them it stays off."""
     from dist_workers import chunk_step_gradients
 
-    from gnnscale.chunk_pipeline import build_model
+    from gnnscale.parallel.chunk_pipeline import build_model
 
     parts = cora_partition(4)
     cfg = _cfg(dropout=0.0, lr=0.0, weight_decay=0.0, num_layers=4)
@@ -259,8 +259,8 @@ def test_halo_gradients_make_a_chunked_step_the_full_graph_gradient(cora_partiti
 
 def test_halo_gradients_are_counted_and_aged(cora_partition):
     """One stage, in this process: the tables' reads and the halo gradients passed on, with their ages."""
-    from gnnscale.chunk_pipeline import ChunkStage, build_model
-    from gnnscale.comm import Communicator
+    from gnnscale.parallel.chunk_pipeline import ChunkStage, build_model
+    from gnnscale.process.comm import Communicator
 
     parts = cora_partition(4)
     cfg = _cfg(dropout=0.0, lr=0.0, weight_decay=0.0, num_layers=4)

@@ -57,7 +57,7 @@ def _partition_help_schemes() -> list[str]:
 
 def test_every_metis_scheme_in_the_help_is_accepted(tmp_path):
     """The schemes `partition --help` names are exactly the ones METIS accepts, and each partitions."""
-    from gnnscale.cli import build_parser, cmd_partition
+    from gnnscale.cli.main import build_parser, cmd_partition
     from gnnscale.partitioning.strategies import METIS_SCHEMES
 
     schemes = _partition_help_schemes()
@@ -163,7 +163,7 @@ def test_train_two_workers_writes_metrics(cora2, tmp_path):
 
 LAUNCHER_PROBE = """
 import sys
-import gnnscale.launch as launch
+import gnnscale.process.launch as launch
 
 def probe(fn, nprocs, args=(), **kw):
     heavy = sorted(m for m in ("torch", "numba", "torch_geometric", "pymetis") if m in sys.modules)
@@ -185,12 +185,12 @@ def test_launcher_checks_everything_without_importing_torch(cora2):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("PROBE")][0]
-    assert line.split() == ["PROBE", "gnnscale.trainer:train_worker", "2", "none", "cpu"]
+    assert line.split() == ["PROBE", "gnnscale.training.trainer:train_worker", "2", "none", "cpu"]
 
 
 def test_launch_device_checks():
     from gnnscale.errors import RuntimeSetupError
-    from gnnscale.launch import launch_device
+    from gnnscale.process.launch import launch_device
 
     assert launch_device("cpu", 8) == "cpu"
     with pytest.raises(RuntimeSetupError, match="--device must be one of cpu, cuda, auto; found 'gpu'"):

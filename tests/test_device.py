@@ -10,9 +10,9 @@ import json
 import pytest
 import torch
 
-from gnnscale.device import DeviceCopier, process_group_backend, resolve_device
+from gnnscale.process.device import DeviceCopier, process_group_backend, resolve_device
 from gnnscale.errors import RuntimeSetupError
-from gnnscale.runtime import default_backend
+from gnnscale.process.groups import default_backend
 
 from test_cli import run_cli
 
@@ -71,7 +71,7 @@ def cora1(cora_partition):
 
 
 def _train(parts: str, device: str, tmp_path, **kw) -> dict:
-    from gnnscale.trainer import TrainConfig, train_worker
+    from gnnscale.training.trainer import TrainConfig, train_worker
 
     cfg = TrainConfig(epochs=2, fanouts=(10, 5), batch_size=256, hidden=32, device=device, progress=False,
                       metrics=str(tmp_path / f"m-{device}.json"), **kw)

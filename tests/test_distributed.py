@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from gnnscale.errors import PeerError
-from gnnscale.models import GraphSAGE
+from gnnscale.nn.models import GraphSAGE
 from gnnscale.partitioning import load_meta, load_part, partition_graph, to_csc
-from gnnscale.runtime import launch_local
+from gnnscale.process.launch import launch_local
 from gnnscale.samplers import NeighborSampler
 
 from dist_workers import die_on_rank, gather_objects, sample_fetch_forward, sample_stats
@@ -157,7 +157,7 @@ def test_workers_die_with_a_killed_launcher(tmp_path):
     script.write_text(
         "import sys\n"
         f"sys.path.insert(0, {str(tmp_path.parent)!r})\n"
-        "from gnnscale.runtime import launch_local\n"
+        "from gnnscale.process.launch import launch_local\n"
         "from dist_workers import sleep_forever\n"
         "if __name__ == '__main__':\n"
         "    launch_local(sleep_forever, 2)\n"

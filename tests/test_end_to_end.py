@@ -10,7 +10,7 @@ import pytest
 
 from ogb_fixture import write_tiny_ogb
 from test_cli import run_cli
-from gnnscale.runtime import find_free_port
+from gnnscale.process.launch import find_free_port
 
 
 @pytest.mark.parametrize("name", ["ogbn-arxiv", "ogbn-products"])

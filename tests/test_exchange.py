@@ -6,10 +6,10 @@ import json
 import pytest
 import torch
 
-from gnnscale.exchange import ExchangeError, check_staleness
+from gnnscale.history.halo import ExchangeError, check_staleness
 from gnnscale.partitioning import load_part
-from gnnscale.runtime import launch_local
-from gnnscale.trainer import TrainConfig, train_worker
+from gnnscale.process.launch import launch_local
+from gnnscale.training.trainer import TrainConfig, train_worker
 
 from dist_workers import historical_vs_exact
 

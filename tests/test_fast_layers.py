@@ -16,9 +16,9 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn import GATConv, GCNConv
 
-import gnnscale.sparse_ops as ops
-from gnnscale.layers import BlockGATConv, BlockGCNConv, LayerError, block_gcn_norm, build_conv, graph_gcn_norm
-from gnnscale.sparse_ops import BlockAdjacency, add_self_loops, block_matmul_heads
+import gnnscale.nn.sparse_ops as ops
+from gnnscale.nn.layers import BlockGATConv, BlockGCNConv, LayerError, block_gcn_norm, build_conv, graph_gcn_norm
+from gnnscale.nn.sparse_ops import BlockAdjacency, add_self_loops, block_matmul_heads
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 

@@ -18,7 +18,7 @@ import time
 import psutil
 import pytest
 
-from gnnscale.health import Health, _parse_fault
+from gnnscale.process.health import Health, _parse_fault
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ def test_silent_rank_diagnosis_from_heartbeats():
 
     import torch.distributed as dist
 
-    from gnnscale.runtime import find_free_port
+    from gnnscale.process.launch import find_free_port
 
     port = find_free_port()
     store = dist.TCPStore("127.0.0.1", port, 2, is_master=True, timeout=datetime.timedelta(seconds=5),
@@ -129,7 +129,7 @@ def test_silent_rank_diagnosis_from_heartbeats():
 def test_prefetch_wait_is_bounded():
     """A prefetch thread stuck outside any collective: the consumer gives up after the bound, naming the phase."""
     from gnnscale.errors import PeerError
-    from gnnscale.pipeline import Prefetcher
+    from gnnscale.data.prefetch import Prefetcher
 
     release = threading.Event()
 
@@ -157,9 +157,9 @@ def test_a_collective_failing_inside_ddp_backward_is_named_not_a_crash():
 
     import torch
 
-    from gnnscale.comm import Communicator
+    from gnnscale.process.comm import Communicator
     from gnnscale.errors import PeerError
-    from gnnscale.trainer import Worker
+    from gnnscale.training.trainer import Worker
 
     gloo = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting "
             "10000ms for recv operation to complete")

@@ -1,4 +1,4 @@
-"""Tests of gnnscale.inference.layerwise_inference in one process (one part owns the whole graph).
+"""Tests of gnnscale.training.inference.layerwise_inference in one process (one part owns the whole graph).
 
 With one part there is no halo: the feature store and the halo exchange are stand-ins that hold
 no rows (``layerwise_inference`` asks them for zero halo rows and gets zero rows back), so the
@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch_geometric.utils import coalesce, remove_self_loops
 
-import gnnscale.inference as inference
-from gnnscale.inference import layerwise_inference
-from gnnscale.models import GNN
+import gnnscale.training.inference as inference
+from gnnscale.training.inference import layerwise_inference
+from gnnscale.nn.models import GNN
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.local import NeighborSampler
 

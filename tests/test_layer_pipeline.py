@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from gnnscale.config import TrainConfig
-from gnnscale.launch import launch_local
-from gnnscale.layer_pipeline import PipelineConfig, pipeline_worker, reference_run
-from gnnscale.pipeline_plan import PipelineError, bubble_fraction, check_pipeline, max_in_flight, plan_stages, schedule
+from gnnscale.process.launch import launch_local
+from gnnscale.parallel.layer_pipeline import PipelineConfig, pipeline_worker, reference_run
+from gnnscale.parallel.schedules import PipelineError, bubble_fraction, check_pipeline, max_in_flight, plan_stages, schedule
 
 
 def test_plan_stages_given_and_balanced():
@@ -129,7 +129,7 @@ def test_two_pipelines_of_two_stages_equal_the_single_process_run(cora_partition
     assert two[0]["gradient_bytes"] + two[1]["gradient_bytes"] == one[0]["gradient_bytes"] == 6 * 4 * n_params
     # Evaluation (whole model gathered on each pipeline's stage 0, layer-wise over both parts)
     # equals the reference weights' full-graph accuracy.
-    from gnnscale.chunk_pipeline import build_model, load_chunk_graph
+    from gnnscale.parallel.chunk_pipeline import build_model, load_chunk_graph
 
     g = load_chunk_graph(parts, verify=False)
     model = build_model(cfg, g, 3)

@@ -1,4 +1,4 @@
-"""Tests of gnnscale.layers: the layer zoo on bipartite blocks, import-path layers, errors."""
+"""Tests of gnnscale.nn.layers: the layer zoo on bipartite blocks, import-path layers, errors."""
 from __future__ import annotations
 
 import sys
@@ -12,7 +12,7 @@ from torch_geometric.nn import GATConv, GCN2Conv, GCNConv, MessagePassing, SAGEC
 from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
 from gnnscale.errors import GnnscaleError
-from gnnscale.layers import (
+from gnnscale.nn.layers import (
     ZOO,
     BlockGATConv,
     BlockGCN2Conv,
@@ -256,7 +256,7 @@ def test_gcn_mean_over_sampled_blocks_converges_to_whole_graph_gcn(one_thread, m
     GCNConv on the whole graph (full neighborhoods), its error shrinking like 1/sqrt(draws).
     Without the factor (monkeypatched below), the mean converges to something else.
     """
-    import gnnscale.layers as layers_mod
+    import gnnscale.nn.layers.gcn as layers_mod
     from gnnscale.samplers.local import NeighborSampler
 
     n, c, fanout, draws = 200, 8, 4, 400

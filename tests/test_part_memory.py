@@ -75,8 +75,8 @@ def test_worker_memory_follows_its_part_in_training_and_evaluation(tmp_path):
     and evaluation's own rows shrink; the buffers of a step or an evaluation slice do not). (Before,
     relabeling tables, presampling counts and degrees were sized by the whole graph, and
     evaluation gathered every halo row: the 4-part worker was no smaller than the 2-part one.)"""
-    from gnnscale.runtime import launch_local
-    from gnnscale.trainer import TrainConfig, train_worker
+    from gnnscale.process.launch import launch_local
+    from gnnscale.training.trainer import TrainConfig, train_worker
 
     # Wide rows, so that the part's bytes stand well above the noise of a step's buffers.
     data = generate_synthetic(num_nodes=300_000, avg_degree=8, num_features=512, num_classes=8, seed=3)

@@ -204,7 +204,7 @@ def test_repeated_seeds_are_rejected():
 
 
 def test_training_batches_never_repeat_a_seed():
-    from gnnscale.batching import cut_batches as _batches
+    from gnnscale.samplers.seeds import cut_batches as _batches
 
     ids = torch.arange(100, 130)  # 30 ids, batch 32: every step uses all 30 once
     for b in _batches(ids, 32, 3, wrap=True):
@@ -220,7 +220,7 @@ def test_training_batches_never_repeat_a_seed():
 def test_epoch_steps_follow_the_mean_rank_and_cut_larger_batches_evenly():
     """Ranks with 5250 and 4750 training nodes, batch 1024: 5 steps each (the mean rank's count;
     was 6, the larger rank's), the larger rank in near-equal batches of 1050, no seed twice."""
-    from gnnscale.batching import cut_batches, epoch_steps
+    from gnnscale.samplers.seeds import cut_batches, epoch_steps
 
     assert epoch_steps([5250, 4750], 1024) == 5
     assert epoch_steps([10000], 1024) == 10
@@ -237,7 +237,7 @@ def test_max_steps_keeps_the_epochs_first_batches(tmp_path):
     """--max-steps caps the steps; the batches stay those of the whole epoch (batch-size seeds)."""
     from gnnscale.datasets import load_dataset
     from gnnscale.partitioning import partition_graph
-    from gnnscale.trainer import TrainConfig, Worker
+    from gnnscale.training.trainer import TrainConfig, Worker
 
     data = load_dataset("synthetic?num_nodes=3000&train_frac=0.5")
     partition_graph(data, 1, tmp_path / "p", method="random")

@@ -11,7 +11,7 @@ import threading
 import pytest
 import torch
 
-from gnnscale.comm import Communicator
+from gnnscale.process.comm import Communicator
 from gnnscale.errors import SamplerError
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.samplers import DistNeighborSampler, NeighborSampler

@@ -1,4 +1,4 @@
-"""Fast block aggregation and dropout (gnnscale.sparse_ops) and the CSR GraphSAGE layer."""
+"""Fast block aggregation and dropout (gnnscale.nn.sparse_ops) and the CSR GraphSAGE layer."""
 from __future__ import annotations
 
 import math
@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch_geometric.nn import SAGEConv
 
-from gnnscale.layers import BlockSAGEConv, build_conv
+from gnnscale.nn.layers import BlockSAGEConv, build_conv
 from gnnscale.samplers import NeighborSampler
-from gnnscale.sparse_ops import BlockAdjacency, add_rows_, block_matmul, dropout
+from gnnscale.nn.sparse_ops import BlockAdjacency, add_rows_, block_matmul, dropout
 
 
 def _graph(n: int = 300, m: int = 3000, seed: int = 3) -> torch.Tensor:
@@ -67,7 +67,7 @@ def test_block_sage_equals_pyg_sage_on_whole_graph_and_unsorted_edges() -> None:
 
 @pytest.mark.parametrize("compiled", [True, False])  # numba kernels, or torch.sparse.mm
 def test_block_matmul_is_the_dense_product_both_ways(compiled: bool, monkeypatch) -> None:
-    import gnnscale.sparse_ops as ops
+    import gnnscale.nn.sparse_ops as ops
 
     monkeypatch.setattr(ops, "_compiled_ok", lambda t: compiled and ops.numba is not None)
     ei = torch.tensor([[0, 2, 3, 3, 1], [0, 0, 1, 2, 2]])  # D = 3 (one destination per row), S = 4
@@ -132,7 +132,7 @@ def test_sage_zoo_name_builds_ours_and_pyg_options_build_pyg() -> None:
 def test_relu_dropout_equals_dropout_of_relu_forward_and_backward() -> None:
     """The fused pass gives dropout(relu(x)) with the same mask (same seed stream), and the
     same gradient, although its backward reads the output instead of recomputing the mask."""
-    from gnnscale.sparse_ops import dropout, relu_dropout
+    from gnnscale.nn.sparse_ops import dropout, relu_dropout
 
     x = torch.randn(3000, 64, generator=torch.Generator().manual_seed(0))
     g = torch.randn(3000, 64, generator=torch.Generator().manual_seed(1))
@@ -152,7 +152,7 @@ def test_model_fuses_relu_and_dropout_without_changing_results() -> None:
     """GNN.forward fuses a hidden layer's ReLU with the next layer's dropout when nothing reads
     the activation between them; asking for the emitted rows (which turns fusion off) gives
     the same logits and gradients."""
-    from gnnscale.models import GNN
+    from gnnscale.nn.models import GNN
     from gnnscale.samplers.block import Block
 
     g = torch.Generator().manual_seed(0)

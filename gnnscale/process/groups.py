@@ -4,7 +4,7 @@ Two ways to start workers, one code path after that:
 
 - ``torchrun`` (one machine or several): the environment carries RANK, WORLD_SIZE,
   MASTER_ADDR and MASTER_PORT; :func:`init_distributed` joins that group.
-- ``gnnscale train --workers N``: :func:`gnnscale.launch.launch_local` spawns N processes on
+- ``gnnscale train --workers N``: :func:`gnnscale.process.launch.launch_local` spawns N processes on
   this machine, rendezvous on 127.0.0.1 at a free port (or one the user names, checked first).
 
 Every collective has a timeout (the process group's).
@@ -20,12 +20,6 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.errors import RuntimeSetupError
-from gnnscale.launch import (  # noqa: F401 - the launcher's names, re-exported
-    check_port_free,
-    find_free_port,
-    in_torchrun,
-    launch_local,
-)
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +34,7 @@ class WorldInfo:
 
 def default_backend() -> str:
     """gloo: the engine's collectives carry CPU tensors. A CUDA run asks for
-    ``"cpu:gloo,cuda:nccl"`` (see :func:`gnnscale.device.process_group_backend`); a visible GPU
+    ``"cpu:gloo,cuda:nccl"`` (see :func:`gnnscale.process.device.process_group_backend`); a visible GPU
     alone never switches the backend (the model may well stay on the CPU)."""
     return "gloo"
 

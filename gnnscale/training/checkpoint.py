@@ -31,7 +31,7 @@ from typing import Any
 from gnnscale.errors import GnnscaleError
 from gnnscale.partitioning.manifest import sha256_file
 
-log = logging.getLogger("gnnscale.checkpoint")
+log = logging.getLogger("gnnscale.training.checkpoint")
 
 PREFIX = "step-"
 TMP_PREFIX = ".tmp-"

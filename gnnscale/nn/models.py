@@ -1,7 +1,7 @@
 """Models that run on sampled blocks (layer i consumes ``blocks[i]``).
 
 :class:`GNN` stacks layers built from a spec (a zoo name or ``module:Class``, see
-:mod:`gnnscale.layers`); it never looks inside a layer. Between layers it applies the
+:mod:`gnnscale.nn.layers`); it never looks inside a layer. Between layers it applies the
 options a user expects: normalization, activation, residual connection and dropout; after
 the last one, an optional jumping-knowledge readout.
 
@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnnscale.errors import GnnscaleError
-from gnnscale.sparse_ops import dropout, relu_dropout
+from gnnscale.nn.sparse_ops import dropout, relu_dropout
 from gnnscale.samplers.block import Block
 
 NORMS = ("none", "batch", "layer")
@@ -44,7 +44,7 @@ def layer_needs_x0(spec) -> bool:
     if spec == "gcnii":
         return True
     if ":" in spec and not spec.startswith("dgl:"):
-        from gnnscale.layers import load_layer_class
+        from gnnscale.nn.layers import load_layer_class
 
         return bool(getattr(load_layer_class(spec), "needs_x0", False))
     return False
@@ -86,7 +86,7 @@ class GNN(nn.Module):
         jk: str = "none",
     ) -> None:
         super().__init__()
-        from gnnscale.layers import build_conv, check_layer
+        from gnnscale.nn.layers import build_conv, check_layer
 
         if num_layers < 1:
             raise ModelError(f"num_layers must be >= 1; found {num_layers}")

@@ -1,7 +1,7 @@
 """Layer pipeline parallelism: K stages, each running a run of consecutive layers on its own
 worker, fed with M sampled micro-batches per optimizer step (GPipe or 1F1B, flushed).
 
-One step of stage ``s`` (layers ``[start, end)``, see :func:`gnnscale.pipeline_plan.plan_stages`):
+One step of stage ``s`` (layers ``[start, end)``, see :func:`gnnscale.parallel.schedules.plan_stages`):
 
 - every stage draws the step's M micro-batches itself, and only the hops it reads: the
   sampler's draws are keyed by (epoch, step, hop, node), so stage s, sampling the first
@@ -38,14 +38,14 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from gnnscale.batching import epoch_steps, shuffled_batches
-from gnnscale.comm import Communicator
+from gnnscale.samplers.seeds import epoch_steps, shuffled_batches
+from gnnscale.process.comm import Communicator
 from gnnscale.errors import PeerError
-from gnnscale.models import GNN
-from gnnscale.pipeline_plan import PipelineError, check_pipeline, plan_stages, schedule
+from gnnscale.nn.models import GNN
+from gnnscale.parallel.schedules import PipelineError, check_pipeline, plan_stages, schedule
 from gnnscale.samplers.block import Block, MiniBatch
 
-log = logging.getLogger("gnnscale.pipeline")
+log = logging.getLogger("gnnscale.data.prefetch")
 
 
 @dataclass
@@ -82,9 +82,9 @@ def epoch_seeds(train_ids: torch.Tensor, batch_size: int, micro: int, seed: int,
                 steps: int) -> list[list[torch.Tensor]]:
     """The epoch's steps of pipeline ``rank``, each a list of at most ``micro`` seed batches.
 
-    The data-parallel seed schedule (:func:`gnnscale.batching.shuffled_batches`) at
+    The data-parallel seed schedule (:func:`gnnscale.samplers.seeds.shuffled_batches`) at
     ``batch_size * micro`` seeds per step (``steps`` of them, agreed by every pipeline with
-    :func:`gnnscale.batching.epoch_steps`), each step cut into ``micro`` near-equal micro-batches
+    :func:`gnnscale.samplers.seeds.epoch_steps`), each step cut into ``micro`` near-equal micro-batches
     (fewer when the step has fewer seeds than ``micro``). No seed is left out: a part with fewer
     training nodes than a step holds gets smaller micro-batches. Every stage of a pipeline gets
     the same seeds.
@@ -97,7 +97,7 @@ def epoch_seeds(train_ids: torch.Tensor, batch_size: int, micro: int, seed: int,
 
 def agreed_steps(comm: Communicator, num_train: int, per_step: int) -> int:
     """Steps per epoch for every replica of ``comm`` (each with ``num_train`` training nodes):
-    :func:`gnnscale.batching.epoch_steps` of their counts at ``per_step`` seeds a step."""
+    :func:`gnnscale.samplers.seeds.epoch_steps` of their counts at ``per_step`` seeds a step."""
     counts = comm.all_reduce_named({f"{r:05d}": num_train if r == comm.rank else 0 for r in range(comm.world_size)})
     return epoch_steps([int(counts[f"{r:05d}"]) for r in range(comm.world_size)], per_step)
 
@@ -443,14 +443,14 @@ def _build(cfg, part) -> GNN:
 
 
 def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dict:
-    """One rank of D pipelines of K stages (a process of :func:`gnnscale.launch.launch_local` or
+    """One rank of D pipelines of K stages (a process of :func:`gnnscale.process.launch.launch_local` or
     torchrun; W = D x K workers, D = the parts in ``parts_dir``): rank r is stage r % K of
     pipeline r // K, which trains part r // K. Trains ``cfg.epochs`` epochs (``cfg.max_steps``
     steps each at most) of ``pipe.micro_batches`` micro-batches per step.
 
     With D > 1, stage s of every pipeline forms one group: it samples across the parts there
     (:class:`~gnnscale.samplers.DistNeighborSampler`), stage 0 fetches remote input rows there
-    (:class:`~gnnscale.feature_store.DistFeatureStore`), and each stage averages its gradients
+    (:class:`~gnnscale.data.feature_store.DistFeatureStore`), and each stage averages its gradients
     there after every flush. Every pipeline runs the same number of steps (the fewest any part
     has).
 
@@ -461,7 +461,7 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
     """
     from gnnscale.logs import setup_logging
     from gnnscale.partitioning import load_meta, load_part
-    from gnnscale.runtime import init_distributed, new_group, shutdown_distributed
+    from gnnscale.process.groups import init_distributed, new_group, shutdown_distributed
     from gnnscale.samplers import DistNeighborSampler, NeighborSampler
 
     pipe = pipe or PipelineConfig(cfg.pipeline_stages, cfg.stage_layers, cfg.micro_batches, cfg.schedule)
@@ -496,7 +496,7 @@ def pipeline_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> 
         if d_count == 1:
             x_rows = lambda ids: part.features(ids - part.offset)  # noqa: E731
         else:
-            from gnnscale.feature_store import DistFeatureStore
+            from gnnscale.data.feature_store import DistFeatureStore
 
             x_rows = DistFeatureStore(part, part.book, replicas, part.meta["feature_dim"]).fetch
         costs = None
@@ -563,7 +563,7 @@ class PipelineEvaluator:
     Each call gathers every rank's stage weights (one all-gather of the state dicts), so that
     every pipeline's stage 0 holds the whole model; the stage-0 ranks (one per part,
     ``first_stages``) then run exact layer-wise inference over their parts
-    (:func:`gnnscale.inference.streamed_inference`: remote rows asked of their owners slice by
+    (:func:`gnnscale.training.inference.streamed_inference`: remote rows asked of their owners slice by
     slice). Their model, feature store and degrees are built at the first call and kept.
     """
 
@@ -582,8 +582,8 @@ class PipelineEvaluator:
         return result
 
     def _setup(self) -> dict:
-        from gnnscale.degrees import DegreeStore
-        from gnnscale.feature_store import DistFeatureStore
+        from gnnscale.data.degrees import DegreeStore
+        from gnnscale.data.feature_store import DistFeatureStore
 
         part, group = self.part, self.first_stages
         model = _build(self.cfg, part)
@@ -591,7 +591,7 @@ class PipelineEvaluator:
                     degree=DegreeStore(part.indptr, part.book, group) if model.uses_degree else None)
 
     def _first_stage(self, states: list) -> dict:
-        from gnnscale.inference import streamed_inference
+        from gnnscale.training.inference import streamed_inference
 
         self.ctx = self.ctx or self._setup()
         ctx, part, k = self.ctx, self.part, self.num_stages

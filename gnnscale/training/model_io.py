@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from gnnscale.checkpoint import write_file
+from gnnscale.training.checkpoint import write_file
 from gnnscale.errors import GnnscaleError
-from gnnscale.models import GNN, layer_name
+from gnnscale.nn.models import GNN, layer_name
 
 FORMAT = "gnnscale-model/1"
 
@@ -63,7 +63,7 @@ def read_model_file(path: str | os.PathLike) -> dict:
 
 
 def load_model(path: str | os.PathLike) -> GNN:
-    """The model saved at ``path`` as a plain ``torch.nn.Module`` (a :class:`~gnnscale.models.GNN`
+    """The model saved at ``path`` as a plain ``torch.nn.Module`` (a :class:`~gnnscale.nn.models.GNN`
     in eval mode, on the CPU): ``model(x, blocks)`` for sampled blocks, or
     :func:`predict_full_graph` for every node of a graph."""
     blob = read_model_file(path)

@@ -5,7 +5,7 @@ went silent. Every rank therefore runs a :class:`Health` monitor: a daemon threa
 heartbeat (a counter, the pid, the host, and the phase of each of its threads: ``main: epoch 1
 step 3 forward/backward; gnnscale-prefetch: epoch 1 step 4 sampling``) into the rendezvous's
 own key-value store (torch's ``TCPStore`` at MASTER_ADDR:MASTER_PORT, which torchrun and
-:func:`gnnscale.runtime.launch_local` both provide) every ``interval`` seconds. When a
+:func:`gnnscale.process.groups.launch_local` both provide) every ``interval`` seconds. When a
 collective fails, :meth:`Health.diagnose` reads every rank's heartbeat twice, ``probe``
 seconds apart: a rank whose counter did not move is silent (stopped, hung in native code, or
 dead), and the error names it with its last phase.

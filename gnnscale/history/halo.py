@@ -9,7 +9,7 @@ default; bfloat16 or float16 halve the tables and the embedding bytes).
 
 Keeping tables fresh:
 
-- **fill**: one distributed layer-wise inference pass (:mod:`gnnscale.inference`) computes
+- **fill**: one distributed layer-wise inference pass (:mod:`gnnscale.training.inference`) computes
   every owned node's embeddings and :meth:`HaloExchange.exchange_layer` ships each layer's
   boundary rows to the workers that hold them as halo;
 - **push**: after every training step the owner sends the embeddings of its boundary nodes
@@ -20,7 +20,7 @@ Keeping tables fresh:
   its boundary nodes (:meth:`refresh_seeds`), layer by layer from a one-hop sample of their
   in-neighbors: raw features for layer 1, then the previous layer's historical rows (its own
   history for owned neighbors, the halo tables for remote ones; GNNAutoScale's update rule),
-  see :func:`gnnscale.inference.refresh_embeddings`. So every boundary row is recomputed
+  see :func:`gnnscale.training.inference.refresh_embeddings`. So every boundary row is recomputed
   at least every R steps. With R + P <= S (P = S // 2, R = S - P), a row is
   pushed at least every S - 1 steps and, with the one-step delay of overlapped pushes, no
   embedding older than S steps is ever read; :meth:`lookup` checks it. A larger S means
@@ -39,11 +39,11 @@ from typing import Sequence
 
 import torch
 
-from gnnscale.comm import Communicator
+from gnnscale.process.comm import Communicator
 from gnnscale.config import MODES, check_mode, check_staleness  # noqa: F401 - re-exported
 from gnnscale.errors import ExchangeError, PeerError
 from gnnscale.partitioning.book import PartitionBook
-from gnnscale.routing import Route
+from gnnscale.partitioning.routing import Route
 
 log = logging.getLogger(__name__)
 

@@ -18,23 +18,23 @@ import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from gnnscale.batching import cut_batches as _batches
-from gnnscale.batching import epoch_steps, shuffled_batches
-from gnnscale.comm import CATEGORIES, Communicator, NetworkModel
+from gnnscale.samplers.seeds import cut_batches as _batches
+from gnnscale.samplers.seeds import epoch_steps, shuffled_batches
+from gnnscale.process.comm import CATEGORIES, Communicator, NetworkModel
 from gnnscale.config import TrainConfig
-from gnnscale.device import DeviceCopier, process_group_backend, resolve_device
-from gnnscale.feature_cache import CacheContext, CacheSize, choose_cache_ids
-from gnnscale.pipeline import Prefetcher
+from gnnscale.process.device import DeviceCopier, process_group_backend, resolve_device
+from gnnscale.data.feature_cache import CacheContext, CacheSize, choose_cache_ids
+from gnnscale.data.prefetch import Prefetcher
 from gnnscale.errors import RuntimeSetupError
-from gnnscale.feature_store import DistFeatureStore
-from gnnscale.health import Health
-from gnnscale.degrees import DegreeStore
-from gnnscale.exchange import HaloExchange, check_mode, check_staleness
-from gnnscale.inference import layerwise_inference, refresh_embeddings, streamed_inference
-from gnnscale.model_io import config_record
-from gnnscale.models import GNN
+from gnnscale.data.feature_store import DistFeatureStore
+from gnnscale.process.health import Health
+from gnnscale.data.degrees import DegreeStore
+from gnnscale.history.halo import HaloExchange, check_mode, check_staleness
+from gnnscale.training.inference import layerwise_inference, refresh_embeddings, streamed_inference
+from gnnscale.training.model_io import config_record
+from gnnscale.nn.models import GNN
 from gnnscale.partitioning import load_part
-from gnnscale.runtime import init_distributed, local_world_size, new_group
+from gnnscale.process.groups import init_distributed, local_world_size, new_group
 from gnnscale.samplers.block import Block
 from gnnscale.samplers import DistNeighborSampler, check_fanouts
 from gnnscale.samplers.kernels import Kernels
@@ -74,7 +74,7 @@ class Worker:
         self._t_init = time.perf_counter()  # start-up: from here to the first step (after imports)
         if cfg.pipeline_stages != 1:
             raise RuntimeSetupError(f"pipeline_stages={cfg.pipeline_stages}: a layer pipeline runs "
-                                    "gnnscale.layer_pipeline.pipeline_worker, not train_worker")
+                                    "gnnscale.parallel.layer_pipeline.pipeline_worker, not train_worker")
         local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))
         self.device = resolve_device(cfg.device, local_rank, local_world_size())
         info = init_distributed(timeout=cfg.timeout, backend=process_group_backend(self.device))
@@ -620,7 +620,7 @@ class Worker:
 
         ``--resume``, or a restart under torchrun's elastic agent (``TORCHELASTIC_RESTART_COUNT``
         above 0) with a checkpoint folder, resumes from the newest valid checkpoint."""
-        from gnnscale import checkpoint
+        from gnnscale.training import checkpoint
 
         cfg = self.cfg
         self.resume_rank: dict = {}
@@ -648,7 +648,7 @@ class Worker:
 
     def _save_checkpoint(self, epoch: int, step: int, history: list, best: dict, partial: dict | None) -> None:
         """A checkpoint to resume at ``step`` of ``epoch`` (collective)."""
-        from gnnscale import checkpoint
+        from gnnscale.training import checkpoint
 
         cfg = self.cfg
         cache = self.features.cache
@@ -668,7 +668,7 @@ class Worker:
     def _restore(self) -> tuple[int, int, list, dict, dict | None]:
         """Load the resume checkpoint into the model and optimizer; (epoch, step, history,
         best, this rank's partial epoch sums)."""
-        from gnnscale import checkpoint
+        from gnnscale.training import checkpoint
 
         state = checkpoint.load(self.resume_from, "train.pt")
         mine, want = state["config"], config_record(self.cfg)
@@ -687,8 +687,8 @@ class Worker:
             self.resume_rank.get("partial")
 
     def save_model(self, path: str) -> None:
-        """Rank 0 writes the trained model (see :func:`gnnscale.model_io.save_model`)."""
-        from gnnscale.model_io import save_model
+        """Rank 0 writes the trained model (see :func:`gnnscale.training.model_io.save_model`)."""
+        from gnnscale.training.model_io import save_model
 
         if self.rank == 0:
             save_model(path, self.net, self.cfg, self.meta)
@@ -870,7 +870,7 @@ def evaluate_worker(parts_dir: str, cfg: TrainConfig, model_path: str) -> dict:
     """One process of ``gnnscale evaluate``: the saved model's train/val/test accuracy over the
     parts, computed as the training run computed it (same evaluation method and draws)."""
     from gnnscale.logs import setup_logging
-    from gnnscale.model_io import read_model_file
+    from gnnscale.training.model_io import read_model_file
 
     setup_logging(rank=int(os.environ.get("RANK", "0")))
     worker = Worker(parts_dir, cfg)

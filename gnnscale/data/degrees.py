@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from gnnscale.comm import Communicator
+from gnnscale.process.comm import Communicator
 from gnnscale.errors import GnnscaleError
 from gnnscale.partitioning.book import PartitionBook
-from gnnscale.routing import Route
+from gnnscale.partitioning.routing import Route
 
 
 class DegreeLookup:

@@ -41,8 +41,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from gnnscale.comm import Communicator
-from gnnscale.layer_pipeline import (
+from gnnscale.process.comm import Communicator
+from gnnscale.parallel.layer_pipeline import (
     PipelineConfig,
     PipelineStage,
     StepStats,
@@ -53,12 +53,12 @@ from gnnscale.layer_pipeline import (
     rng_key,
     stage_figures,
 )
-from gnnscale.models import GNN
-from gnnscale.pipeline_plan import PipelineError, check_pipeline, plan_stages
+from gnnscale.nn.models import GNN
+from gnnscale.parallel.schedules import PipelineError, check_pipeline, plan_stages
 from gnnscale.samplers.block import Block
-from gnnscale.sparse_ops import add_rows_
+from gnnscale.nn.sparse_ops import add_rows_
 
-log = logging.getLogger("gnnscale.pipeline")
+log = logging.getLogger("gnnscale.data.prefetch")
 
 NEVER = -(1 << 62)  # version of a table row that was never written
 _MASKS = ("train", "val", "test")
@@ -507,7 +507,7 @@ def _table_seconds(graph: ChunkGraph, dim: int, halo_gradients: bool, repeats: i
 
 def chunk_layer_costs(model: GNN, graph: ChunkGraph, max_rows: int = 20000,
                       halo_gradients: bool = True) -> list[float]:
-    """Per-layer costs for :func:`~gnnscale.pipeline_plan.plan_stages`, measured on chunk 0's
+    """Per-layer costs for :func:`~gnnscale.parallel.schedules.plan_stages`, measured on chunk 0's
     real block with its halo as historical leaves (its first ``max_rows`` nodes where it has
     more): seconds of each layer's forward and backward, with what a stage runs besides its
     layers folded in.
@@ -563,7 +563,7 @@ def chunk_layer_costs(model: GNN, graph: ChunkGraph, max_rows: int = 20000,
 
 def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dict:
     """One rank of a chunk pipeline of K stages (W = K workers, a process of
-    :func:`gnnscale.launch.launch_local` or torchrun): rank s is stage s; the parts of
+    :func:`gnnscale.process.launch.launch_local` or torchrun): rank s is stage s; the parts of
     ``parts_dir`` are the chunks. Trains ``cfg.epochs`` epochs of one full-graph step each and
     evaluates (exact, layer-wise) every ``cfg.eval_every`` epochs and after the last.
 
@@ -575,7 +575,7 @@ def chunk_worker(parts_dir: str, cfg, pipe: PipelineConfig | None = None) -> dic
     ``fill_bytes`` (the filling pass) and ``state`` (its parameters by name).
     """
     from gnnscale.logs import setup_logging
-    from gnnscale.runtime import init_distributed, shutdown_distributed
+    from gnnscale.process.groups import init_distributed, shutdown_distributed
 
     pipe = pipe or PipelineConfig(cfg.pipeline_stages, cfg.stage_layers, cfg.micro_batches, cfg.schedule)
     setup_logging(rank=int(os.environ.get("RANK", "0")))

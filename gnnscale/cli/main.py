@@ -375,8 +375,8 @@ def cmd_train(args) -> int:
     # The launcher stays torch-free up to the workers' start (each worker imports torch itself):
     # the checks below come from torch-free modules, the target travels as a "module:function".
     from gnnscale.config import TrainConfig, check_staleness
-    from gnnscale.launch import in_torchrun, launch_device, launch_local
-    from gnnscale.run_config import beside, dump, resolved
+    from gnnscale.process.launch import in_torchrun, launch_device, launch_local
+    from gnnscale.cli.run_config import beside, dump, resolved
 
     config = resolved(args, args.parser)
     if args.print_config:
@@ -427,7 +427,7 @@ def cmd_train(args) -> int:
     launch_device(cfg.device, 1)  # --device cuda without CUDA: an error before partitioning or launching
     check_staleness(cfg.staleness)
     if ":" in cfg.layer and not cfg.layer.startswith("dgl:"):  # a bad layer fails here, before any worker starts
-        from gnnscale.layers import build_conv
+        from gnnscale.nn.layers import build_conv
 
         build_conv(cfg.layer, 8, 8, index=0, num_layers=2, **cfg.layer_kwargs)
     from gnnscale.samplers import check_fanouts
@@ -438,13 +438,13 @@ def cmd_train(args) -> int:
         if cfg.eval_fanouts is not None:
             check_fanouts(cfg.eval_fanouts, num_layers=len(cfg.fanouts))
     if stages != 1 or cfg.chunks:
-        from gnnscale.pipeline_plan import check_pipeline
+        from gnnscale.parallel.schedules import check_pipeline
 
         check_pipeline(stages, cfg.stage_layers, cfg.micro_batches, cfg.schedule, num_layers, stages)
     if cfg.chunks:
-        target = "gnnscale.chunk_pipeline:chunk_worker"
+        target = "gnnscale.parallel.chunk_pipeline:chunk_worker"
     else:
-        target = "gnnscale.layer_pipeline:pipeline_worker" if stages > 1 else "gnnscale.trainer:train_worker"
+        target = "gnnscale.parallel.layer_pipeline:pipeline_worker" if stages > 1 else "gnnscale.training.trainer:train_worker"
 
     def check_chunk_workers(workers: int, chunks: str) -> None:
         if cfg.chunks and workers != stages:
@@ -454,7 +454,7 @@ def cmd_train(args) -> int:
     if in_torchrun():
         if not args.parts_dir:
             raise RuntimeSetupError("under torchrun, give --parts-dir (partition first with `gnnscale partition`)")
-        from gnnscale.launch import die_with_parent, resolve_target, thread_env
+        from gnnscale.process.launch import die_with_parent, resolve_target, thread_env
 
         die_with_parent()  # a lost agent (a host gone) takes its workers with it; the peers then name them
 
@@ -532,8 +532,8 @@ def cmd_train(args) -> int:
 
 def cmd_evaluate(args) -> int:
     from gnnscale.config import TrainConfig
-    from gnnscale.launch import launch_local
-    from gnnscale.model_io import ModelFileError, describe, read_model_file
+    from gnnscale.process.launch import launch_local
+    from gnnscale.training.model_io import ModelFileError, describe, read_model_file
     from gnnscale.partitioning import load_meta, verify_parts
 
     blob = read_model_file(args.model)
@@ -549,7 +549,7 @@ def cmd_evaluate(args) -> int:
     from gnnscale.partitioning.validate import check_folder
 
     check_folder(args.parts_dir)
-    res = launch_local("gnnscale.trainer:evaluate_worker", meta["num_parts"], args=(args.parts_dir, cfg, args.model),
+    res = launch_local("gnnscale.training.trainer:evaluate_worker", meta["num_parts"], args=(args.parts_dir, cfg, args.model),
                        port=args.port)[0]
     if args.json:
         print(json.dumps(res))
@@ -563,7 +563,7 @@ def cmd_predict(args) -> int:
     import numpy as np
 
     from gnnscale.datasets import load_dataset
-    from gnnscale.model_io import load_model, predict_full_graph
+    from gnnscale.training.model_io import load_model, predict_full_graph
 
     model = load_model(args.model)
     data = load_dataset(args.dataset, root=args.root)
@@ -579,7 +579,7 @@ def cmd_predict(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from gnnscale.report import write_report
+    from gnnscale.cli.report import write_report
 
     out = write_report(args.metrics, args.out)
     for path in out["files"]:
@@ -630,7 +630,7 @@ def _join_negative_lists(argv: list[str]) -> list[str]:
 
 
 def cmd_bench_partition(args) -> int:
-    from gnnscale.bench_partition import format_table, run_bench, save
+    from gnnscale.partitioning.bench import format_table, run_bench, save
     from gnnscale.datasets import load_dataset
 
     data = load_dataset(args.dataset, root=args.root)
@@ -664,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "train" and args.config:  # the file's values become defaults: flags override them
-        from gnnscale.run_config import load
+        from gnnscale.cli.run_config import load
 
         try:
             parser.subcommands["train"].set_defaults(**load(args.config, parser.subcommands["train"]))

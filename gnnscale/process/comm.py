@@ -11,7 +11,7 @@ never crosses a link and is not counted), per category:
 - ``control``: split sizes and metric reductions.
 
 A failing collective (dead peer, timeout) raises :class:`~gnnscale.errors.PeerError` naming
-the operation and this rank and, when a :class:`~gnnscale.health.Health` monitor is attached,
+the operation and this rank and, when a :class:`~gnnscale.process.health.Health` monitor is attached,
 the silent ranks and the phase each was last in, instead of hanging.
 """
 from __future__ import annotations
@@ -119,9 +119,9 @@ class Communicator:
             is needed and every exchange is local.
         group: the torch.distributed process group (default: the world).
         timeout: seconds after which a collective is abandoned (the process group's own
-            timeout must be set to the same value at creation; see :func:`gnnscale.runtime.new_group`).
+            timeout must be set to the same value at creation; see :func:`gnnscale.process.groups.new_group`).
         network: an optional modelled link.
-        health: an optional :class:`gnnscale.health.Health`; a failing collective then names
+        health: an optional :class:`gnnscale.process.health.Health`; a failing collective then names
             the silent ranks and their last phase.
     """
 

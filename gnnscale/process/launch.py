@@ -86,13 +86,13 @@ def _torch_has_gpu_build() -> bool:
 def launch_device(name: str, local_workers: int) -> str:
     """The device type ("cpu" or "cuda") that ``local_workers`` workers will train on, checked
     before any of them starts: ``--device cuda`` without a GPU, or more workers than GPUs, is
-    a RuntimeSetupError here (see :func:`gnnscale.device.resolve_device`). Imports torch only
+    a RuntimeSetupError here (see :func:`gnnscale.process.device.resolve_device`). Imports torch only
     when a GPU could be there: with a CPU build of torch, ``auto`` is ``cpu`` at no cost."""
     if name not in DEVICES:
         raise RuntimeSetupError(f"--device must be one of {', '.join(DEVICES)}; found {name!r}")
     if name == "cpu" or (name == "auto" and not _torch_has_gpu_build()):
         return "cpu"
-    from gnnscale.device import resolve_device
+    from gnnscale.process.device import resolve_device
 
     return resolve_device(name, 0, local_workers).type
 
@@ -129,7 +129,7 @@ def _entry(fn: Callable | str, rank: int, world: int, port: int, threads: int, a
         code = 1
     finally:
         try:
-            from gnnscale.runtime import shutdown_distributed
+            from gnnscale.process.groups import shutdown_distributed
 
             shutdown_distributed()
         except Exception:  # noqa: BLE001

@@ -13,10 +13,10 @@ import time
 
 import torch
 
-from gnnscale.degrees import DegreeStore
-from gnnscale.exchange import HaloExchange
-from gnnscale.feature_store import DistFeatureStore
-from gnnscale.models import GNN
+from gnnscale.data.degrees import DegreeStore
+from gnnscale.history.halo import HaloExchange
+from gnnscale.data.feature_store import DistFeatureStore
+from gnnscale.nn.models import GNN
 from gnnscale.samplers.kernels import Kernels
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def layerwise_inference(
             stamped ``step``.
         chunk_edges: destinations are processed in slices of about this many in-edges.
         node_degree: in-degrees by global id, for layers that set ``needs_degree``: a
-            :class:`~gnnscale.degrees.DegreeStore` (asks the owners: collective) or int64 [N].
+            :class:`~gnnscale.data.degrees.DegreeStore` (asks the owners: collective) or int64 [N].
         backend: sampler kernels used to relabel the neighborhoods: ``"auto"``, ``"numba"`` or
             ``"torch"`` (see :class:`Kernels`; ``--sampler-backend``). Same result with each.
 
@@ -138,7 +138,7 @@ def streamed_inference(
         indptr, indices: this rank's CSC (int64 [n + 1], int64 [E] global in-neighbor ids;
             ``indices`` may be memory-mapped: it is read slice by slice).
         features: the feature store of this rank's group (its part gives the owned rows).
-        node_degree: a :class:`~gnnscale.degrees.DegreeStore` (or int64 [N]) for layers that
+        node_degree: a :class:`~gnnscale.data.degrees.DegreeStore` (or int64 [N]) for layers that
             set ``needs_degree``.
 
     Collective over ``features.comm``: every rank makes the same number of exchanges (the

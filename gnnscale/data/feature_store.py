@@ -14,10 +14,10 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from gnnscale.comm import Communicator
+from gnnscale.process.comm import Communicator
 from gnnscale.errors import GnnscaleError
 from gnnscale.partitioning.book import PartitionBook
-from gnnscale.routing import Route
+from gnnscale.partitioning.routing import Route
 
 try:
     import numba
@@ -99,7 +99,7 @@ class DistFeatureStore:
 
         Collective (every rank calls it, with its own ids); bytes count as ``cache_fill``.
         """
-        from gnnscale.feature_cache import FeatureCache
+        from gnnscale.data.feature_cache import FeatureCache
 
         self.cache = None
         rows = self.fetch(ids, category="cache_fill")

@@ -1,0 +1,8 @@
+"""Models on sampled blocks: the layer zoo (one module per layer, a registry), the layer stack, sparse ops."""
+from __future__ import annotations
+
+from gnnscale.lazy import lazy_exports
+
+_EXPORTS = {"GNN": ".models", "GraphSAGE": ".models", "build_conv": ".layers", "ZOO": ".layers"}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
