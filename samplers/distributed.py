@@ -13,11 +13,10 @@ edges altogether.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import torch
 
-from gnnscale.process.comm import Communicator
 from gnnscale.errors import SamplerError
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.routing import Route
@@ -35,6 +34,16 @@ from gnnscale.samplers.local import (
 
 
 MODES = ("exact", "historical", "local")
+
+
+class Exchange(Protocol):
+    """What the sampler needs of a communicator (the engine's ``gnnscale.process.comm.Communicator``):
+    its place and one all-to-all of per-rank tensors, counted under a category."""
+
+    rank: int
+    world_size: int
+
+    def exchange(self, send: Sequence[torch.Tensor], category: str) -> list[torch.Tensor]: ...
 
 
 def _owned_edges_only(indptr, indices, book, rank, edge_weight):
@@ -75,7 +84,7 @@ class DistNeighborSampler:
         indptr: torch.Tensor,
         indices: torch.Tensor,
         book: PartitionBook,
-        comm: Communicator,
+        comm: Exchange,
         fanouts: Sequence[int],
         seed: int = 0,
         owned_keys: torch.Tensor | None = None,
