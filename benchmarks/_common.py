@@ -25,3 +25,17 @@ def write_json(path: str | None, obj) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(obj, indent=1))
         print(f"wrote {path}")
+
+
+def graph_parallel_bytes(graph, hidden: int, num_layers: int, dtype_bytes: int = 4) -> dict:
+    """Bytes per epoch of graph-parallel full-graph training of an L-layer model with hidden size
+    H on the same parts (computed, not run): every layer, each part receives the h^i of its halo
+    (forward) and sends the gradients of those rows back to their owners (backward)::
+
+        forward = backward = L x sum_p |halo_p| x H x dtype_bytes
+
+    (the layer-0 rows are counted as H-wide encoded rows, not as F-wide features, in the
+    baseline's favour). Parameter gradients are left out on both sides."""
+    halo = sum(graph.halo_sizes)
+    fwd = num_layers * halo * hidden * dtype_bytes
+    return dict(halo_rows=halo, forward=fwd, backward=fwd, total=2 * fwd)

@@ -32,14 +32,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the single-process reference
 
-from _common import SHARED, write_json  # noqa: E402
+from _common import SHARED, graph_parallel_bytes, write_json  # noqa: E402
+from references import full_graph_reference  # noqa: E402
 
-from gnnscale.parallel.chunk_pipeline import chunk_worker, full_graph_reference, graph_parallel_bytes, load_chunk_graph  # noqa: E402
 from gnnscale.config import TrainConfig  # noqa: E402
-from gnnscale.process.launch import launch_local  # noqa: E402
-from gnnscale.parallel.layer_pipeline import PipelineConfig, epoch_summary  # noqa: E402
+from gnnscale.parallel.chunk_graph import load_chunk_graph  # noqa: E402
 from gnnscale.parallel.schedules import bubble_fraction  # noqa: E402
+from gnnscale.process.launch import launch_local  # noqa: E402
+from gnnscale.training.trainer import train_worker  # noqa: E402
 
 
 def _partition(spec: str, parts: int, out: str, root: str | None = None) -> str:
@@ -53,9 +55,22 @@ def _partition(spec: str, parts: int, out: str, root: str | None = None) -> str:
 
 def _gcnii(**kw) -> TrainConfig:
     base = dict(layer="gcnii", num_layers=16, hidden=64, lr=0.01, dropout=0.6, weight_decay=5e-4, chunks=True,
-                timeout=600.0, device="cpu", verify=False, eval_every=0)
+                timeout=600.0, device="cpu", verify=False, eval_every=0, progress=False)
     base.update(kw)
     return TrainConfig(**base)
+
+
+def _chunks(parts: str, cfg: TrainConfig, k: int, schedule: str = "1f1b", threads: int | None = 1) -> dict:
+    """Rank 0's result of a chunk pipeline of ``k`` stages (the one trainer)."""
+    from dataclasses import replace
+
+    cfg = replace(cfg, pipeline_stages=k, schedule=schedule)
+    return launch_local(train_worker, k, args=(parts, cfg), threads_per_worker=threads)[0]
+
+
+def _evaluations(res: dict) -> list[dict]:
+    return [dict(epoch=e["epoch"], val=e["val_acc"], test=e["test_acc"]) for e in res["epochs"]
+            if e.get("val_acc") is not None]
 
 
 def best_val_test(history: list[dict]) -> float:
@@ -82,12 +97,11 @@ def accuracy(args, workdir: str) -> dict:
             full = full_graph_reference(one, cfg, eval_every=every)
             ref.append(full["accuracy"]["test"])
             t1 = time.perf_counter()
-            res = launch_local(chunk_worker, 4, args=(four, cfg, PipelineConfig(4, None, 1, "1f1b")),
-                               threads_per_worker=1)
-            pipe.append(res[-1]["accuracy"][-1]["test"])
+            res = _chunks(four, cfg, 4)
+            pipe.append(_evaluations(res)[-1]["test"])
             if every:
                 ref_best.append(best_val_test(full["history"]))
-                pipe_best.append(best_val_test(res[-1]["accuracy"]))
+                pipe_best.append(best_val_test(_evaluations(res)))
             print(f"{name} seed {seed}: full graph {ref[-1]:.4f} ({t1 - t0:.0f} s), chunk pipeline K=4 "
                   f"{pipe[-1]:.4f} ({time.perf_counter() - t1:.0f} s)"
                   + (f"; at the best validation epoch {ref_best[-1]:.4f} and {pipe_best[-1]:.4f}" if every else ""),
@@ -128,14 +142,14 @@ def comm(args, workdir: str) -> dict:
     print(f"partitioned in {time.perf_counter() - t0:.0f} s", flush=True)
     cfg = _gcnii(epochs=args.comm_epochs, hidden=args.comm_hidden)
     t0 = time.perf_counter()
-    res = launch_local(chunk_worker, 4, args=(chunks, cfg, PipelineConfig(4, None, 1, "1f1b")), threads_per_worker=None)
+    res = _chunks(chunks, cfg, 4, threads=None)
     wall = time.perf_counter() - t0
     graph = load_chunk_graph(four, verify=False, features=False)
-    n, last = graph.num_nodes, cfg.epochs - 1
-    per = [r["epochs"][last] for r in res]
+    n = graph.num_nodes
+    per = res["epochs"][-1]["pipeline"]
     measured = dict(activation=sum(e["bytes_sent"]["activation"] for e in per),
                     activation_grad=sum(e["bytes_sent"]["activation_grad"] for e in per),
-                    encoder_gradient=sum(r["encoder_gradient_bytes"] for r in res) // cfg.epochs)
+                    encoder_gradient=res["epochs"][-1]["bytes_sent_by_category"].get("encoder_gradient", 0))
     measured["total"] = sum(measured.values())
     base = graph_parallel_bytes(graph, cfg.hidden, cfg.num_layers)
     expected = 3 * n * cfg.hidden * 4  # every node crosses each of the K-1 boundaries once per pass, each way
@@ -144,11 +158,11 @@ def comm(args, workdir: str) -> dict:
                layers=cfg.num_layers, halos=graph.halo_sizes, halo_rows=base["halo_rows"],
                halo_per_node=base["halo_rows"] / n,
                chunk_pipeline_measured=measured, chunk_pipeline_expected_each_way=expected,
-               fill_pass_bytes=sum(r["fill_bytes"] for r in res),
+               fill_pass_bytes=0,  # every stage fills its tables from the whole graph it holds: no message
                graph_parallel_computed=base, ratio=base["total"] / measured["total"],
-               epoch_seconds=[max(r["epochs"][e]["step_seconds"] for r in res) for e in range(cfg.epochs)],
-               job_seconds=wall, table_mb=[r["table_bytes"] / 1e6 for r in res],
-               peak_activation_mb=[e["peak_activation_bytes"] / 1e6 for e in per], max_age=[r["max_age"] for r in res])
+               epoch_seconds=[max(st["step_seconds"] for st in e["pipeline"]) for e in res["epochs"]],
+               job_seconds=wall, table_mb=[e["table_bytes"] / 1e6 for e in per],
+               peak_activation_mb=[e["peak_activation_bytes"] / 1e6 for e in per], max_age=[e["max_age"] for e in per])
     mb = 1e6
     print(f"\n{spec}: {n} nodes, {out['num_edges']} edges, 4 parts, halo rows {base['halo_rows']} "
           f"({out['halo_per_node']:.2f} per node)")
@@ -165,20 +179,19 @@ def side_by_side(parts: str, cfg) -> list[float]:
     all chunks alone (a one-stage chunk pipeline, no messages between the ranks), all ranks at
     once after a barrier. Returns this rank's seconds per epoch. Two such ranks on the 2 cores
     show what any 2-process split of the same work can reach here: half their epoch time."""
-    from gnnscale.parallel.chunk_pipeline import ChunkStage, build_model
+    from gnnscale.nn.spec import ModelSpec
+    from gnnscale.parallel.chunk_pipeline import ChunkStage
+    from gnnscale.parallel.stage import rng_key
     from gnnscale.process.comm import Communicator
-    from gnnscale.parallel.layer_pipeline import rng_key
     from gnnscale.process.groups import init_distributed, shutdown_distributed
 
     info = init_distributed(timeout=cfg.timeout)
     try:
         graph = load_chunk_graph(parts, verify=False)
         layers = cfg.model_layers()
-        stage = ChunkStage(build_model(cfg, graph, layers), [(0, layers)], 0, [0], Communicator(), graph,
-                           staleness=cfg.staleness, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                           halo_gradients=cfg.halo_gradients)
-        if graph.num_chunks > 1:
-            stage.layerwise(1, version=-1)
+        model = ModelSpec.of(cfg, graph.feature_dim, graph.num_classes).build(cfg.seed)
+        stage = ChunkStage(model, [(0, layers)], 0, [0], Communicator(), graph, staleness=cfg.staleness, lr=cfg.lr,
+                           weight_decay=cfg.weight_decay, halo_gradients=cfg.halo_gradients)  # fills its tables
         Communicator(info.rank, info.world_size, timeout=cfg.timeout).barrier()
         return [stage.step(e, [rng_key(cfg.seed, e, 0, c) for c in range(graph.num_chunks)], "1f1b").step_seconds
                 for e in range(cfg.epochs)]
@@ -199,15 +212,19 @@ def speed(args, workdir: str) -> dict:
     floor: list[dict] = []
     for rep in range(args.repeats):
         for name, parts, k, sched in settings:
-            res = launch_local(chunk_worker, k, args=(parts, cfg, PipelineConfig(k, None, 1, sched)), threads_per_worker=1)
+            res = _chunks(parts, cfg, k, sched)
             timed = range(1, cfg.epochs)  # the first epoch loads compiled kernels
-            secs = statistics.median(max(r["epochs"][e]["step_seconds"] for r in res) for e in timed)
-            summ = [epoch_summary([r["epochs"][e] for e in timed]) for r in res]
-            runs[name].append(dict(epoch_seconds=secs, layers=[list(r["layers"]) for r in res],
+            secs = statistics.median(max(st["step_seconds"] for st in res["epochs"][e]["pipeline"]) for e in timed)
+            summ = [dict(bubble=sum(res["epochs"][e]["pipeline"][s]["wait_seconds"] for e in timed)
+                         / max(sum(res["epochs"][e]["pipeline"][s]["step_seconds"] for e in timed), 1e-12),
+                         peak_micro_batches=max(res["epochs"][e]["pipeline"][s]["peak_micro_batches"] for e in timed),
+                         peak_activation_bytes=max(res["epochs"][e]["pipeline"][s]["peak_activation_bytes"]
+                                                   for e in timed)) for s in range(k)]
+            runs[name].append(dict(epoch_seconds=secs, layers=res["stages"],
                                    bubble=[round(s["bubble"], 4) for s in summ],
                                    peak_micro_batches=[s["peak_micro_batches"] for s in summ],
                                    peak_activation_mb=[round(s["peak_activation_bytes"] / 1e6, 1) for s in summ],
-                                   layer_costs_ms=[round(1e3 * c, 2) for c in (res[0]["layer_costs"] or [])]))
+                                   layer_costs_ms=[round(1e3 * c, 2) for c in (res["layer_costs"] or [])]))
             print(f"[repeat {rep}] {name}: {secs:.3f} s per epoch, bubble {runs[name][-1]['bubble']}", flush=True)
         res = launch_local(side_by_side, 2, args=(parts, cfg), threads_per_worker=1)
         secs = statistics.median(max(r[e] for r in res) for e in range(1, cfg.epochs))

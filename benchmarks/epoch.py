@@ -29,8 +29,13 @@ Start-up, two definitions, both sides measured the same way:
 
 Needs the DGL virtual environment of ``../shared/peers/setup_peers.sh dgl`` (/tmp/peers/dgl).
 
+``--vs-checkout DIR`` times another checkout of gnnscale (e.g. a ``git worktree`` of an
+earlier commit) instead of DGL, on the same graphs, partitions and flags, alternating which
+side runs first: the ratio of medians says whether a change made epochs slower (no DGL needed).
+
     python benchmarks/epoch.py --json results/epoch.json                  # 100k and 1M
     python benchmarks/epoch.py --sizes 100000 --what 1proc,dist2 --repeats 2
+    python benchmarks/epoch.py --sizes 100000 --vs-checkout ../old --repeats 3 --json results/vs_old.json
 """
 from __future__ import annotations
 
@@ -50,9 +55,9 @@ DGL_PY = "/tmp/peers/dgl/bin/python"
 MODEL = ["--fanouts", "5,10,15", "--batch-size", "1024", "--hidden", "256", "--lr", "3e-3", "--dropout", "0.5"]
 
 
-def _run(cmd: list[str], timeout: float = 3600) -> tuple[float, str]:
+def _run(cmd: list[str], timeout: float = 3600, env: dict | None = None, cwd: str = ROOT) -> tuple[float, str]:
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         sys.stderr.write(p.stdout[-3000:] + p.stderr[-3000:])
@@ -79,11 +84,27 @@ def _steady(epochs: list[float]) -> float:
     return statistics.median(epochs[1:] if len(epochs) > 1 else epochs)
 
 
-def gnnscale_run(parts_dir: str, workers: int, threads: int, epochs: int, metrics: str) -> dict:
+def checkout_env(path: str, workdir: str) -> tuple[dict, str]:
+    """(environment, working folder) that run another checkout's gnnscale: its packages copied
+    under ``workdir`` as the installed layout (gnnscale with partitioning, samplers and datasets
+    inside it) first on PYTHONPATH, the command run from there (not from this checkout)."""
+    import shutil
+
+    path = os.path.abspath(path)
+    out = os.path.join(workdir, "checkout-" + str(abs(hash(path)) % 10 ** 8))
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(os.path.join(path, "gnnscale"), os.path.join(out, "gnnscale"))
+    for pkg in ("partitioning", "samplers", "datasets"):
+        shutil.copytree(os.path.join(path, pkg), os.path.join(out, "gnnscale", pkg))
+    return dict(os.environ, PYTHONPATH=out), out
+
+
+def gnnscale_run(parts_dir: str, workers: int, threads: int, epochs: int, metrics: str, env: dict | None = None,
+                 cwd: str = ROOT) -> dict:
     cmd = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", parts_dir, "--workers", str(workers),
            "--threads", str(threads), "--epochs", str(epochs), "--eval-every", "0", "--metrics", metrics,
            "--no-progress", "--device", "cpu"] + MODEL
-    wall, _ = _run(cmd)
+    wall, _ = _run(cmd, env=env, cwd=cwd)
     m = json.load(open(metrics))
     ep = [e["epoch_seconds"] for e in m["epochs"]]
     last = m["epochs"][-1]
@@ -139,7 +160,11 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--workdir", default="/tmp/gnnscale_epoch_bench")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--vs-checkout", default=None, metavar="DIR",
+                    help="time this other checkout of gnnscale instead of DGL (same graphs and flags)")
     args = ap.parse_args()
+    if args.vs_checkout:
+        return versus_checkout(args)
     if not os.path.exists(DGL_PY):
         raise SystemExit(f"DGL's environment {DGL_PY} is missing: run `bash {PEERS}/setup_peers.sh dgl` first")
     sys.path.insert(0, PEERS)
@@ -203,6 +228,58 @@ def main() -> None:
             print(msg, flush=True)
         results["graphs"].append(graph)
         if args.json:  # after each graph: nothing lost if a later one fails
+            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+            json.dump(results, open(args.json, "w"), indent=1)
+    if args.json:
+        print(f"written to {args.json}")
+
+
+def versus_checkout(args) -> None:
+    """This checkout against ``--vs-checkout``: epochs of the same runs, alternating, ratio of medians."""
+    sys.path.insert(0, PEERS)
+    import graphgen
+
+    os.makedirs(args.workdir, exist_ok=True)
+    env, cwd = checkout_env(args.vs_checkout, args.workdir)
+    here = os.path.join(args.workdir, "here")
+    os.makedirs(here, exist_ok=True)  # run this checkout from outside it too (same sys.path order)
+    results = {"setup": {"model": "GraphSAGE mean, 3 layers, hidden 256, dropout 0.5, Adam 3e-3",
+                         "baseline": os.path.abspath(args.vs_checkout), "repeats": args.repeats,
+                         "epochs_per_run": args.epochs, "cpu_count": os.cpu_count()}, "graphs": []}
+    for n in (int(v) for v in args.sizes.split(",")):
+        ga = graphgen.add_graph_args(argparse.ArgumentParser()).parse_args(["--num-nodes", str(n)])
+        name, data = graphgen.load_graph(ga)
+        ddir = os.path.join(args.workdir, name)
+        _write_dir_dataset(data, ddir)
+        graph = {"graph": name, "num_nodes": n, "settings": {}}
+        for w in args.what.split(","):
+            p = 1 if w == "1proc" else 2
+            pd = os.path.join(args.workdir, f"{name}-p{p}")
+            if not os.path.exists(os.path.join(pd, "meta.json")):
+                _run([sys.executable, "-m", "gnnscale", "partition", "--dataset", f"dir:{ddir}", "--parts", str(p),
+                      "--method", "metis", "--balance", "nodes,train,edges", "--out", pd])
+            workers, threads = (1, 2) if w == "1proc" else (2, 1)
+            runs = []
+            for r in range(args.repeats):
+                sides = [("new", None, here), ("old", env, cwd)]
+                got = {}
+                for side, e, c in (sides if r % 2 == 0 else sides[::-1]):  # alternate which runs first
+                    got[side] = gnnscale_run(pd, workers, threads, args.epochs,
+                                             os.path.join(args.workdir, f"m-{name}-{w}-{side}-{r}.json"), env=e, cwd=c)
+                runs.append(got)
+                print(f"[{name} {w} repeat {r}] epoch this checkout {got['new']['epoch_s']:.3f} s, the other "
+                      f"{got['old']['epoch_s']:.3f} s", flush=True)
+            rec = {"runs": runs, "epoch_ratio": ratio([x["new"]["epoch_s"] for x in runs],
+                                                      [x["old"]["epoch_s"] for x in runs]),
+                   "new_epoch_median_s": statistics.median(x["new"]["epoch_s"] for x in runs),
+                   "old_epoch_median_s": statistics.median(x["old"]["epoch_s"] for x in runs),
+                   "new_train_acc": [x["new"]["train_acc"] for x in runs],
+                   "old_train_acc": [x["old"]["train_acc"] for x in runs]}
+            graph["settings"][w] = rec
+            print(f"[{name} {w}] epoch ratio this checkout / the other (medians of {args.repeats}): "
+                  f"{rec['epoch_ratio']:.3f}", flush=True)
+        results["graphs"].append(graph)
+        if args.json:
             os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
             json.dump(results, open(args.json, "w"), indent=1)
     if args.json:

@@ -5,10 +5,12 @@ Work: a generated graph (``synthetic``, --nodes nodes, 128 features), one epoch 
 M micro-batches of --batch-size seeds, a --layers-deep GraphSAGE of hidden --hidden, fan-outs
 --fanout per hop. Every setting trains the same steps (the same seeds, the same draws):
 
-- ``1 process``: one worker, 1 thread, the whole model (K = 1, D = 1): the baseline;
-- ``K stages``: K workers, 1 thread each, the layers split into K stages (1F1B and GPipe);
+- ``1 process``: one worker, 1 thread, the whole model (K = 1, D = 1), steps of M x
+  --batch-size seeds: the baseline;
+- ``K stages``: K workers, 1 thread each, the layers split into K stages (1F1B and GPipe),
+  steps of M micro-batches of --batch-size seeds;
 - ``D = 2``: two data-parallel workers, 1 thread each, the whole model on 2 parts (each
-  trains half the seeds: its epoch is half the baseline's work per worker).
+  trains half the steps: its epoch is half the baseline's work per worker).
 
 Per setting: the epoch's seconds (the slowest worker's wall time of the second epoch, sampling
 included), its
@@ -33,9 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gnnscale.config import TrainConfig  # noqa: E402
-from gnnscale.process.launch import launch_local  # noqa: E402
-from gnnscale.parallel.layer_pipeline import PipelineConfig, epoch_summary, pipeline_worker  # noqa: E402
 from gnnscale.parallel.schedules import bubble_fraction  # noqa: E402
+from gnnscale.process.launch import launch_local  # noqa: E402
+from gnnscale.training.trainer import train_worker  # noqa: E402
 
 
 def _partition(spec: str, parts: int, out: str) -> str:
@@ -49,26 +51,30 @@ def _partition(spec: str, parts: int, out: str) -> str:
 
 def _run(parts_dir: str, cfg: TrainConfig, stages: int, workers: int, micro: int, schedule: str) -> dict:
     pipelines = workers // stages
-    # The same work in every setting: D pipelines each train 1/D of the steps (their parts' seeds).
+    # The same work in every setting: D pipelines each train 1/D of the steps (their parts' seeds),
+    # each step M x batch-size seeds (one batch of them without stages).
     cfg = replace(cfg, max_steps=cfg.max_steps // pipelines)
-    res = launch_local(pipeline_worker, workers, args=(parts_dir, cfg, PipelineConfig(stages, None, micro, schedule)),
-                       threads_per_worker=1)
-    last_epoch = cfg.epochs - 1
-    per_rank = [epoch_summary([st for st in r["steps"] if st["epoch"] == last_epoch]) for r in res]
-    blocks = [sum(st["block_bytes"] for st in r["steps"] if st["epoch"] == last_epoch) for r in res]
+    if stages > 1:
+        cfg = replace(cfg, pipeline_stages=stages, micro_batches=micro, schedule=schedule)
+    else:
+        cfg = replace(cfg, batch_size=cfg.batch_size * micro)
+    res = launch_local(train_worker, workers, args=(parts_dir, cfg), threads_per_worker=1)[0]
+    last = res["epochs"][-1]
+    per_rank = last["pipeline"] or [dict(bubble=0.0, peak_micro_batches=0, peak_activation_bytes=0, stage=0,
+                                         bytes_sent={"activation": 0, "activation_grad": 0}, block_bytes=0)]
     return dict(
         stages=stages, workers=workers, micro_batches=micro, schedule=schedule,
-        layers=[list(r["layers"]) for r in res],
-        epoch_seconds=max(r["epoch_seconds"][last_epoch] for r in res),  # sampling included, slowest rank
-        layer_costs_ms=[round(1e3 * c, 2) for c in (res[0]["layer_costs"] or [])],
-        steps=per_rank[0]["steps"],
+        layers=res["stages"] or [[0, len(cfg.fanouts)]],
+        epoch_seconds=last["epoch_seconds"],  # sampling included, slowest rank
+        layer_costs_ms=[round(1e3 * c, 2) for c in (res["layer_costs"] or [])],
+        steps=last["steps"],
         bubble=[round(p["bubble"], 4) for p in per_rank],
         peak_micro_batches=[p["peak_micro_batches"] for p in per_rank],
         peak_activation_mb=[round(p["peak_activation_bytes"] / 1e6, 2) for p in per_rank],
         activation_mb_forward=sum(p["bytes_sent"]["activation"] for p in per_rank) / 1e6,
         activation_grad_mb_backward=sum(p["bytes_sent"]["activation_grad"] for p in per_rank) / 1e6,
-        blocks_mb_if_received=sum(b for r, b in zip(res, blocks) if r["stage"] > 0) / 1e6,
-        final_loss=[r["losses"][-1] for r in res if r["losses"]],
+        blocks_mb_if_received=sum(p["block_bytes"] for p in per_rank if p["stage"] > 0) / 1e6,
+        final_loss=last["loss"],
     )
 
 
@@ -93,7 +99,7 @@ def main() -> None:
     two = _partition(spec, 2, os.path.join(args.workdir, f"n{args.nodes}-p2"))
     cfg = TrainConfig(epochs=2, max_steps=args.max_steps, fanouts=(args.fanout,) * args.layers,
                       batch_size=args.batch_size, hidden=args.hidden, lr=0.003, dropout=0.5, seed=0, timeout=300.0,
-                      device="cpu", verify=False, eval_every=0)  # evaluation is not part of the epoch
+                      device="cpu", verify=False, eval_every=0, progress=False)  # evaluation is not part of the epoch
     m = args.micro_batches
     settings = [("1 process", one, 1, 1, "1f1b")]
     for k in (int(v) for v in args.stages.split(",")):

@@ -4,7 +4,9 @@
     result = gnnscale.train("planetoid:cora", root="data/planetoid", workers=2, epochs=20, layer=MyConv)
     print(result["test_acc"])
 
-On one machine it starts ``workers`` local processes (gloo on 127.0.0.1). Started by
+Every mode of ``gnnscale train`` runs here (``pipeline_stages=2``, ``chunks=True``, ...): the
+options are checked and the plan resolved before any worker starts, as the command line does.
+On one machine it starts the plan's local processes (gloo on 127.0.0.1). Started by
 ``torchrun`` (``RANK``/``WORLD_SIZE`` set) it trains this process's rank in place; then
 ``parts_dir`` must hold the partition (``gnnscale partition``), with this rank's part
 present on this machine.
@@ -35,10 +37,12 @@ def train(
     """Train a GNN on a partitioned graph; returns the metrics of rank 0 (see ``gnnscale train --metrics``).
 
     Args:
-        dataset: a dataset spec (``gnnscale datasets`` lists them), partitioned into
-            ``workers`` parts in the cache folder unless ``parts_dir`` is given.
-        parts_dir: an existing partition (``gnnscale partition``); one worker per part.
-        workers: local worker processes (default: the number of parts, or 2).
+        dataset: a dataset spec (``gnnscale datasets`` lists them), partitioned in the cache
+            folder into the plan's parts (a part per worker, per pipeline, or ``micro_batches``
+            chunks) unless ``parts_dir`` is given.
+        parts_dir: an existing partition (``gnnscale partition``).
+        workers: local worker processes (default: what the plan needs: a worker per part, D x K
+            for pipelines, K in chunk mode; 2 data-parallel workers for a ``dataset``).
         root: where the dataset's files are (or are downloaded to, when online).
         cache_dir: partition cache folder (default: ``$GNNSCALE_CACHE`` or ~/.cache/gnnscale).
         method: partitioning method when partitioning ``dataset``.
@@ -47,11 +51,17 @@ def train(
         threads: torch threads per worker (default: cores / workers).
         **config: any :class:`gnnscale.config.TrainConfig` field: ``epochs``, ``fanouts``,
             ``batch_size``, ``hidden``, ``lr``, ``layer`` (a zoo name, ``module:Class`` or a
-            layer class), ``layer_kwargs``, ``exchange``, ``cache_policy``, ``pipeline`` ...
+            layer class), ``layer_kwargs``, ``exchange``, ``cache_policy``, ``pipeline``,
+            ``pipeline_stages``, ``chunks`` ...
+
+    Raises:
+        RuntimeSetupError: an unknown option, or both or neither of ``dataset`` and ``parts_dir``.
+        PlanError: an option the run's mode would not honour, or a worker count that does not fit.
     """
     from gnnscale.config import TrainConfig
-    from gnnscale.process.launch import in_torchrun, launch_local
+    from gnnscale.parallel.plan import parts_for, plan_run
     from gnnscale.partitioning import load_meta
+    from gnnscale.process.launch import in_torchrun, launch_device, launch_local
 
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(config) - known)
@@ -59,7 +69,8 @@ def train(
         raise RuntimeSetupError(f"unknown training option(s) {unknown}; valid ones: {', '.join(sorted(known))}")
     if (dataset is None) == (parts_dir is None):
         raise RuntimeSetupError("give exactly one of dataset=... (partitioned and cached for you) or parts_dir=...")
-    cfg = TrainConfig(**config)
+    cfg = TrainConfig(**config).check()
+    target = "gnnscale.training.trainer:train_worker"
     if in_torchrun():
         if parts_dir is None:
             raise RuntimeSetupError("under torchrun, pass parts_dir= (partition first with `gnnscale partition`)")
@@ -67,13 +78,13 @@ def train(
 
         return train_worker(parts_dir, cfg)
     if parts_dir is None:
-        from gnnscale.cli.main import prepare_parts
+        from gnnscale.data.partition_cache import prepare_parts
 
-        workers = workers if workers is not None else 2
-        parts_dir = prepare_parts(dataset, workers, root=root, cache_dir=cache_dir, method=method, seed=partition_seed)
-    meta = load_meta(parts_dir)
-    workers = workers if workers is not None else meta["num_parts"]
-    if workers != meta["num_parts"]:
-        raise RuntimeSetupError(f"workers={workers} but {parts_dir} holds {meta['num_parts']} parts: one worker per part")
-    log.info("starting %d local worker(s) on %s", workers, Path(parts_dir))
-    return launch_local("gnnscale.training.trainer:train_worker", workers, args=(parts_dir, cfg), threads_per_worker=threads)[0]
+        parts, workers = parts_for(cfg, workers)
+        plan_run(cfg, parts, workers, where=f"{dataset} cut into {parts} parts")  # refused before partitioning
+        parts_dir = prepare_parts(dataset, parts, root=root, cache_dir=cache_dir, method=method, seed=partition_seed)
+    plan = plan_run(cfg, load_meta(parts_dir)["num_parts"], workers, where=str(parts_dir))
+    if not plan.pipelined:
+        launch_device(cfg.device, plan.world)
+    log.info("starting %d local worker(s) on %s (%s)", plan.world, Path(parts_dir), plan.describe())
+    return launch_local(target, plan.world, args=(parts_dir, cfg), threads_per_worker=threads)[0]

@@ -8,10 +8,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from gnnscale.errors import ExchangeError
+from gnnscale.errors import ExchangeError, GnnscaleError
 
-MODES = ("exact", "historical", "local")  # --exchange: see gnnscale.history.halo
+MODES = ("exact", "historical", "local")  # --exchange: see gnnscale.history
 DEVICES = ("cpu", "cuda", "auto")  # --device: see gnnscale.process.device
+CHOICES = {
+    "exchange": MODES, "device": DEVICES, "halo_features": ("hold", "fetch"),
+    "eval_method": ("auto", "layerwise", "sampled"), "embedding_dtype": ("float32", "bfloat16", "float16"),
+    "sampler_backend": ("auto", "numba", "torch"), "norm": ("none", "batch", "layer"), "jk": ("none", "cat", "max"),
+    "schedule": ("gpipe", "1f1b"),
+}
+# option -> the least value it may take
+AT_LEAST = {
+    "epochs": 1, "batch_size": 1, "eval_batch_size": 1, "hidden": 1, "eval_every": 0, "max_steps": 1,
+    "presample_epochs": 1, "pipeline_depth": 1, "pipeline_stages": 1, "micro_batches": 1, "num_layers": 1,
+    "checkpoint_every": 1, "keep_checkpoints": 1, "log_every": 1,
+}
+
+
+class OptionError(GnnscaleError):
+    """An option whose value is out of its range or not one of its choices."""
 
 
 @dataclass
@@ -72,6 +88,33 @@ class TrainConfig:
     def model_layers(self) -> int:
         """The model's depth: ``num_layers``, else one layer per fanout."""
         return int(self.num_layers or len(self.fanouts))
+
+    def check(self) -> "TrainConfig":
+        """Every option's value within its range and among its choices.
+
+        Raises:
+            OptionError: naming the option, what it may be and what was found.
+        """
+        for name, allowed in CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise OptionError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}; found "
+                                  f"{getattr(self, name)!r}")
+        for name, least in AT_LEAST.items():
+            value = getattr(self, name)
+            if value is None and name in ("max_steps", "num_layers", "checkpoint_every", "log_every"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise OptionError(f"--{name.replace('_', '-')} must be an integer of at least {least}; found {value!r}")
+        for name, lo, hi in (("lr", 0.0, None), ("weight_decay", 0.0, None), ("dropout", 0.0, 1.0),
+                             ("timeout", 1e-9, None), ("net_latency_ms", 0.0, None)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < lo or (hi is not None and value >= hi):
+                span = f"in [{lo:g}, {hi:g})" if hi is not None else f"at least {lo:g}"
+                raise OptionError(f"--{name.replace('_', '-')} must be a number {span}; found {value!r}")
+        if self.net_bandwidth_gbps is not None and not self.net_bandwidth_gbps > 0:
+            raise OptionError(f"--net-bandwidth-gbps must be above 0; found {self.net_bandwidth_gbps!r}")
+        check_staleness(self.staleness)
+        return self
 
 
 def check_mode(mode: str) -> str:

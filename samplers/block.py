@@ -91,6 +91,8 @@ class MiniBatch:
     y: torch.Tensor | None = None
     stats: dict = field(default_factory=dict)
     degrees: object | None = None
+    device_blocks: list | None = None
+    ready: object | None = None
 
     @property
     def input_ids(self) -> torch.Tensor:

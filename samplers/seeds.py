@@ -51,3 +51,35 @@ def shuffled_batches(ids: torch.Tensor, batch_size: int, seed: int, epoch: int, 
     """The seed batches rank ``rank`` trains in ``epoch``: its ids shuffled, cut into ``steps``."""
     g = torch.Generator().manual_seed(seed * 100003 + epoch * 101 + rank)
     return cut_batches(ids[torch.randperm(ids.numel(), generator=g)], batch_size, steps, wrap=True)
+
+
+class SeedSchedule:
+    """The seeds of every step of an epoch, for one data-parallel rank or one pipeline.
+
+    Args:
+        train_ids: int64 [n] this rank's (pipeline's) training nodes.
+        counts: every rank's (pipeline's) number of training nodes, in rank order.
+        per_step: seeds per step (the batch size; times M for a pipeline's M micro-batches).
+        seed: the run's seed. rank: this rank's (pipeline's) index in ``counts``.
+        max_steps: keep the epoch's first steps only (None: all).
+        micro: cut every step into this many near-equal micro-batches (fewer when the step has
+            fewer seeds); 1: a step is one batch.
+
+    Every rank takes :func:`epoch_steps` steps (the same count everywhere), each of
+    :func:`shuffled_batches`' seeds.
+    """
+
+    def __init__(self, train_ids: torch.Tensor, counts: Sequence[int], per_step: int, seed: int, rank: int,
+                 max_steps: int | None = None, micro: int = 1) -> None:
+        self.train_ids, self.per_step, self.seed, self.rank, self.micro = train_ids, int(per_step), seed, rank, micro
+        self._cut = epoch_steps(list(counts), self.per_step)
+        # max_steps keeps the epoch's first steps (cutting fewer steps would enlarge them)
+        self.steps = min(self._cut, max_steps) if max_steps is not None else self._cut
+
+    def epoch(self, epoch: int) -> list:
+        """The epoch's steps: seed batches (int64), or with ``micro`` > 1 lists of micro-batches."""
+        batches = shuffled_batches(self.train_ids, self.per_step, self.seed, epoch, self.rank, self._cut)[: self.steps]
+        if self.micro == 1:
+            return batches
+        return [list(torch.tensor_split(b, min(self.micro, b.numel()))) if b.numel() else [] for b in batches]
+

@@ -113,7 +113,7 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
     """
     from gnnscale.data.degrees import DegreeStore
     from gnnscale.history.halo import ExchangeError, HaloExchange
-    from gnnscale.training.inference import layerwise_inference, streamed_inference
+    from gnnscale.nn.inference import halo_inference, streamed_inference
     from gnnscale.nn.models import GNN
 
     info = init_distributed(timeout=60)
@@ -128,7 +128,7 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
     halo = HaloExchange(part.indptr, part.indices, book, comm, model.dims[1:L], staleness)
     own_x = part.features(torch.arange(part.num_owned))
     degree = DegreeStore(part.indptr, book, comm)  # own degrees; the others asked of their owners
-    full = layerwise_inference(model, part.indptr, own_x, store, halo, step=-1, node_degree=degree)
+    full = halo_inference(model, part.indptr, own_x, store, halo, step=-1, node_degree=degree)
     # Without halo tables, slice by slice (small slices: ranks have different counts of rounds).
     comm.stats.reset()
     streamed = streamed_inference(model, part.indptr, part.indices, store, slice_bytes=4 * 97 * store.feature_dim,
@@ -151,7 +151,7 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
             lookup = degree.lookup(torch.unique(torch.cat([b.src_ids for b in mb.blocks])))
             out[mode] = model(x, mb.blocks, hist=hist, node_degree=lookup)
     # The refresh rule (one hop over histories) with full neighborhoods reproduces the fill's rows.
-    from gnnscale.training.inference import refresh_embeddings
+    from gnnscale.nn.inference import refresh_embeddings
     from gnnscale.samplers.kernels import Kernels
 
     kernels = Kernels(book.num_nodes, "cpu", "torch")
@@ -183,7 +183,7 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
         "slices": int(part.indptr[-1]) // 97,
         "leaves": leaves,
         "halo_orig": torch.sort(torch.cat([load_part(parts_dir, p, verify=False).orig_ids for p in range(book.num_parts)])[halo.halo_ids]).values,
-        "table_rows": [t.shape[0] for t in halo.tables],
+        "table_rows": [t.rows.shape[0] for t in halo.tables],
         "ok_age": ok_age,
         "refresh_err": refresh_err,
         "refreshed": int(nodes.numel()),
@@ -203,24 +203,25 @@ def gather_objects(sizes: list):
             "pickled": len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))}
 
 
-def pipeline_stage_dies(parts_dir, cfg, pipe, die_rank: int, after_steps: int):
-    """pipeline_worker, except that rank ``die_rank`` exits without a word (as if killed) after
-    ``after_steps`` steps."""
+def pipeline_stage_dies(parts_dir, cfg, die_rank: int, after_steps: int):
+    """train_worker, except that rank ``die_rank`` exits without a word (as if killed) after
+    ``after_steps`` pipeline steps."""
     import os
 
-    from gnnscale.parallel import layer_pipeline
+    from gnnscale.parallel import stage as stage_module
+    from gnnscale.training.trainer import train_worker
 
     if int(os.environ["RANK"]) == die_rank:
-        real, calls = layer_pipeline.PipelineStage.step, [0]
+        real, calls = stage_module.PipelineStage.run, [0]
 
-        def step(self, *a, **k):
+        def run(self, *a, **k):
             if calls[0] == after_steps:
                 os._exit(9)
             calls[0] += 1
             return real(self, *a, **k)
 
-        layer_pipeline.PipelineStage.step = step
-    return layer_pipeline.pipeline_worker(parts_dir, cfg, pipe)
+        stage_module.PipelineStage.run = run
+    return train_worker(parts_dir, cfg)
 
 
 def degree_answers(parts_dir: str, ids_by_rank: list):
@@ -239,17 +240,45 @@ def chunk_step_gradients(parts_dir: str, cfg, bounds, steps: int, halo_gradients
     """One stage of a chunk pipeline with ``bounds``: fills the tables, runs ``steps`` 1F1B steps
     with every chunk's dropout key 0 and returns, per step, the last stage's loss and this stage's
     parameter gradients (after the encoder copies' sum across the stages)."""
-    from gnnscale.parallel.chunk_pipeline import ChunkStage, build_model, load_chunk_graph
+    from gnnscale.nn.spec import ModelSpec
+    from gnnscale.parallel.chunk_graph import load_chunk_graph
+    from gnnscale.parallel.chunk_pipeline import ChunkStage
 
     info = init_distributed(timeout=cfg.timeout)
     comm = Communicator(info.rank, info.world_size, timeout=cfg.timeout)
     graph = load_chunk_graph(parts_dir, verify=False)
-    stage = ChunkStage(build_model(cfg, graph, cfg.model_layers()), bounds, info.rank, list(range(info.world_size)),
-                       comm, graph, lr=cfg.lr, halo_gradients=halo_gradients)
-    stage.layerwise(1, version=-1)
+    model = ModelSpec.of(cfg, graph.feature_dim, graph.num_classes).build(cfg.seed)
+    stage = ChunkStage(model, bounds, info.rank, list(range(info.world_size)), comm, graph, lr=cfg.lr,
+                       halo_gradients=halo_gradients)
     out = []
     for step in range(steps):
         stats = stage.step(step, [0] * graph.num_chunks, "1f1b")
         out.append({"loss": stats.loss,
                     "grads": {n: p.grad.clone() for n, p in stage.model.named_parameters() if p.grad is not None}})
+    return out
+
+
+def run_configs(parts_dir: str, cfgs: list):
+    """Train each of ``cfgs`` in turn in these processes (one process group for all of them) and
+    return rank 0's summary of each: the weights' digest, steps, the last epoch's figures and the
+    run's own (plan, cache, exchange, stages, process figures, where it resumed); or its error."""
+    from gnnscale.errors import GnnscaleError
+    from gnnscale.training.trainer import Trainer
+
+    out = []
+    for cfg in cfgs:
+        trainer = None
+        try:
+            trainer = Trainer(parts_dir, cfg)
+            res = trainer.fit()
+        except GnnscaleError as err:
+            out.append({"error": f"{type(err).__name__}: {err}"})
+            break  # a failed run may leave its peers mid-collective: stop here
+        finally:
+            if trainer is not None:
+                trainer.close()
+        out.append({"digest": res["final_weights_sha256"], "epochs": len(res["epochs"]),
+                    "steps": [e["steps"] for e in res["epochs"]], "last": res["epochs"][-1], "plan": res["plan"],
+                    "cache": res["cache"], "exchange": res["exchange"], "stages": res["stages"],
+                    "process": res["process"], "resumed_at": res["resumed_at"]})
     return out

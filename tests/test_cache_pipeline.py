@@ -150,7 +150,7 @@ def test_pipelined_equals_sequential(cora3, tmp_path):
     for ea, eb in zip(a["epochs"], b["epochs"]):
         assert ea["bytes_received_by_category"] == eb["bytes_received_by_category"]
         assert 0 < ea["cache_hit_rate"] < 1
-        assert set(ea["stage_seconds_max_over_ranks"]) == {"sample", "fetch", "compute", "wait", "grad_sync"}
+        assert set(ea["stage_seconds_max_over_ranks"]) == {"sample", "fetch", "compute", "wait", "bubble", "grad_sync"}
         assert ea["feature_rows_remote_fetched"] > 0
     # Gradient bytes: one ring all-reduce of every parameter per step on each of the 3 ranks
     # (counted by the DDP hook): 2 (P-1)/P of the parameter bytes sent, and as much received.

@@ -9,33 +9,33 @@ import sys
 import pytest
 import torch
 
-from gnnscale.parallel.chunk_pipeline import (
-    HaloGradients,
-    HistoryTables,
-    StalenessError,
-    chunk_block,
-    chunk_worker,
-    full_graph_reference,
-    graph_parallel_bytes,
-    load_chunk_graph,
-)
+from references import full_graph_reference, load_saved_state
+
 from gnnscale.config import TrainConfig
+from gnnscale.parallel.chunk_graph import chunk_block, load_chunk_graph
+from gnnscale.parallel.chunk_pipeline import StalenessError
+from gnnscale.parallel.chunk_tables import HaloGradients, StageTables
 from gnnscale.process.launch import launch_local
-from gnnscale.parallel.layer_pipeline import PipelineConfig
+from gnnscale.training.trainer import train_worker
 
 
 def _cfg(**kw) -> TrainConfig:
     base = dict(epochs=3, hidden=16, lr=0.01, dropout=0.5, seed=3, timeout=60.0, device="cpu", layer="gcnii",
-                num_layers=4, chunks=True, eval_every=0, verify=False)
+                num_layers=4, chunks=True, eval_every=0, verify=False, progress=False)
     base.update(kw)
     return TrainConfig(**base)
 
 
-def _merged_state(results: list[dict]) -> dict:
-    state: dict = {}
-    for r in results:
-        state.update(r["state"])
-    return state
+def _chunks(parts: str, cfg: TrainConfig, k: int, tmp_path=None, **kw) -> list[dict]:
+    """A chunk pipeline of ``k`` stages through the one trainer (``--save-model`` in ``tmp_path``)."""
+    cfg = TrainConfig(**{**cfg.__dict__, "pipeline_stages": k, **kw,
+                         **({"save_model": str(tmp_path / "model.pt")} if tmp_path is not None else {})})
+    return launch_local(train_worker, k, args=(parts, cfg))
+
+
+def _stage(res: list[dict], s: int, epoch: int = -1) -> dict:
+    """Stage ``s``'s figures of an epoch (the same list on every rank)."""
+    return next(st for st in res[0]["epochs"][epoch]["pipeline"] if st["stage"] == s)
 
 
 def test_chunk_block_holds_full_neighborhoods_and_the_halo():
@@ -60,20 +60,19 @@ def test_chunks_cover_the_graph(cora, cora_partition):
         src = b.src_ids[b.edge_index[0]]
         outside = torch.unique(src[(src < lo) | (src >= hi)])
         assert torch.equal(outside, b.hist_ids)
-    base = graph_parallel_bytes(g, hidden=64, num_layers=16)
-    assert base["halo_rows"] == sum(g.halo_sizes) and base["forward"] == 16 * sum(g.halo_sizes) * 64 * 4
 
 
-def test_history_tables_check_every_read():
-    t = HistoryTables([1, 2], num_nodes=6, dims=[3, 4, 4], bound=2)
+def test_stage_tables_check_every_read():
+    t = StageTables([1, 2], num_nodes=6, dims=[3, 4, 4], bound=2, what="chunk stage 0")
     t.write(1, 0, 6, torch.ones(6, 4), step=-1)
     assert t.read(1, torch.tensor([0, 4]), step=1).tolist() == [[1.0] * 4] * 2  # two steps old: within the bound
     t.write(1, 0, 3, torch.full((3, 4), 2.0), step=2)
     assert t.read(1, torch.tensor([0, 1]), step=2).tolist() == [[2.0] * 4] * 2
-    with pytest.raises(StalenessError, match=r"step 2, layer 1: 1 of 2 historical rows are older than the staleness "
-                                             r"bound \(2 steps; 0 never written, the oldest written one 3 steps\)"):
+    with pytest.raises(StalenessError, match=r"chunk stage 0, layer-1 table, step 2: 1 of 2 rows read are older than "
+                                             r"the staleness bound \(2 steps; 0 never written, the oldest written one 3 "
+                                             r"steps; e.g. \[4\]\)"):
         t.read(1, torch.tensor([0, 4]), step=2)
-    with pytest.raises(StalenessError, match="2 never written"):
+    with pytest.raises(StalenessError, match="2 never written, none written"):
         t.read(2, torch.tensor([0, 1]), step=0)
     assert (t.reads, t.stale_reads, t.max_age) == (4, 2, 2)
 
@@ -95,10 +94,11 @@ def test_halo_gradients_reach_each_rows_owner_once():
 
 
 def test_stage_balancing_costs_fold_in_what_a_stage_runs_besides_its_layers(cora_partition, monkeypatch):
-    import gnnscale.parallel.chunk_pipeline as cp
+    import gnnscale.parallel.costs as cp
+    from gnnscale.nn.spec import ModelSpec
 
     g = load_chunk_graph(cora_partition(4), verify=False)
-    model = cp.build_model(_cfg(num_layers=6), g, 6)
+    model = ModelSpec.of(_cfg(num_layers=6), g.feature_dim, g.num_classes).build(3)
     # Layers 1..5 are alike: one median each, whatever the noise of a pass.
     costs = cp.chunk_layer_costs(model, g)
     assert len(costs) == 6 and min(costs) > 0 and len(set(costs[1:])) == 1
@@ -135,25 +135,23 @@ def test_stage_balancing_costs_fold_in_what_a_stage_runs_besides_its_layers(cora
 
 
 @pytest.mark.parametrize("k, schedule, layer", [(2, "1f1b", "gcnii"), (3, "gpipe", "gcnii"), (2, "gpipe", "sage")])
-def test_one_chunk_equals_full_graph_training(cora_partition, k, schedule, layer):
+def test_one_chunk_equals_full_graph_training(cora_partition, tmp_path, k, schedule, layer):
     """With one chunk there is no halo: K pipelined stages train exactly as one process does
-    full-graph training (same losses, same final weights, GCNII's encoder copies included)."""
+    full-graph training (same losses, same final weights, GCNII's encoder copies summing their
+    gradients across the stages)."""
     parts = cora_partition(1)
     cfg = _cfg(layer=layer, eval_every=3)
     ref = full_graph_reference(parts, cfg)
-    res = launch_local(chunk_worker, k, args=(parts, cfg, PipelineConfig(k, None, 1, schedule)))
-    last = res[-1]
-    assert last["losses"] == pytest.approx(ref["losses"], abs=1e-5)
-    state = _merged_state(res)
+    res = _chunks(parts, cfg, k, tmp_path, schedule=schedule)
+    assert res[-1]["step_losses"] == pytest.approx(ref["losses"], abs=1e-5)  # the last stage's, one per epoch
+    state = load_saved_state(str(tmp_path / "model.pt"))
     assert set(state) == set(ref["state"])
     for name, v in ref["state"].items():
         assert torch.allclose(state[name], v, atol=1e-5), name
-    if layer == "gcnii":  # every stage's encoder copy stayed equal to the reference's
-        for r in res:
-            assert torch.allclose(r["state"]["encoder.weight"], ref["state"]["encoder.weight"], atol=1e-5)
-        assert all(r["encoder_gradient_bytes"] > 0 for r in res)
-    assert last["accuracy"][-1]["test"] == pytest.approx(ref["accuracy"]["test"], abs=1e-9)
-    assert all(r["reads"] == 0 and r["max_age"] == 0 for r in res)
+    if layer == "gcnii":
+        assert all(_stage(res, s)["encoder_gradient_bytes"] > 0 for s in range(k))
+    assert res[0]["epochs"][-1]["test_acc"] == pytest.approx(ref["accuracy"]["test"], abs=1e-9)
+    assert all(_stage(res, s)["reads"] == 0 and _stage(res, s)["max_age"] == 0 for s in range(k))
 
 
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
@@ -161,23 +159,23 @@ def test_several_chunks_read_no_row_older_than_one_step(cora_partition, schedule
     """Four METIS chunks, 2 stages: every historical read is at most one step old (the bound is
     checked on every read), later chunks' rows are read from the previous pass, earlier ones
     fresh; the held chunks are 1F1B's <= K and GPipe's = M, measured; bytes between stages are
-    the whole graph's rows once per pass each way."""
+    the whole graph's rows once per pass each way (the tables are filled without a message)."""
     parts = cora_partition(4)
     cfg = _cfg(epochs=2)
-    res = launch_local(chunk_worker, 2, args=(parts, cfg, PipelineConfig(2, [2, 2], 1, schedule)))
+    res = _chunks(parts, cfg, 2, stage_layers=(2, 2), schedule=schedule)
     g = load_chunk_graph(parts, verify=False, features=False)
     halo = sum(g.halo_sizes)
-    for r in res:
-        layers = [i for i in range(max(r["layers"][0], 1), r["layers"][1])]
-        assert r["reads"] == cfg.epochs * halo * len(layers)
-        assert r["max_age"] == 1 and 0 < r["stale_reads"] < r["reads"]
-        held = [e["peak_micro_batches"] for e in r["epochs"]]
-        assert held == ([4, 4] if schedule == "gpipe" else [2 - r["stage"]] * 2)
-    sent = res[0]["epochs"][0]["bytes_sent"]
-    assert sent["activation"] == 2708 * 16 * 4 and res[1]["epochs"][0]["bytes_sent"]["activation_grad"] == 2708 * 16 * 4
-    assert res[0]["fill_bytes"] == 2708 * 16 * 4
-    # The encoder copies agree after training.
-    assert torch.allclose(res[0]["state"]["encoder.weight"], res[1]["state"]["encoder.weight"], atol=1e-6)
+    for s in (0, 1):
+        per_epoch = [_stage(res, s, e) for e in range(cfg.epochs)]
+        lo, hi = per_epoch[0]["layers"]
+        assert all(st["reads"] == halo * len(range(max(lo, 1), hi)) for st in per_epoch)
+        assert all(st["max_age"] == 1 and 0 < st["stale_reads"] < st["reads"] for st in per_epoch)
+        assert [st["peak_micro_batches"] for st in per_epoch] == ([4, 4] if schedule == "gpipe" else [2 - s] * 2)
+    for e in range(cfg.epochs):
+        assert _stage(res, 0, e)["bytes_sent"]["activation"] == 2708 * 16 * 4
+        assert _stage(res, 1, e)["bytes_sent"]["activation_grad"] == 2708 * 16 * 4
+        assert res[0]["epochs"][e]["embedding_age_max"] == 1  # the tables' ages, in the one schema
+    assert res[0]["final_weights_sha256"] == res[1]["final_weights_sha256"]
 
 
 def test_chunk_pipeline_reaches_full_graph_accuracy_on_cora(cora_partition):
@@ -186,8 +184,8 @@ def test_chunk_pipeline_reaches_full_graph_accuracy_on_cora(cora_partition):
     parts4, parts1 = cora_partition(4), cora_partition(1)
     cfg = _cfg(epochs=80, num_layers=8, hidden=64, dropout=0.6, weight_decay=5e-4, eval_every=80)
     ref = full_graph_reference(parts1, cfg, eval_every=40)
-    res = launch_local(chunk_worker, 2, args=(parts4, cfg, PipelineConfig(2, None, 1, "1f1b")))
-    acc = res[-1]["accuracy"][-1]["test"]
+    res = _chunks(parts4, cfg, 2)
+    acc = res[0]["epochs"][-1]["test_acc"]
     assert ref["accuracy"]["test"] > 0.75
     # Evaluations along the way (model selection on validation) leave the training unchanged.
     assert [h["epoch"] for h in ref["history"]] == [39, 79] and ref["history"][-1]["test"] == ref["accuracy"]["test"]
@@ -203,17 +201,26 @@ def test_cli_chunk_pipeline_and_its_errors(cora_partition, tmp_path):
     done = subprocess.run(base + ["--pipeline-stages", "2", "--metrics", str(metrics), "--no-halo-gradients"],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "done: 2 epochs over 2 stages" in done.stderr and "test_acc" in done.stderr
-    assert ", 1f1b, halo gradients off" in done.stderr
+    assert "done: 2 epochs, chunk pipeline of 2 stages over 4 chunks, 1f1b" in done.stderr, done.stderr[-2000:]
+    assert "test_acc" in done.stderr and ", 1f1b, halo gradients off" in done.stderr
     m = json.loads(metrics.read_text())
-    assert m["mode"] == "chunks" and m["chunks"] == 4 and len(m["epochs"]) == 2
+    assert m["plan"]["mode"] == "chunk_pipeline" and m["plan"]["micro_batches"] == 4 and len(m["epochs"]) == 2
     for e in m["epochs"]:
-        assert len(e["stages"]) == 2 and e["stages"][0]["bytes_sent"]["activation"] == 2708 * 16 * 4
-        assert {"bubble", "peak_activation_bytes", "peak_micro_batches", "max_age"} <= set(e["stages"][1])
+        stages = sorted(e["pipeline"], key=lambda st: st["stage"])
+        assert len(stages) == 2 and stages[0]["bytes_sent"]["activation"] == 2708 * 16 * 4
+        assert {"bubble", "peak_activation_bytes", "peak_micro_batches", "max_age"} <= set(stages[1])
+        assert e["bytes_sent_by_category"]["activation"] == 2708 * 16 * 4 and e["val_acc"] is not None
     bad = subprocess.run(base + ["--pipeline-stages", "2", "--workers", "4"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--chunks runs one pipeline of 2 stages over the whole graph" in bad.stderr
     bad = subprocess.run(base + ["--pipeline-stages", "5"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--pipeline-stages must be between 1 and the model's 4 layers" in bad.stderr
+    # Issue 26's second failure: the report draws a chunk run as any other.
+    out = tmp_path / "report"
+    rep = subprocess.run([sys.executable, "-m", "gnnscale", "report", str(metrics), "--out", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    assert {p.name for p in out.iterdir()} >= {"loss.png", "accuracy.png", "stages.png", "bytes.png", "summary.txt"}
+    assert "Traceback" not in rep.stderr
 
 
 @pytest.mark.parametrize("halo_gradients", [True, False])
@@ -226,14 +233,14 @@ def test_halo_gradients_make_a_chunked_step_the_full_graph_gradient(cora_partiti
     complete: here, 4 layers, from the third step on). Without them it stays off."""
     from dist_workers import chunk_step_gradients
 
-    from gnnscale.parallel.chunk_pipeline import build_model
+    from gnnscale.nn.spec import ModelSpec
 
     parts = cora_partition(4)
     cfg = _cfg(dropout=0.0, lr=0.0, weight_decay=0.0, num_layers=4)
     graph = load_chunk_graph(parts, verify=False)
     layers = cfg.model_layers()
 
-    model = build_model(cfg, graph, layers)
+    model = ModelSpec.of(cfg, graph.feature_dim, graph.num_classes).build(cfg.seed)
     full = graph.full_block()
     out, _ = model.forward_layers(graph.x, None, [full] * layers, 0, layers, node_degree=graph.degree)
     train = graph.masks["train"]
@@ -259,15 +266,16 @@ def test_halo_gradients_make_a_chunked_step_the_full_graph_gradient(cora_partiti
 
 def test_halo_gradients_are_counted_and_aged(cora_partition):
     """One stage, in this process: the tables' reads and the halo gradients passed on, with their ages."""
-    from gnnscale.parallel.chunk_pipeline import ChunkStage, build_model
+    from gnnscale.nn.spec import ModelSpec
+    from gnnscale.parallel.chunk_pipeline import ChunkStage
     from gnnscale.process.comm import Communicator
 
     parts = cora_partition(4)
     cfg = _cfg(dropout=0.0, lr=0.0, weight_decay=0.0, num_layers=4)
     graph = load_chunk_graph(parts, verify=False)
     layers = cfg.model_layers()
-    stage = ChunkStage(build_model(cfg, graph, layers), [(0, layers)], 0, [0], Communicator(), graph, lr=0.0)
-    stage.layerwise(1, version=-1)
+    model = ModelSpec.of(cfg, graph.feature_dim, graph.num_classes).build(cfg.seed)
+    stage = ChunkStage(model, [(0, layers)], 0, [0], Communicator(), graph, lr=0.0)
     for step in range(4):
         stage.step(step, [0] * graph.num_chunks, "1f1b")
     t, g = stage.tables, stage.halo_grads

@@ -57,7 +57,8 @@ def _partition_help_schemes() -> list[str]:
 
 def test_every_metis_scheme_in_the_help_is_accepted(tmp_path):
     """The schemes `partition --help` names are exactly the ones METIS accepts, and each partitions."""
-    from gnnscale.cli.main import build_parser, cmd_partition
+    from gnnscale.cli.commands import cmd_partition
+    from gnnscale.cli.parser import build_parser
     from gnnscale.partitioning.strategies import METIS_SCHEMES
 
     schemes = _partition_help_schemes()

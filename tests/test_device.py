@@ -88,8 +88,9 @@ def test_device_cpu_is_the_default_path(cora1, tmp_path) -> None:
     assert a["config"]["device"] == "cpu" and b["config"]["device"] == "auto"
     # start-up by phase, by name: the phases add up to no more than the whole
     phases = a["startup_phase_seconds_max_over_ranks"]
-    assert list(phases) == ["DDP and optimizer", "feature cache", "groups and samplers", "model and halo",
-                            "part load", "process group"]  # sorted names (all_reduce_named)
+    assert list(phases) == ["DDP and optimizer", "feature cache", "groups and samplers", "halo table fill",
+                            "model and halo", "part load", "process group", "stages and tables"]  # sorted names
+    assert phases["halo table fill"] == phases["stages and tables"] == 0.0  # not this mode's
     assert all(v >= 0 for v in phases.values()) and sum(phases.values()) <= a["startup_seconds"] + 1e-6
 
 

@@ -37,6 +37,11 @@ def _run_with_fault(parts_dir: str, fault: str, extra: list[str]) -> dict:
     cmd = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", parts_dir, "--workers", "2",
            "--timeout", "10", "--pipeline", "--epochs", "3", "--batch-size", "16", "--fanouts", "5,5",
            "--hidden", "16", "--eval-every", "0", "--no-progress", *extra]
+    return _run_cmd_with_fault(cmd, fault)
+
+
+def _run_cmd_with_fault(cmd: list[str], fault: str) -> dict:
+    """Run ``cmd`` with ``GNNSCALE_FAULT=fault``; time from the stop to the launcher's exit."""
     env = dict(os.environ, GNNSCALE_FAULT=fault)
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     lines: list[tuple[float, str]] = []
@@ -152,19 +157,19 @@ def test_a_collective_failing_inside_ddp_backward_is_named_not_a_crash():
     """DDP all-reduces its unused-parameter map outside our comm hook. When a peer stops between
     the gradient buckets' all-reduce and that one, backward raises gloo's bare RuntimeError
     (a CI run once ended "worker 0 of 2 failed: crashed:" with it in the hang test above): the
-    trainer turns it into the PeerError that names the silent rank."""
+    data-parallel step turns it into the PeerError that names the silent rank."""
     from types import SimpleNamespace
 
     import torch
 
-    from gnnscale.process.comm import Communicator
     from gnnscale.errors import PeerError
-    from gnnscale.training.trainer import Worker
+    from gnnscale.parallel.data_parallel import collective_step
+    from gnnscale.process.comm import Communicator
 
     gloo = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting "
             "10000ms for recv operation to complete")
 
-    def worker(message: str, world: int = 2):
+    def step(message: str, world: int = 2):
         class RaiseInBackward(torch.autograd.Function):
             @staticmethod
             def forward(ctx, h):
@@ -176,21 +181,48 @@ def test_a_collective_failing_inside_ddp_backward_is_named_not_a_crash():
 
         weight = torch.nn.Parameter(torch.ones(3, 2))
         health = SimpleNamespace(diagnose=lambda: "rank 1 (pid 4242 on host) is silent since epoch 1 step 2 sampling")
-        return SimpleNamespace(mode="exact", world=world, opt=torch.optim.SGD([weight], lr=0.1),
-                               comm=Communicator(rank=0, world_size=world, timeout=10.0, health=health),
-                               model=lambda x, blocks, node_degree=None: RaiseInBackward.apply(x @ weight))
+        comm = Communicator(rank=0, world_size=world, timeout=10.0, health=health)
 
-    args = (torch.ones(4, 3), torch.zeros(4, dtype=torch.int64), SimpleNamespace(degrees=None), [], torch.arange(4), 0)
-    w = worker(gloo)
+        def compute():
+            out = RaiseInBackward.apply(torch.ones(4, 3) @ weight)
+            return out, out.sum()
+
+        return comm, (lambda: collective_step(comm, torch.optim.SGD([weight], lr=0.1), compute))
+
+    comm, run = step(gloo)
     with pytest.raises(PeerError, match=r"^rank 0: collective all_reduce \(gradient\) failed after at most 10 s: "
                                         r"rank 1 \(pid 4242 on host\) is silent since epoch 1 step 2 sampling\. "
                                         r"\(\[/__w/pytorch.*Timed out waiting 10000ms"):
-        Worker._step(w, *args)
-    assert isinstance(w.comm.failure, PeerError)
+        run()
+    assert isinstance(comm.failure, PeerError)
     # A layer's own error in backward stays itself, and so does any error of a single rank.
     with pytest.raises(RuntimeError, match="^shape mismatch in my layer$") as err:
-        Worker._step(worker("shape mismatch in my layer"), *args)
+        step("shape mismatch in my layer")[1]()
     assert err.type is RuntimeError
     with pytest.raises(RuntimeError, match="Timed out waiting") as err:
-        Worker._step(worker(gloo, world=1), *args)
+        step(gloo, world=1)[1]()
     assert err.type is RuntimeError
+
+
+def test_a_stopped_pipeline_stage_is_named_with_its_pid_and_phase(cora_partition):
+    """A 2-stage layer pipeline (issue 26): stage 1 (rank 1) stops itself (SIGSTOP) as it starts
+    a step of epoch 1. Stage 0, waiting for its gradients, ends within the timeout plus 30 s
+    with an error naming stage 1's rank, pid and the phase it stopped in (its heartbeat)."""
+    phase = "pipeline stage 1: forwards and backwards"
+    cmd = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", cora_partition(1), "--workers", "2",
+           "--pipeline-stages", "2",
+           "--micro-batches", "2", "--timeout", "10", "--epochs", "3", "--batch-size", "16", "--fanouts", "5,5",
+           "--hidden", "16", "--eval-every", "0", "--no-progress", "--no-verify"]
+    res = _run_cmd_with_fault(cmd, f"rank=1,epoch=1,step=0,phase={phase},action=stop")
+    text = res["text"]
+    assert res["stop_at"] is not None, text[-3000:]
+    waited = res["ended_at"] - res["stop_at"]
+    print(f"pipeline: launcher exited {waited:.1f} s after stage 1 stopped; its error:\n{text.strip().splitlines()[-2]}")
+    assert res["code"] == 2, text[-3000:]
+    assert waited < 10 + 30, f"{waited:.1f} s"
+    err = next(line for line in text.splitlines() if "gnnscale train: error:" in line)
+    assert "PeerError: rank 0 (pipeline stage 0): no gradients of micro-batch 0 from stage 1 (rank 1) within 10 s" \
+        in err, text[-4000:]
+    assert f"rank 1 (pid {res['pid']} on " in err and "is silent" in err and f"epoch 1 step 0 {phase}" in err, err
+    assert "Traceback" not in text
+    assert not res["leaked"], f"rank 1 (pid {res['pid']}) outlived the launcher"

@@ -1,7 +1,7 @@
-"""Tests of gnnscale.training.inference.layerwise_inference in one process (one part owns the whole graph).
+"""Tests of gnnscale.nn.inference.halo_inference in one process (one part owns the whole graph).
 
 With one part there is no halo: the feature store and the halo exchange are stand-ins that hold
-no rows (``layerwise_inference`` asks them for zero halo rows and gets zero rows back), so the
+no rows (``halo_inference`` asks them for zero halo rows and gets zero rows back), so the
 function runs as it does on every rank, without a process group.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch_geometric.utils import coalesce, remove_self_loops
 
-import gnnscale.training.inference as inference
-from gnnscale.training.inference import layerwise_inference
+import gnnscale.nn.inference as inference
+from gnnscale.nn.inference import halo_inference
 from gnnscale.nn.models import GNN
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.local import NeighborSampler
@@ -55,7 +55,7 @@ def test_layerwise_inference_uses_the_given_sampler_backend(backend, monkeypatch
     torch.manual_seed(0)
     model = GNN(x.size(1), 8, 3, num_layers=2, layer="gcn", dropout=0.0).eval()
     kw = {} if backend is None else {"backend": backend}
-    got = layerwise_inference(model, indptr, x, features, halo, step=5, chunk_edges=64, node_degree=deg, **kw)
+    got = halo_inference(model, indptr, x, features, halo, step=5, chunk_edges=64, node_degree=deg, **kw)
     assert made == ["auto" if backend is None else backend]
     assert exchanged == [(1, 5)]
     blocks = NeighborSampler(indptr, indices, [-1, -1], backend="torch").sample(torch.arange(x.size(0))).blocks
@@ -68,4 +68,4 @@ def test_layerwise_inference_rejects_an_unknown_backend() -> None:
     indptr, _, deg, x, halo, features, _ = one_part()
     model = GNN(x.size(1), 8, 3, num_layers=2, layer="gcn", dropout=0.0).eval()
     with pytest.raises(ValueError, match=r"backend must be 'auto', 'numba' or 'torch', found 'cuda'"):
-        layerwise_inference(model, indptr, x, features, halo, step=0, node_degree=deg, backend="cuda")
+        halo_inference(model, indptr, x, features, halo, step=0, node_degree=deg, backend="cuda")

@@ -233,20 +233,21 @@ def test_epoch_steps_follow_the_mean_rank_and_cut_larger_batches_evenly():
     assert [b.numel() for b in small] == [1024] * 5 and all(b.unique().numel() == 1024 for b in small)
 
 
-def test_max_steps_keeps_the_epochs_first_batches(tmp_path):
+def test_max_steps_keeps_the_epochs_first_batches():
     """--max-steps caps the steps; the batches stay those of the whole epoch (batch-size seeds)."""
-    from gnnscale.datasets import load_dataset
-    from gnnscale.partitioning import partition_graph
-    from gnnscale.training.trainer import TrainConfig, Worker
+    from gnnscale.samplers.seeds import SeedSchedule
 
-    data = load_dataset("synthetic?num_nodes=3000&train_frac=0.5")
-    partition_graph(data, 1, tmp_path / "p", method="random")
-    w = Worker(str(tmp_path / "p"), TrainConfig(batch_size=100, max_steps=3, progress=False))
-    try:
-        full = TrainConfig(batch_size=100)
-        batches = w._train_batches(0)
-        assert [b.numel() for b in batches] == [100, 100, 100]
-        w.cfg = full
-        assert all(torch.equal(a, b) for a, b in zip(batches, w._train_batches(0)[:3]))
-    finally:
-        w.health.stop()
+    ids = torch.arange(1500) * 2
+    capped = SeedSchedule(ids, [1500], 100, seed=0, rank=0, max_steps=3)
+    full = SeedSchedule(ids, [1500], 100, seed=0, rank=0)
+    assert capped.steps == 3 and full.steps == 15
+    batches = capped.epoch(0)
+    assert [b.numel() for b in batches] == [100, 100, 100]
+    assert all(torch.equal(a, b) for a, b in zip(batches, full.epoch(0)[:3]))
+    # A pipeline's steps: the same schedule at batch x M seeds, cut into M micro-batches.
+    micro = SeedSchedule(ids, [1500], 100 * 4, seed=0, rank=0, micro=4)
+    step = micro.epoch(0)[0]
+    whole = SeedSchedule(ids, [1500], 100 * 4, seed=0, rank=0).epoch(0)[0]
+    assert [m.numel() for m in step] == [100] * 4 and torch.equal(torch.cat(step), whole)
+    few = SeedSchedule(ids[:70], [70], 32 * 4, seed=0, rank=0, micro=4)  # fewer seeds than a step holds
+    assert few.steps == 1 and [m.numel() for m in few.epoch(0)[0]] == [18, 18, 17, 17]

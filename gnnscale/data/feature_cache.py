@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -231,3 +232,85 @@ def choose_cache_ids(policy: str, ctx: CacheContext, size: CacheSize, row_bytes:
     if policy != "none" and ids.numel() < want:
         log.info("cache policy %s found %d candidate rows for a size of %d: caching %d", policy, ids.numel(), want, ids.numel())
     return ids[:want]
+
+
+def presample_counts(sample_epoch: Callable, lo: int, hi: int, epochs: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """How often each remote node was an input row over ``epochs`` pre-sampling epochs:
+    (ids int64 [K] sorted, counts int64 [K]) over the K nodes outside ``[lo, hi)`` drawn at least once.
+
+    ``sample_epoch(epoch)`` yields the epoch's mini-batches as training samples them (epochs
+    1_000_000 + e: streams disjoint from the training epochs'). Sparse, so its memory follows
+    what the sampler touched, not the graph's node count.
+    """
+    ids, counts = torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64)
+    pending: list[torch.Tensor] = []
+    held = 0
+
+    def merge() -> None:
+        nonlocal ids, counts, pending, held
+        allv = torch.cat([ids] + pending)
+        weight = torch.cat([counts, torch.ones(allv.numel() - ids.numel(), dtype=torch.int64)])
+        ids, inv = torch.unique(allv, return_inverse=True)
+        counts = torch.zeros(ids.numel(), dtype=torch.int64).index_add_(0, inv, weight)
+        pending, held = [], 0
+
+    for e in range(epochs):
+        for mb in sample_epoch(1_000_000 + e):
+            got = mb.input_ids[(mb.input_ids < lo) | (mb.input_ids >= hi)]
+            pending.append(got)
+            held += got.numel()
+            if held > max(1 << 22, 2 * ids.numel()):  # merge in rounds: bounded buffer, few sorts
+                merge()
+    merge()
+    return ids, counts
+
+
+def setup_cache(features, part, cfg, comm, sample_epoch: Callable | None, held: torch.Tensor | None = None,
+                resumed: torch.Tensor | None = None, complete: bool = False) -> dict:
+    """Fill ``features``' cache as the run's options say; the cache's figures (collective).
+
+    Args:
+        features: the training feature store (its ``comm`` carries the fill).
+        part: this rank's part. cfg: the run's options (``cache_policy``, ``cache_size``,
+            ``cache_file``, ``presample_epochs``). comm: the world's (figures).
+        sample_epoch: the training sampler's epochs (the ``presample`` policy).
+        held: historical mode's halo ids, held whole (policy ``halo``) instead of a policy.
+        resumed: a checkpoint's cache ids (no re-counting).
+        complete: every remote row the store can be asked for is held (no exchange when fetching).
+    """
+    if cfg.cache_policy == "none" and held is None:
+        return {"policy": "none", "rows": 0, "bytes": 0}
+    t0 = time.perf_counter()
+    row_bytes = 4 * int(features.feature_dim)
+    lo, hi = part.offset, part.offset + part.num_owned
+    sampled: list[int] = []  # epochs the presample policy sampled (reported)
+
+    def presample(epochs: int):
+        sampled.append(epochs)
+        return presample_counts(sample_epoch, lo, hi, epochs)
+
+    ctx = CacheContext(part, part.book.num_nodes, presample=presample if sample_epoch else None,
+                       epochs=cfg.presample_epochs, file=cfg.cache_file)
+    if held is not None:
+        # Every remote row historical mode reads (last-hop leaves, refresh inputs, the fill)
+        # is a halo node: holding the halo's rows leaves no feature to fetch while training.
+        policy, ids = "halo", held
+    elif resumed is not None:
+        policy, ids = cfg.cache_policy, resumed  # the checkpoint's rows: no re-counting
+    else:
+        policy = cfg.cache_policy
+        ids = choose_cache_ids(policy, ctx, CacheSize.parse(cfg.cache_size), row_bytes)
+    features.fill_cache(ids)
+    features.complete = complete
+    moved = features.comm.stats.bytes_received
+    moved_all = int(comm.all_reduce(torch.tensor([moved], dtype=torch.int64))[0])
+    features.comm.stats.reset()
+    info = {"policy": policy, "size": "all halo rows" if held is not None else cfg.cache_size, "rows": int(ids.numel()),
+            "presampled_epochs": sum(sampled),
+            "bytes": int(ids.numel()) * row_bytes, "remote_rows": ctx.remote_rows,
+            "fill_bytes_received": int(moved), "fill_bytes_received_all_ranks": moved_all,
+            "seconds": time.perf_counter() - t0}
+    if comm.rank == 0:
+        log.info("feature cache %s on rank 0: %d rows (%.1f MB) of %d remote rows, built in %.2f s",
+                 policy, info["rows"], info["bytes"] / 1e6, ctx.remote_rows, info["seconds"])
+    return info

@@ -39,15 +39,14 @@ from typing import Sequence
 
 import torch
 
-from gnnscale.process.comm import Communicator
-from gnnscale.config import MODES, check_mode, check_staleness  # noqa: F401 - re-exported
+from gnnscale.config import check_staleness
 from gnnscale.errors import ExchangeError, PeerError
+from gnnscale.history.table import NEVER, StaleRowTable
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.routing import Route
+from gnnscale.process.comm import Communicator
 
 log = logging.getLogger(__name__)
-
-NEVER = -(1 << 40)  # stamp of a row that was never written
 
 
 class HaloExchange:
@@ -66,8 +65,9 @@ class HaloExchange:
         boundary: int64 [B] own global ids held by at least one peer (sorted).
         indices: the CSC's in-neighbors as given (kept, not copied: a memory-mapped part's
             edges stay mapped); :meth:`local_slice` numbers a slice of them locally.
-        tables: per hidden layer l = 1..L-1, float32 [H, dims[l-1]]; ``stamps`` int64
-            [L-1, H]: the step whose computation produced each row.
+        tables: per hidden layer l = 1..L-1, a :class:`~gnnscale.history.table.StaleRowTable`
+            [H, dims[l-1]] (rows aligned with ``halo_ids``, each stamped with the step whose
+            computation produced it).
     """
 
     def __init__(
@@ -103,11 +103,11 @@ class HaloExchange:
         for p, ids in enumerate(self.send_ids):  # loop over peers (a handful)
             self.needed_by[ids - self.offset, p] = True
         self.boundary = torch.nonzero(self.needed_by.any(1)).flatten() + self.offset
-        # Allocated at the first write (the fill), so that start-up holds no zero tables.
-        self.tables = [torch.empty(0, d, dtype=dtype) for d in self.dims]
+        # Rows are allocated at the first write (the fill), so that start-up holds no zero tables.
+        self.tables = [StaleRowTable(self.num_halo, d, self.staleness, dtype, what=f"rank {self.rank}, layer-{l} halo "
+                                     "embeddings") for l, d in enumerate(self.dims, start=1)]
         # The owned nodes' own history per hidden layer [n, d] (inputs of the refresh).
         self.own_tables = [torch.empty(0, d, dtype=dtype) for d in self.dims]
-        self.stamps = torch.full((len(self.dims), self.num_halo), NEVER, dtype=torch.int64)
         self.push_interval = self.staleness // 2
         self.refresh_period = self.staleness - self.push_interval
         # Owner side: the step each own row (per hidden layer) was last sent to its holders.
@@ -127,8 +127,17 @@ class HaloExchange:
         return self.num_halo * sum(self.dims) * self.dtype.itemsize
 
     def reset_stats(self) -> None:
-        # age_counts {age: rows read}: rows used, mean, min and max ages all derive from it.
-        self.stats = {"age_counts": {}, "rows_pushed": 0, "rows_received": 0}
+        self.stats = {"rows_pushed": 0, "rows_received": 0}
+        for t in self.tables:
+            t.reset_counts()
+
+    def age_counts(self) -> dict[int, int]:
+        """{age: rows read} over every table since the last reset: rows used, mean, min and max ages."""
+        out: dict[int, int] = {}
+        for t in self.tables:
+            for a, n in t.age_counts.items():
+                out[a] = out.get(a, 0) + n
+        return out
 
     # -- reading -------------------------------------------------------------------------
     def local_slice(self, start: int, stop: int) -> torch.Tensor:
@@ -155,25 +164,10 @@ class HaloExchange:
     def lookup(self, layer: int, ids: torch.Tensor, step: int) -> torch.Tensor:
         """float32 [k, dims[layer-1]]: layer-``layer`` embeddings of halo ids (int64 [k]) at ``step``.
 
-        Raises ExchangeError if a row is older than the staleness bound (or never written).
+        Raises:
+            StalenessError: a row older than the staleness bound (or never written).
         """
-        slot = self.slots(ids)
-        age = step - self.stamps[layer - 1, slot]
-        if age.numel():
-            worst = int(age.max())
-            if worst > self.staleness:
-                bad = ids[age == worst][:3].tolist()
-                raise ExchangeError(
-                    f"rank {self.rank}, step {step}: layer-{layer} embedding of halo nodes {bad} is "
-                    f"{'never written' if worst > (1 << 39) else f'{worst} steps old'}, beyond the "
-                    f"staleness bound {self.staleness}"
-                )
-            seen = self.stats["age_counts"]
-            least = int(age.min())
-            counts = torch.bincount(age - least)  # ages read, as a histogram {age: rows read}
-            for a in torch.nonzero(counts).flatten().tolist():  # at most S + 1 distinct ages
-                seen[least + a] = seen.get(least + a, 0) + int(counts[a])
-        return self.tables[layer - 1][slot].to(torch.float32)
+        return self.tables[layer - 1].read(self.slots(ids), step, ids=ids)
 
     def history(self, layer: int, ids: torch.Tensor) -> torch.Tensor:
         """float32 [k, d]: the latest layer-``layer`` rows of any ids (owned: own history; else halo table).
@@ -183,12 +177,12 @@ class HaloExchange:
         own = self.book.owner(ids) == self.rank
         out = torch.empty(ids.numel(), self.dims[layer - 1], dtype=torch.float32)
         out[own] = self.own_tables[layer - 1][ids[own] - self.offset].to(torch.float32)
-        out[~own] = self.tables[layer - 1][self.slots(ids[~own])].to(torch.float32)
+        out[~own] = self.tables[layer - 1].rows[self.slots(ids[~own])].to(torch.float32)
         return out
 
     def ages(self, layer: int, ids: torch.Tensor, step: int) -> torch.Tensor:
         """int64 [k]: how many steps old each id's layer-``layer`` row would be at ``step``."""
-        return step - self.stamps[layer - 1, self.slots(ids)]
+        return self.tables[layer - 1].ages(self.slots(ids), step)
 
     # -- writing -------------------------------------------------------------------------
     def refresh_seeds(self, step: int) -> torch.Tensor:
@@ -238,11 +232,7 @@ class HaloExchange:
         for l in range(len(self.dims)):  # loop over layers
             m = layer0 == l
             if bool(m.any()):
-                if self.tables[l].shape[0] != self.num_halo:
-                    self.tables[l] = torch.zeros(self.num_halo, self.dims[l], dtype=self.dtype)
-                slot = self.slots(ids[m])
-                self.tables[l][slot] = got[m, w:]
-                self.stamps[l, slot] = step
+                self.tables[l].write(self.slots(ids[m]), got[m, w:], step)
 
     def push(self, step: int, ids: Sequence[torch.Tensor], rows: Sequence[torch.Tensor], overlap: bool = True) -> None:
         """Send the boundary rows a step computed to the peers holding them as halo.
@@ -315,9 +305,8 @@ class HaloExchange:
         rows = torch.empty(self.num_halo, h_own.shape[1], dtype=self.dtype)
         rows[self.halo_route.order] = out
         if layer <= len(self.dims):
-            self.tables[layer - 1] = rows
+            self.tables[layer - 1].replace(rows, step)
             self.own_tables[layer - 1] = h_own.to(self.dtype)
-            self.stamps[layer - 1] = step
             self.last_push[layer - 1] = step
         return rows
 

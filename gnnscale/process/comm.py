@@ -6,11 +6,14 @@ never crosses a link and is not counted), per category:
 
 - ``sample_request`` / ``sample_response``: frontier ids sent to owners, sampled neighbors back;
 - ``feature_request`` / ``feature``: ids of remote feature rows, and the rows themselves;
-- ``gradient``: DDP's gradient buckets (counted by a communication hook, as a ring all-reduce
-  moves them: 2 (P-1)/P of each bucket sent and as much received per rank);
+- ``gradient``, ``encoder_gradient``: gradient all-reduces (DDP's buckets through a
+  communication hook, a pipeline stage's layers, chunk mode's encoder copies), all counted as a
+  ring all-reduce moves them: 2 (P-1)/P of the bytes sent and as much received per rank;
+- ``activation``, ``activation_grad``: pipeline stages' point-to-point tensors (:meth:`Communicator.send`,
+  :meth:`Communicator.post_recv`, :meth:`Communicator.wait_recv`): forward activations and their gradients;
 - ``control``: split sizes and metric reductions.
 
-A failing collective (dead peer, timeout) raises :class:`~gnnscale.errors.PeerError` naming
+A failing collective or point-to-point receive (dead peer, timeout) raises :class:`~gnnscale.errors.PeerError` naming
 the operation and this rank and, when a :class:`~gnnscale.process.health.Health` monitor is attached,
 the silent ranks and the phase each was last in, instead of hanging.
 """
@@ -29,7 +32,9 @@ import torch.distributed as dist
 from gnnscale.errors import PeerError
 
 NO_DIAGNOSIS = "A peer process died or stopped answering; see the other ranks' logs for the first error. "
-CATEGORIES = ("sample_request", "sample_response", "feature_request", "feature", "embedding", "gradient", "control")
+CATEGORIES = ("sample_request", "sample_response", "feature_request", "feature", "embedding", "gradient",
+              "encoder_gradient", "activation", "activation_grad", "control")
+GRADIENTS = ("gradient", "encoder_gradient")  # all-reduces counted as a ring moves them
 
 
 def ring_allreduce_bytes(nbytes: int, world_size: int) -> int:
@@ -256,13 +261,18 @@ class Communicator:
         ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
         self.stats.calls[category] += 1
         nbytes = t.numel() * t.element_size()
-        self.stats.sent[category] += nbytes
-        self.stats.received[category] += nbytes
+        gradient = category in GRADIENTS
+        moved = ring_allreduce_bytes(nbytes, self.world_size) if gradient else nbytes
+        self.stats.sent[category] += moved
+        self.stats.received[category] += moved
         t0 = time.perf_counter()
         try:
             dist.all_reduce(t, op=ops[op], group=self.group)
         except Exception as err:
             raise self._fail("all_reduce", category, err) from err
+        if gradient:  # gradients cross the modelled link, as DDP's buckets do; control figures do not
+            self._model(t0, moved)
+            self.stats.grad_sync_seconds += time.perf_counter() - t0
         self.stats.seconds += time.perf_counter() - t0
         return t
 
@@ -279,6 +289,66 @@ class Communicator:
         sizes = torch.full((self.world_size,), blob.numel(), dtype=torch.int64)
         out, counts = self.exchange_flat(flat, sizes, category)
         return [pickle.loads(part.numpy().tobytes()) for part in torch.split(out, counts.tolist())]
+
+    # -- point to point (pipeline stages) ----------------------------------------------------
+    def send(self, tensors: Sequence[torch.Tensor], dst: int, tag: int, category: str) -> list:
+        """Start sending each of ``tensors`` to rank ``dst`` (global rank; message tags ``tag``,
+        ``tag + 1``, ...); the returned handles go to :meth:`wait_sends`. Counted as ``category``."""
+        works = []
+        for j, t in enumerate(tensors):
+            t = t.detach().contiguous()
+            works.append((dist.isend(t, dst, tag=tag + j), t))  # t lives until the send is done
+            self.stats.sent[category] += t.numel() * t.element_size()
+            self.stats.calls[category] += 1
+        return works
+
+    def wait_sends(self, works: list) -> float:
+        """Wait until every send of ``works`` was taken, each within the timeout; the seconds waited."""
+        t0 = time.perf_counter()
+        for w, _ in works:
+            w.wait(datetime.timedelta(seconds=self.timeout))
+        return time.perf_counter() - t0
+
+    def post_recv(self, shapes: Sequence[tuple[int, ...]], src: int, tag: int) -> tuple:
+        """Post receives of float32 tensors of ``shapes`` from rank ``src`` now (tags ``tag``, ...),
+        so that they arrive while this rank computes; :meth:`wait_recv` collects them."""
+        posted = []
+        for j, shape in enumerate(shapes):
+            t = torch.empty(shape, dtype=torch.float32)
+            posted.append((dist.irecv(t, src, tag=tag + j), t))
+        return time.perf_counter(), src, posted
+
+    def wait_recv(self, posted: tuple, category: str, what: str, me: str | None = None
+                  ) -> tuple[list[torch.Tensor], float]:
+        """The tensors of a :meth:`post_recv`, each waited for within the timeout, and the seconds
+        waited. A modelled link holds them until latency + bytes / bandwidth after the post.
+
+        Raises:
+            PeerError: ``what`` did not arrive in time: names this rank (``me``), the sender and,
+                from the heartbeats, the silent rank, its pid, host and last phase.
+        """
+        t_post, src, works = posted
+        t0 = time.perf_counter()
+        nbytes = 0
+        for work, t in works:
+            try:
+                work.wait(datetime.timedelta(seconds=self.timeout))
+            except Exception as err:  # noqa: BLE001 - gloo: timeout or closed connection
+                raise self._fail_recv(me or f"rank {self.rank}", what, src, err) from err
+            nbytes += t.numel() * t.element_size()
+        self.stats.received[category] += nbytes
+        self.stats.calls[category] += len(works)
+        self._model(t_post, nbytes)
+        return [t for _, t in works], time.perf_counter() - t0
+
+    def _fail_recv(self, me: str, what: str, src: int, err: Exception) -> PeerError:
+        who = self.health.diagnose() if self.health is not None else ""
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return PeerError(
+            f"{me}: no {what} (rank {src}) within {self.timeout:.0f} s"
+            f"{': ' + who if who else f'; rank {src} died or stopped answering'}. ({first}) "
+            "If it is merely slow, raise --timeout."
+        )
 
     def barrier(self) -> None:
         if self.world_size == 1:

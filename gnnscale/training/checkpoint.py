@@ -159,3 +159,50 @@ def load(found: Found, fname: str) -> Any:
     import torch
 
     return torch.load(found.path / fname, map_location="cpu", weights_only=False)
+
+
+# Options that change what is trained must match on resume; run options (epochs, timeout, ...) may not.
+RESUME_KEYS = ("fanouts", "hidden", "layer", "layer_kwargs", "dropout", "norm", "residual", "jk", "lr", "weight_decay",
+               "seed", "batch_size", "exchange", "staleness", "num_layers", "pipeline_stages", "stage_layers",
+               "micro_batches", "schedule", "chunks", "halo_gradients")
+
+
+def find_resume(cfg, comm, rank: int, world: int) -> tuple[Found | None, dict]:
+    """The checkpoint this run resumes from (None: a fresh start) and this rank's file of it;
+    every rank agrees (collective).
+
+    ``--resume``, or a restart under torchrun's elastic agent (``TORCHELASTIC_RESTART_COUNT``
+    above 0) with a checkpoint folder, resumes from the newest valid checkpoint.
+
+    Raises:
+        CheckpointError: the ranks found different newest checkpoints, or ``--resume`` found none.
+    """
+    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+    if not cfg.checkpoint_dir or not (cfg.resume or restarted):
+        return None, {}
+    found = find_latest(cfg.checkpoint_dir, world, report=log.warning if rank == 0 else None)
+    step = found.global_step if found is not None else -1
+    agreed = comm.all_reduce_named({"min": step, "max": -step}, "min")
+    if int(agreed["min"]) != -int(agreed["max"]):
+        raise CheckpointError(f"rank {rank}: the ranks found different newest checkpoints in {cfg.checkpoint_dir} "
+                              f"(steps {int(agreed['min'])} to {-int(agreed['max'])}); is the folder shared by every "
+                              "worker?")
+    if found is None:
+        if cfg.resume and not restarted:
+            raise CheckpointError(f"--resume: no complete checkpoint in {cfg.checkpoint_dir}; run without --resume to "
+                                  "start afresh")
+        return None, {}
+    mine = load(found, f"rank{rank}.pt")
+    if rank == 0:
+        log.info("resuming from %s (epoch %d, step %d of it, global step %d)", found.path, found.manifest["epoch"],
+                 found.manifest["step"], found.global_step)
+    return found, mine
+
+
+def check_config(saved: dict, want: dict, where) -> None:
+    """Raise CheckpointError if an option that changes what is trained differs from the checkpoint's."""
+    for key in RESUME_KEYS:
+        if key in saved and saved[key] != want.get(key):
+            raise CheckpointError(f"--resume: the checkpoint in {where} was written with {key}={saved[key]!r}, this "
+                                  f"run has {key}={want.get(key)!r}; resume with the same options, or start afresh in "
+                                  "another --checkpoint-dir")

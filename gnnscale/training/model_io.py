@@ -14,9 +14,10 @@ from typing import Any
 
 import torch
 
-from gnnscale.training.checkpoint import write_file
 from gnnscale.errors import GnnscaleError
 from gnnscale.nn.models import GNN, layer_name
+from gnnscale.nn.spec import ModelSpec
+from gnnscale.training.checkpoint import write_file
 
 FORMAT = "gnnscale-model/1"
 
@@ -31,11 +32,10 @@ def config_record(cfg) -> dict[str, Any]:
     return asdict(cfg) | {"fanouts": list(cfg.fanouts), "layer": layer_name(cfg.layer)}
 
 
-def save_model(path: str | os.PathLike, net: GNN, cfg, meta: dict) -> None:
-    """Write ``net`` (built from ``cfg`` on data described by ``meta``) to ``path`` atomically."""
-    spec = dict(in_dim=int(meta["feature_dim"]), hidden=int(cfg.hidden), out_dim=int(meta["num_classes"]),
-                num_layers=int(net.num_layers), layer=layer_name(cfg.layer), layer_kwargs=dict(cfg.layer_kwargs),
-                dropout=float(cfg.dropout), norm=cfg.norm, residual=bool(cfg.residual), jk=cfg.jk)
+def save_model(path: str | os.PathLike, net: GNN, spec: ModelSpec, cfg, meta: dict) -> None:
+    """Write the whole model ``net`` (built from ``spec``; ``cfg`` the run's options, ``meta`` its
+    partition's) to ``path`` atomically."""
+    spec = spec.record()
     config = config_record(cfg)
     blob = {"format": FORMAT, "spec": spec, "state": {k: v.detach().cpu() for k, v in net.state_dict().items()},
             "dataset": meta.get("dataset"), "num_features": spec["in_dim"], "num_classes": spec["out_dim"],
@@ -67,10 +67,7 @@ def load_model(path: str | os.PathLike) -> GNN:
     in eval mode, on the CPU): ``model(x, blocks)`` for sampled blocks, or
     :func:`predict_full_graph` for every node of a graph."""
     blob = read_model_file(path)
-    spec = blob["spec"]
-    model = GNN(spec["in_dim"], spec["hidden"], spec["out_dim"], num_layers=spec["num_layers"], layer=spec["layer"],
-                layer_kwargs=spec["layer_kwargs"], dropout=spec["dropout"], norm=spec["norm"],
-                residual=spec["residual"], jk=spec["jk"])
+    model = ModelSpec(**blob["spec"]).build()
     model.load_state_dict(blob["state"])
     return model.eval()
 
@@ -92,10 +89,11 @@ def predict_full_graph(model: GNN, x: torch.Tensor, edge_index: torch.Tensor) ->
         raise ModelFileError(f"the model takes {want} input features per node; the graph has {tuple(x.shape)}")
     if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
         raise ModelFileError(f"edge_index holds ids outside [0, {n})")
+    from gnnscale.nn.inference import graph_inference
+
     degree = torch.bincount(edge_index[1], minlength=n)
     ids = torch.arange(n, dtype=torch.int64)
-    block = Block(ids, ids, edge_index)
-    return model(x, [block] * model.num_layers, node_degree=degree if model.uses_degree else None)
+    return graph_inference(model, [Block(ids, ids, edge_index)], x, degree if model.uses_degree else None)
 
 
 def describe(blob: dict) -> str:

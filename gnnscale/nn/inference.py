@@ -1,25 +1,44 @@
-"""Distributed layer-wise inference over full neighborhoods.
+"""Layer-wise inference: every layer of a model over full neighbourhoods, one layer at a time.
 
-Layer by layer: every rank computes layer l for all the nodes it owns from their complete
-in-neighborhoods, then exchanges the boundary rows (one exchange per layer) so that every
-rank holds layer l of its halo, and goes on to layer l+1. Each node's embedding is computed
-once per layer (no neighborhood explosion), which makes it the cheap way to evaluate on the
-full graph, and the way to fill the halo tables of the ``historical`` exchange mode.
+Each node's embedding is computed once per layer (no neighbourhood explosion): the cheap way
+to evaluate on the whole graph, and the way to fill stale-row tables. One per-slice step,
+:func:`slice_layer` (a layer on a slice of destinations with their in-edges), serves three
+ways of holding the graph:
+
+- :func:`halo_inference`: a rank's part and its halo (historical mode's tables): after each
+  layer the boundary rows are exchanged, so that every rank holds the next layer of its halo;
+- :func:`streamed_inference`: a rank's part alone: slices of destinations ask the owners for
+  the rows of their remote in-neighbours, so memory follows the part;
+- :func:`graph_inference`: a whole graph in one process, in slices (blocks of destinations
+  with their sources): chunk pipelining's table fill and evaluation, ``gnnscale predict``.
+
+:func:`refresh_embeddings` recomputes a few nodes one hop per layer over histories
+(historical mode's round-robin refresh).
 """
 from __future__ import annotations
 
 import logging
 import time
+from typing import Callable, Sequence
 
 import torch
 
 from gnnscale.data.degrees import DegreeStore
-from gnnscale.history.halo import HaloExchange
 from gnnscale.data.feature_store import DistFeatureStore
 from gnnscale.nn.models import GNN
+from gnnscale.samplers.block import Block
 from gnnscale.samplers.kernels import Kernels
 
 log = logging.getLogger(__name__)
+
+
+def slice_layer(model: GNN, i: int, hs: torch.Tensor, num_dst: int, edge_index: torch.Tensor,
+                x0_dst: torch.Tensor | None, deg_src: torch.Tensor | None) -> torch.Tensor:
+    """Layer ``i`` on one slice: sources' rows ``hs`` [S, dims[i]] (the slice's ``num_dst``
+    destinations first), ``edge_index`` int64 [2, M] in slice numbering -> float32
+    [num_dst, dims[i + 1]] on the host. Dropout as in training (none in eval mode)."""
+    hs = model.input_dropout(i, hs)
+    return model.layer_step(i, hs, hs[:num_dst], edge_index, x0_dst, deg_src).cpu()
 
 
 def _degrees(node_degree, ids: torch.Tensor) -> torch.Tensor:
@@ -37,7 +56,7 @@ def _dst_slices(indptr: torch.Tensor, chunk_edges: int) -> list[tuple[int, int]]
 
 
 @torch.no_grad()
-def layerwise_inference(
+def halo_inference(
     model: GNN,
     indptr: torch.Tensor,
     own_features: torch.Tensor,
@@ -89,10 +108,9 @@ def layerwise_inference(
             hs = torch.empty(src.numel(), h_own.shape[1], dtype=torch.float32)
             hs[is_own] = h_own[src[is_own]].to(torch.float32)
             hs[~is_own] = h_halo[src[~is_own] - n].to(torch.float32)
-            hs = model.input_dropout(i, hs)
-            pieces.append(model.layer_step(i, hs, hs[: b - a], torch.stack([nbr_local, dst_local]),
-                                           x0_own[a:b] if x0_own is not None else None,
-                                           deg_local[src] if deg_local is not None else None).cpu())
+            pieces.append(slice_layer(model, i, hs, b - a, torch.stack([nbr_local, dst_local]),
+                                      x0_own[a:b] if x0_own is not None else None,
+                                      deg_local[src] if deg_local is not None else None))
         h_own = torch.cat(pieces) if pieces else h_own[:0]
         if model.jk != "none":
             outs.append(h_own)
@@ -123,7 +141,7 @@ def streamed_inference(
     backend: str = "auto",
 ) -> torch.Tensor:
     """Logits float32 [n_owned, C] (on the host) of every owned node on the full graph, like
-    :func:`layerwise_inference`, holding no halo: memory follows the part and one slice.
+    :func:`halo_inference`, holding no halo: memory follows the part and one slice.
 
     Layer by layer, destinations go in slices of about ``slice_bytes / (4 x the layer's input
     width)`` in-edges (so that a slice's rows take about ``slice_bytes``); each slice
@@ -132,7 +150,7 @@ def streamed_inference(
     output rows into the layer's own table [n, d]. A rank holds the part, its own rows of two
     layers and one slice's rows: never the halo's (which, on a graph cut as badly as a random
     one, is several times the part). It moves more bytes than the halo exchange (a row read by
-    several slices travels once per slice); use :func:`layerwise_inference` where the halo fits.
+    several slices travels once per slice); use :func:`halo_inference` where the halo fits.
 
     Args:
         indptr, indices: this rank's CSC (int64 [n + 1], int64 [E] global in-neighbor ids;
@@ -167,12 +185,11 @@ def streamed_inference(
                     if x0_own is None:
                         x0_own = torch.empty(n, x0.shape[1], dtype=x0.dtype)
                     x0_own[a:b] = x0[: b - a].cpu()
-            hs = model.input_dropout(i, hs).to(torch.float32)
             counts = torch.diff(indptr[a:b + 1])
             dst_local = torch.repeat_interleave(torch.arange(b - a), counts, output_size=e_b - e_a)
             deg = _degrees(node_degree, src) if node_degree is not None and model.needs_degree[i] else None
-            rows = model.layer_step(i, hs, hs[: b - a], torch.stack([nbr_local, dst_local]),
-                                    x0_own[a:b] if x0_own is not None else None, deg).cpu()
+            rows = slice_layer(model, i, hs.to(torch.float32), b - a, torch.stack([nbr_local, dst_local]),
+                               x0_own[a:b] if x0_own is not None else None, deg)
             if h_out is None:  # every rank learns the width at its first slice (maybe empty)
                 h_out = torch.empty(n, rows.shape[1], dtype=torch.float32)
             h_out[a:b] = rows
@@ -183,6 +200,48 @@ def streamed_inference(
             log.info("layer-wise inference: layer %d of %d in %.1f s (%d rounds of about %d in-edges)",
                      i + 1, model.num_layers, time.perf_counter() - t0, rounds, chunk_edges)
     return model.readout(h_out, outs).cpu()
+
+
+@torch.no_grad()
+def graph_inference(
+    model: GNN,
+    slices: Sequence[Block],
+    x: torch.Tensor | None,
+    degree: torch.Tensor | None = None,
+    end: int | None = None,
+    after_layer: Callable[[int, torch.Tensor], None] | None = None,
+) -> torch.Tensor:
+    """Layers ``0 .. end - 1`` of ``model`` over a whole graph held in this process.
+
+    Args:
+        slices: blocks covering the graph's N nodes as destinations, in id order: block c's
+            destinations are consecutive ids, its sources start with them (its in-neighbours
+            follow, in global ids), ``edge_index`` in block numbering (chunk blocks; or one
+            block of the whole graph). Historical leaves of a block are read like any source.
+        x: float32 [N, F] features. degree: int64 [N] in-degrees (degree-normalized layers).
+        end: the layers to run (default all: the logits through the readout).
+        after_layer: ``(i, h)`` is called with h^i, the input of layer ``i`` (float32 [N, dims[i]]),
+            before layer ``i`` runs: a chunk stage's table fill.
+
+    Returns:
+        float32 [N, C] logits (``end`` = L), else h^{end} [N, dims[end]].
+    """
+    end = model.num_layers if end is None else end
+    h, x0 = model.encode(x)
+    outs = []
+    for i in range(end):
+        if after_layer is not None:
+            after_layer(i, h)
+        pieces = []
+        for blk in slices:  # a handful of blocks, for memory
+            lo = int(blk.dst_ids[0]) if blk.num_dst else 0
+            deg = blk.source_degrees(degree) if degree is not None and model.needs_degree[i] else None
+            pieces.append(slice_layer(model, i, h[blk.src_ids], blk.num_dst, blk.edge_index,
+                                      x0[lo:lo + blk.num_dst] if x0 is not None else None, deg))
+        h = torch.cat(pieces)
+        if model.jk != "none":
+            outs.append(h)
+    return model.readout(h, outs).cpu() if end == model.num_layers else h
 
 
 @torch.no_grad()
@@ -200,7 +259,7 @@ def refresh_embeddings(
     One hop per layer, GNNAutoScale's rule: ``sample_fn(nodes) -> (counts, nbrs)`` draws the
     in-neighbors once; layer 1 reads their raw features (one feature fetch, collective: every
     rank calls this once per step, ``nodes`` may be empty), layer l > 1 their historical
-    layer-(l-1) rows (``halo.history``); ``node_degree`` as in :func:`layerwise_inference`. Returns per hidden layer float32 [k, d] (on the host).
+    layer-(l-1) rows (``halo.history``); ``node_degree`` as in :func:`halo_inference`. Returns per hidden layer float32 [k, d] (on the host).
     """
     k = nodes.numel()
     counts, nbrs = sample_fn(nodes)

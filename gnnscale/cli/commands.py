@@ -1,0 +1,240 @@
+"""The commands of ``gnnscale``: partition, train, evaluate, predict, report, info, bench-partition, datasets.
+
+Errors caused by the input print one message (what was expected, what was found, how to fix
+it) and exit with status 2 (:func:`gnnscale.cli.main.main`).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import fields
+from pathlib import Path
+
+from gnnscale.cli.parser import DEFAULT_DATASET
+from gnnscale.errors import RuntimeSetupError
+
+log = logging.getLogger("gnnscale")
+
+
+def cmd_partition(args) -> int:
+    from gnnscale.datasets import load_dataset
+    from gnnscale.partitioning import partition_graph
+
+    data = load_dataset(args.dataset, root=args.root)
+    meta = partition_graph(
+        data, args.parts, args.out, method=args.method, balance=args.balance,
+        imbalance=args.imbalance, seed=args.seed, dataset=args.dataset, options=dict(args.method_opt),
+    )
+    log.info("wrote %d parts to %s", meta["num_parts"], args.out)
+    return 0
+
+
+
+def cmd_train(args) -> int:
+    # The launcher stays torch-free up to the workers' start (each worker imports torch itself):
+    # the checks below come from torch-free modules, the target travels as a "module:function".
+    from gnnscale.cli.run_config import beside, dump, resolved
+    from gnnscale.config import TrainConfig
+    from gnnscale.parallel.plan import parts_for, plan_run
+    from gnnscale.process.launch import in_torchrun, launch_device, launch_local
+
+    config = resolved(args, args.parser)
+    if args.print_config:
+        print(dump(config), end="")
+        return 0
+    if args.parts_dir and args.dataset:
+        raise RuntimeSetupError("give either --parts-dir or --dataset, not both")
+    if args.tensorboard:
+        import importlib.util
+
+        if importlib.util.find_spec("tensorboard") is None:
+            raise RuntimeSetupError("--tensorboard needs the tensorboard package: pip install 'gnnscale[tensorboard]'")
+    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)}).check()
+    if args.metrics:
+        os.makedirs(os.path.dirname(os.path.abspath(args.metrics)), exist_ok=True)
+        with open(beside(args.metrics), "w") as f:
+            f.write(dump(config))
+    launch_device(cfg.device, 1)  # --device cuda without CUDA: an error before partitioning or launching
+    if isinstance(cfg.layer, str) and ":" in cfg.layer and not cfg.layer.startswith("dgl:"):
+        from gnnscale.nn.layers import build_conv  # a bad layer fails here, before any worker starts
+
+        build_conv(cfg.layer, 8, 8, index=0, num_layers=2, **cfg.layer_kwargs)
+    from gnnscale.samplers import check_fanouts
+
+    check_fanouts(cfg.fanouts, num_layers=None if cfg.chunks else args.num_layers)
+    if cfg.eval_fanouts is not None:
+        check_fanouts(cfg.eval_fanouts, num_layers=len(cfg.fanouts))
+    target = "gnnscale.training.trainer:train_worker"
+    if in_torchrun():
+        if not args.parts_dir:
+            raise RuntimeSetupError("under torchrun, give --parts-dir (partition first with `gnnscale partition`)")
+        from gnnscale.partitioning import load_meta
+        from gnnscale.process.launch import die_with_parent, resolve_target, thread_env
+
+        plan_run(cfg, load_meta(args.parts_dir)["num_parts"], int(os.environ["WORLD_SIZE"]), where=args.parts_dir)
+        die_with_parent()  # a lost agent (a host gone) takes its workers with it; the peers then name them
+        # The same thread counts as launch_local's workers (cores / local workers, or --threads),
+        # set before torch and numba are imported: torchrun leaves numba one thread per core, and
+        # some compiled kernels sum in an order that follows the thread count (runs would differ).
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        os.environ.update(thread_env(args.threads or max(1, (os.cpu_count() or 1) // local), local))
+        resolve_target(target)(args.parts_dir, cfg)
+        return 0
+    if args.parts_dir:
+        from gnnscale.partitioning.validate import check_folder, check_meta
+
+        meta = check_meta(args.parts_dir)  # every field a worker relies on, typed and consistent
+        plan = plan_run(cfg, meta["num_parts"], args.workers, where=args.parts_dir)
+        parts_dir = args.parts_dir
+        if cfg.verify:  # fail fast, before any worker starts, on a corrupt part (parts hash in parallel)
+            from gnnscale.partitioning import verify_parts
+
+            verify_parts(parts_dir)
+            check_folder(parts_dir)  # and what the files hold: dtypes, shapes, ids, finite features, labels
+            cfg.verify = False
+    else:
+        from gnnscale.data.partition_cache import prepare_parts
+
+        args.dataset = args.dataset or DEFAULT_DATASET
+        parts, workers = parts_for(cfg, args.workers)
+        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset} cut into {parts} parts")
+        parts_dir = prepare_parts(args.dataset, parts, root=args.root, cache_dir=args.cache_dir, method=args.method,
+                                  seed=args.seed, balance=args.balance, imbalance=args.imbalance,
+                                  method_opt=args.method_opt)
+    workers = plan.world
+    device = launch_device(cfg.device, workers) if not plan.pipelined else "cpu"  # no CUDA, or too few GPUs
+    log.info("starting %d local worker(s) on %s (%s, device %s)", workers, parts_dir, plan.describe(), device)
+    r0 = launch_local(target, workers, args=(parts_dir, cfg), port=args.port, threads_per_worker=args.threads)[0]
+    stages = "" if not r0.get("stages") or len(r0["stages"]) < 2 else \
+        " (layers " + " ".join(f"{a}-{b - 1}" for a, b in r0["stages"]) + ")"
+    last = r0["epochs"][-1]
+    summary = (f"done: {len(r0['epochs'])} epochs, {plan.describe()}{stages}, final loss {last['loss']:.4f}, "
+               f"{r0['epoch_seconds']:.2f} s/epoch, {r0['bytes_sent'] / 1e6:.1f} MB sent, "
+               f"{r0['bytes_received'] / 1e6:.1f} MB received in all")
+    if r0["val_acc"] is None:
+        log.info("%s (no evaluation)", summary)
+    else:
+        log.info("%s; val_acc %.4f test_acc %.4f (best val %.4f at epoch %d, test there %.4f)", summary,
+                 r0["val_acc"], r0["test_acc"], r0["best_val_acc"], r0["best_epoch"], r0["test_acc_at_best_val"])
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from gnnscale.config import TrainConfig
+    from gnnscale.process.launch import launch_local
+    from gnnscale.training.model_io import ModelFileError, describe, read_model_file
+    from gnnscale.partitioning import load_meta, verify_parts
+
+    blob = read_model_file(args.model)
+    meta = load_meta(args.parts_dir)
+    if int(meta["feature_dim"]) != blob["num_features"] or int(meta["num_classes"]) != blob["num_classes"]:
+        raise ModelFileError(f"{args.model} ({describe(blob)}) does not fit {args.parts_dir}: "
+                             f"{meta['feature_dim']} features, {meta['num_classes']} classes")
+    known = set(TrainConfig.__dataclass_fields__)
+    saved = {k: v for k, v in (blob.get("config") or {}).items() if k in known}
+    # Evaluated as data-parallel training evaluates (one worker per part); a model trained by
+    # chunk pipelining (full neighbourhoods) is evaluated layer-wise, exactly as it was.
+    run = dict(timeout=args.timeout, metrics=None, checkpoint_dir=None, resume=False, save_model=None, verify=False,
+               progress=False, device="cpu", tensorboard=None, log_every=None, pipeline=False)
+    run |= {k: getattr(TrainConfig, k) for k in ("pipeline_stages", "stage_layers", "micro_batches", "schedule",
+                                                   "chunks", "halo_gradients", "checkpoint_every", "keep_checkpoints",
+                                                   "pipeline_depth", "net_bandwidth_gbps", "net_latency_ms")}
+    if saved.get("chunks"):
+        run |= dict(fanouts=[-1] * int(blob["spec"]["num_layers"]), eval_fanouts=None, eval_method="layerwise",
+                    num_layers=None, batch_size=TrainConfig.batch_size, eval_batch_size=TrainConfig.eval_batch_size,
+                    max_steps=None, staleness=TrainConfig.staleness, exchange="exact")
+    cfg = TrainConfig(**(saved | run))
+    verify_parts(args.parts_dir)
+    from gnnscale.partitioning.validate import check_folder
+
+    check_folder(args.parts_dir)
+    res = launch_local("gnnscale.training.evaluation:evaluate_worker", meta["num_parts"],
+                       args=(args.parts_dir, cfg, args.model), port=args.port)[0]
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(f"{args.model} ({describe(blob)}) on {args.parts_dir}: train_acc {res['train_acc']:.4f} "
+              f"val_acc {res['val_acc']:.4f} test_acc {res['test_acc']:.4f}")
+    return 0
+
+
+def cmd_predict(args) -> int:
+    import numpy as np
+
+    from gnnscale.datasets import load_dataset
+    from gnnscale.training.model_io import load_model, predict_full_graph
+
+    model = load_model(args.model)
+    data = load_dataset(args.dataset, root=args.root)
+    pred = predict_full_graph(model, data.x.float(), data.edge_index).argmax(1)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    np.save(args.out, pred.numpy().astype(np.int64))
+    mask = getattr(data, "test_mask", None)
+    extra = ""
+    if mask is not None and data.y is not None and mask.dim() == 1:
+        extra = f"; test accuracy {float((pred[mask] == data.y[mask]).float().mean()):.4f}"
+    log.info("wrote %s: %d predictions%s", args.out, pred.numel(), extra)
+    return 0
+
+
+def cmd_report(args) -> int:
+    from gnnscale.cli.report import write_report
+
+    out = write_report(args.metrics, args.out)
+    for path in out["files"]:
+        log.info("wrote %s", path)
+    print(out["summary"], end="")
+    return 0
+
+
+def cmd_info(args) -> int:
+    from gnnscale.partitioning import summarize
+
+    summary = summarize(args.dir)
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+        return 0
+    print(f"partition folder: {args.dir}")
+    for key in ("format_version", "dataset", "method", "num_parts", "num_nodes", "num_edges", "feature_dim", "num_classes", "partition_seconds"):
+        if key in summary:
+            print(f"  {key:18s} {summary[key]}")
+    cut = summary.get("edge_cut")
+    if cut is not None:
+        print(f"  {'edge_cut':18s} {cut}")
+    parts = summary.get("parts", [])
+    if parts:
+        cols = list(parts[0].keys())
+        print("  " + " ".join(f"{c:>12s}" for c in cols))
+        for row in parts:
+            print("  " + " ".join(f"{str(row[c]):>12s}" for c in cols))
+    return 0
+
+
+
+def cmd_bench_partition(args) -> int:
+    from gnnscale.partitioning.bench import format_table, run_bench, save
+    from gnnscale.datasets import load_dataset
+
+    data = load_dataset(args.dataset, root=args.root)
+    rows = run_bench(
+        data, args.parts, args.methods, fanouts=args.fanouts, batch_size=args.batch_size,
+        balance=args.balance, imbalance=args.imbalance, seed=args.seed,
+    )
+    print(f"dataset {args.dataset}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges; "
+          f"remote bytes for fanouts {args.fanouts}, batch {args.batch_size}")
+    print(format_table(rows))
+    if args.out:
+        info = {"dataset": args.dataset, "num_nodes": int(data.num_nodes), "num_edges": int(data.edge_index.size(1)),
+                "fanouts": args.fanouts, "batch_size": args.batch_size, "seed": args.seed}
+        for path in save(rows, Path(args.out), info):
+            log.info("wrote %s", path)
+    return 0
+
+
+def cmd_datasets(args) -> int:
+    from gnnscale.datasets import DATASET_HELP
+
+    print(DATASET_HELP)
+    return 0
+

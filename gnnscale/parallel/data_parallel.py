@@ -1,0 +1,220 @@
+"""Data parallelism: every worker trains the whole model on mini-batches of its own part, DDP
+averaging the gradients (the plain step).
+
+A step: the loader's MiniBatch (sampled across the parts by the owners, input rows from the
+part, the cache or their owners), the exchange mode's historical rows (``historical``),
+forward, loss, backward inside DDP's gradient all-reduce, the optimizer step, then the exchange
+mode's push and refresh. Every rank takes the same number of steps per epoch
+(:class:`~gnnscale.samplers.seeds.SeedSchedule`), so no rank waits in a collective for a peer
+that has stopped issuing them.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from gnnscale.data.degrees import DegreeStore
+from gnnscale.data.feature_cache import setup_cache
+from gnnscale.data.feature_store import DistFeatureStore
+from gnnscale.data.loader import MiniBatchLoader, build_samplers, wait_ready
+from gnnscale.history.modes import exchange_mode
+from gnnscale.nn.spec import ModelSpec
+from gnnscale.parallel.axis import Axis, RunContext, StepResult
+from gnnscale.partitioning import load_part
+from gnnscale.samplers import check_fanouts
+from gnnscale.samplers.seeds import SeedSchedule
+from gnnscale.training.evaluation import Evaluator, use_layerwise
+
+log = logging.getLogger("gnnscale.train")
+
+_COLLECTIVE_MARKERS = ("gloo", "nccl", "timed out", "connection closed", "connection reset", "c10d", "processgroup")
+
+
+def is_collective_error(err: Exception) -> bool:
+    """Whether ``err`` (raised by a DDP model's step) came from a collective: torch's process
+    groups name their transport or say a wait timed out or a connection closed."""
+    text = str(err).lower()
+    return any(m in text for m in _COLLECTIVE_MARKERS)
+
+
+def collective_step(comm, opt, compute: Callable[[], tuple[torch.Tensor, torch.Tensor]]) -> tuple:
+    """``compute()`` (forward and loss), backward (DDP's gradient all-reduce) and the optimizer step.
+
+    Returns ``compute``'s (output, loss). A failed collective of DDP's (a gradient bucket's
+    all-reduce; with ``find_unused_parameters`` its unused-parameter map's, which bypasses the
+    comm hook; its buffer broadcast in forward) surfaces as a plain RuntimeError; on more than
+    one rank it is re-raised as the communicator's PeerError, which names the silent rank.
+    A layer's own error stays itself.
+    """
+    try:
+        out, loss = compute()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+    except RuntimeError as err:
+        if comm.failure is None and (comm.world_size == 1 or not is_collective_error(err)):
+            raise  # a layer's own error stays itself
+        raise comm.collective_failed("all_reduce", "gradient", err) from err
+    opt.step()
+    return out, loss
+
+
+def train_counts(comm, n: int) -> list[int]:
+    """Every rank's training-node count (one reduction by name)."""
+    mine = {f"rank{r}": n if r == comm.rank else 0 for r in range(comm.world_size)}
+    counts = comm.all_reduce_named(mine, "sum")
+    return [int(counts[f"rank{r}"]) for r in range(comm.world_size)]
+
+
+class DataParallel(Axis):
+    """One rank's data-parallel training: its part, sampler, feature store, model (DDP) and optimizer."""
+
+    replicated = True
+
+    def __init__(self, ctx: RunContext) -> None:
+        cfg, dims, device = ctx.cfg, ctx.dims, ctx.device
+        self.cfg, self.dims, self.device, self.copier = cfg, dims, device, ctx.copier
+        self.rank, self.world = dims.rank, dims.world
+        self.part = part = load_part(ctx.parts_dir, dims.rank, verify=cfg.verify)
+        ctx.phase("part load")
+        fanouts = check_fanouts(cfg.fanouts)
+        self.sampler, self.eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, fanouts, cfg.exchange)
+        self.sampler.kernels.warmup()
+        ctx.phase("groups and samplers")
+        meta = part.meta
+        self.features = DistFeatureStore(part, part.book, dims.data, meta["feature_dim"], device)
+        self.spec = ModelSpec.of(cfg, meta["feature_dim"], meta["num_classes"], num_layers=len(fanouts))
+        net = self.spec.build(seed=cfg.seed).to(device)  # identical initial weights on every rank
+        self.net = net
+        # GCN-style layers on sampled blocks: own nodes' in-degrees, the others' asked per batch.
+        self.degrees = DegreeStore(part.indptr, part.book, dims.data) if net.uses_degree else None
+        self.mode = exchange_mode(net, part, self.sampler, self.features, self.degrees, dims.embedding, dims.comm,
+                                  cfg, device)
+        ctx.phase("model and halo")
+        if self.world > 1:
+            # find_unused_parameters=True also keeps DDP's gradient buckets as first laid out (it
+            # never rebuilds them after the first step), so a run resumed from a checkpoint reduces
+            # every gradient as the uninterrupted run does: bit-equal final weights.
+            try:  # DDP broadcasts rank 0's weights: a peer that died before it is named, not a crash
+                self.model = DDP(net, device_ids=[device.index] if device.type == "cuda" else None,
+                                 find_unused_parameters=True)
+            except RuntimeError as err:
+                if not is_collective_error(err):
+                    raise
+                raise dims.comm.collective_failed("broadcast", "control", err) from err
+            self.model.register_comm_hook(None, dims.comm.ddp_comm_hook())
+        else:
+            self.model = net
+        torch.manual_seed(cfg.seed * 1000 + self.rank + 1)  # distinct dropout streams per rank
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        ctx.phase("DDP and optimizer")
+        self.train_ids = torch.nonzero(part.train_mask).flatten() + part.offset
+        self.schedule = SeedSchedule(self.train_ids, train_counts(dims.comm, self.train_ids.numel()), cfg.batch_size,
+                                     cfg.seed, self.rank, cfg.max_steps)
+        historical = self.mode.halo is not None
+        self.layerwise_eval = use_layerwise(cfg.eval_method, eval_fanouts, historical)
+        hold = historical and cfg.halo_features == "hold"
+        self.cache_info = setup_cache(
+            self.features, part, cfg, dims.comm, self._sample_epoch, held=self.mode.halo.halo_ids if hold else None,
+            resumed=ctx.resume.get("cache_ids"), complete=hold and self.layerwise_eval)
+        if historical:  # the refresh reads through the same cache
+            self.mode.share_cache(hold)
+        ctx.phase("feature cache")
+        self.loader = MiniBatchLoader(self.sampler, self.features, lambda seeds: part.y[seeds - part.offset],
+                                      self.degrees, self.copier, dims.health)
+        self.evaluator = Evaluator(part, dims.comm, self.features, self.degrees, self.eval_sampler,
+                                   cfg.eval_batch_size, self.layerwise_eval,
+                                   tables=self.mode.full_logits if historical else None,
+                                   backend=cfg.sampler_backend, dataset=meta.get("dataset"))
+        self._prefetch = None
+
+    def _sample_epoch(self, epoch: int):
+        for step, seeds in enumerate(self.schedule.epoch(epoch)):
+            yield self.sampler.sample(seeds, epoch=epoch, step=step)
+
+    def start(self, gstep: int) -> dict[str, float]:
+        if self.mode.halo is None:
+            return {}
+        return {"halo table fill": self.mode.start(step=gstep - 1)}
+
+    def steps(self) -> int:
+        return self.schedule.steps
+
+    def batches(self, epoch: int, first: int) -> Iterator:
+        self.model.train()
+        batches = self.schedule.epoch(epoch)
+        cfg = self.cfg
+        feed = self.loader.stream(lambda step: self.loader.load(batches[step], epoch, step), first, len(batches),
+                                  cfg.pipeline, cfg.pipeline_depth, self.features.comm.wait_bound())
+        self._prefetch = feed if cfg.pipeline else None
+        return iter(feed)
+
+    def step(self, epoch: int, step: int, gstep: int, mb) -> StepResult:
+        wait_ready(self.copier, mb)
+        health = self.dims.health
+        health.enter("forward/backward and gradient all-reduce", epoch, step)
+        hist, emit = self.mode.reads(mb, gstep)
+        x, y, blocks, seeds = mb.x, mb.y, mb.device_blocks, mb.seeds
+
+        def compute():
+            if hist is not None:
+                out = self.model(x, blocks, hist=hist, emit=emit, node_degree=mb.degrees)
+            else:
+                out = self.model(x, blocks, node_degree=mb.degrees)
+            # a rank with no training nodes still joins DDP's gradient all-reduce
+            return out, (F.cross_entropy(out, y) if seeds.numel() else out.sum() * 0.0)
+
+        out, loss = collective_step(self.dims.comm, self.opt, compute)
+        if self.mode.halo is not None:
+            health.enter("embedding refresh and push", epoch, step)
+            self.mode.after_step(epoch, gstep, mb, emit)
+        value = float(loss.detach())
+        n = int(seeds.numel())
+        return StepResult(value, value * n, int((out.argmax(1) == y).sum()) if n else 0, n)
+
+    def end_epoch(self, epoch: int, times: dict) -> dict:
+        import time
+
+        t0 = time.perf_counter()
+        self.mode.end_epoch()
+        times = dict(times)
+        times["compute"] += time.perf_counter() - t0
+        if self._prefetch is not None:
+            times["wait"] = self._prefetch.wait_seconds
+        times.update(sample=self.loader.times["sample"], fetch=self.loader.times["fetch"], bubble=0.0,
+                     grad_sync=self.dims.comm.stats.grad_sync_seconds)
+        return {"stage_seconds": times, "prefetch_depth": self._prefetch.queue.maxsize if self._prefetch else None}
+
+    def evaluate(self, splits, gstep: int) -> dict:
+        acc = self.evaluator.splits(self.net, self.model, splits, step=gstep - 1)
+        return {**acc, "evaluation": dict(self.evaluator.last)}
+
+    def whole_state(self) -> dict | None:
+        return self.net.state_dict() if self.rank == 0 else None
+
+    def whole_model(self):
+        return self.net if self.rank == 0 else None
+
+    def digest_params(self):
+        return self.model.parameters()
+
+    def feature_counters(self) -> dict:
+        return dict(self.features.stats)
+
+    def ages(self) -> tuple[dict, int]:
+        return self.mode.age_counts(), (self.mode.staleness if self.mode.halo is not None else 0)
+
+    def reset_stats(self) -> None:
+        self.features.reset_stats()
+        self.mode.reset_stats()
+        self.loader.times = {"sample": 0.0, "fetch": 0.0}
+
+    def info(self) -> dict:
+        return {"cache": self.cache_info, "exchange": self.mode.info(), "sampler_backend": self.sampler.kernels.name}
+
+    def cache_ids(self):
+        cache = self.features.cache
+        return cache.ids.clone() if cache is not None else None

@@ -1,0 +1,274 @@
+"""The parallel plan of a run: what its workers do, resolved once from the options.
+
+``gnnscale train``, :func:`gnnscale.train` and every worker resolve the same
+:class:`ParallelPlan` from a :class:`~gnnscale.config.TrainConfig`, the partition's part count
+and the worker count (:func:`plan_run`), before anything is built:
+
+- **data parallel** (the default): D = W workers, one per part, each the whole model (DDP);
+- **layer pipeline** (``--pipeline-stages K``): D = parts pipelines of K stages, W = D x K;
+  rank r is stage r % K of pipeline r // K; each step feeds M sampled micro-batches;
+- **chunk pipeline** (``--chunks``): one pipeline of K stages over the whole graph, W = K,
+  the parts are the micro-batches (chunks), one step per epoch.
+
+Every option is honoured in every mode or rejected here, before any worker starts, with an
+error that names the option and the mode (:func:`check_options`; the table ``APPLIES``
+says where each option applies). Torch-free: the launcher runs it without importing torch.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from gnnscale.config import TrainConfig
+from gnnscale.errors import GnnscaleError
+
+DATA_PARALLEL, LAYER_PIPELINE, CHUNK_PIPELINE = "data_parallel", "layer_pipeline", "chunk_pipeline"
+MODE_NAMES = {
+    DATA_PARALLEL: "data-parallel training",
+    LAYER_PIPELINE: "the layer pipeline (--pipeline-stages > 1)",
+    CHUNK_PIPELINE: "chunk pipelining (--chunks)",
+}
+_DEFAULTS = TrainConfig()
+
+
+class PlanError(GnnscaleError):
+    """An option that does not apply to the run's mode, or a worker count that does not fit it."""
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """How the W = dp x pp workers of a run split the work.
+
+    Attributes:
+        mode: ``data_parallel``, ``layer_pipeline`` or ``chunk_pipeline``.
+        dp: D, the data-parallel degree (pipelines; 1 in chunk mode, whose one pipeline holds
+            the whole graph). pp: K, the pipeline stages (1: every worker holds the whole model).
+        micro_batches: M, micro-batches per optimizer step (1 in plain data parallelism; the
+            chunks in chunk mode). schedule: ``gpipe`` or ``1f1b``.
+        stage_layers: layers per stage as given (None: balanced by measured costs).
+        num_layers: L, the model's depth. num_parts: the partition's parts.
+    """
+
+    mode: str
+    dp: int
+    pp: int
+    micro_batches: int
+    schedule: str
+    stage_layers: tuple[int, ...] | None
+    num_layers: int
+    num_parts: int
+
+    @property
+    def world(self) -> int:
+        return self.dp * self.pp
+
+    @property
+    def pipelined(self) -> bool:
+        return self.mode != DATA_PARALLEL
+
+    def coords(self, rank: int) -> tuple[int, int]:
+        """(d, s): the pipeline and the stage of ``rank``."""
+        return divmod(rank, self.pp)
+
+    def stage_ranks(self, d: int) -> list[int]:
+        """The global rank of each stage of pipeline ``d``."""
+        return [d * self.pp + t for t in range(self.pp)]
+
+    def replica_ranks(self, s: int) -> list[int]:
+        """The global rank of stage ``s`` in every pipeline (the stage's data-parallel group)."""
+        return [j * self.pp + s for j in range(self.dp)]
+
+    def describe(self) -> str:
+        if self.mode == DATA_PARALLEL:
+            return f"data parallel over {self.dp} worker(s)"
+        if self.mode == LAYER_PIPELINE:
+            return (f"{self.dp} pipeline(s) x {self.pp} stages, {self.micro_batches} micro-batches per step, "
+                    f"{self.schedule}")
+        return f"chunk pipeline of {self.pp} stages over {self.micro_batches} chunks, {self.schedule}"
+
+    def record(self) -> dict:
+        out = asdict(self)
+        out["stage_layers"] = list(self.stage_layers) if self.stage_layers is not None else None
+        out["world"] = self.world
+        return out
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a TrainConfig field."""
+    return "--" + name.replace("_", "-")
+
+
+def _given(cfg: TrainConfig, name: str) -> bool:
+    """Whether ``name`` differs from its default (what a user set)."""
+    value, default = getattr(cfg, name), getattr(_DEFAULTS, name)
+    if isinstance(value, (list, tuple)) and isinstance(default, (list, tuple)):
+        return list(value) != list(default)
+    return value != default
+
+
+DP, LP, CP = DATA_PARALLEL, LAYER_PIPELINE, CHUNK_PIPELINE
+ALL = frozenset({DP, LP, CP})
+SAMPLED = frozenset({DP, LP})
+# Where each option applies (every field of TrainConfig is listed; a test checks it), and why
+# not elsewhere. Options that depend on another option say so in ``REQUIRES``.
+APPLIES: dict[str, tuple[frozenset, str]] = {
+    "epochs": (ALL, ""), "hidden": (ALL, ""), "lr": (ALL, ""), "weight_decay": (ALL, ""), "dropout": (ALL, ""),
+    "seed": (ALL, ""), "eval_every": (ALL, ""), "timeout": (ALL, ""), "metrics": (ALL, ""),
+    "progress": (ALL, ""), "verify": (ALL, ""), "layer": (ALL, ""), "layer_kwargs": (ALL, ""), "norm": (ALL, ""),
+    "residual": (ALL, ""), "num_layers": (ALL, ""), "checkpoint_dir": (ALL, ""), "checkpoint_every": (ALL, ""),
+    "keep_checkpoints": (ALL, ""), "resume": (ALL, ""), "save_model": (ALL, ""), "tensorboard": (ALL, ""),
+    "log_every": (ALL, ""), "net_bandwidth_gbps": (ALL, ""), "net_latency_ms": (ALL, ""), "device": (ALL, ""),
+    "pipeline_stages": (ALL, ""), "chunks": (ALL, ""),
+    "fanouts": (SAMPLED, "chunk pipelining trains on full neighbourhoods (every in-edge); set the depth with "
+                         "--num-layers L (or give --fanouts -1,-1,...)"),
+    "eval_fanouts": (SAMPLED, "chunk pipelining evaluates exactly, layer by layer over the whole graph"),
+    "eval_method": (SAMPLED, "chunk pipelining evaluates exactly, layer by layer over the whole graph"),
+    "batch_size": (SAMPLED, "a chunk (a part of the partition) is the micro-batch; re-partition into more parts "
+                            "for smaller ones"),
+    "eval_batch_size": (SAMPLED, "chunk pipelining evaluates the whole graph layer by layer"),
+    "max_steps": (SAMPLED, "an epoch is one step (every chunk once)"),
+    "sampler_backend": (SAMPLED, "chunk pipelining samples nothing"),
+    "cache_policy": (SAMPLED, "every stage holds the whole graph's features"),
+    "cache_size": (SAMPLED, "every stage holds the whole graph's features"),
+    "cache_file": (SAMPLED, "every stage holds the whole graph's features"),
+    "presample_epochs": (SAMPLED, "every stage holds the whole graph's features"),
+    "pipeline": (SAMPLED, "nothing is sampled or fetched per step"),
+    "pipeline_depth": (SAMPLED, "nothing is sampled or fetched per step"),
+    "exchange": (ALL, ""),  # values checked below
+    "staleness": (frozenset({DP, CP}), "a layer pipeline reads no stale rows (--exchange historical is data-parallel)"),
+    "embedding_dtype": (frozenset({DP}), "only --exchange historical keeps halo tables in this dtype"),
+    "halo_features": (frozenset({DP}), "only --exchange historical holds halo features"),
+    "jk": (ALL, ""),  # checked below: not with stages
+    "stage_layers": (frozenset({LP, CP}), "data-parallel workers hold every layer; give --pipeline-stages K"),
+    "micro_batches": (frozenset({LP, CP}), "a data-parallel step is one batch of --batch-size seeds per worker; "
+                                           "give --pipeline-stages K for micro-batches"),
+    "schedule": (frozenset({LP, CP}), "there is no pipeline to schedule; give --pipeline-stages K"),
+    "halo_gradients": (frozenset({CP}), "only chunk pipelining reads neighbour rows from stage tables"),
+}
+# option -> (the option it needs, a predicate on the config, what it needs, in words)
+REQUIRES = {
+    "cache_size": ("cache_policy", lambda c: c.cache_policy != "none", "--cache-policy degree|presample|file"),
+    "cache_file": ("cache_policy", lambda c: c.cache_policy == "file", "--cache-policy file"),
+    "presample_epochs": ("cache_policy", lambda c: c.cache_policy == "presample", "--cache-policy presample"),
+    "pipeline_depth": ("pipeline", lambda c: bool(c.pipeline), "--pipeline"),
+    "net_latency_ms": ("net_bandwidth_gbps", lambda c: bool(c.net_bandwidth_gbps), "--net-bandwidth-gbps G"),
+    "checkpoint_every": ("checkpoint_dir", lambda c: bool(c.checkpoint_dir), "--checkpoint-dir DIR"),
+    "keep_checkpoints": ("checkpoint_dir", lambda c: bool(c.checkpoint_dir), "--checkpoint-dir DIR"),
+    "resume": ("checkpoint_dir", lambda c: bool(c.checkpoint_dir), "--checkpoint-dir DIR"),
+    "log_every": ("tensorboard", lambda c: bool(c.tensorboard), "--tensorboard DIR"),
+    "embedding_dtype": ("exchange", lambda c: c.exchange == "historical", "--exchange historical"),
+    "staleness": ("exchange", lambda c: c.exchange == "historical" or c.chunks, "--exchange historical (or --chunks)"),
+    "halo_features": ("exchange", lambda c: c.exchange == "historical", "--exchange historical"),
+}
+
+
+def _mode_of(cfg: TrainConfig) -> str:
+    if cfg.chunks:
+        return CHUNK_PIPELINE
+    return LAYER_PIPELINE if cfg.pipeline_stages > 1 else DATA_PARALLEL
+
+
+def check_options(cfg: TrainConfig, mode: str | None = None) -> None:
+    """Reject every option set (different from its default) that ``mode`` would not honour.
+
+    Raises:
+        PlanError: naming the option, its value, the mode, why and what to do instead.
+    """
+    mode = mode or _mode_of(cfg)
+    where = MODE_NAMES[mode]
+    outside: list[tuple[str, object, str]] = []  # every option set that the mode does not take
+    for f in fields(TrainConfig):
+        name = f.name
+        if not _given(cfg, name):
+            continue
+        value = getattr(cfg, name)
+        modes, why = APPLIES[name]
+        if mode not in modes and not (name == "fanouts" and all(int(v) == -1 for v in value)):
+            outside.append((name, value, why))
+    if outside:
+        named = " and ".join(f"{flag(n)} ({n}={v!r})" for n, v, _ in outside)
+        reasons = "; ".join(dict.fromkeys(w for _, _, w in outside))
+        verb, them = ("does", "it") if len(outside) == 1 else ("do", "them")
+        raise PlanError(f"{named} {verb} not apply to {where}: {reasons}. Leave {them} out.")
+    for name, (_, ok, needs) in REQUIRES.items():
+        if _given(cfg, name) and not ok(cfg):
+            raise PlanError(f"{flag(name)} ({name}={getattr(cfg, name)!r}) applies only with {needs}, which this run "
+                            f"does not set; add {needs} or leave {flag(name)} out.")
+    if mode == DP and cfg.exchange == "historical" and cfg.halo_features == "hold" and cfg.cache_policy != "none":
+        raise PlanError(f"--cache-policy {cfg.cache_policy} does not apply to --exchange historical with "
+                        "--halo-features hold: every halo feature row is held, so there is nothing left to cache. "
+                        "Leave --cache-policy out, or add --halo-features fetch to cache per-step fetches.")
+    if mode == LAYER_PIPELINE and cfg.exchange == "historical":
+        raise PlanError("--exchange historical does not apply to the layer pipeline (--pipeline-stages > 1): its "
+                        "halo tables are data-parallel; use --exchange exact or local with stages.")
+    if mode == CHUNK_PIPELINE and cfg.exchange != "exact":
+        raise PlanError(f"--exchange {cfg.exchange} does not apply to chunk pipelining (--chunks): its stages keep "
+                        "their own tables of neighbour rows (bounded by --staleness). Leave --exchange out.")
+    if cfg.jk != "none" and cfg.pipeline_stages > 1:
+        raise PlanError(f"--jk {cfg.jk} does not apply to pipeline stages (--pipeline-stages {cfg.pipeline_stages}): "
+                        "jumping knowledge reads every layer's output at the seeds, so its layers cannot be split; "
+                        "use --jk none with stages.")
+    if cfg.device == "cuda" and mode != DP:
+        raise PlanError(f"--device cuda does not apply to {where} yet: its stages exchange activations over gloo "
+                        "and train on the CPU. Use --device cpu (or auto) with stages.")
+
+
+def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where: str = "the partition") -> ParallelPlan:
+    """The plan of a run of ``cfg`` on ``num_parts`` parts with ``workers`` workers (None: as the
+    mode wants: a worker per part, D x K for pipelines, K in chunk mode).
+
+    Raises:
+        PlanError: an option the mode does not honour, or a worker count that does not fit.
+        PipelineError: stages, stage sizes, micro-batches or schedule that do not fit the model.
+    """
+    from gnnscale.parallel.schedules import check_pipeline
+
+    mode = _mode_of(cfg)
+    check_options(cfg, mode)
+    k = int(cfg.pipeline_stages)
+    layers = cfg.model_layers()
+    if mode == CHUNK_PIPELINE and cfg.num_layers is None and all(int(v) == -1 for v in cfg.fanouts):
+        layers = len(cfg.fanouts)
+    if mode == CHUNK_PIPELINE:
+        w = k if workers is None else int(workers)
+        if w != k:
+            raise PlanError(f"--chunks runs one pipeline of {k} stages over the whole graph (the {num_parts} parts of "
+                            f"{where} are its chunks): use --workers {k}, found {w}")
+        if _given(cfg, "micro_batches") and cfg.micro_batches != num_parts:
+            raise PlanError(f"--micro-batches {cfg.micro_batches} does not fit chunk pipelining over {where}: its "
+                            f"{num_parts} parts are the chunks (the micro-batches). Leave --micro-batches out, or "
+                            f"re-partition into {cfg.micro_batches} parts.")
+        check_pipeline(k, cfg.stage_layers, 1, cfg.schedule, layers, k)
+        return ParallelPlan(mode, 1, k, num_parts, cfg.schedule, _tuple(cfg.stage_layers), layers, num_parts)
+    if cfg.num_layers is not None and int(cfg.num_layers) != len(cfg.fanouts):
+        raise PlanError(f"--num-layers {cfg.num_layers} does not fit {MODE_NAMES[mode]}: a sampled model has one layer "
+                        f"per fanout, and --fanouts gives {len(cfg.fanouts)}; give {cfg.num_layers} fanouts or leave "
+                        "--num-layers out.")
+    w = num_parts * k if workers is None else int(workers)
+    if w < 1:
+        raise PlanError(f"--workers must be at least 1, found {w}")
+    if mode == LAYER_PIPELINE:
+        check_pipeline(k, cfg.stage_layers, cfg.micro_batches, cfg.schedule, layers, w)
+    if w != num_parts * k:
+        per = "one worker trains one part" if k == 1 else f"the {k} stages of one pipeline train one part"
+        raise PlanError(f"--workers {w} does not match the {num_parts} parts in {where}: {per}. Use "
+                        f"--workers {num_parts * k}, or re-partition with `gnnscale partition --parts {max(1, w // k)} ...`")
+    micro = cfg.micro_batches if mode == LAYER_PIPELINE else 1
+    return ParallelPlan(mode, num_parts, k, micro, cfg.schedule, _tuple(cfg.stage_layers), layers, num_parts)
+
+
+def parts_for(cfg: TrainConfig, workers: int | None) -> tuple[int, int]:
+    """(parts to cut a ``--dataset`` into, workers) when no partition is given: a part per worker
+    (default 2 workers), a part per pipeline (default one pipeline), or in chunk mode
+    ``--micro-batches`` chunks for K workers."""
+    mode = _mode_of(cfg)
+    k = int(cfg.pipeline_stages)
+    if mode == CHUNK_PIPELINE:
+        return int(cfg.micro_batches), k if workers is None else int(workers)
+    w = (2 if k == 1 else k) if workers is None else int(workers)
+    if w < 1:
+        raise PlanError(f"--workers must be at least 1, found {w}")
+    return max(1, w // k), w
+
+
+def _tuple(v) -> tuple[int, ...] | None:
+    return None if v is None else tuple(int(x) for x in v)

@@ -1,0 +1,195 @@
+"""The one metrics schema: every mode's epochs and results have the same figures, by name.
+
+An epoch record (``result["epochs"][e]``) holds the loss and accuracies, the epoch's seconds
+and each stage's (``stage_seconds_max_over_ranks``: sample, fetch, compute, wait, bubble,
+grad_sync), the bytes every rank sent and received by category (sampling, features,
+embeddings, gradients, activations and their gradients, control), the feature cache's and the
+halo tables' figures, the modelled link's seconds, every rank's memory, and for pipelined runs
+each stage's figures (``pipeline``: bubble, busy seconds, peaks of held micro-batches and
+activation bytes, table reads and ages). Every reduction travels by name
+(:meth:`~gnnscale.process.comm.Communicator.all_reduce_named`).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+
+import torch
+
+from gnnscale.process.comm import CATEGORIES
+
+STAGES = ("sample", "fetch", "compute", "wait", "bubble", "grad_sync")
+# Every category any rank may count (all_reduce_named needs the same names on every rank).
+ALL_CATEGORIES = list(CATEGORIES) + ["cache_fill_request", "cache_fill", "degree_request", "degree"]
+
+
+def process_figures() -> dict:
+    """This process's memory and open file descriptors now (None where unknown).
+
+    ``rss_mb`` resident now, ``peak_rss_mb`` the lifetime peak (``VmHWM``), ``rss_anon_mb``
+    and ``rss_file_mb`` the resident split between private memory and file pages (memory-mapped
+    part arrays and shared libraries, which the kernel can drop and reread), ``open_fds``.
+    """
+    from gnnscale.partitioning.resources import current_rss_bytes, lifetime_peak_rss_bytes, proc_status_bytes
+
+    split = proc_status_bytes("RssAnon", "RssFile")
+    out: dict = {"rss_mb": (current_rss_bytes() / 1e6) or None, "peak_rss_mb": lifetime_peak_rss_bytes() / 1e6,
+                 "rss_anon_mb": None if split["RssAnon"] is None else split["RssAnon"] / 1e6,
+                 "rss_file_mb": None if split["RssFile"] is None else split["RssFile"] / 1e6, "open_fds": None}
+    try:
+        out["open_fds"] = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        pass
+    return out
+
+
+def traffic(comms, data, embedding=None) -> dict:
+    """This rank's bytes per category over ``comms``, its modelled-link figures and exchange rounds
+    (those of the ``data`` communicator, and the pushes and refresh fetches of ``embedding``)."""
+    sent, received = {}, {}
+    for c in comms:
+        for k, v in c.stats.sent.items():
+            sent[k] = sent.get(k, 0) + v
+        for k, v in c.stats.received.items():
+            received[k] = received.get(k, 0) + v
+    modelled = {"seconds": sum(c.stats.modelled_seconds for c in comms),
+                "exchanges": sum(c.stats.modelled_exchanges for c in comms),
+                "bytes": sum(c.stats.modelled_bytes for c in comms)}
+    rounds = dict(data.stats.rounds)
+    if embedding is not None:
+        for k, v in embedding.stats.rounds.items():  # pushes and the refresh's feature fetch
+            if k in ("embedding", "feature_request"):
+                rounds[k] = rounds.get(k, 0) + v
+    return {"sent": sent, "received": received, "modelled": modelled, "rounds": rounds}
+
+
+def sum_traffic(comm, mine: dict, feat: dict, steps: int, ages: dict, bound: int, row_bytes: int,
+                network=None) -> dict:
+    """Every rank's figures summed: bytes by category, cache, embedding ages, the modelled link.
+
+    Args:
+        comm: the world's communicator. mine: :func:`traffic` of this rank. feat: its feature
+            store's counters (``cache_hits``, ``remote_rows``, ``local_rows``). steps: the
+            epoch's steps. ages: {age: rows read} of its stale-row tables, ages 0..``bound``.
+        row_bytes: bytes of one feature row. network: the modelled link (per-rank figures too).
+    """
+    cats = ALL_CATEGORIES
+    vals = {f"sent.{c}": mine["sent"].get(c, 0) for c in cats}
+    vals |= {f"received.{c}": mine["received"].get(c, 0) for c in cats}
+    vals |= {"cache_hits": feat.get("cache_hits", 0), "remote_rows": feat.get("remote_rows", 0),
+             "local_rows": feat.get("local_rows", 0), "modelled_seconds": mine["modelled"]["seconds"]}
+    # Ages read, as a histogram over 0..bound (a fixed set of names on every rank; reads refuse
+    # older rows): the rows used and the mean, min and max ages all derive from it.
+    vals |= {f"age.{a}": ages.get(a, 0) for a in range(bound + 1)}
+    t = comm.all_reduce_named(vals, "sum")
+    age_counts = {a: int(t[f"age.{a}"]) for a in range(bound + 1) if t[f"age.{a}"]}
+    used = sum(age_counts.values())
+    sent = {c: int(t[f"sent.{c}"]) for c in cats if t[f"sent.{c}"]}
+    received = {c: int(t[f"received.{c}"]) for c in cats if t[f"received.{c}"]}
+    hits, misses, local = int(t["cache_hits"]), int(t["remote_rows"]), int(t["local_rows"])
+    rounds = mine["rounds"]
+    per = max(steps, 1)
+    out = {
+        "sampling_rounds_per_batch": rounds.get("sample_request", 0) / per,
+        "feature_rounds_per_batch": rounds.get("feature_request", 0) / per,
+        "embedding_rounds_per_batch": rounds.get("embedding", 0) / per,
+        "embedding_bytes": received.get("embedding", 0),
+        "embedding_rows_used": used,
+        "embedding_age_mean": sum(a * n for a, n in age_counts.items()) / used if used else None,
+        "embedding_age_max": max(age_counts) if used else None,
+        "embedding_age_min": min(age_counts) if used else None,
+        "embedding_age_counts": age_counts,
+        "bytes_sent": sum(sent.values()),
+        "bytes_received": sum(received.values()),
+        "bytes_sent_by_category": sent,
+        "bytes_received_by_category": received,
+        "sampling_rounds_rank0": rounds,
+        "feature_rows_local": local,
+        "feature_rows_remote_fetched": misses,
+        "feature_rows_from_cache": hits,
+        "cache_hit_rate": hits / max(hits + misses, 1),
+        "cache_bytes_served": hits * row_bytes,
+        "feature_bytes_fetched": received.get("feature", 0),
+        "modelled_network_seconds": t["modelled_seconds"],
+    }
+    if network is not None:
+        # Per rank, by name: each rank fills its own entries, the others add zeros.
+        names = ("seconds", "exchanges", "bytes")
+        world, rank = comm.world_size, comm.rank
+        mine_by_rank = {f"{r}.{k}": (mine["modelled"][k] if r == rank else 0) for r in range(world) for k in names}
+        got = comm.all_reduce_named(mine_by_rank, "sum")
+        by_rank = [{k: got[f"{r}.{k}"] for k in names} for r in range(world)]
+        for rec in by_rank:
+            rec["exchanges"], rec["bytes"] = int(rec["exchanges"]), int(rec["bytes"])
+        out["modelled_network_by_rank"] = by_rank
+        out["modelled_network_seconds_max_over_ranks"] = max(r["seconds"] for r in by_rank)
+    return out
+
+
+def weights_digest(params) -> str:
+    """sha256 of the parameters in order (to compare runs bit for bit)."""
+    h = hashlib.sha256()
+    for p in params:
+        h.update(p.detach().cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def epoch_line(rec: dict, cache_rows: int, network: bool) -> str:
+    """Rank 0's log line of one epoch."""
+    acc = f" val {rec['val_acc']:.4f} test {rec['test_acc']:.4f}" if rec.get("val_acc") is not None else ""
+    st = rec["stage_seconds_max_over_ranks"]
+    loss = rec["loss"]
+    line = (f"epoch {rec['epoch']:3d} | loss {loss:.4f} | train {rec['train_acc']:.4f}{acc} | "
+            f"{rec['epoch_seconds']:.2f} s (sample {st['sample']:.2f} fetch {st['fetch']:.2f} compute "
+            f"{st['compute']:.2f} wait {st['wait']:.2f}"
+            + (f" bubble {st['bubble']:.2f}" if rec.get("pipeline") else "") + ") | "
+            f"sent {rec['bytes_sent'] / 1e6:.2f} MB recv {rec['bytes_received'] / 1e6:.2f} MB (all ranks)")
+    if cache_rows:
+        line += f" | cache hit {rec['cache_hit_rate']:.1%}"
+    if network:
+        line += f" | {rec['modelled_network_seconds']:.2f} s modelled network (all ranks)"
+    if rec["embedding_age_mean"] is not None:
+        line += (f" | stale rows {rec['embedding_bytes'] / 1e6:.2f} MB, age mean {rec['embedding_age_mean']:.2f} "
+                 f"max {rec['embedding_age_max']}")
+    if rec.get("pipeline"):
+        line += " | " + stage_phrase(rec["pipeline"])
+    return line
+
+
+def stage_phrase(every: list[dict]) -> str:
+    """Every stage's epoch as one log phrase: activation bytes each way, each stage's bubble and
+    its peak of held micro-batches and bytes."""
+    mb = 1e6
+    return (f"activations {sum(e['bytes_sent']['activation'] for e in every) / mb:.2f} MB forward, gradients "
+            f"{sum(e['bytes_sent']['activation_grad'] for e in every) / mb:.2f} MB backward | bubble "
+            + "/".join(f"{e['bubble']:.0%}" for e in every) + " | peak held "
+            + "/".join(str(e["peak_micro_batches"]) for e in every) + " micro-batches, "
+            + "/".join(f"{e['peak_activation_bytes'] / mb:.1f}" for e in every) + " MB")
+
+
+def tensorboard_epoch(writer, rec: dict) -> None:
+    """One epoch's figures (already reduced over the ranks) as TensorBoard scalars."""
+    epoch = rec["epoch"]
+    scalars = {"loss/train": rec["loss"], "accuracy/train": rec["train_acc"], "accuracy/val": rec.get("val_acc"),
+               "accuracy/test": rec.get("test_acc"), "time/epoch": rec["epoch_seconds"],
+               "bytes/total": rec["bytes_sent"], "cache/hit_rate": rec["cache_hit_rate"],
+               "embedding/age_mean": rec["embedding_age_mean"], "embedding/age_max": rec["embedding_age_max"]}
+    scalars |= {f"time/{k}": v for k, v in rec["stage_seconds_max_over_ranks"].items()}
+    scalars |= {f"bytes/{k}": v for k, v in rec["bytes_sent_by_category"].items()}
+    for s in rec.get("pipeline") or []:
+        scalars[f"pipeline/bubble_stage{s['stage']}_pipeline{s['pipeline']}"] = s["bubble"]
+    for tag, value in scalars.items():
+        if value is not None:
+            writer.add_scalar(tag, float(value), epoch)
+    writer.flush()
+
+
+def as_tensor_free(result: dict) -> dict:
+    """``result`` without what JSON cannot hold (this rank's own step losses stay in the returned dict)."""
+    return {k: v for k, v in result.items() if k != "step_losses"}
+
+
+def reduce_counts(comm, loss_sum: float, correct: int, count: int) -> tuple[float, float]:
+    """(mean loss, accuracy) over every rank's steps (one float64 all-reduce)."""
+    tot = comm.all_reduce(torch.tensor([loss_sum, float(correct), float(count)], dtype=torch.float64))
+    return float(tot[0] / max(tot[2], 1)), float(tot[1] / max(tot[2], 1))
