@@ -124,6 +124,11 @@ def test_pipelines_resume_bit_equal_after_a_killed_stage(cora_partition, tmp_pat
     from gnnscale.training.metrics import weights_digest
 
     assert weights_digest(load_model(model).parameters()) == ref["final_weights_sha256"]
+    # The model file evaluates to the run's accuracy (gnnscale evaluate: a worker per part).
+    ev = gnnscale("evaluate", "--model", str(model), "--parts-dir", parts, "--json")
+    assert ev.returncode == 0, ev.stderr[-3000:]
+    acc = json.loads(ev.stdout.strip().splitlines()[-1])
+    assert (acc["val_acc"], acc["test_acc"]) == (got["val_acc"], got["test_acc"])
 
 
 def test_mid_epoch_checkpoints_a_damaged_newest_and_keep(cora_partition, uninterrupted, tmp_path):

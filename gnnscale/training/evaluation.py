@@ -32,7 +32,7 @@ def use_layerwise(eval_method: str, eval_fanouts: Sequence[int], historical: boo
 
 def mask_accuracy(pred: torch.Tensor, y: torch.Tensor, masks: dict) -> dict:
     """Accuracy of ``pred`` (int64 [N]) against ``y`` over each mask (None for an empty one)."""
-    return {k: float((pred[m] == y[m]).float().mean()) if bool(m.any()) else None for k, m in masks.items()}
+    return {k: int((pred[m] == y[m]).sum()) / int(m.sum()) if bool(m.any()) else None for k, m in masks.items()}
 
 
 class Evaluator:
