@@ -130,6 +130,7 @@ class DataParallel(Axis):
                                    tables=self.mode.full_logits if historical else None,
                                    backend=cfg.sampler_backend, dataset=meta.get("dataset"))
         self._prefetch = None
+        self._held = None
 
     def _sample_epoch(self, epoch: int):
         for step, seeds in enumerate(self.schedule.epoch(epoch)):
@@ -168,6 +169,10 @@ class DataParallel(Axis):
             return out, (F.cross_entropy(out, y) if seeds.numel() else out.sum() * 0.0)
 
         out, loss = collective_step(self.dims.comm, self.opt, compute)
+        # The step's graph (and the block adjacencies its nodes keep) is freed once the next step
+        # has run, as the loop always did: freed at once, its pages went back to the OS and were
+        # faulted in again by the next batch (2.5x the minor page faults, epochs ~10% slower).
+        self._held = (out, loss)
         if self.mode.halo is not None:
             health.enter("embedding refresh and push", epoch, step)
             self.mode.after_step(epoch, gstep, mb, emit)
@@ -178,6 +183,7 @@ class DataParallel(Axis):
     def end_epoch(self, epoch: int, times: dict) -> dict:
         import time
 
+        self._held = None  # the last step's graph, before evaluation
         t0 = time.perf_counter()
         self.mode.end_epoch()
         times = dict(times)
