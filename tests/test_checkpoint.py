@@ -210,3 +210,22 @@ def test_saved_model_evaluate_predict_and_load(cora, cora_partition, shared_data
     assert acc > 0.6
     bad = gnnscale("evaluate", "--model", str(tmp_path / "nope.pt"), "--parts-dir", parts)
     assert bad.returncode == 2 and "model file" in bad.stderr and "not found" in bad.stderr
+
+
+def test_a_resumed_pipeline_keeps_its_checkpoints_stage_split():
+    """Stages balanced by measured layer costs may split otherwise on a busier machine; a resumed
+    stage then loaded another stage's layers ('Missing key(s) in state_dict: convs.1.weight1',
+    seen under load). The checkpoint's split is kept, and a different --stage-layers is refused."""
+    from types import SimpleNamespace
+
+    from gnnscale.errors import RuntimeSetupError
+    from gnnscale.parallel.axis import resumed_bounds
+
+    ctx = SimpleNamespace(resume={"axis": {"model": {}, "bounds": [[0, 1], [1, 4]]}})
+    assert resumed_bounds(ctx, 2, None) == [(0, 1), (1, 4)]
+    assert resumed_bounds(ctx, 2, (1, 3)) == [(0, 1), (1, 4)]
+    assert resumed_bounds(SimpleNamespace(resume={}), 2, None) is None  # not resuming: balance as usual
+    assert resumed_bounds(SimpleNamespace(resume={"axis": {"model": {}}}), 2, None) is None  # an older checkpoint
+    with pytest.raises(RuntimeSetupError, match=r"stages hold \[1, 3\] layers, but --stage-layers gives \[2, 2\]; "
+                                                r"resume with --stage-layers 1,3"):
+        resumed_bounds(ctx, 2, (2, 2))

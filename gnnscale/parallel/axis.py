@@ -79,7 +79,8 @@ class Axis:
         raise NotImplementedError
 
     def state(self) -> dict:
-        return {"model": self.net.state_dict(), "optimizer": self.opt.state_dict()}
+        return {"model": self.net.state_dict(), "optimizer": self.opt.state_dict(),
+                "bounds": getattr(self, "bounds", None)}
 
     def load_state(self, state: dict) -> None:
         self.net.load_state_dict(state["model"])
@@ -131,3 +132,22 @@ def merge_states(states) -> dict:
         for k, v in st.items():
             merged.setdefault(k, v)
     return merged
+
+
+def resumed_bounds(ctx: RunContext, num_stages: int, stage_layers) -> list[tuple[int, int]] | None:
+    """The stage split a resumed pipeline's checkpoint was written with (None: not resuming, or a
+    checkpoint without one). Stages balanced by measured costs could split otherwise on a busier
+    machine, and a stage would then load another stage's layers; a split given by
+    ``--stage-layers`` must be the checkpoint's."""
+    saved = (ctx.resume or {}).get("axis") or {}
+    bounds = saved.get("bounds") if isinstance(saved, dict) else None
+    if not bounds:
+        return None
+    bounds = [(int(a), int(b)) for a, b in bounds]
+    if stage_layers is not None and [b - a for a, b in bounds] != [int(n) for n in stage_layers]:
+        from gnnscale.errors import RuntimeSetupError
+
+        raise RuntimeSetupError(f"the checkpoint's {num_stages} stages hold {[b - a for a, b in bounds]} layers, but "
+                                f"--stage-layers gives {list(stage_layers)}; resume with --stage-layers "
+                                f"{','.join(str(b - a) for a, b in bounds)} (or leave it out)")
+    return bounds

@@ -43,7 +43,7 @@ from gnnscale.history.table import StalenessError  # noqa: F401 - re-exported: w
 from gnnscale.nn.inference import graph_inference
 from gnnscale.nn.models import GNN
 from gnnscale.nn.spec import ModelSpec
-from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states
+from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states, resumed_bounds
 from gnnscale.parallel.chunk_graph import ChunkGraph, load_chunk_graph
 from gnnscale.samplers.block import Block
 from gnnscale.parallel.chunk_tables import TAP_ROOT, HaloGradients, HaloTap, StageTables
@@ -225,9 +225,12 @@ class ChunkPipeline(Axis):
         self.spec = ModelSpec.of(cfg, graph.feature_dim, graph.num_classes, num_layers=plan.num_layers)
         model = self.spec.build(seed=cfg.seed)  # the whole model, identical on every rank
         self.costs = None
-        if plan.stage_layers is None and k > 1:  # balance the stages by measured per-layer cost
-            self.costs = mean_over_ranks(dims.comm, chunk_layer_costs(model, graph, halo_gradients=cfg.halo_gradients))
-        self.bounds = plan_stages(plan.num_layers, k, plan.stage_layers, self.costs)
+        self.bounds = resumed_bounds(ctx, k, plan.stage_layers)  # a resumed run keeps its checkpoint's split
+        if self.bounds is None:
+            if plan.stage_layers is None and k > 1:  # balance the stages by measured per-layer cost
+                self.costs = mean_over_ranks(dims.comm, chunk_layer_costs(model, graph,
+                                                                          halo_gradients=cfg.halo_gradients))
+            self.bounds = plan_stages(plan.num_layers, k, plan.stage_layers, self.costs)
         if dims.rank == 0:
             log.info("chunk pipeline: %d stages, layers %s%s, %d chunks (%s nodes, halos %s), %s, halo gradients %s",
                      k, " | ".join(f"{a}-{b - 1}" for a, b in self.bounds),
@@ -283,7 +286,7 @@ class ChunkPipeline(Axis):
         return shared(self.dims.comm, acc)
 
     def state(self) -> dict:
-        return self.stage.state()
+        return {**self.stage.state(), "bounds": self.bounds}
 
     def load_state(self, state: dict) -> None:
         self.stage.load_state(state)

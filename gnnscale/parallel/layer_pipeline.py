@@ -36,7 +36,7 @@ from gnnscale.data.feature_cache import setup_cache
 from gnnscale.data.feature_store import DistFeatureStore
 from gnnscale.data.loader import MiniBatchLoader, build_samplers, wait_ready
 from gnnscale.nn.spec import ModelSpec
-from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states
+from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states, resumed_bounds
 from gnnscale.parallel.costs import mean_over_ranks, measure_layer_costs
 from gnnscale.parallel.data_parallel import train_counts
 from gnnscale.parallel.schedules import plan_stages
@@ -76,11 +76,13 @@ class LayerPipeline(Axis):
         self.train_ids = torch.nonzero(part.train_mask).flatten() + part.offset
         ctx.phase("groups and samplers")
         self.costs = None
-        if plan.stage_layers is None and k > 1:  # balance the stages by measured per-layer cost
-            probe = full.sample(self.train_ids[:cfg.batch_size], 0, 0)
-            mine = measure_layer_costs(model, probe.blocks, self.features.fetch(probe.input_ids))
-            self.costs = mean_over_ranks(dims.comm, mine)
-        self.bounds = plan_stages(layers, k, plan.stage_layers, self.costs)
+        self.bounds = resumed_bounds(ctx, k, plan.stage_layers)  # a resumed run keeps its checkpoint's split
+        if self.bounds is None:
+            if plan.stage_layers is None and k > 1:  # balance the stages by measured per-layer cost
+                probe = full.sample(self.train_ids[:cfg.batch_size], 0, 0)
+                mine = measure_layer_costs(model, probe.blocks, self.features.fetch(probe.input_ids))
+                self.costs = mean_over_ranks(dims.comm, mine)
+            self.bounds = plan_stages(layers, k, plan.stage_layers, self.costs)
         if dims.rank == 0:
             log.info("pipeline: %d x %d stages, layers %s%s, %d micro-batches per step, %s", plan.dp, k,
                      " | ".join(f"{a}-{b - 1}" for a, b in self.bounds),
