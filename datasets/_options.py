@@ -166,3 +166,19 @@ def format_options(table: Mapping[str, Option], indent: str = "    ") -> str:
         default = "default: automatic" if opt.default is None else f"default {opt.default}"
         lines.append(f"{indent}{key} ({opt.kind.__name__}, {default}): {opt.help}")
     return "\n".join(lines)
+
+
+def data_folder(arg: str, root: str | None, holds: str, scheme: str) -> "Path":
+    """The folder a ``scheme:<arg>`` dataset names (relative to ``root`` when given and ``arg`` is
+    relative); a missing folder is a DatasetError saying what it should hold (``holds``)."""
+    from pathlib import Path
+
+    from gnnscale.errors import DatasetError
+
+    folder = Path(arg).expanduser()
+    if not folder.is_absolute() and root is not None:
+        folder = Path(root).expanduser() / folder
+    if not folder.is_dir():
+        raise DatasetError(f"expected {holds} at {folder}, found {'a file' if folder.exists() else 'nothing'}; "
+                           f"pass {scheme}:<folder>")
+    return folder

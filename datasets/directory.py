@@ -36,7 +36,7 @@ from torch_geometric.data import Data
 
 from gnnscale.datasets._data import make_data
 from gnnscale.datasets._graph import check_edge_ids, clean_edges
-from gnnscale.datasets._options import Option
+from gnnscale.datasets._options import Option, data_folder
 from gnnscale.datasets._splits import masks_from_indices, random_split
 from gnnscale.errors import DatasetError
 
@@ -128,14 +128,7 @@ def _split(folder: Path, y: np.ndarray, options: dict) -> tuple[np.ndarray, np.n
 
 def load(arg: str, root: str | None, options: dict, name: str) -> Data:
     """Load ``dir:<arg>``; see the module docstring."""
-    folder = Path(arg).expanduser()
-    if not folder.is_absolute() and root is not None:
-        folder = Path(root).expanduser() / folder
-    if not folder.is_dir():
-        raise DatasetError(
-            f"expected a folder with edge_index.npy, x.npy, y.npy at {folder}, found "
-            f"{'a file' if folder.exists() else 'nothing'}; pass dir:<folder>"
-        )
+    folder = data_folder(arg, root, "a folder with edge_index.npy, x.npy, y.npy", "dir")
     x = _load_npy(folder / "x.npy", mmap=True)
     y = _load_npy(folder / "y.npy")
     raw_edges = _load_npy(folder / "edge_index.npy")

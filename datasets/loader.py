@@ -6,8 +6,10 @@ options override query options):
 * ``planetoid:cora|citeseer|pubmed`` (or ``cora``, ``citeseer``, ``pubmed``) -> :mod:`.planetoid`
 * ``npz:PATH`` -> :mod:`.npz`
 * ``dir:PATH`` -> :mod:`.directory`
-* ``ogbn-*`` -> :mod:`.ogb`
+* ``ogbn-*`` -> :mod:`.ogb` (``ogbn-mag``: a typed graph)
 * ``synthetic`` -> :mod:`.synthetic`
+* typed (heterogeneous) graphs, docs/typed_graphs.md: ``acm:PATH`` -> :mod:`.acm`,
+  ``hetero-dir:PATH`` -> :mod:`.hetero_dir`, ``synthetic-mag`` -> :mod:`.mag`
 
 A ``root=...`` query item is accepted as the ``root`` argument (handy on a command line).
 """
@@ -21,7 +23,7 @@ from typing import Any
 
 from torch_geometric.data import Data
 
-from gnnscale.datasets import directory, npz, ogb, planetoid, synthetic
+from gnnscale.datasets import acm, directory, hetero_dir, mag, npz, ogb, planetoid, synthetic
 from gnnscale.datasets._options import canonical_name, format_options, resolve_options, split_spec
 from gnnscale.errors import DatasetError
 
@@ -33,6 +35,9 @@ _SOURCES: dict[str, ModuleType] = {
     "dir": directory,
     "ogbn": ogb,
     "synthetic": synthetic,
+    "acm": acm,
+    "hetero-dir": hetero_dir,
+    "synthetic-mag": mag,
 }
 _ALIASES = {n: f"planetoid:{n}" for n in planetoid.NAMES}
 VALID_NAMES = (
@@ -47,8 +52,12 @@ VALID_NAMES = (
     "ogbn-arxiv",
     "ogbn-products",
     "ogbn-papers100M",
+    "ogbn-mag",
     "ogbn-<other>",
     "synthetic",
+    "acm:PATH",
+    "hetero-dir:PATH",
+    "synthetic-mag",
 )
 
 
@@ -58,9 +67,12 @@ def _help() -> str:
         "text; root=DIR may be given the same way).",
         "Every dataset gives x float32 [N,F], y int64 [N] (-1 = unlabelled), edge_index int64 [2,E] "
         "(no duplicates), bool train/val/test masks.",
+        "Typed (heterogeneous) graphs (acm, hetero-dir, synthetic-mag, ogbn-mag) give instead node_types,",
+        "edge_types [(src, rel, dst)], type_ptr, node_type, edge_type, x_dict {type: float32 [N_t,F_t]}, x=None,",
+        "y (-1 off the target type), masks on target_type nodes (docs/typed_graphs.md).",
         "",
     ]
-    for module in (planetoid, npz, directory, ogb, synthetic):
+    for module in (planetoid, npz, directory, ogb, synthetic, acm, hetero_dir, mag):
         parts.append(module.HELP)
         if module.OPTIONS:
             parts.append(format_options(module.OPTIONS))
@@ -82,22 +94,23 @@ def parse_name(name: str) -> tuple[str, str, str, dict[str, Any]]:
     """Split a dataset name into ``(source, arg, canonical base, query options)``.
 
     ``source`` is a key of the source table (``planetoid``, ``npz``, ``dir``, ``ogbn``,
-    ``synthetic``); ``arg`` is what follows ``source:`` (the ogbn name for OGB).
+    ``synthetic``, ``acm``, ``hetero-dir``, ``synthetic-mag``); ``arg`` is what follows
+    ``source:`` (the ogbn name for OGB).
     """
     base, query = split_spec(name)
     base = _ALIASES.get(base.lower(), base)
     if base.lower().startswith("ogbn-"):
         return "ogbn", base, base, query
-    if base.lower() == "synthetic":
-        return "synthetic", "", "synthetic", query
+    if base.lower() in ("synthetic", "synthetic-mag"):
+        return base.lower(), "", base.lower(), query
     scheme, sep, arg = base.partition(":")
     scheme = scheme.lower()
-    if not sep or scheme not in ("planetoid", "npz", "dir", "synthetic"):
+    if not sep or scheme not in ("planetoid", "npz", "dir", "synthetic", "synthetic-mag", "acm", "hetero-dir"):
         raise _unknown(name)
-    if scheme == "synthetic":
+    if scheme in ("synthetic", "synthetic-mag"):
         if arg:
             raise _unknown(name)
-        return "synthetic", "", "synthetic", query
+        return scheme, "", scheme, query
     if not arg:
         raise DatasetError(
             f"expected {scheme}:<{'name' if scheme == 'planetoid' else 'path'}>, found {name!r} with nothing "
@@ -113,7 +126,8 @@ def load_dataset(name: str, root: str | None = None, **options: Any) -> Data:
 
     Args:
         name: e.g. ``planetoid:cora``, ``npz:/data/squirrel.npz?split=3``, ``dir:/data/g``,
-            ``ogbn-arxiv``, ``synthetic?num_nodes=1000000&avg_degree=20``.
+            ``ogbn-arxiv``, ``synthetic?num_nodes=1000000&avg_degree=20``; typed graphs
+            ``acm:/data/acm?split=40``, ``hetero-dir:/data/g``, ``ogbn-mag``, ``synthetic-mag``.
         root: data folder (its meaning depends on the source; ``None`` = the source's default).
         **options: source options; they override options given in ``name``.
 
@@ -121,7 +135,10 @@ def load_dataset(name: str, root: str | None = None, **options: Any) -> Data:
         ``Data`` with ``x`` float32 [N, F], ``y`` int64 [N] (-1 = unlabelled, in no mask),
         ``edge_index`` int64 [2, E] (row 0 source, row 1 target, no duplicate edges),
         bool ``train_mask``/``val_mask``/``test_mask`` [N], ``num_classes`` (int) and
-        ``name`` (str: the canonical name, with the options that were given).
+        ``name`` (str: the canonical name, with the options that were given). Typed sources
+        return the typed ``Data`` of docs/typed_graphs.md section 1 instead (``x`` None,
+        features in ``x_dict``, ``node_types``, ``edge_types``, ``type_ptr``, ``node_type``,
+        ``edge_type``, ``target_type``).
 
     Raises:
         DatasetError: unknown name or option, missing or malformed files.

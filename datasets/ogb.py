@@ -1,9 +1,10 @@
 """OGB node-property-prediction datasets (``ogbn-*``) through ``ogb.nodeproppred``.
 
-Name: any homogeneous single-task ``ogbn-*`` of ogb's master.csv: ``ogbn-arxiv``,
-``ogbn-products``, ``ogbn-papers100M`` (ogbn-mag is heterogeneous and ogbn-proteins
-multi-task: both are refused with an explanation). ``root`` (default ``$GNNSCALE_DATA``,
-else ``./data``) is the OGB root: the dataset lives in ``ROOT/<name with - replaced by _>/``.
+Name: any single-task ``ogbn-*`` of ogb's master.csv: homogeneous ``ogbn-arxiv``,
+``ogbn-products``, ``ogbn-papers100M``, and heterogeneous ``ogbn-mag`` (loaded as a typed
+graph, below); ogbn-proteins (multi-task) is refused with an explanation. ``root`` (default
+``$GNNSCALE_DATA``, else ``./data``) is the OGB root: the dataset lives in
+``ROOT/<name with - replaced by _>/``.
 
 Offline use: files already there are used. They are checked *before* ogb is called, so
 ogb never reaches its interactive prompts: a folder that exists but misses files raises
@@ -25,6 +26,16 @@ Conversion: ``x = node_feat`` as float32; labels ``[N, 1]`` squeezed to int64 ``
 with NaN (papers100M's unlabelled nodes) -> -1; masks from ``get_idx_split()``
 (train/valid/test); edges symmetrized (option ``undirected``, default true; arxiv and
 papers100M are stored directed), duplicates and self loops removed.
+
+Heterogeneous datasets (master.csv ``is hetero``; ogbn-mag): ogb gives ``edge_index_dict``
+``{(src, rel, dst): [2, E]}`` in per-type ids, ``num_nodes_dict``, ``node_feat_dict`` (the types
+with features), labels ``{type: [N_t, 1]}`` and the split ``{train|valid|test: {type: ids}}``.
+They become the typed ``Data`` of docs/typed_graphs.md section 1
+(:func:`gnnscale.datasets.typed.make_typed_data`): node types in ogb's order (sorted by name:
+author, field_of_study, institution, paper for mag), relations in ogb's order, target type =
+the labelled type (paper), features float32 per type, duplicates and self loops removed; with
+``undirected`` (default true) a reverse relation ``rev_<rel>`` is added for each relation
+(:func:`gnnscale.datasets.typed.add_reverse`; ogbn-mag: 4 -> 8 relations).
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ from torch_geometric.data import Data
 from gnnscale.datasets._data import make_data
 from gnnscale.datasets._graph import check_edge_ids, clean_edges
 from gnnscale.datasets._options import Option
+from gnnscale.datasets.typed import add_reverse, make_typed_data
 from gnnscale.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -52,13 +64,15 @@ logger = logging.getLogger(__name__)
 OPTIONS: dict[str, Option] = {
     "download": Option(bool, True, "download through ogb when the dataset folder does not exist"),
     "download_timeout": Option(float, 10.0, "seconds to wait for the download server before giving up"),
-    "undirected": Option(bool, True, "store every edge in both directions"),
+    "undirected": Option(bool, True, "store every edge in both directions (typed: add rev_<rel> relations)"),
 }
 HELP = (
-    "ogbn-arxiv | ogbn-products | ogbn-papers100M | any homogeneous single-task ogbn-*\n"
+    "ogbn-arxiv | ogbn-products | ogbn-papers100M | ogbn-mag | any single-task ogbn-*\n"
     "    OGB node property prediction via ogb.nodeproppred (pip install gnnscale[ogb]); root = OGB\n"
     "    root (default $GNNSCALE_DATA or ./data), dataset folder ROOT/ogbn_<name>/; files already\n"
-    "    there are used offline. Symmetrized; NaN labels -> -1; OGB split. Options:"
+    "    there are used offline. Symmetrized; NaN labels -> -1; OGB split. Heterogeneous ones\n"
+    "    (ogbn-mag) load as typed graphs: target = the labelled type (paper), reverse relations\n"
+    "    rev_<rel> added when undirected. Options:"
 )
 
 
@@ -108,16 +122,11 @@ def _meta(name: str, master: dict[str, dict[str, str]]) -> tuple[str, dict[str, 
             "fix the spelling"
         )
     meta = master[key]
-    if meta["is hetero"] == "True":
-        raise DatasetError(
-            f"expected a homogeneous ogbn dataset, found {key} which is heterogeneous (several "
-            "node types); it is not supported, use ogbn-arxiv, ogbn-products or ogbn-papers100M"
-        )
     if int(meta["num tasks"]) != 1 or "multiclass" not in meta["task type"]:
         raise DatasetError(
             f"expected a single-label multiclass ogbn dataset, found {key} with {meta['num tasks']} "
-            f"tasks ({meta['task type']}); it is not supported, use ogbn-arxiv, ogbn-products or "
-            "ogbn-papers100M"
+            f"tasks ({meta['task type']}); it is not supported, use ogbn-arxiv, ogbn-products, "
+            "ogbn-papers100M or ogbn-mag"
         )
     return key, meta
 
@@ -130,6 +139,12 @@ def expected_files(meta: dict[str, str]) -> tuple[list[str], list[str], list[str
     files (``split/<split>/split_dict.pt`` replaces them).
     """
     always = [f"RELEASE_v{meta['version']}.txt"]
+    if meta["is hetero"] == "True":  # the relation and per-type files are listed inside these
+        if meta["binary"] == "True":
+            raw = ["raw/num_nodes_dict.npz", "raw/num_edges_dict.npz", "raw/edge_index_dict.npz", "raw/node-label.npz"]
+        else:
+            raw = ["raw/num-node-dict.csv.gz", "raw/triplet-type-list.csv.gz", "raw/nodetype-has-label.csv.gz"]
+        return always, raw, [f"split/{meta['split']}/nodetype-has-split.csv.gz"]
     if meta["binary"] == "True":
         raw = ["raw/data.npz", "raw/node-label.npz"]
     else:
@@ -156,8 +171,14 @@ def _missing(folder: Path, meta: dict[str, str]) -> list[str]:
 
 def _describe_expected(folder: Path, meta: dict[str, str]) -> str:
     always, raw, split = expected_files(meta)
+    hetero = (
+        " (heterogeneous layout: also raw/relations/<src>___<rel>___<dst>/edge.csv.gz and num-edge-list.csv.gz per "
+        "relation, raw/node-feat/<type>/node-feat.csv.gz, raw/node-label/<type>/node-label.csv.gz, "
+        f"split/{meta['split']}/<type>/train|valid|test.csv.gz)"
+        if meta["is hetero"] == "True" and meta["binary"] != "True" else ""
+    )
     return (
-        f"{folder}/ should hold {', '.join(always + raw + split)} (or processed/data_processed "
+        f"{folder}/ should hold {', '.join(always + raw + split)}{hetero} (or processed/data_processed "
         "instead of the raw/ files)"
     )
 
@@ -278,10 +299,48 @@ def _open_dataset(name: str, root: Path, options: dict):
     return key, folder, graph, labels, split
 
 
+def _load_hetero(key: str, folder: Path, graph: dict, labels: Any, split: Any, options: dict, name: str) -> Data:
+    """The typed ``Data`` of a heterogeneous ogbn dataset (see the module docstring)."""
+    where = f"{key} ({folder})"
+    counts = {str(t): int(np.asarray(c).reshape(-1)[0]) for t, c in graph["num_nodes_dict"].items()}
+    if not isinstance(labels, dict) or not labels:
+        raise DatasetError(f"expected labels as a dict {{node type: [N_t, 1]}} in {where}, found "
+                           f"{type(labels).__name__}; the files do not belong together")
+    if len(labels) != 1:
+        raise DatasetError(f"expected one labelled node type in {where}, found {sorted(labels)}; "
+                           "only single-target heterogeneous datasets are supported")
+    target = str(next(iter(labels)))
+    parts = {}
+    for part in ("train", "valid", "test"):
+        by_type = split.get(part) if isinstance(split, dict) else None
+        if not isinstance(by_type, dict) or target not in by_type:
+            raise DatasetError(f"expected {part} ids of type {target!r} in {folder}/split, found "
+                               f"{sorted(by_type) if isinstance(by_type, dict) else type(by_type).__name__}; "
+                               "the split does not belong to this graph")
+        parts[part] = np.asarray(by_type[target], dtype=np.int64).reshape(-1)
+    feats = graph.get("node_feat_dict") or {}
+    data = make_typed_data(
+        num_nodes=counts,
+        edges=[(tuple(str(s) for s in et), np.asarray(ei)) for et, ei in graph["edge_index_dict"].items()],
+        target_type=target, y=np.asarray(labels[target]), x_dict={str(t): np.asarray(x) for t, x in feats.items()},
+        train=parts["train"], val=parts["valid"], test=parts["test"], name=name, drop_self_loops=True, where=where,
+    )
+    if options["undirected"]:
+        data = add_reverse(data)
+    logger.info(
+        "loaded %s from %s: %s nodes, %d edges in %d relations, features %s, target %s with %d classes",
+        name, folder, counts, data.edge_index.shape[1], len(data.edge_types),
+        {t: x.shape[1] for t, x in data.x_dict.items()}, target, data.num_classes,
+    )
+    return data
+
+
 def load(arg: str, root: str | None, options: dict, name: str) -> Data:
     """Load ``ogbn-*`` (``arg`` is the ogbn name); see the module docstring."""
     base = Path(root if root is not None else default_root()).expanduser()
     key, folder, graph, labels, split = _open_dataset(arg, base, options)
+    if "edge_index_dict" in graph:  # heterogeneous: a typed graph
+        return _load_hetero(key, folder, graph, labels, split, options, name)
     n = int(graph["num_nodes"])
     feat = graph.get("node_feat")
     if feat is None:

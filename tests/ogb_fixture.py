@@ -15,6 +15,16 @@ loads it with no network and no interactive prompt:
 * ``split/<split>/{train,valid,test}.csv.gz`` (split name from master.csv: ``time`` for arxiv and
   papers100M, ``sales_ranking`` for products), and an empty ``processed/`` folder.
 
+``write_tiny_ogb_mag(root)`` writes ogbn-mag's heterogeneous raw layout (ogb's
+``read_csv_heterograph_raw``, ``read_node_label_hetero``, ``read_nodesplitidx_split_hetero``):
+``raw/num-node-dict.csv.gz`` (a header of node types, one row of counts),
+``raw/triplet-type-list.csv.gz`` (one ``src,rel,dst`` per line),
+``raw/relations/<src>___<rel>___<dst>/{edge,num-edge-list,edge_reltype}.csv.gz``,
+``raw/node-feat/paper/{node-feat,node_year}.csv.gz``, ``raw/nodetype-has-label.csv.gz`` and
+``raw/node-label/paper/node-label.csv.gz``, ``split/time/nodetype-has-split.csv.gz`` and
+``split/time/paper/{train,valid,test}.csv.gz``, ``RELEASE_v2.txt``; the graph comes from
+:func:`gnnscale.datasets.generate_synthetic_mag` (without reverse relations, like the real files).
+
 The graph, labels and features come from :func:`gnnscale.datasets.generate_synthetic`
 (homophily 0.9, low feature noise), so labels are learnable from features + graph.
 Edges are stored like the real datasets: once per undirected edge, in a random direction
@@ -30,7 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnscale.datasets import generate_synthetic
+from gnnscale.datasets import generate_synthetic, generate_synthetic_mag
+from gnnscale.datasets.typed import relation_edges
 
 
 def _master() -> dict[str, dict[str, str]]:
@@ -134,3 +145,67 @@ def write_tiny_ogb(
             values = year if extra_name == "node_year" else rng.integers(0, 10, size=num_nodes)
             _write_csv_gz(raw / f"{extra_name}.csv.gz", values, "%d")
     return str(folder)
+
+
+def _write_header_csv_gz(path: Path, header: list[str], row: list) -> None:
+    with gzip.open(path, "wt") as f:
+        f.write(",".join(header) + "\n" + ",".join(str(v) for v in row) + "\n")
+
+
+def write_tiny_ogb_mag(
+    root: str | os.PathLike,
+    num_nodes: int = 3000,
+    num_features: int = 16,
+    num_classes: int = 5,
+    seed: int = 0,
+):
+    """Write a tiny ogbn-mag in OGB's heterogeneous raw layout under ``root`` (see the module docstring).
+
+    Args:
+        root: the OGB root (what is passed as ``root=`` to ogb / load_dataset).
+        num_nodes: total nodes of the four types (paper, author, institution, field_of_study in
+            ogbn-mag's proportions, :func:`gnnscale.datasets.mag.type_counts`).
+        num_features, num_classes, seed: of the generated graph.
+
+    Returns:
+        ``(folder, data)``: the dataset folder ``ROOT/ogbn_mag`` and the typed ``Data`` written
+        (node types paper, author, institution, field_of_study; the 4 relations of ogbn-mag;
+        its train/val/test masks are the stored split).
+    """
+    meta = _master()["ogbn-mag"]
+    data = generate_synthetic_mag(num_nodes=num_nodes, num_features=num_features, num_classes=num_classes,
+                                  undirected=False, seed=seed)
+    folder = Path(root) / "ogbn_mag"
+    raw = folder / "raw"
+    split_dir = folder / "split" / meta["split"]
+    for d in (raw, split_dir / "paper", folder / "processed", raw / "node-feat" / "paper", raw / "node-label" / "paper"):
+        d.mkdir(parents=True, exist_ok=True)
+    (folder / f"RELEASE_v{meta['version']}.txt").write_text("tiny test copy of ogbn-mag\n")
+
+    types = sorted(data.node_types)  # ogb lists the types (and the relations) sorted by name
+    counts = {t: int(data.type_ptr[i + 1] - data.type_ptr[i]) for i, t in enumerate(data.node_types)}
+    _write_header_csv_gz(raw / "num-node-dict.csv.gz", types, [counts[t] for t in types])
+    triplets = sorted(data.edge_types)
+    with gzip.open(raw / "triplet-type-list.csv.gz", "wt") as f:
+        f.write("".join(",".join(et) + "\n" for et in triplets))
+    edges = relation_edges(data)
+    for i, et in enumerate(triplets):
+        d = raw / "relations" / "___".join(et)
+        d.mkdir(parents=True, exist_ok=True)
+        ei = edges[et].numpy()
+        _write_csv_gz(d / "edge.csv.gz", ei.T, "%d")
+        _write_csv_gz(d / "num-edge-list.csv.gz", np.array([ei.shape[1]]), "%d")
+        _write_csv_gz(d / "edge_reltype.csv.gz", np.full(ei.shape[1], i), "%d")
+
+    p = data.node_types.index("paper")
+    lo, hi = int(data.type_ptr[p]), int(data.type_ptr[p + 1])
+    rng = np.random.default_rng(seed)
+    _write_csv_gz(raw / "node-feat" / "paper" / "node-feat.csv.gz", data.x_dict["paper"].numpy(), "%.6f")
+    _write_csv_gz(raw / "node-feat" / "paper" / "node_year.csv.gz", rng.integers(2010, 2020, size=hi - lo), "%d")
+    _write_csv_gz(raw / "node-label" / "paper" / "node-label.csv.gz", data.y[lo:hi].numpy(), "%d")
+    has = [str(t == "paper") for t in types]
+    _write_header_csv_gz(raw / "nodetype-has-label.csv.gz", types, has)
+    _write_header_csv_gz(split_dir / "nodetype-has-split.csv.gz", types, has)
+    for part, mask in (("train", data.train_mask), ("valid", data.val_mask), ("test", data.test_mask)):
+        _write_csv_gz(split_dir / "paper" / f"{part}.csv.gz", np.flatnonzero(mask[lo:hi].numpy()), "%d")
+    return str(folder), data
