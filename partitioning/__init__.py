@@ -9,6 +9,13 @@ Typical use::
     part = load_part("parts/cora-4", 0)                      # LocalPart, sha256-verified
     owners = part.book.owner(part.indices)                   # which part owns each source
 
+    # a typed Data (docs/typed_graphs.md: node_types, edge_type, x_dict, ...) -> format 2
+    meta = partition_graph(hetero, 4, "parts/mag-4")         # METIS balances every node type
+    part = load_part("parts/mag-4", 0)
+    part.typed.etype, part.typed.x_by_type[0]                # int16 [E_p], float32 [n_p0, F_0]
+    ptr = part.relation_indptr()                             # int64 [n_p * R + 1]
+    t, per_type = part.typed.book.map_to_per_ntype(part.indices)
+
     parts = assign_parts(data, 4, method="ldg")              # int64 [N], nothing written
     m = partition_metrics(data, parts, 4, fanouts=[10, 10], batch_size=512)
     m["communication"]["remote_bytes"]                       # bytes fetched in one epoch
@@ -30,6 +37,9 @@ _EXPORTS = {
     "LocalPart": ".format",
     "PartitionBook": ".book",
     "ResourceMeter": ".resources",
+    "TYPED_FORMAT_VERSION": ".manifest",
+    "TypedPart": ".typed",
+    "TypedPartitionBook": ".book",
     "assign_parts": ".api",
     "available_methods": ".api",
     "build_vertex_weights": ".weights",
@@ -38,6 +48,7 @@ _EXPORTS = {
     "edge_cut": ".graph",
     "get_partitioner": ".api",
     "integer_edge_weights": ".metis",
+    "is_typed": ".typed",
     "load_meta": ".manifest",
     "load_part": ".format",
     "metis_partition": ".metis",

@@ -257,11 +257,17 @@ def partition_graph(
     dataset: str | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Partition ``data`` into ``num_parts`` parts and write the format-1 folder ``out_dir``.
+    """Partition ``data`` into ``num_parts`` parts and write the folder ``out_dir``
+    (format 1; format 2 for a typed graph).
+
+    A typed graph (``data.node_types`` and ``data.edge_type``, ``docs/typed_graphs.md``) is
+    partitioned as its homogeneous view (every relation's edges together); METIS's ``nodes``
+    constraint becomes one constraint per node type (and ``train`` counts the target type's
+    training nodes), the other methods run unchanged.
 
     Args:
         data: graph following the dataset contract (x, y, edge_index, masks, num_classes;
-            optional edge_weight [E] used by metis/ldg/fennel).
+            optional edge_weight [E] used by metis/ldg/fennel), or a typed graph.
         num_parts: P, 1 <= P <= number of nodes.
         out_dir: output folder.
         method: a name from :func:`available_methods` or a plug-in ``"module.path:function"``.

@@ -3,7 +3,9 @@
 For every (number of parts, method): partition (timed, peak memory), then measure edge cut,
 balance, halo, replication and the remote feature bytes one training epoch would fetch
 (the real sampler replayed over the trainer's batches). Prints a table, and with ``--out``
-writes ``results.json`` and PNG plots.
+writes ``results.json`` and PNG plots. On a typed graph every row also has ``typed``
+(per relation: edges and cut; per node type: nodes per part and balance), printed after the
+table by :func:`format_typed`.
 """
 from __future__ import annotations
 
@@ -57,6 +59,8 @@ def run_bench(
                 "remote_bytes_per_epoch": comm.get("remote_bytes"),
                 "communication": comm,
             }
+            if "typed" in m:
+                row["typed"] = m["typed"]
             rows.append(row)
             log.info("%s", format_row(row))
     return rows
@@ -81,6 +85,24 @@ def format_row(row: dict) -> str:
 
 def format_table(rows: list[dict]) -> str:
     return "\n".join([format_header()] + [format_row(r) for r in rows])
+
+
+def format_typed(rows: list[dict]) -> str:
+    """The typed figures of every row: the cut of each relation (count and % of its edges)
+    and the balance of each node type (max/mean over parts); '' when no row is typed."""
+    lines = []
+    for row in rows:
+        t = row.get("typed")
+        if not t:
+            continue
+        rels = ", ".join(
+            f"{e[1]} {c}/{n} ({100 * c / n if n else 0.0:.1f}%)"
+            for e, c, n in zip(t["edge_types"], t["cut_per_relation"], t["edges_per_relation"])
+        )
+        types = ", ".join(f"{name} {b:.3f}" for name, b in zip(t["node_types"], t["balance_per_type"]))
+        lines.append(f"{row['parts']:>5d} {row['method']:<10s} cut per relation: {rels}")
+        lines.append(f"{'':>5s} {'':<10s} balance per type: {types}")
+    return "\n".join(lines)
 
 
 def write_plots(rows: list[dict], out: Path) -> list[str]:

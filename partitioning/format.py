@@ -1,6 +1,6 @@
-"""The versioned on-disk partition format (FORMAT_VERSION = 1): writer, loader, summary.
+"""The versioned on-disk partition format: writer, loader, summary.
 
-Layout of a partition folder ``OUT/``::
+Layout of a partition folder ``OUT/`` (format 1, untyped graphs)::
 
     meta.json                  format_version, dataset, method, num_parts, num_nodes, num_edges,
                                offsets, feature_dim, num_classes, feature_dtype, parts (sizes),
@@ -13,8 +13,21 @@ Layout of a partition folder ``OUT/``::
     part{p}/train_mask.npy     bool [n_p]   (also val_mask.npy, test_mask.npy)
     part{p}/orig_ids.npy       int64 [n_p]  new id offsets[p]+i -> original id orig_ids[i]
 
-Edges are those of ``data.edge_index`` with duplicates removed; self loops are kept as given.
-meta.json is written last, so a folder without it is an unfinished write.
+Format 2 (typed graphs, ``docs/typed_graphs.md`` section 2) has no ``x.npy``; instead::
+
+    part{p}/etype.npy          int16 [E_p]          relation of each in-edge (aligned with indices)
+    part{p}/x_t{t}.npy         float32 [n_pt, F_t]  features of the part's nodes of type t
+                                                    (only the types with features)
+
+and meta.json has ``format_version: 2``, ``feature_dim: 0`` and a ``typed`` entry
+(node_types, edge_types, target_type, type_starts [P][T+1], type_offsets [T][P+1],
+num_nodes_per_type, feature_dims, edges_per_relation, cut_per_relation, balance_per_type).
+A part's nodes are numbered by type, then original id; the in-edges of each node are sorted by
+(relation, original source id) (format 1: by original source id).
+
+Edges are those of ``data.edge_index`` with duplicates removed (format 2: duplicate (source,
+target, relation)); self loops are kept as given. meta.json is written last, so a folder
+without it is an unfinished write.
 """
 
 from __future__ import annotations
@@ -37,16 +50,19 @@ from gnnscale.partitioning.manifest import (  # noqa: F401 - re-exported
     FORMAT_VERSION,
     META_FILE,
     PART_FILES,
+    TYPED_FORMAT_VERSION,
     _verify_files,
     load_meta,
     part_dir_name,
+    part_files,
     sha256_file,
     verify_part,
 )
-from gnnscale.partitioning.book import PartitionBook
+from gnnscale.partitioning.book import PartitionBook, TypedPartitionBook
 from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
-from gnnscale.partitioning.metrics import metrics_from_counts
+from gnnscale.partitioning.metrics import metrics_from_counts, ratio
 from gnnscale.partitioning.relabel import contiguous_relabel
+from gnnscale.partitioning.typed import TypedPart, TypedSpec, is_typed, type_tables, typed_spec
 from gnnscale.partitioning.validate import check_pointers, load_array
 
 if TYPE_CHECKING:  # torch_geometric costs 2 s to import; workers never need it
@@ -87,18 +103,33 @@ def _node_tensor(data: Data, name: str, n: int, ndim: int) -> torch.Tensor:
     return t
 
 
-def _remove_stale(out: Path, num_parts: int) -> None:
-    """Drop an old meta.json and old ``part{p}`` folders (p >= num_parts) holding only our files."""
+def _remove_stale(out: Path, num_parts: int, keep: tuple[str, ...] = PART_FILES) -> None:
+    """Drop an old meta.json, old ``part{p}`` folders (p >= num_parts) holding only our files,
+    and, in the parts kept, our files not named in ``keep`` (those of the other format, or of
+    a node type that no longer has features)."""
     meta = out / META_FILE
     if meta.exists():
         logger.info("overwriting the partition folder %s", out)
         meta.unlink()
     for child in out.glob("part*"):
         suffix = child.name[4:]
-        if not (child.is_dir() and suffix.isdigit() and int(suffix) >= num_parts):
+        if not (child.is_dir() and suffix.isdigit()):
             continue
-        if {c.name for c in child.iterdir()} <= set(PART_FILES):
-            shutil.rmtree(child)
+        ours = [c for c in child.iterdir() if _is_part_file(c.name)]
+        if int(suffix) >= num_parts:
+            if len(ours) == len(list(child.iterdir())):
+                shutil.rmtree(child)
+        else:  # a kept part: drop our files that this write does not rewrite
+            for c in ours:
+                if c.name not in keep:
+                    c.unlink()
+
+
+def _is_part_file(name: str) -> bool:
+    """A file name that a part of either format holds (format 1's, etype.npy, x_t{t}.npy)."""
+    return name in PART_FILES or name == "etype.npy" or (
+        name.startswith("x_t") and name.endswith(".npy") and name[3:-4].isdigit()
+    )
 
 
 def write_meta(out_dir: str | os.PathLike, meta: dict[str, Any]) -> None:
@@ -142,8 +173,13 @@ def _writer_threads() -> int:
 
 
 def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray, indices_g: np.ndarray,
-                 x: torch.Tensor, y: torch.Tensor, masks: dict) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-    """The arrays of the part owning new ids ``[lo, hi)`` by file name, and its sizes for meta.json."""
+                 x: torch.Tensor | None, y: torch.Tensor, masks: dict, typed: _TypedWrite | None = None,
+                 part: int = 0) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """The arrays of the part owning new ids ``[lo, hi)`` by file name, and its sizes for meta.json.
+
+    ``typed``: a typed graph's extras: ``etype.npy`` and ``x_t{t}.npy`` (instead of ``x.npy``),
+    and the part's per-relation edge and cut counts added to ``typed``'s running sums.
+    """
     ids_np = old_of_new[lo:hi]
     ids = torch.from_numpy(ids_np)
     e_lo, e_hi = int(indptr_g[lo]), int(indptr_g[hi])
@@ -151,14 +187,19 @@ def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray,
     arrays = {
         "indptr.npy": indptr_g[lo : hi + 1] - e_lo,
         "indices.npy": indices,
-        "x.npy": x[ids].numpy().astype(np.float32, copy=False),
+        "x.npy": None if x is None else x[ids].numpy().astype(np.float32, copy=False),
         "y.npy": y[ids].numpy().astype(np.int64, copy=False),
         "train_mask.npy": masks["train_mask"][ids].numpy(),
         "val_mask.npy": masks["val_mask"][ids].numpy(),
         "test_mask.npy": masks["test_mask"][ids].numpy(),
         "orig_ids.npy": ids_np,
     }
-    remote = indices[(indices < lo) | (indices >= hi)]
+    remote_mask = (indices < lo) | (indices >= hi)
+    remote = indices[remote_mask]
+    if typed is not None:
+        del arrays["x.npy"]
+        arrays.update(typed.part_arrays(part, ids_np, e_lo, e_hi, remote_mask))
+    del remote_mask
     size = {
         "nodes": hi - lo,
         "in_edges": e_hi - e_lo,
@@ -168,6 +209,46 @@ def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray,
         "remote_sources": int(sorted_unique(remote, inplace=True).shape[0]),
     }
     return arrays, size
+
+
+class _TypedWrite:
+    """What the format-2 writer keeps beside format 1's: the typed spec, the relation of
+    every stored edge (int16, aligned with the global CSC), the type tables and the running
+    per-relation counts."""
+
+    def __init__(self, spec: TypedSpec, etype_g: np.ndarray, type_starts: np.ndarray,
+                 type_offsets: np.ndarray) -> None:
+        self.spec, self.etype_g = spec, etype_g
+        self.type_starts, self.type_offsets = type_starts, type_offsets
+        r = spec.num_relations
+        self.edges = np.zeros(r, dtype=np.int64)
+        self.cut = np.zeros(r, dtype=np.int64)
+
+    def part_arrays(self, part: int, ids_np: np.ndarray, e_lo: int, e_hi: int,
+                    remote_mask: np.ndarray) -> dict[str, np.ndarray]:
+        etype = self.etype_g[e_lo:e_hi]
+        r = self.spec.num_relations
+        self.edges += np.bincount(etype, minlength=r)
+        self.cut += np.bincount(etype[remote_mask], minlength=r)
+        out = {"etype.npy": etype}
+        starts, ptr = self.type_starts[part], self.spec.type_ptr
+        for t, x in self.spec.features.items():  # loop over the node types with features
+            rows = ids_np[starts[t] : starts[t + 1]] - ptr[t]  # per-type original ids
+            out[f"x_t{t}.npy"] = x[torch.from_numpy(rows)].numpy().astype(np.float32, copy=False)
+        return out
+
+    def meta(self, counts: np.ndarray) -> dict[str, Any]:
+        """meta.json's ``typed`` entry (``counts``: int64 [P, T] nodes of type t in part p)."""
+        return {
+            **self.spec.meta_header(),
+            "type_starts": self.type_starts.tolist(),
+            "type_offsets": self.type_offsets.tolist(),
+            "num_nodes_per_type": self.spec.counts().tolist(),
+            "feature_dims": list(self.spec.feature_dims),
+            "edges_per_relation": self.edges.tolist(),
+            "cut_per_relation": self.cut.tolist(),
+            "balance_per_type": [ratio(counts[:, t]) for t in range(counts.shape[1])],
+        }
 
 
 def write_partitions(
@@ -181,11 +262,16 @@ def write_partitions(
     extra_meta: dict[str, Any] | None = None,
     write_threads: int | None = None,
 ) -> dict[str, Any]:
-    """Relabel nodes contiguously by part and write the format-1 partition folder.
+    """Relabel nodes contiguously by part and write the partition folder: format 1 for a
+    plain graph, format 2 for a typed one (``data.node_types`` and ``data.edge_type``, see
+    ``docs/typed_graphs.md``).
 
     Args:
         data: the graph (``x`` float [N, F], ``y`` int [N], ``edge_index`` int [2, E],
             ``train_mask``/``val_mask``/``test_mask`` bool [N], optional ``num_classes``).
+            A typed graph has ``x_dict`` {type: float [N_t, F_t]} instead of ``x``, and
+            ``node_types``, ``edge_types``, ``type_ptr``, ``edge_type`` int [E],
+            ``target_type``.
         parts: int ``[N]``, the part of every original node.
         out_dir: output folder (created; an existing partition there is replaced).
         method: partitioner name, recorded in meta.json.
@@ -207,19 +293,30 @@ def write_partitions(
             f"expected one part id per node, i.e. parts of shape [{n}], found "
             f"{tuple(parts.shape)}; the partitioner output does not match the graph"
         )
-    x = _node_tensor(data, "x", n, 2)
+    spec = typed_spec(data) if is_typed(data) else None
+    x = _node_tensor(data, "x", n, 2) if spec is None else None
     y = _node_tensor(data, "y", n, 1)
     masks = {m: _node_tensor(data, m, n, 1).to(torch.bool) for m in _MASKS}
     num_classes = getattr(data, "num_classes", None)
     if num_classes is None:
         num_classes = int(y.max()) + 1 if y.numel() else 0
-    feature_dim = int(x.shape[1])
+    feature_dim = int(x.shape[1]) if x is not None else 0
 
     new_of_old, old_of_new, offsets = contiguous_relabel(parts, num_parts)
     num_parts = offsets.shape[0] - 1
     ei = as_edge_array(data.edge_index, n)
     cut, undirected = edge_cut(ei, parts, n)
-    indptr_g, indices_g = to_csc(ei, n, dedupe=True, relabel=new_of_old)
+    typed = None
+    if spec is None:
+        indptr_g, indices_g = to_csc(ei, n, dedupe=True, relabel=new_of_old)
+    else:
+        indptr_g, indices_g, etype_g = to_csc(
+            ei, n, dedupe=True, relabel=new_of_old, edge_type=spec.edge_type,
+            num_relations=spec.num_relations,
+        )
+        spec.edge_type = None  # a view of data.edge_type: not needed any more
+        typed = _TypedWrite(spec, etype_g, *type_tables(old_of_new, offsets, spec.type_ptr))
+        del etype_g
     num_input_edges = int(ei.shape[1])
     del ei, new_of_old
 
@@ -230,7 +327,10 @@ def write_partitions(
             "output path"
         )
     out.mkdir(parents=True, exist_ok=True)
-    _remove_stale(out, num_parts)
+    version = FORMAT_VERSION if typed is None else TYPED_FORMAT_VERSION
+    keep = part_files({"format_version": version,
+                       "typed": None if typed is None else {"feature_dims": spec.feature_dims}})
+    _remove_stale(out, num_parts, keep)
 
     files: dict[str, str] = {}
     sizes: list[dict[str, int]] = []
@@ -253,7 +353,7 @@ def write_partitions(
             lo, hi = int(offsets[p]), int(offsets[p + 1])
             pdir = out / part_dir_name(p)
             pdir.mkdir(exist_ok=True)
-            arrays, size = _part_arrays(lo, hi, old_of_new, indptr_g, indices_g, x, y, masks)
+            arrays, size = _part_arrays(lo, hi, old_of_new, indptr_g, indices_g, x, y, masks, typed, p)
             sizes.append(size)
             done = writing
             writing = {f"{part_dir_name(p)}/{fname}": pool.submit(_save, pdir / fname, arr)
@@ -275,7 +375,7 @@ def write_partitions(
     )
     del quality["sizes"]  # the same numbers are in "parts"
     meta: dict[str, Any] = {
-        "format_version": FORMAT_VERSION,
+        "format_version": version,
         "dataset": dataset,
         "method": method,
         "num_parts": num_parts,
@@ -292,8 +392,10 @@ def write_partitions(
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "gnnscale_version": _gnnscale_version(),
     }
+    if typed is not None:
+        meta["typed"] = typed.meta(np.diff(typed.type_starts, axis=1))
     if extra_meta:
-        clash = set(extra_meta) & {"format_version", "files", "offsets", "num_parts"}
+        clash = set(extra_meta) & {"format_version", "files", "offsets", "num_parts", "typed"}
         if clash:
             raise PartitionError(
                 f"expected extra_meta not to override core keys, found {sorted(clash)}; "
@@ -328,9 +430,13 @@ class LocalPart:
         book: the PartitionBook of the whole partitioning.
         indptr: int64 ``[n+1]`` CSC row pointer over owned (local) targets.
         indices: int64 ``[E_p]`` sources of the in-edges, new global ids.
-        x: read-only float32 memmap ``[n, F]``.
+        x: read-only float32 memmap ``[n, F]`` (typed parts: an empty float32 ``[n, 0]``;
+            their features are per type, in ``typed.x_by_type``).
         y: int64 ``[n]``; train_mask / val_mask / test_mask: bool ``[n]``.
         orig_ids: int64 ``[n]``, original id of local node i.
+        typed: the typed side of a format-2 part (a
+            :class:`~gnnscale.partitioning.typed.TypedPart`: ``meta``, ``etype``,
+            ``x_by_type``, ``type_starts``, ``book``); None for format 1.
     """
 
     part_id: int
@@ -344,6 +450,7 @@ class LocalPart:
     val_mask: torch.Tensor = field(repr=False)
     test_mask: torch.Tensor = field(repr=False)
     orig_ids: torch.Tensor = field(repr=False)
+    typed: TypedPart | None = field(default=None, repr=False)
 
     @property
     def num_owned(self) -> int:
@@ -360,9 +467,22 @@ class LocalPart:
         """int64 ``[n]``: the new global ids this part owns."""
         return torch.arange(self.offset, self.offset + self.num_owned, dtype=torch.int64)
 
+    def _untyped(self, what: str) -> None:
+        if self.typed is not None:
+            raise PartitionError(
+                f"expected an untyped part for {what}, found a typed one (format_version "
+                f"{TYPED_FORMAT_VERSION}: features per node type, no single matrix); read "
+                "part.typed.x_by_type[t] or part.typed.features(t, idx)"
+            )
+
     def feature_rows(self) -> torch.Tensor:
         """float32 ``[n, F]``: every owned row as a tensor over the mapped file (no copy: the
-        pages are read as they are touched and stay the page cache's). Read-only: never write it."""
+        pages are read as they are touched and stay the page cache's). Read-only: never write it.
+
+        Raises:
+            PartitionError: on a typed part (its features are per type: ``typed.x_by_type``).
+        """
+        self._untyped("feature_rows()")
         if not isinstance(self.x, np.ndarray):
             return torch.as_tensor(self.x)
         import warnings
@@ -379,7 +499,11 @@ class LocalPart:
 
         Returns:
             float32 ``[k, F]`` (a copy, in memory).
+
+        Raises:
+            PartitionError: on a typed part (use ``typed.features(t, idx)``).
         """
+        self._untyped("features()")
         idx = torch.as_tensor(local_idx).detach().cpu().to(torch.int64).numpy()
         if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.num_owned):
             raise PartitionError(
@@ -389,9 +513,68 @@ class LocalPart:
             )
         return torch.from_numpy(np.ascontiguousarray(self.x[idx], dtype=np.float32))
 
+    def relation_indptr(self) -> torch.Tensor:
+        """Per-relation CSC pointer of a typed part, for relation-wise sampling.
+
+        Returns:
+            int64 ``[n * R + 1]``: the in-edges of local node ``v`` with relation ``r`` are
+            ``indices[ptr[v * R + r] : ptr[v * R + r + 1]]`` (one run, since the in-edges of
+            each node are sorted by relation). Computed once (in slices of the edges) and kept.
+
+        Raises:
+            PartitionError: on an untyped part.
+        """
+        if self.typed is None:
+            raise PartitionError(
+                f"expected a typed part (format_version {TYPED_FORMAT_VERSION}) for "
+                "relation_indptr(), found an untyped one; partition a typed dataset"
+            )
+        if self.typed._relation_indptr is None:
+            self.typed._relation_indptr = _relation_indptr(
+                self.indptr.numpy(), self.typed.etype.numpy(), self.typed.num_relations
+            )
+        return self.typed._relation_indptr
+
+
+def _relation_indptr(indptr: np.ndarray, etype: np.ndarray, num_relations: int) -> torch.Tensor:
+    """``bincount(v * R + etype)`` then a running sum, over slices of the edges (bounded
+    temporaries): int64 ``[n * R + 1]``."""
+    n, r = indptr.shape[0] - 1, int(num_relations)
+    counts = np.zeros(n * r, dtype=np.int64)
+    num_e = int(indptr[-1])
+    step = 1 << 22
+    for a in range(0, num_e, step):  # loop over slices of a few million edges
+        b = min(num_e, a + step)
+        dst = np.searchsorted(indptr, np.arange(a, b, dtype=np.int64), side="right") - 1
+        dst *= r
+        dst += etype[a:b]
+        # the keys rise along the edges (sorted by node, then relation): count over their span
+        lo, hi = int(dst.min()), int(dst.max())
+        dst -= lo
+        counts[lo : hi + 1] += np.bincount(dst, minlength=hi - lo + 1)
+    out = np.zeros(n * r + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return torch.from_numpy(out)
+
+
+def _load_typed(pdir: Path, meta: dict[str, Any], part: int, book: PartitionBook, n: int,
+                num_edges: int) -> TypedPart:
+    """The typed side of part ``part`` of a format-2 folder (files checked for dtype and shape)."""
+    tmeta = meta["typed"]
+    tbook = TypedPartitionBook(book, tmeta["type_starts"], tmeta["type_offsets"])
+    starts = tbook.type_starts[part]
+    etype = load_array(pdir / "etype.npy", np.int16, (num_edges,), mmap="c")
+    x_by_type = {}
+    for t, dim in enumerate(tmeta["feature_dims"]):  # loop over node types
+        if int(dim) > 0:
+            rows = int(starts[t + 1] - starts[t])
+            x_by_type[t] = load_array(pdir / f"x_t{t}.npy", np.float32, (rows, int(dim)))
+    return TypedPart(meta=tmeta, etype=torch.from_numpy(etype), x_by_type=x_by_type,
+                     type_starts=starts.clone(), book=tbook)
+
 
 def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> LocalPart:
-    """Load part ``part`` of a partition folder.
+    """Load part ``part`` of a partition folder (format 1 or 2).
 
     Args:
         part_dir: the folder written by :func:`write_partitions`.
@@ -400,7 +583,8 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
 
     Returns:
         A :class:`LocalPart`; ``x`` and ``indices`` stay memory-mapped (``indices``
-        copy-on-write), the other arrays are loaded.
+        copy-on-write), the other arrays are loaded. A format-2 part has ``typed`` set
+        (``etype`` copy-on-write mapped, ``x_by_type`` mapped) and an empty ``x`` ``[n, 0]``.
     """
     root = Path(part_dir)
     meta = load_meta(root)
@@ -411,7 +595,7 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
         )
     part = int(part)
     pdir = root / part_dir_name(part)
-    for fname in PART_FILES:
+    for fname in part_files(meta):
         if not (pdir / fname).is_file():
             raise PartitionError(
                 f"expected {pdir / fname}, found no such file; {_RERUN_HINT}"
@@ -420,13 +604,14 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
         _verify_files(root, meta, part)
     book = PartitionBook(torch.tensor(meta["offsets"], dtype=torch.int64))
     n = book.part_size(part)
-    f = int(meta["feature_dim"])
+    typed = meta["format_version"] == TYPED_FORMAT_VERSION
+    f = int(meta.get("feature_dim", 0))
     indptr = load_array(pdir / "indptr.npy", np.int64, (n + 1,), mmap=False)
     # Mapped, not read: the edges are the part's largest array after x; their pages are shared
     # by the processes that open the part and dropped under memory pressure, not swapped.
     indices = load_array(pdir / "indices.npy", np.int64, (None,), mmap="c")
     check_pointers(pdir / "indptr.npy", indptr, indices.shape[0])
-    x = load_array(pdir / "x.npy", np.float32, (n, f))
+    x = np.zeros((n, 0), dtype=np.float32) if typed else load_array(pdir / "x.npy", np.float32, (n, f))
     y = load_array(pdir / "y.npy", np.int64, (n,), mmap=False)
     masks = {m: load_array(pdir / f"{m}.npy", np.bool_, (n,), mmap=False) for m in _MASKS}
     orig_ids = load_array(pdir / "orig_ids.npy", np.int64, (n,), mmap=False)
@@ -442,6 +627,7 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
         val_mask=torch.from_numpy(masks["val_mask"]),
         test_mask=torch.from_numpy(masks["test_mask"]),
         orig_ids=torch.from_numpy(orig_ids),
+        typed=_load_typed(pdir, meta, part, book, n, indices.shape[0]) if typed else None,
     )
 
 
@@ -459,7 +645,10 @@ def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
         ``replication_factor`` (+ ``replication_factor_per_part``), and ``parts`` (per part:
         part, nodes, in_edges, train, val, test, remote_sources (= halo), bytes on disk).
         Folders written before the metrics were stored get ``balance`` computed from
-        ``parts`` and the old ``edge_cut`` dict converted.
+        ``parts`` and the old ``edge_cut`` dict converted. A typed folder (format 2) adds
+        ``typed``: meta.json's ``typed`` entry plus ``relations`` (per relation: name, src,
+        dst, edges, cut, cut_fraction) and ``types`` (per node type: name, nodes,
+        feature_dim, balance, nodes per part).
     """
     root = Path(part_dir)
     meta = load_meta(root)
@@ -518,6 +707,35 @@ def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
         )["balance"]
     if "halo" not in out and parts and all("remote_sources" in s for s in parts):
         out["halo"] = [int(s["remote_sources"]) for s in parts]
+    if isinstance(meta.get("typed"), dict):
+        out["typed"] = typed_summary(meta["typed"])
     out["path"] = str(root)
     out["parts"] = parts
+    return out
+
+
+def typed_summary(typed: dict[str, Any]) -> dict[str, Any]:
+    """meta.json's ``typed`` entry plus a row per relation and per node type (for ``info``).
+
+    Returns:
+        The entry's keys, ``relations``: ``[{relation, src, dst, edges, cut, cut_fraction}]``
+        (``cut``: stored edges of the relation whose endpoints are in different parts) and
+        ``types``: ``[{type, nodes, feature_dim, balance, per_part}]`` (``balance``: max/mean
+        over parts of the type's nodes).
+    """
+    out = dict(typed)
+    edges, cut = typed.get("edges_per_relation", []), typed.get("cut_per_relation", [])
+    out["relations"] = [
+        {"relation": r, "src": s, "dst": d, "edges": int(e), "cut": int(c),
+         "cut_fraction": float(c) / float(e) if e else 0.0}
+        for (s, r, d), e, c in zip(typed.get("edge_types", []), edges, cut)
+    ]
+    starts = np.asarray(typed.get("type_starts", []), dtype=np.int64)
+    counts = np.diff(starts, axis=1) if starts.ndim == 2 else np.zeros((0, 0), dtype=np.int64)
+    out["types"] = [
+        {"type": name, "nodes": int(typed["num_nodes_per_type"][t]), "feature_dim": int(typed["feature_dims"][t]),
+         "balance": typed["balance_per_type"][t],
+         "per_part": counts[:, t].tolist() if counts.shape[1:] and t < counts.shape[1] else []}
+        for t, name in enumerate(typed.get("node_types", []))
+    ]
     return out

@@ -221,31 +221,82 @@ def to_undirected_csr_weighted(
     return indptr, indices, weights
 
 
+def _check_edge_type(edge_type: np.ndarray | torch.Tensor, num_edges: int, num_relations: int | None) -> tuple[np.ndarray, int]:
+    """``edge_type`` as int64 numpy ``[E]`` with values in ``[0, R)``, and R."""
+    if isinstance(edge_type, torch.Tensor):
+        edge_type = edge_type.detach().cpu().numpy()
+    et = np.asarray(edge_type)
+    if et.shape != (num_edges,) or (et.size and not np.issubdtype(et.dtype, np.integer)):
+        raise PartitionError(
+            f"expected edge_type as integers of shape [{num_edges}] (one relation per edge), found "
+            f"dtype {et.dtype} and shape {tuple(et.shape)}; fix data.edge_type"
+        )
+    et = et.astype(np.int64, copy=False)
+    top = int(et.max()) + 1 if et.size else 1
+    r = top if num_relations is None else int(num_relations)
+    if et.size and (int(et.min()) < 0 or top > r):
+        raise PartitionError(
+            f"expected edge_type values in [0, {r}), found [{int(et.min())}, {top - 1}]; fix "
+            "data.edge_type or data.edge_types"
+        )
+    if not 1 <= r <= np.iinfo(np.int16).max + 1:
+        raise PartitionError(
+            f"expected between 1 and {np.iinfo(np.int16).max + 1} relations (etype is int16), "
+            f"found {r}; merge relations"
+        )
+    return et, r
+
+
 def to_csc(
     edge_index: np.ndarray | torch.Tensor,
     num_nodes: int,
     *,
     dedupe: bool = False,
     relabel: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+    edge_type: np.ndarray | torch.Tensor | None = None,
+    num_relations: int | None = None,
+) -> tuple[np.ndarray, ...]:
     """In-edge (CSC) representation: for each target, its sources.
 
     Args:
         edge_index: int ``[2, E]`` (numpy or torch).
         num_nodes: N.
-        dedupe: drop duplicate edges as well (self loops are always kept).
+        dedupe: drop duplicate edges as well (self loops are always kept); with ``edge_type``
+            an edge is a duplicate when its source, target AND relation repeat.
         relabel: optional int64 ``[N]`` permutation; node ``v`` is renamed ``relabel[v]``
             (saves materializing a relabeled edge_index). The sources of each target are
             then ordered by their ORIGINAL id (and given in new ids).
+        edge_type: optional int ``[E]``, the relation of every edge, in ``[0, R)``: it travels
+            with the sort, and the in-edges of each target are ordered by (relation, source),
+            so each relation is one run of every target's in-edges.
+        num_relations: R (default ``edge_type.max() + 1``).
 
     Returns:
         ``(indptr, indices)``: int64 ``[N+1]`` and int64 ``[E]`` (``[E']`` when deduped); the
         sources of target ``v`` are ``indices[indptr[v]:indptr[v+1]]``, sorted ascending
-        by original id.
+        by original id. With ``edge_type``: ``(indptr, indices, etype)``, ``etype`` int16
+        aligned with ``indices``, and the sources sorted by (relation, original id).
+
+    The sort is one sort of int64 keys ``((target * R) + relation) * N + source``, so the
+    relation costs no more memory than its int16 output (it needs ``N * N * R < 2**63``).
     """
     ei = as_edge_array(edge_index, num_nodes)
+    et = None
+    if edge_type is not None:
+        et, num_relations = _check_edge_type(edge_type, ei.shape[1], num_relations)
+        if num_nodes and num_nodes * num_nodes * num_relations > np.iinfo(np.int64).max:
+            raise PartitionError(
+                f"expected num_nodes**2 * num_relations below 2**63 for the typed sort, found "
+                f"{num_nodes} nodes and {num_relations} relations; graphs this large are not "
+                "supported by the single-machine partitioner"
+            )
     if relabel is None:
-        keys = ei[1] * num_nodes
+        if et is None:
+            keys = ei[1] * num_nodes
+        else:
+            keys = ei[1] * num_relations
+            keys += et
+            keys *= num_nodes
         keys += ei[0]
     else:
         relabel = np.asarray(relabel, dtype=np.int64)
@@ -257,16 +308,42 @@ def to_csc(
         # its in-neighbors in ascending ORIGINAL id whatever the partitioning: samplers keyed
         # by original ids then draw the same neighbors for any number of parts.
         keys = relabel[ei[1]]
+        if et is not None:
+            keys *= num_relations
+            keys += et
         keys *= num_nodes
         keys += ei[0]
     if dedupe:
         keys = sorted_unique(keys, inplace=True)
     else:
         keys.sort(kind="stable")
+    etype = None
+    if et is not None:
+        del et
+        etype = _split_relation(keys, num_nodes, num_relations)
     indptr, indices = _keys_to_csr(keys, num_nodes)
     if relabel is not None:
         indices = relabel[indices]
-    return indptr, indices
+    return (indptr, indices) if etype is None else (indptr, indices, etype)
+
+
+_CHUNK = 1 << 20  # keys decoded per slice (bounded temporaries)
+
+
+def _split_relation(keys: np.ndarray, num_nodes: int, num_relations: int) -> np.ndarray:
+    """Sorted keys ``(target * R + relation) * N + source`` -> the relations (int16 ``[K]``);
+    ``keys`` becomes ``target * N + source`` in place (what :func:`_keys_to_csr` decodes)."""
+    n = max(num_nodes, 1)
+    etype = np.empty(keys.shape[0], dtype=np.int16)
+    for a in range(0, keys.shape[0], _CHUNK):  # loop over slices of a few million edges
+        k = keys[a : a + _CHUNK]
+        src = k % n
+        k //= n  # target * R + relation
+        etype[a : a + _CHUNK] = k % num_relations
+        k //= num_relations
+        k *= n
+        k += src
+    return etype
 
 
 def edge_cut(

@@ -1,5 +1,10 @@
 """The partition folder's manifest: ``meta.json``, its checks, and the sha256 of each part's files.
 
+Two format versions are read: 1 (untyped graphs, :data:`PART_FILES`) and 2 (typed graphs,
+``docs/typed_graphs.md`` section 2: no ``x.npy``, an ``etype.npy`` per part and one
+``x_t{t}.npy`` per node type with features, and a ``typed`` entry in meta.json). The files a
+part must have follow from its meta (:func:`part_files`).
+
 Torch-free on purpose: the launcher (``gnnscale train``) reads and verifies the folder before
 it starts any worker, and must not pay torch's import for that. The writer and loader of the
 arrays are in :mod:`gnnscale.partitioning.format`.
@@ -16,6 +21,10 @@ from typing import Any
 from gnnscale.errors import PartitionError
 
 FORMAT_VERSION = 1
+"""Format of untyped graphs (what ``partition_graph`` writes for a plain ``Data``)."""
+TYPED_FORMAT_VERSION = 2
+"""Format of typed (heterogeneous) graphs."""
+SUPPORTED_VERSIONS = (FORMAT_VERSION, TYPED_FORMAT_VERSION)
 META_FILE = "meta.json"
 PART_FILES = (
     "indptr.npy",
@@ -35,6 +44,19 @@ _REQUIRED_META = (
     "feature_dim",
     "files",
 )
+TYPED_KEYS = (
+    "node_types",
+    "edge_types",
+    "target_type",
+    "type_starts",
+    "type_offsets",
+    "num_nodes_per_type",
+    "feature_dims",
+    "edges_per_relation",
+    "cut_per_relation",
+    "balance_per_type",
+)
+"""The keys of meta.json's ``typed`` entry (format 2)."""
 _HASH_CHUNK = 1 << 20
 _RERUN_HINT = "re-run `gnnscale partition` to rewrite the partition folder"
 
@@ -85,12 +107,14 @@ def load_meta(part_dir: str | os.PathLike) -> dict[str, Any]:
             f"expected a JSON object in {path}, found {type(meta).__name__}; {_RERUN_HINT}"
         )
     version = meta.get("format_version")
-    if version != FORMAT_VERSION:
+    if isinstance(version, bool) or version not in SUPPORTED_VERSIONS:
         raise PartitionError(
-            f"expected partition format_version {FORMAT_VERSION} in {path}, found {version!r}; "
+            f"expected partition format_version {FORMAT_VERSION} (untyped) or "
+            f"{TYPED_FORMAT_VERSION} (typed) in {path}, found {version!r}; "
             f"{_RERUN_HINT} with this gnnscale version"
         )
-    missing = [k for k in _REQUIRED_META if k not in meta]
+    # typed folders keep features per type (typed.feature_dims): feature_dim (0) may be absent
+    missing = [k for k in _REQUIRED_META if k not in meta and not (k == "feature_dim" and version == TYPED_FORMAT_VERSION)]
     if missing:
         raise PartitionError(f"expected keys {missing} in {path}, found none; {_RERUN_HINT}")
     if len(meta["offsets"]) != int(meta["num_parts"]) + 1:
@@ -98,7 +122,107 @@ def load_meta(part_dir: str | os.PathLike) -> dict[str, Any]:
             f"expected {int(meta['num_parts']) + 1} offsets in {path}, found "
             f"{len(meta['offsets'])}; {_RERUN_HINT}"
         )
+    if version == TYPED_FORMAT_VERSION:
+        _check_typed_meta(meta, path)
     return meta
+
+
+def _check_typed_meta(meta: dict[str, Any], path: Path) -> None:
+    """The ``typed`` entry of a format-2 meta.json: every key, list lengths that agree with
+    the number of parts P, of node types T and of relations R, and per-part type counts that
+    add up to the parts' sizes (pure Python over P * T numbers)."""
+    typed = meta.get("typed")
+    if not isinstance(typed, dict):
+        raise PartitionError(
+            f"expected a 'typed' object in {path} (format_version {TYPED_FORMAT_VERSION}), found "
+            f"{type(typed).__name__}; {_RERUN_HINT}"
+        )
+    missing = [k for k in TYPED_KEYS if k not in typed]
+    if missing:
+        raise PartitionError(f"expected keys {missing} in 'typed' of {path}, found none; {_RERUN_HINT}")
+    try:
+        _check_typed_shapes(meta, typed, path)
+    except (TypeError, ValueError, IndexError) as exc:  # a value of the wrong kind somewhere
+        raise PartitionError(
+            f"expected the 'typed' entry of {path} to hold names and integer tables, found a malformed "
+            f"value ({type(exc).__name__}: {exc}); {_RERUN_HINT}"
+        ) from None
+
+
+def _check_typed_shapes(meta: dict[str, Any], typed: dict[str, Any], path: Path) -> None:
+    num_parts = int(meta["num_parts"])
+    ntypes, nrels = len(typed["node_types"]), len(typed["edge_types"])
+    shapes = {
+        "type_starts": (num_parts, ntypes + 1),
+        "type_offsets": (ntypes, num_parts + 1),
+        "num_nodes_per_type": (ntypes,),
+        "feature_dims": (ntypes,),
+        "edges_per_relation": (nrels,),
+        "cut_per_relation": (nrels,),
+        "balance_per_type": (ntypes,),
+    }
+    for key, shape in shapes.items():
+        value = typed[key]
+        ok = isinstance(value, list) and len(value) == shape[0]
+        if ok and len(shape) == 2:
+            ok = all(isinstance(row, list) and len(row) == shape[1] for row in value)
+        if not ok:
+            raise PartitionError(
+                f"expected typed.{key} of shape {list(shape)} in {path} ({num_parts} parts, "
+                f"{ntypes} node types, {nrels} relations), found {value!r:.120}; {_RERUN_HINT}"
+            )
+    for key in ("type_starts", "type_offsets", "num_nodes_per_type", "feature_dims", "edges_per_relation",
+                "cut_per_relation"):
+        flat = [v for row in typed[key] for v in row] if key.startswith("type_") else typed[key]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in flat):
+            raise PartitionError(
+                f"expected typed.{key} to hold integers >= 0 in {path}, found {typed[key]!r:.160}; {_RERUN_HINT}"
+            )
+    per_type = typed["num_nodes_per_type"]
+    if sum(per_type) != int(meta["num_nodes"]) or per_type != [row[-1] for row in typed["type_offsets"]]:
+        raise PartitionError(
+            f"expected typed.num_nodes_per_type to add up to num_nodes={meta['num_nodes']} and to end "
+            f"typed.type_offsets, found {per_type!r:.160}; {_RERUN_HINT}"
+        )
+    offsets = meta["offsets"]
+    for p, row in enumerate(typed["type_starts"]):  # loop over parts
+        size = int(offsets[p + 1]) - int(offsets[p])
+        if row[0] != 0 or row[-1] != size or any(b < a for a, b in zip(row, row[1:])):
+            raise PartitionError(
+                f"expected typed.type_starts[{p}] rising from 0 to the part's {size} nodes in "
+                f"{path}, found {row!r:.120}; {_RERUN_HINT}"
+            )
+    for t, row in enumerate(typed["type_offsets"]):  # loop over node types
+        want = [0]
+        for starts in typed["type_starts"]:  # loop over parts
+            want.append(want[-1] + starts[t + 1] - starts[t])
+        if row != want:
+            raise PartitionError(
+                f"expected typed.type_offsets[{t}] = {want!r:.120} (running sums of the parts' nodes of type "
+                f"{t}) in {path}, found {row!r:.120}; {_RERUN_HINT}"
+            )
+    if ntypes and nrels and not all(
+        isinstance(e, list) and len(e) == 3 and e[0] in typed["node_types"] and e[2] in typed["node_types"]
+        for e in typed["edge_types"]
+    ):
+        raise PartitionError(
+            f"expected typed.edge_types as [src type, relation, dst type] triples of known node "
+            f"types in {path}, found {typed['edge_types']!r:.160}; {_RERUN_HINT}"
+        )
+
+
+def part_files(meta: dict[str, Any]) -> tuple[str, ...]:
+    """The file names every part of a folder with this meta holds.
+
+    Format 1: :data:`PART_FILES`. Format 2: those without ``x.npy``, plus ``etype.npy`` and
+    ``x_t{t}.npy`` for every node type ``t`` with ``typed.feature_dims[t] > 0``.
+    """
+    if meta.get("format_version") != TYPED_FORMAT_VERSION:
+        return PART_FILES
+    dims = meta["typed"]["feature_dims"]
+    return tuple(f for f in PART_FILES if f != "x.npy") + ("etype.npy",) + tuple(
+        f"x_t{t}.npy" for t, d in enumerate(dims) if int(d) > 0
+    )
 
 
 
@@ -110,7 +234,7 @@ def verify_part(part_dir: str | os.PathLike, part: int) -> None:
 def _verify_files(root: Path, meta: dict[str, Any], part: int) -> None:
     prefix = part_dir_name(part) + "/"
     expected = {k: v for k, v in meta["files"].items() if k.startswith(prefix)}
-    for fname in PART_FILES:
+    for fname in part_files(meta):
         rel = prefix + fname
         if rel not in expected:
             raise PartitionError(

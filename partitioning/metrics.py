@@ -22,6 +22,13 @@ Definitions (N nodes, P parts, ``part[v]`` the part of node ``v``):
   are listed by original id, this draws exactly what the distributed sampler draws, so the
   rows counted (input nodes ``mb.input_ids`` not owned by ``p``) are the rows the feature
   store fetches from other parts; bytes = rows * feature_dim * 4 (float32).
+* ``typed`` (typed graphs, ``docs/typed_graphs.md``): per relation the distinct stored edges
+  (``edges_per_relation``) and those whose endpoints are in different parts
+  (``cut_per_relation``), as the format-2 writer counts them; per node type the nodes of every
+  part (``nodes_per_type`` [P][T]) and ``balance_per_type`` (max/mean over parts). The
+  communication of a typed graph replays the homogeneous sampler (each hop's fan-out over all
+  of a node's in-edges, not per relation) and counts ``4 * F_t`` bytes for a remote row of type
+  t (0 for a type without features).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import torch
 
 from gnnscale.errors import PartitionError
 from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
+from gnnscale.partitioning.typed import is_typed, typed_spec
 
 if TYPE_CHECKING:  # torch_geometric costs 2 s to import; workers never need it
     from torch_geometric.data import Data
@@ -42,10 +50,14 @@ if TYPE_CHECKING:  # torch_geometric costs 2 s to import; workers never need it
 FEATURE_BYTES = 4  # float32
 
 
-def _ratio(values: np.ndarray) -> float:
-    """max / mean of a 1-D array (1.0 when the mean is 0)."""
+def ratio(values: np.ndarray | Sequence[int]) -> float:
+    """max / mean of a 1-D array (1.0 when the mean is 0): a balance figure."""
+    values = np.asarray(values)
     mean = float(values.mean()) if values.size else 0.0
     return float(values.max()) / mean if mean > 0 else 1.0
+
+
+_ratio = ratio
 
 
 def metrics_from_counts(
@@ -156,6 +168,49 @@ def _structure(
     return out
 
 
+def typed_structure(ei: np.ndarray, edge_type: np.ndarray, num_relations: int, type_ptr: np.ndarray,
+                    parts: np.ndarray, num_parts: int) -> dict[str, Any]:
+    """Per-relation edges and cut, per-type sizes and balance of a typed graph's partition.
+
+    Args:
+        ei: int64 ``[2, E]``; edge_type: int64 ``[E]`` in ``[0, R)``; num_relations: R;
+        type_ptr: int64 ``[T+1]``; parts: int64 ``[N]``; num_parts: P.
+
+    Returns:
+        ``edges_per_relation`` [R] and ``cut_per_relation`` [R] (distinct (source, target,
+        relation) edges, as the writer stores them; cut: endpoints in different parts),
+        ``nodes_per_type`` [P][T] and ``balance_per_type`` [T].
+    """
+    n = parts.shape[0]
+    r = int(num_relations)
+    keys = ei[1] * r
+    keys += edge_type
+    keys *= max(n, 1)
+    keys += ei[0]
+    keys = sorted_unique(keys, inplace=True)
+    edges = np.zeros(r, dtype=np.int64)
+    cut = np.zeros(r, dtype=np.int64)
+    step = 1 << 22
+    for a in range(0, keys.shape[0], step):  # loop over slices of a few million edges
+        k = keys[a : a + step]
+        src = k % max(n, 1)
+        dst_rel = k // max(n, 1)
+        rel = dst_rel % r
+        dst_rel //= r
+        edges += np.bincount(rel, minlength=r)
+        cut += np.bincount(rel[parts[src] != parts[dst_rel]], minlength=r)
+    del keys
+    num_t = type_ptr.shape[0] - 1
+    node_type = np.searchsorted(type_ptr[1:-1], np.arange(n, dtype=np.int64), side="right")
+    counts = np.bincount(parts * num_t + node_type, minlength=num_parts * num_t).reshape(num_parts, num_t)
+    return {
+        "edges_per_relation": edges.tolist(),
+        "cut_per_relation": cut.tolist(),
+        "nodes_per_type": counts.tolist(),
+        "balance_per_type": [ratio(counts[:, t]) for t in range(num_t)],
+    }
+
+
 def _epoch_batches(
     train_ids: list[torch.Tensor], batch_size: int, seed: int, epoch: int
 ) -> list[list[torch.Tensor]]:
@@ -176,8 +231,12 @@ def _communication(
     feature_dim: int,
     seed: int,
     epoch: int,
+    node_bytes: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Remote feature rows of one training epoch, by running the sampler (see module doc)."""
+    """Remote feature rows of one training epoch, by running the sampler (see module doc).
+
+    ``node_bytes``: int64 ``[N]`` bytes of each node's feature row (typed graphs: 4 * F of its
+    type); default ``4 * feature_dim`` for every node."""
     from gnnscale.samplers.local import NeighborSampler
 
     n = parts.shape[0]
@@ -192,6 +251,8 @@ def _communication(
     ]
     batches = _epoch_batches(train_ids, batch_size, seed, epoch)
     rows = np.zeros(num_parts, dtype=np.int64)
+    nbytes = np.zeros(num_parts, dtype=np.int64)
+    node_bytes_t = None if node_bytes is None else torch.from_numpy(node_bytes)
     inputs = np.zeros(num_parts, dtype=np.int64)
     requests = np.zeros(num_parts, dtype=np.int64)
     edges = np.zeros(num_parts, dtype=np.int64)
@@ -201,11 +262,15 @@ def _communication(
                 continue
             mb = sampler.sample(seeds, epoch=epoch, step=step, rank=p)
             inp = mb.input_ids
-            rows[p] += int((owner[inp] != p).sum())
+            remote = owner[inp] != p
+            rows[p] += int(remote.sum())
+            if node_bytes_t is not None:
+                nbytes[p] += int(node_bytes_t[inp[remote]].sum())
             inputs[p] += int(inp.numel())
             requests[p] += sum(int((owner[b.dst_ids] != p).sum()) for b in mb.blocks)
             edges[p] += mb.num_sampled_edges
-    row_bytes = int(feature_dim) * FEATURE_BYTES
+    if node_bytes is None:
+        nbytes = rows * (int(feature_dim) * FEATURE_BYTES)
     return {
         "fanouts": [int(f) for f in fanouts],
         "batch_size": int(batch_size),
@@ -215,8 +280,8 @@ def _communication(
         "steps_per_epoch": len(batches[0]) if batches else 0,
         "remote_rows": int(rows.sum()),
         "remote_rows_per_part": rows.tolist(),
-        "remote_bytes": int(rows.sum()) * row_bytes,
-        "remote_bytes_per_part": (rows * row_bytes).tolist(),
+        "remote_bytes": int(nbytes.sum()),
+        "remote_bytes_per_part": nbytes.tolist(),
         "input_rows": int(inputs.sum()),
         "remote_sample_requests": int(requests.sum()),
         "remote_sample_requests_per_part": requests.tolist(),
@@ -259,12 +324,18 @@ def partition_metrics(
         train, in_edges} (max/mean), ``sizes`` (per-part lists), ``halo`` (list),
         ``replication_factor``, ``replication_factor_per_part`` and, when ``fanouts`` and
         ``batch_size`` are given, ``communication`` {remote_rows, remote_bytes (+ per part),
-        input_rows, remote_sample_requests, sampled_edges, steps_per_epoch, ...}.
+        input_rows, remote_sample_requests, sampled_edges, steps_per_epoch, ...}. A typed
+        ``Data`` adds ``typed`` {node_types, edge_types, target_type, feature_dims,
+        edges_per_relation, cut_per_relation, nodes_per_type, balance_per_type} (see the
+        module doc); its ``balance.nodes`` is over all types together.
     """
     from torch_geometric.data import Data
 
+    spec = None
     if isinstance(data_or_graph, Data):
         data = data_or_graph
+        if is_typed(data):
+            spec = typed_spec(data)
         edge_index = getattr(data, "edge_index", None)
         if edge_index is None:
             raise PartitionError("expected data.edge_index [2, E], found none; fix the dataset")
@@ -274,6 +345,8 @@ def partition_metrics(
         x = getattr(data, "x", None)
         if feature_dim is None and x is not None:
             feature_dim = int(x.shape[1])
+        if feature_dim is None and spec is not None:
+            feature_dim = 0  # per type: spec.feature_dims
     else:
         edge_index, n = data_or_graph, None
     parts = _check_parts(parts, num_parts, n)
@@ -291,6 +364,12 @@ def partition_metrics(
         train = train.astype(np.bool_, copy=False)
     out: dict[str, Any] = {"num_parts": num_parts, "num_nodes": n}
     out.update(_structure(ei, parts, num_parts, train))
+    node_bytes = None
+    if spec is not None:
+        out["typed"] = {**spec.meta_header(), "feature_dims": list(spec.feature_dims),
+                        **typed_structure(ei, spec.edge_type, spec.num_relations, spec.type_ptr, parts, num_parts)}
+        dims = np.asarray(spec.feature_dims, dtype=np.int64) * FEATURE_BYTES
+        node_bytes = np.repeat(dims, spec.counts())
     if fanouts is not None or batch_size is not None:
         if fanouts is None or batch_size is None:
             raise PartitionError(
@@ -314,6 +393,8 @@ def partition_metrics(
         fan = check_fanouts(fanouts)
         out["communication"] = _communication(
             ei, parts, num_parts, train, fan, int(batch_size), int(feature_dim), int(seed),
-            int(epoch),
+            int(epoch), node_bytes,
         )
+        if spec is not None:
+            out["communication"]["feature_dims"] = list(spec.feature_dims)
     return out

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from gnnscale.errors import PartitionError
-from gnnscale.partitioning.manifest import META_FILE, _RERUN_HINT, load_meta, part_dir_name
+from gnnscale.partitioning.manifest import META_FILE, TYPED_FORMAT_VERSION, _RERUN_HINT, load_meta, part_dir_name
 
 _SLICE = 1 << 22  # elements per scanned slice
 
@@ -39,7 +39,9 @@ def check_meta(part_dir: str | os.PathLike) -> dict[str, Any]:
     path = root / META_FILE
     parts = _int(meta, "num_parts", path, 1)
     n = _int(meta, "num_nodes", path, 0)
-    _int(meta, "feature_dim", path, 1)
+    typed = meta["format_version"] == TYPED_FORMAT_VERSION
+    if not typed or "feature_dim" in meta:  # typed graphs: features per type, feature_dim 0 or absent
+        _int(meta, "feature_dim", path, 0 if typed else 1)
     if "num_classes" in meta and meta["num_classes"] is not None:
         _int(meta, "num_classes", path, 1)
     offsets = meta["offsets"]
@@ -93,7 +95,7 @@ def check_part(part_dir: str | os.PathLike, part: int, meta: dict | None = None)
     meta = meta if meta is not None else check_meta(root)
     pdir = root / part_dir_name(part)
     lo, hi = meta["offsets"][part], meta["offsets"][part + 1]
-    n, total, f = hi - lo, int(meta["num_nodes"]), int(meta["feature_dim"])
+    n, total, f = hi - lo, int(meta["num_nodes"]), int(meta.get("feature_dim", 0))
     indptr = load_array(pdir / "indptr.npy", np.int64, (n + 1,))
     indices = load_array(pdir / "indices.npy", np.int64, (None,))
     check_pointers(pdir / "indptr.npy", indptr, indices.shape[0])
@@ -102,13 +104,10 @@ def check_part(part_dir: str | os.PathLike, part: int, meta: dict | None = None)
         if s.size and (int(s.min()) < 0 or int(s.max()) >= total):
             raise PartitionError(f"{pdir / 'indices.npy'}: expected node ids in [0, {total}), found "
                                  f"[{int(s.min())}, {int(s.max())}]; {_RERUN_HINT}")
-    x = load_array(pdir / "x.npy", np.float32, (n, f))
-    for a, b in _slices(n, f):
-        bad = ~np.isfinite(x[a:b])
-        if bad.any():
-            row = a + int(np.argwhere(bad)[0][0])
-            raise PartitionError(f"{pdir / 'x.npy'}: expected finite features, found {int(bad.sum())} NaN or infinite "
-                                 f"values (first in row {row}); clean the features and re-partition")
+    if meta["format_version"] == TYPED_FORMAT_VERSION:
+        _check_typed_part(pdir, meta, part, indptr, indices.shape[0])
+    else:
+        _check_finite(pdir / "x.npy", load_array(pdir / "x.npy", np.float32, (n, f)))
     y = np.asarray(load_array(pdir / "y.npy", np.int64, (n,)))
     masks = {m: np.asarray(load_array(pdir / f"{m}.npy", np.bool_, (n,))) for m in ("train_mask", "val_mask", "test_mask")}
     labelled = masks["train_mask"] | masks["val_mask"] | masks["test_mask"]
@@ -123,6 +122,41 @@ def check_part(part_dir: str | os.PathLike, part: int, meta: dict | None = None)
     if n and (int(orig.min()) < 0 or int(orig.max()) >= total):
         raise PartitionError(f"{pdir / 'orig_ids.npy'}: expected original ids in [0, {total}), found "
                              f"[{int(orig.min())}, {int(orig.max())}]; {_RERUN_HINT}")
+
+
+def _check_finite(path: Path, x: np.ndarray) -> None:
+    """Finite features (scanned in slices)."""
+    for a, b in _slices(x.shape[0], x.shape[1]):
+        bad = ~np.isfinite(x[a:b])
+        if bad.any():
+            row = a + int(np.argwhere(bad)[0][0])
+            raise PartitionError(f"{path}: expected finite features, found {int(bad.sum())} NaN or infinite "
+                                 f"values (first in row {row}); clean the features and re-partition")
+
+
+def _check_typed_part(pdir: Path, meta: dict, part: int, indptr: np.ndarray, num_edges: int) -> None:
+    """Format 2: relations in [0, R) forming one run per node (sorted), feature tables per type."""
+    typed = meta["typed"]
+    r = len(typed["edge_types"])
+    etype = load_array(pdir / "etype.npy", np.int16, (num_edges,))
+    for a, b in _slices(num_edges):
+        s = etype[a:b]
+        if s.size and (int(s.min()) < 0 or int(s.max()) >= r):
+            raise PartitionError(f"{pdir / 'etype.npy'}: expected relations in [0, {r}), found "
+                                 f"[{int(s.min())}, {int(s.max())}]; {_RERUN_HINT}")
+        lo = max(a, 1)
+        falls = etype[lo:b] < etype[lo - 1 : b - 1]
+        first = indptr[np.searchsorted(indptr, lo) : np.searchsorted(indptr, b)]  # a node's first in-edge
+        falls[first - lo] = False
+        if falls.any():
+            e = lo + int(np.argmax(falls))
+            raise PartitionError(f"{pdir / 'etype.npy'}: expected the in-edges of every node sorted by relation, "
+                                 f"found relation {int(etype[e])} after {int(etype[e - 1])} at edge {e}; {_RERUN_HINT}")
+    row = typed["type_starts"][part]
+    for t, dim in enumerate(typed["feature_dims"]):  # loop over node types
+        if dim > 0:
+            path = pdir / f"x_t{t}.npy"
+            _check_finite(path, load_array(path, np.float32, (row[t + 1] - row[t], dim)))
 
 
 def check_folder(part_dir: str | os.PathLike) -> dict[str, Any]:

@@ -7,6 +7,10 @@ balanced. Known constraints:
 - ``"train"``: 1 for training nodes (equal numbers of training seeds per part),
 - ``"val"`` / ``"test"``: 1 for validation / test nodes,
 - ``"edges"``: the node's in-degree (equal numbers of in-edges, i.e. of aggregation work).
+
+On a typed graph (``data.node_types``, see ``docs/typed_graphs.md``) ``"nodes"`` becomes one
+column per node type (every part gets its share of every type), and ``"train"`` counts the
+target type's training nodes (the only ones in ``train_mask``).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 import torch
 
 from gnnscale.errors import PartitionError
+from gnnscale.partitioning.typed import is_typed, type_columns
 
 if TYPE_CHECKING:  # torch_geometric costs 2 s to import; workers never need it
     from torch_geometric.data import Data
@@ -48,8 +53,9 @@ def build_vertex_weights(data: Data, balance: Sequence[str]) -> np.ndarray | Non
         balance: constraint names, see :data:`BALANCE_CONSTRAINTS`; duplicates are ignored.
 
     Returns:
-        int64 ``[N, len(balance)]``, or None when ``balance`` is empty (METIS then balances
-        node counts).
+        int64 ``[N, len(balance)]`` (on a typed graph with T node types, ``"nodes"`` is T
+        columns, one per type, in its place), or None when ``balance`` is empty (METIS then
+        balances node counts).
     """
     if isinstance(balance, str):
         balance = (balance,)
@@ -63,8 +69,14 @@ def build_vertex_weights(data: Data, balance: Sequence[str]) -> np.ndarray | Non
     if not names:
         return None
     n = int(data.num_nodes)
-    out = np.empty((n, len(names)), dtype=np.int64)
-    for j, name in enumerate(names):  # loop over constraints (a handful), not nodes
+    num_t = len(data.node_types) if "nodes" in names and is_typed(data) else 0
+    out = np.empty((n, len(names) + max(num_t - 1, 0)), dtype=np.int64)
+    j = 0
+    for name in names:  # loop over constraints (a handful), not nodes
+        if name == "nodes" and num_t:
+            type_columns(data, out=out[:, j : j + num_t])
+            j += num_t
+            continue
         if name == "nodes":
             out[:, j] = 1
         elif name == "edges":
@@ -72,4 +84,5 @@ def build_vertex_weights(data: Data, balance: Sequence[str]) -> np.ndarray | Non
             out[:, j] = np.bincount(dst, minlength=n)[:n]
         else:
             out[:, j] = _mask(data, f"{name}_mask")
+        j += 1
     return out
