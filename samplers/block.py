@@ -21,6 +21,9 @@ class Block:
             exchange mode): remote nodes that were not expanded; their input embedding comes
             from the halo table of this layer instead of the previous layer's output, so the
             previous block's destinations are ``src_ids[:S - num_hist]``. 0 otherwise.
+        edge_type: typed graphs only: int64 [M] relation of each edge (None otherwise).
+        node_type: typed graphs only: int64 [S] node type of each source; the first D are
+            the destinations' (None otherwise).
 
     A PyG layer consumes it as ``conv((x_src, x_src[:D]), edge_index, size=(S, D))``.
     """
@@ -29,6 +32,8 @@ class Block:
     dst_ids: torch.Tensor
     edge_index: torch.Tensor
     num_hist: int = 0
+    edge_type: torch.Tensor | None = None
+    node_type: torch.Tensor | None = None
     _degree: tuple | None = field(default=None, repr=False, compare=False)
 
     def source_degrees(self, node_degree: torch.Tensor) -> torch.Tensor:
@@ -62,12 +67,47 @@ class Block:
         def mv(t: torch.Tensor) -> torch.Tensor:
             return t.to(device, non_blocking=non_blocking)
 
-        return Block(mv(self.src_ids), mv(self.dst_ids), mv(self.edge_index), self.num_hist)
+        return Block(mv(self.src_ids), mv(self.dst_ids), mv(self.edge_index), self.num_hist,
+                     None if self.edge_type is None else mv(self.edge_type),
+                     None if self.node_type is None else mv(self.node_type))
 
     @property
     def hist_ids(self) -> torch.Tensor:
         """int64 [num_hist] global ids of the historical leaves (the tail of ``src_ids``)."""
         return self.src_ids[self.num_src - self.num_hist:]
+
+
+@dataclass
+class TypedInput:
+    """The input rows of a typed graph's mini-batch (``MiniBatch.x`` when the graph is typed).
+
+    Attributes:
+        node_type: int64 [S] type of each input node (``blocks[0].src_ids``).
+        type_index: int64 [S] per-type (new) id of each input node: the row of its type's
+            learned embedding, for types without features.
+        rows: ``{t: float32 [n_t, F_t]}`` feature rows of the inputs of type ``t``, in the order
+            of ``torch.nonzero(node_type == t)``; only types that have features.
+        emb_rows: optional ``{t: float32 [n_t, hidden]}`` learned embedding rows of the inputs of
+            a type ``t`` without features (same order), pulled from a sharded table
+            (:class:`gnnscale.data.embeddings.TypedEmbeddings`); the typed encoder then uses them
+            instead of its own table. None (default): the encoder looks rows up itself.
+    """
+
+    node_type: torch.Tensor
+    type_index: torch.Tensor
+    rows: dict
+    emb_rows: dict | None = None
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.node_type.numel())
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "TypedInput":
+        return TypedInput(self.node_type.to(device, non_blocking=non_blocking),
+                          self.type_index.to(device, non_blocking=non_blocking),
+                          {t: r.to(device, non_blocking=non_blocking) for t, r in self.rows.items()},
+                          None if self.emb_rows is None else
+                          {t: r.to(device, non_blocking=non_blocking) for t, r in self.emb_rows.items()})
 
 
 @dataclass

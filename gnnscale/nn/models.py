@@ -9,6 +9,11 @@ Historical embeddings (``historical`` exchange mode): a block may end with ``num
 leaves whose input embedding comes from a halo table instead of the previous layer; the
 caller passes those rows as ``hist[i]`` and they are appended below the previous layer's
 output. ``emit`` collects each hidden layer's output (the embedding a halo table holds).
+
+Typed graphs (docs/typed_graphs.md): given the graph's types (``relations``, ``feature_dims``,
+``num_nodes_per_type``), the input is a :class:`~gnnscale.samplers.block.TypedInput` encoded by a
+:class:`~gnnscale.nn.typed_encoder.TypedEncoder`, and every layer must be relation-aware
+(``rgcn``, ``hgt``, ``rel:<spec>``): it gets each block's ``edge_type`` and ``node_type``.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from torch import nn
 
 from gnnscale.errors import GnnscaleError
 from gnnscale.nn.sparse_ops import dropout, relu_dropout
-from gnnscale.samplers.block import Block
+from gnnscale.samplers.block import Block, TypedInput
 
 NORMS = ("none", "batch", "layer")
 JK = ("none", "cat", "max")
@@ -43,11 +48,54 @@ def layer_needs_x0(spec) -> bool:
         return bool(getattr(spec, "needs_x0", False))
     if spec == "gcnii":
         return True
+    if spec.lower().startswith("rel:"):
+        return layer_needs_x0(spec[4:].strip())
     if ":" in spec and not spec.startswith("dgl:"):
         from gnnscale.nn.layers import load_layer_class
 
         return bool(getattr(load_layer_class(spec), "needs_x0", False))
     return False
+
+
+def layer_needs_edge_type(spec) -> bool:
+    """Whether the layers of ``spec`` (a spec string or a layer class) are relation-aware (typed graphs)."""
+    if isinstance(spec, type):
+        return bool(getattr(spec, "needs_edge_type", False))
+    from gnnscale.nn.layers import is_typed_spec
+
+    return is_typed_spec(spec)
+
+
+def typed_layer_args(relations, feature_dims, num_nodes_per_type, node_types=None) -> dict | None:
+    """The graph's types, checked: ``{"num_relations", "num_node_types", "relations"}`` (what
+    relation-aware layers are built with), or None when all are None (an untyped model).
+
+    Raises:
+        ModelError: some given and others not, lengths that disagree, a triple out of range.
+    """
+    given = {"relations": relations, "feature_dims": feature_dims, "num_nodes_per_type": num_nodes_per_type}
+    if all(v is None for v in given.values()) and node_types is None:
+        return None
+    missing = [k for k, v in given.items() if v is None]
+    if missing:
+        raise ModelError(f"a typed model needs relations, feature_dims and num_nodes_per_type; {', '.join(missing)} "
+                         "missing (take them from the partition's meta['typed']: ModelSpec.of(cfg, ..., typed=...))")
+    t = len(feature_dims)
+    if len(num_nodes_per_type) != t or (node_types is not None and len(node_types) != t):
+        raise ModelError(f"node types disagree: {t} feature_dims, {len(num_nodes_per_type)} num_nodes_per_type"
+                         + ("" if node_types is None else f", {len(node_types)} node_types")
+                         + "; give one entry per node type")
+    triples = [tuple(int(v) for v in rel) for rel in relations]
+    if any(len(rel) != 3 for rel in triples):
+        raise ModelError(f"relations must be (src type, relation, dst type) index triples, found {relations!r}")
+    from gnnscale.nn.layers import LayerError
+    from gnnscale.nn.layers.typed import check_relations
+
+    try:
+        check_relations(len(triples), t, triples, "typed model")
+    except LayerError as exc:
+        raise ModelError(str(exc)) from None
+    return {"num_relations": len(triples), "num_node_types": t, "relations": triples}
 
 
 class GNN(nn.Module):
@@ -68,8 +116,22 @@ class GNN(nn.Module):
     output is ``x0``), hidden-to-hidden layers and a linear head H -> C; so do models with
     ``jk``. Otherwise the last layer maps to C directly.
 
-    ``forward(x, blocks, hist=None, emit=None)``: x float32 [blocks[0].num_src, F] ->
-    logits float32 [blocks[-1].num_dst, C].
+    Typed graphs (all None: an untyped model):
+        node_types: T names (for messages). relations: R index triples ``(src type, relation,
+        dst type)``. feature_dims: T ints (0: the type has no features and gets a learned
+        embedding). num_nodes_per_type: T ints (the embedding tables' sizes).
+        The input is then a :class:`~gnnscale.samplers.block.TypedInput` and ``in_dim`` is not
+        used: a :class:`~gnnscale.nn.typed_encoder.TypedEncoder` (``typed_encoder``) maps it to H
+        (``x0`` for layers that need it; dropped out before layer 0). The layers must be
+        relation-aware (``rgcn``, ``hgt``, ``rel:<spec>`` or a class setting ``needs_edge_type``),
+        built with ``num_relations``, ``num_node_types``, ``relations`` and called with the
+        blocks' ``edge_type`` and ``node_type``; a homogeneous layer raises :class:`ModelError`.
+        external_embeddings: the featureless types' embedding rows come with the input
+        (``TypedInput.emb_rows``, from tables sharded by owner, ``gnnscale.data.embeddings``)
+        instead of tables in the model.
+
+    ``forward(x, blocks, hist=None, emit=None)``: x float32 [blocks[0].num_src, F] (or a
+    TypedInput) -> logits float32 [blocks[-1].num_dst, C].
     """
 
     def __init__(
@@ -84,9 +146,14 @@ class GNN(nn.Module):
         norm: str = "none",
         residual: bool = False,
         jk: str = "none",
+        node_types: Sequence[str] | None = None,
+        relations: Sequence[Sequence[int]] | None = None,
+        feature_dims: Sequence[int] | None = None,
+        num_nodes_per_type: Sequence[int] | None = None,
+        external_embeddings: bool = False,
     ) -> None:
         super().__init__()
-        from gnnscale.nn.layers import build_conv, check_layer
+        from gnnscale.nn.layers import build_conv, check_layer, check_typed_layer
 
         if num_layers < 1:
             raise ModelError(f"num_layers must be >= 1; found {num_layers}")
@@ -100,10 +167,26 @@ class GNN(nn.Module):
         self.residual = bool(residual)
         self.jk = jk
         self.spec = layer_name(layer)
+        typed = typed_layer_args(relations, feature_dims, num_nodes_per_type, node_types)
+        self.typed = typed
+        self.node_types = list(node_types) if node_types is not None else None
+        if typed is not None:
+            self._check_typed_layer(layer, kwargs)
+            kwargs.update(typed)
+        elif layer_needs_edge_type(layer):
+            raise ModelError(f"layer {self.spec!r} is relation-aware and needs a typed graph: give the model the "
+                             "graph's relations, feature_dims and num_nodes_per_type (ModelSpec.of(cfg, ..., "
+                             "typed=meta['typed']) for a typed partition), or use a homogeneous layer")
         encoder = layer_needs_x0(layer)
-        self.encoder = nn.Linear(in_dim, hidden) if encoder else None
+        self.encoder = nn.Linear(in_dim, hidden) if encoder and typed is None else None
+        self.typed_encoder = None
+        if typed is not None:
+            from gnnscale.nn.typed_encoder import TypedEncoder
+
+            self.typed_encoder = TypedEncoder(feature_dims, num_nodes_per_type, hidden,
+                                              external=bool(external_embeddings))
         with_head = encoder or jk != "none"
-        first = hidden if encoder else in_dim
+        first = hidden if encoder or typed is not None else in_dim
         dims = [first] + [hidden] * (num_layers - 1) + [hidden if with_head else out_dim]
         self.dims = dims
         def make(i: int) -> nn.Module:
@@ -112,15 +195,19 @@ class GNN(nn.Module):
             if not (isinstance(layer, type) and issubclass(layer, nn.Module)):
                 raise ModelError(f"layer must be a spec string or an nn.Module subclass; found {layer!r}")
             conv = layer(dims[i], dims[i + 1], **kwargs)
-            check_layer(conv, dims[i], dims[i + 1], self.spec)
+            if typed is not None:
+                check_typed_layer(conv, dims[i], dims[i + 1], self.spec, typed["num_node_types"], typed["relations"])
+            else:
+                check_layer(conv, dims[i], dims[i + 1], self.spec)
             return conv
 
         self.convs = nn.ModuleList(make(i) for i in range(num_layers))
         self.needs_x0 = [bool(getattr(c, "needs_x0", False)) for c in self.convs]
         self.needs_degree = [bool(getattr(c, "needs_degree", False)) for c in self.convs]
+        self.needs_edge_type = [bool(getattr(c, "needs_edge_type", False)) for c in self.convs]
         self.uses_degree = any(self.needs_degree)
         self.uses_x0 = any(self.needs_x0)
-        if self.uses_x0 and self.encoder is None:
+        if self.uses_x0 and self.encoder is None and self.typed_encoder is None:
             raise ModelError(f"layer {layer!r} needs x0 (an initial representation of the hidden size); "
                              "such layers are used with the encoder of the 'gcnii' spec")
         n_post = num_layers if with_head else num_layers - 1
@@ -136,17 +223,42 @@ class GNN(nn.Module):
         else:
             self.head = None
 
+    def _check_typed_layer(self, layer, kwargs: dict) -> None:
+        """A typed model's layers must be relation-aware and get the types from the model only."""
+        clash = sorted(set(kwargs) & {"num_relations", "num_node_types", "relations"})
+        if clash:
+            raise ModelError(f"layer_kwargs {clash} are the graph's types, which a typed model passes its layers "
+                             "itself; leave them out of layer_kwargs (give relations to the model / ModelSpec)")
+        if not layer_needs_edge_type(layer):
+            name = self.spec
+            raise ModelError(f"layer {name!r} is homogeneous but the graph is typed ({self.typed['num_node_types']} "
+                             f"node types, {self.typed['num_relations']} relations): it would mix all relations; "
+                             f"use layer='rel:{name}' (one {name!r} per relation, summed per destination type) "
+                             "or a relation-aware layer ('rgcn', 'hgt')")
+
     # -- pieces shared by mini-batch forward and layer-wise inference ------------------------
-    def _dev(self, t: torch.Tensor | None) -> torch.Tensor | None:
-        """``t`` on the model's device (the callers' tensors may live on the host)."""
+    def _dev(self, t: torch.Tensor | TypedInput | None) -> torch.Tensor | TypedInput | None:
+        """``t`` (a tensor or a TypedInput) on the model's device (the callers' tensors may live on the host)."""
         if t is None:
             return None
         device = next(self.parameters()).device
+        if isinstance(t, TypedInput):
+            return t if t.node_type.device == device else t.to(device, non_blocking=True)
         return t if t.device == device else t.to(device, non_blocking=True)
 
-    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Input features [n, F] -> (h^0 [n, dims[0]], x0 or None), on the model's device."""
+    def encode(self, x: torch.Tensor | TypedInput) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Input features [n, F] (a TypedInput of n rows for a typed model) -> (h^0 [n, dims[0]],
+        x0 or None), on the model's device."""
         x = self._dev(x)
+        if self.typed_encoder is not None:
+            if not isinstance(x, TypedInput):
+                raise ModelError(f"a typed model's input is a TypedInput (node_type, type_index, rows), found "
+                                 f"{type(x).__qualname__}; typed partitions' batches carry one")
+            h = self.typed_encoder(x)
+            return h, (h if self.uses_x0 else None)
+        if isinstance(x, TypedInput):
+            raise ModelError("the input is a TypedInput (a typed graph) but the model is untyped; build it with the "
+                             "graph's types (ModelSpec.of(cfg, ..., typed=meta['typed']))")
         if self.encoder is None:
             return x, None
         h = F.relu(self.encoder(dropout(x, self.dropout, self.training)))
@@ -157,6 +269,8 @@ class GNN(nn.Module):
         x0_dst: torch.Tensor | None = None,
         deg_src: torch.Tensor | None = None,
         activate: bool = True,
+        edge_type: torch.Tensor | None = None,
+        node_type: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Layer i on one block: h^i of sources [S, dims[i]] -> h^{i+1} of destinations [D, dims[i+1]].
 
@@ -164,10 +278,20 @@ class GNN(nn.Module):
         ``deg_src``: int64 [S] in-degrees of the sources in the graph, for layers that set
         ``needs_degree`` (GCN-style normalization). ``activate=False`` leaves out the ReLU
         (the caller fuses it with the next layer's dropout; only without norm and residual).
+        ``edge_type`` int64 [M], ``node_type`` int64 [S]: the block's (typed graphs), required by
+        layers that set ``needs_edge_type`` (called with ``node_type=(node_type, node_type[:D])``).
         """
         conv = self.convs[i]
         h_src, h_dst, edge_index = self._dev(h_src), self._dev(h_dst), self._dev(edge_index)
         kw = {}
+        if self.needs_edge_type[i]:
+            if edge_type is None or node_type is None:
+                raise ModelError(f"layer {i} ({self.spec}) is relation-aware and needs the block's edge_type and "
+                                 "node_type; found a block without them (sample the typed partition with the typed "
+                                 "sampler, which fills Block.edge_type and Block.node_type)")
+            node_type = self._dev(node_type)
+            kw["edge_type"] = self._dev(edge_type)
+            kw["node_type"] = (node_type, node_type[:h_dst.size(0)])
         if self.needs_x0[i]:
             kw["x0"] = self._dev(x0_dst)
         if self.needs_degree[i] and deg_src is not None:
@@ -193,7 +317,7 @@ class GNN(nn.Module):
         return self.head(h_last)
 
     def input_dropout(self, i: int, h: torch.Tensor) -> torch.Tensor:
-        if i == 0 and self.encoder is None:
+        if i == 0 and self.encoder is None and self.typed_encoder is None:
             return h  # raw input features are not dropped (GraphSAGE's recipe)
         return dropout(h, self.dropout, self.training) if self.dropout > 0 else h
 
@@ -205,7 +329,8 @@ class GNN(nn.Module):
         emit: list | None = None,
         node_degree: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Logits [blocks[-1].num_dst, C] from input rows x [blocks[0].num_src, F].
+        """Logits [blocks[-1].num_dst, C] from input rows x [blocks[0].num_src, F] (a typed
+        model: a TypedInput of blocks[0].num_src rows, and blocks with edge_type and node_type).
 
         hist: per block, float32 [blocks[i].num_hist, dims[i]] historical embeddings of the
             block's leaves (None or absent where ``num_hist == 0``).
@@ -246,8 +371,8 @@ class GNN(nn.Module):
         """Layers ``[start, end)`` of the stack: a pipeline stage's share of :meth:`forward`.
 
         Args:
-            h: at ``start == 0`` the input rows x float32 [blocks[0].num_src, F] (encoded
-                here); otherwise h^{start}, the previous stage's output, float32
+            h: at ``start == 0`` the input rows x float32 [blocks[0].num_src, F] or a
+                TypedInput (encoded here); otherwise h^{start}, the previous stage's output, float32
                 [blocks[start - 1].num_dst, dims[start]] (activated).
             x0: GCNII's initial representation at the rows of ``h`` (None at ``start == 0``
                 and for models without it).
@@ -299,7 +424,7 @@ class GNN(nn.Module):
                 deg = block.source_degrees(node_degree)
             pending_relu = fuse and i + 1 < self.num_layers and i < self.n_post
             h = self.layer_step(i, h, h[:d], block.edge_index, x0[:d] if x0 is not None else None, deg,
-                                activate=not pending_relu)
+                                activate=not pending_relu, edge_type=block.edge_type, node_type=block.node_type)
             if x0 is not None:
                 x0 = x0[:d]
             if grad_hooks and i + 1 in grad_hooks and h.requires_grad:

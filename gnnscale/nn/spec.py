@@ -10,7 +10,36 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from gnnscale.nn.models import GNN, layer_name
+from gnnscale.nn.models import GNN, ModelError, layer_name
+
+#: The typed fields of a spec (None on an untyped graph, and then left out of :meth:`ModelSpec.record`).
+TYPED_FIELDS = ("node_types", "relations", "feature_dims", "num_nodes_per_type")
+
+
+def typed_from_meta(typed: dict) -> dict:
+    """The typed fields of a spec from a typed partition's ``meta['typed']`` (docs/typed_graphs.md,
+    section 2: ``node_types``, ``edge_types`` as ``(src, relation, dst)`` name triples,
+    ``feature_dims``, ``num_nodes_per_type``): relation k becomes the index triple
+    ``(node_types.index(src), k, node_types.index(dst))``.
+
+    Raises:
+        ModelError: a key missing, or a relation naming an unknown node type.
+    """
+    missing = [k for k in ("node_types", "edge_types", "feature_dims", "num_nodes_per_type") if k not in typed]
+    if missing:
+        raise ModelError(f"typed graph info lacks {', '.join(missing)}; expected the partition's meta['typed'] "
+                         "(node_types, edge_types, feature_dims, num_nodes_per_type)")
+    names = [str(n) for n in typed["node_types"]]
+    index = {n: i for i, n in enumerate(names)}
+    relations = []
+    for k, triple in enumerate(typed["edge_types"]):
+        src, _, dst = (str(v) for v in triple)
+        if src not in index or dst not in index:
+            raise ModelError(f"relation {k} {tuple(triple)} names a node type that is not among node_types {names}")
+        relations.append((index[src], k, index[dst]))
+    return {"node_types": tuple(names), "relations": tuple(relations),
+            "feature_dims": tuple(int(f) for f in typed["feature_dims"]),
+            "num_nodes_per_type": tuple(int(n) for n in typed["num_nodes_per_type"])}
 
 
 @dataclass(frozen=True)
@@ -21,6 +50,10 @@ class ModelSpec:
         in_dim: input features F. hidden: H. out_dim: classes C. num_layers: L.
         layer: a zoo name, ``module:Class`` or a layer class. layer_kwargs: the layers' options.
         dropout, norm, residual, jk: as :class:`~gnnscale.nn.models.GNN`.
+        node_types, relations, feature_dims, num_nodes_per_type: a typed graph's types (all None:
+            untyped): T names, R ``(src type, relation, dst type)`` index triples, T feature sizes
+            (0: a learned embedding), T node counts; as :class:`~gnnscale.nn.models.GNN`
+            (``in_dim`` is then unused). Kept as tuples (lists are converted).
     """
 
     in_dim: int
@@ -33,23 +66,57 @@ class ModelSpec:
     norm: str = "none"
     residual: bool = False
     jk: str = "none"
+    node_types: tuple | None = None
+    relations: tuple | None = None
+    feature_dims: tuple | None = None
+    num_nodes_per_type: tuple | None = None
+
+    def __post_init__(self) -> None:
+        for name in TYPED_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                value = tuple(tuple(int(v) for v in rel) for rel in value) if name == "relations" else \
+                    tuple(str(v) for v in value) if name == "node_types" else tuple(int(v) for v in value)
+                object.__setattr__(self, name, value)
+
+    @property
+    def typed(self) -> bool:
+        """Whether the spec is of a typed graph's model."""
+        return any(getattr(self, name) is not None for name in TYPED_FIELDS)
 
     @staticmethod
-    def of(cfg, feature_dim: int, num_classes: int, num_layers: int | None = None) -> "ModelSpec":
+    def of(cfg, feature_dim: int | None, num_classes: int, num_layers: int | None = None,
+           typed: dict | None = None) -> "ModelSpec":
         """The spec of a run's :class:`~gnnscale.config.TrainConfig` on data of ``feature_dim``
-        features and ``num_classes`` classes (``num_layers``: default ``cfg.model_layers()``)."""
-        return ModelSpec(int(feature_dim), int(cfg.hidden), int(num_classes),
-                         int(num_layers if num_layers is not None else cfg.model_layers()), cfg.layer,
-                         dict(cfg.layer_kwargs), float(cfg.dropout), cfg.norm, bool(cfg.residual), cfg.jk)
+        features and ``num_classes`` classes (``num_layers``: default ``cfg.model_layers()``).
 
-    def build(self, seed: int | None = None) -> GNN:
-        """The model; with ``seed``, torch's generator is seeded first (identical weights everywhere)."""
+        ``typed``: a typed partition's ``meta['typed']`` (see :func:`typed_from_meta`); then
+        ``feature_dim`` is not used by the model (None is taken as 0)."""
+        extra = typed_from_meta(typed) if typed is not None else {}
+        return ModelSpec(int(feature_dim or 0) if typed is not None else int(feature_dim), int(cfg.hidden),
+                         int(num_classes), int(num_layers if num_layers is not None else cfg.model_layers()),
+                         cfg.layer, dict(cfg.layer_kwargs), float(cfg.dropout), cfg.norm, bool(cfg.residual), cfg.jk,
+                         **extra)
+
+    def build(self, seed: int | None = None, external_embeddings: bool = False) -> GNN:
+        """The model; with ``seed``, torch's generator is seeded first (identical weights everywhere).
+        ``external_embeddings``: a typed model without the featureless types' tables (a
+        data-parallel run shards them by owner; the model file holds them whole)."""
         if seed is not None:
             torch.manual_seed(seed)
         return GNN(self.in_dim, self.hidden, self.out_dim, num_layers=self.num_layers, layer=self.layer,
                    layer_kwargs=dict(self.layer_kwargs), dropout=self.dropout, norm=self.norm,
-                   residual=self.residual, jk=self.jk)
+                   residual=self.residual, jk=self.jk, node_types=self.node_types, relations=self.relations,
+                   feature_dims=self.feature_dims, num_nodes_per_type=self.num_nodes_per_type,
+                   external_embeddings=external_embeddings)
 
     def record(self) -> dict:
-        """Plain data (the layer as a printable spec): what a model file keeps."""
-        return asdict(self) | {"layer": layer_name(self.layer), "layer_kwargs": dict(self.layer_kwargs)}
+        """Plain data (the layer as a printable spec, the types as lists; an untyped spec without
+        the typed fields): what a model file keeps. ``ModelSpec(**spec.record())`` rebuilds it."""
+        out = asdict(self) | {"layer": layer_name(self.layer), "layer_kwargs": dict(self.layer_kwargs)}
+        for name in TYPED_FIELDS:
+            if out[name] is None:
+                del out[name]
+            else:
+                out[name] = [list(rel) for rel in out[name]] if name == "relations" else list(out[name])
+        return out

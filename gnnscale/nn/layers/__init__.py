@@ -39,20 +39,36 @@ Picking a layer
 
 Every bad spec raises :class:`LayerError` saying what was expected, what was found
 and how to fix it.
+
+Typed graphs
+------------
+Relation-aware layers (``needs_edge_type = True``, see :mod:`.typed` for their contract) are
+built with the graph's ``num_relations``, ``num_node_types`` and ``relations`` and called with
+``edge_type=`` and ``node_type=(src_type, dst_type)``. Their zoo (:data:`TYPED_ZOO`): ``rgcn``
+(:class:`BlockRGCNConv`, equal to PyG's ``RGCNConv`` with mean aggregation) and ``hgt``
+(:class:`BlockHGTConv`, equal to PyG's ``HGTConv``); and ``rel:<spec>`` makes any homogeneous
+spec relation-wise (:class:`RelationWise`: one layer per relation, summed per destination type,
+as PyG's ``to_hetero``), e.g. ``rel:sage``, ``rel:gat``, ``rel:mypkg.layers:MyConv``.
 """
 from __future__ import annotations
 
 from gnnscale.nn.layers.contract import LayerError, check_layer, load_layer_class
-from gnnscale.nn.layers.registry import ZOO, build_conv, register, spec_help
+from gnnscale.nn.layers.registry import TYPED_ZOO, ZOO, build_conv, is_typed_spec, register, spec_help
 from gnnscale.nn.layers import sage, gcn, gcnii, gat, gin, dgl  # noqa: E402,F401  (each registers its names)
+from gnnscale.nn.layers import rgcn, hgt, relational  # noqa: E402,F401  (relation-aware: typed graphs)
 from gnnscale.nn.layers.dgl import DGLLayerAdapter
 from gnnscale.nn.layers.gat import BlockGATConv
 from gnnscale.nn.layers.gcn import BlockGCNConv, block_gcn_norm, gcn_adjacency, graph_gcn_norm
 from gnnscale.nn.layers.gcnii import BlockGCN2Conv
 from gnnscale.nn.layers.sage import BlockSAGEConv
+from gnnscale.nn.layers.hgt import BlockHGTConv
+from gnnscale.nn.layers.relational import RelationWise
+from gnnscale.nn.layers.rgcn import BlockRGCNConv
+from gnnscale.nn.layers.typed import check_typed_layer
 
 SPEC_HELP = spec_help()
 
 __all__ = ["LayerError", "ZOO", "SPEC_HELP", "BlockSAGEConv", "BlockGCNConv", "BlockGCN2Conv", "BlockGATConv",
            "DGLLayerAdapter", "build_conv", "register", "load_layer_class", "check_layer", "block_gcn_norm",
-           "graph_gcn_norm", "gcn_adjacency"]
+           "graph_gcn_norm", "gcn_adjacency", "TYPED_ZOO", "BlockRGCNConv", "BlockHGTConv", "RelationWise",
+           "is_typed_spec", "check_typed_layer"]

@@ -5,6 +5,11 @@ package ``gnnscale.nn.layers`` imports them all); :func:`build_conv` looks a spe
 a zoo name, ``dgl:ClassName`` (:mod:`.dgl`) or an import path ``package.module:ClassName``
 (:func:`~gnnscale.nn.layers.contract.load_layer_class`, probed by
 :func:`~gnnscale.nn.layers.contract.check_layer`).
+
+Relation-aware layers (typed graphs, see :mod:`.typed`) register with ``typed=True``: their zoo
+names are listed in :data:`TYPED_ZOO` (not :data:`ZOO`, the homogeneous zoo), and
+:func:`is_typed_spec` tells whether a spec builds one (``rgcn``, ``hgt``, ``rel:<spec>``, an import
+path whose class sets ``needs_edge_type``).
 """
 from __future__ import annotations
 
@@ -14,28 +19,34 @@ from typing import Any, Callable
 from torch import nn
 
 from gnnscale.nn.layers.contract import LayerError, check_layer, construct, load_layer_class
+from gnnscale.nn.layers.typed import check_typed_layer
 
 #: Zoo names accepted by :func:`build_conv`, with a one-line description (for ``--help``).
 ZOO: dict[str, str] = {}
+#: Zoo names of relation-aware layers (typed graphs only), with a one-line description.
+TYPED_ZOO: dict[str, str] = {}
 # name -> builder(spec, in_dim, out_dim, index, num_layers, **kwargs) -> nn.Module
 _BUILDERS: dict[str, Callable[..., nn.Module]] = {}
-_PREFIXES: dict[str, Callable[..., nn.Module]] = {}
+# prefix -> (builder, passes index/num_layers, builds relation-aware layers)
+_PREFIXES: dict[str, tuple[Callable[..., nn.Module], bool, bool]] = {}
 
 
-def register(name: str, description: str) -> Callable:
+def register(name: str, description: str, typed: bool = False) -> Callable:
     """Decorator: ``builder(spec, in_dim, out_dim, index=i, num_layers=L, **kwargs)`` builds the
-    zoo layer ``name`` (lower case), described by ``description`` in ``--help``."""
+    zoo layer ``name`` (lower case), described by ``description`` in ``--help``. ``typed``: a
+    relation-aware layer (listed in :data:`TYPED_ZOO`)."""
     def wrap(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
-        ZOO[name] = description
+        (TYPED_ZOO if typed else ZOO)[name] = description
         _BUILDERS[name] = builder
         return builder
     return wrap
 
 
-def register_prefix(prefix: str) -> Callable:
-    """Decorator: ``builder(spec, class_name, in_dim, out_dim, **kwargs)`` builds ``prefix:ClassName`` specs."""
+def register_prefix(prefix: str, positional: bool = False, typed: bool = False) -> Callable:
+    """Decorator: ``builder(spec, class_name, in_dim, out_dim, **kwargs)`` builds ``prefix:ClassName`` specs
+    (``positional``: also ``index=i, num_layers=L``; ``typed``: the layers are relation-aware)."""
     def wrap(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
-        _PREFIXES[prefix] = builder
+        _PREFIXES[prefix] = (builder, positional, typed)
         return builder
     return wrap
 
@@ -43,15 +54,36 @@ def register_prefix(prefix: str) -> Callable:
 def spec_help() -> str:
     """How a layer spec may be written (for ``--help`` and errors)."""
     return ("a zoo name (" + ", ".join(ZOO) + "), an import path 'package.module:ClassName' "
-            "(built as ClassName(in_dim, out_dim, **kwargs)), or 'dgl:ClassName' (dgl.nn.ClassName, needs DGL)")
+            "(built as ClassName(in_dim, out_dim, **kwargs)), or 'dgl:ClassName' (dgl.nn.ClassName, needs DGL); "
+            "on typed graphs a relation-aware layer (" + ", ".join(TYPED_ZOO) + ") or 'rel:<spec>' (one layer "
+            "<spec> per relation, summed per destination type)")
+
+
+def is_typed_spec(spec: str) -> bool:
+    """Whether ``spec`` builds a relation-aware layer (one that sets ``needs_edge_type``).
+
+    Raises:
+        LayerError: an import path that cannot be loaded.
+    """
+    if not isinstance(spec, str):
+        return False
+    spec = spec.strip()
+    if spec.lower() in _BUILDERS:
+        return spec.lower() in TYPED_ZOO
+    prefix, sep, _ = spec.partition(":")
+    if sep and prefix.lower() in _PREFIXES:
+        return _PREFIXES[prefix.lower()][2]
+    if sep:
+        return bool(getattr(load_layer_class(spec), "needs_edge_type", False))
+    return False
 
 
 def build_conv(spec: str, in_dim: int, out_dim: int, *, index: int, num_layers: int, **kwargs: Any) -> nn.Module:
     """Build one message-passing layer that follows the layer contract.
 
     Args:
-        spec: a zoo name (:data:`ZOO`), an import path ``"package.module:ClassName"``
-            or ``"dgl:ClassName"``.
+        spec: a zoo name (:data:`ZOO`, :data:`TYPED_ZOO`), an import path
+            ``"package.module:ClassName"``, ``"dgl:ClassName"`` or ``"rel:<spec>"``.
         in_dim: input feature size. out_dim: output feature size.
         index: 0-based position of the layer. num_layers: number of layers. GAT's
             last layer (``index == num_layers - 1``) averages its heads; GCNII's beta
@@ -61,9 +93,13 @@ def build_conv(spec: str, in_dim: int, out_dim: int, *, index: int, num_layers: 
             underlying PyG conv; for an import path, passed as
             ``ClassName(in_dim, out_dim, **kwargs)``.
 
+        Relation-aware layers (:data:`TYPED_ZOO`, ``rel:<spec>``) also take the graph's types:
+            ``num_relations``, ``num_node_types``, ``relations`` (see :mod:`.typed`).
+
     Returns:
         the layer, called as ``layer((x_src, x_dst), edge_index)`` (plus ``x0=`` when
-        its ``needs_x0`` is True) -> float32 [D, out_dim].
+        its ``needs_x0`` is True; plus ``edge_type=, node_type=`` when its
+        ``needs_edge_type`` is True) -> float32 [D, out_dim].
 
     Raises:
         LayerError: unknown spec, bad sizes or options, or a layer that breaks the contract.
@@ -81,12 +117,18 @@ def build_conv(spec: str, in_dim: int, out_dim: int, *, index: int, num_layers: 
         return _BUILDERS[name](spec, in_dim, out_dim, index=index, num_layers=num_layers, **kwargs)
     prefix, sep, cls_name = spec.partition(":")
     if sep and prefix.lower() in _PREFIXES:
-        return _PREFIXES[prefix.lower()](spec, cls_name.strip(), in_dim, out_dim, **kwargs)
+        builder, positional, _ = _PREFIXES[prefix.lower()]
+        if positional:
+            return builder(spec, cls_name.strip(), in_dim, out_dim, index=index, num_layers=num_layers, **kwargs)
+        return builder(spec, cls_name.strip(), in_dim, out_dim, **kwargs)
     if sep:
         cls = load_layer_class(spec)
         layer = construct(spec, cls.__qualname__, cls, in_dim, out_dim, **kwargs)
-        check_layer(layer, in_dim, out_dim, spec)
+        if getattr(layer, "needs_edge_type", False):
+            check_typed_layer(layer, in_dim, out_dim, spec, kwargs.get("num_node_types", 1), kwargs.get("relations"))
+        else:
+            check_layer(layer, in_dim, out_dim, spec)
         return layer
-    close = difflib.get_close_matches(name, list(ZOO), n=1)
+    close = difflib.get_close_matches(name, list(ZOO) + list(TYPED_ZOO), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise LayerError(f"unknown layer {spec!r}{hint}; expected {spec_help()}")
