@@ -83,7 +83,8 @@ def train(
         parts, workers = parts_for(cfg, workers)
         plan_run(cfg, parts, workers, where=f"{dataset} cut into {parts} parts")  # refused before partitioning
         parts_dir = prepare_parts(dataset, parts, root=root, cache_dir=cache_dir, method=method, seed=partition_seed)
-    plan = plan_run(cfg, load_meta(parts_dir)["num_parts"], workers, where=str(parts_dir))
+    meta = load_meta(parts_dir)
+    plan = plan_run(cfg, meta["num_parts"], workers, where=str(parts_dir), typed=meta.get("typed"))
     if not plan.pipelined:
         launch_device(cfg.device, plan.world)
     log.info("starting %d local worker(s) on %s (%s)", plan.world, Path(parts_dir), plan.describe())

@@ -37,6 +37,7 @@ class TrainConfig:
     epochs: int = 10
     fanouts: Sequence[int] = (10, 10)
     eval_fanouts: Sequence[int] | None = None  # None: same as fanouts
+    relation_fanouts: dict = field(default_factory=dict)  # typed graphs: {relation: fanouts}, others --fanouts
     batch_size: int = 512
     eval_batch_size: int = 2048
     hidden: int = 128
@@ -114,6 +115,10 @@ class TrainConfig:
         if self.net_bandwidth_gbps is not None and not self.net_bandwidth_gbps > 0:
             raise OptionError(f"--net-bandwidth-gbps must be above 0; found {self.net_bandwidth_gbps!r}")
         check_staleness(self.staleness)
+        if self.relation_fanouts:
+            from gnnscale.samplers.fanouts import typed_fanouts
+
+            typed_fanouts(self.fanouts, list(self.relation_fanouts), len(self.fanouts), self.relation_fanouts)
         return self
 
 

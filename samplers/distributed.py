@@ -22,6 +22,7 @@ from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.routing import Route
 from gnnscale.samplers.block import MiniBatch
 from gnnscale.samplers.kernels import Kernels
+from gnnscale.samplers.typed import TypedGraph, sample_relations, split_counts
 from gnnscale.samplers.local import (
     SamplingKeys,
     build_minibatch,
@@ -46,15 +47,17 @@ class Exchange(Protocol):
     def exchange(self, send: Sequence[torch.Tensor], category: str) -> list[torch.Tensor]: ...
 
 
-def _owned_edges_only(indptr, indices, book, rank, edge_weight):
-    """The CSC without in-edges from other parts (``local`` mode)."""
+def _owned_edges_only(indptr, indices, book, rank, edge_weight, etype=None):
+    """The CSC without in-edges from other parts (``local`` mode); ``etype``: the kept edges'
+    relations too (typed graphs)."""
     keep = book.owner(indices) == rank
     deg = torch.diff(indptr)
     row = torch.repeat_interleave(torch.arange(deg.numel(), device=indptr.device), deg, output_size=indices.numel())
     new_deg = torch.bincount(row[keep], minlength=deg.numel())
     new_ptr = torch.zeros_like(indptr)
     new_ptr[1:] = torch.cumsum(new_deg, 0)
-    return new_ptr, indices[keep], (edge_weight[keep] if edge_weight is not None else None)
+    return (new_ptr, indices[keep], (edge_weight[keep] if edge_weight is not None else None),
+            (etype[keep] if etype is not None else None))
 
 
 class DistNeighborSampler:
@@ -77,6 +80,9 @@ class DistNeighborSampler:
             are expanded; no collectives) or ``"local"`` (cross-partition edges dropped; no
             collectives). An owned node draws the same neighbors in ``exact`` and
             ``historical`` mode.
+        typed: a typed graph (:class:`~gnnscale.samplers.typed.TypedGraph`; its
+            ``rel_indptr`` over this rank's CSC), sampled by relation in ``exact`` mode: the
+            owner draws every relation of a requested node in the same exchange.
     """
 
     def __init__(
@@ -92,17 +98,21 @@ class DistNeighborSampler:
         replace: bool = False,
         edge_weight: torch.Tensor | None = None,
         mode: str = "exact",
+        typed: TypedGraph | None = None,
     ) -> None:
         if mode not in MODES:
             raise SamplerError(f"sampling mode must be one of {', '.join(MODES)}; found {mode!r}")
+        if typed is not None and mode != "exact":
+            raise SamplerError(f"typed graphs are sampled in exact mode only; found mode {mode!r}")
         self.mode = mode
         if mode == "local":
-            indptr, indices, edge_weight = _owned_edges_only(indptr, indices, book, comm.rank, edge_weight)
+            indptr, indices, edge_weight, _ = _owned_edges_only(indptr, indices, book, comm.rank, edge_weight)
         self.indptr = indptr
         self.indices = indices
         self.book = book
         self.comm = comm
-        self.fanouts = check_fanouts(fanouts)
+        self.typed = typed
+        self.fanouts = check_fanouts([max(h) for h in typed.fanouts] if typed is not None else fanouts)
         self.keys = SamplingKeys(seed)
         self.offset = int(book.offsets[comm.rank])
         n_owned = indptr.numel() - 1
@@ -132,7 +142,16 @@ class DistNeighborSampler:
             remote_ids[0] += n_remote
             return counts, nbrs
 
-        mb = build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel)
+        if self.typed is not None:
+            def typed_hop(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, ...]:
+                counts, nbrs, etype, n_remote = self._typed_hop(dst, hop, epoch, step)
+                remote_ids[0] += n_remote
+                return counts, nbrs, etype
+
+            mb = build_minibatch(seeds, len(self.fanouts), typed_hop, self.kernels.relabel,
+                                 node_type=self.typed.node_type)
+        else:
+            mb = build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel)
         mb.stats["remote_frontier_ids"] = remote_ids[0]
         return mb
 
@@ -186,3 +205,42 @@ class DistNeighborSampler:
                 nbrs_list.append(back[r][n_r:])
         counts, nbrs = route.merge_segments(counts_list, nbrs_list)
         return counts, nbrs, int(dst.numel() - own.numel())
+
+    def _sample_typed(self, ids: torch.Tensor, hop: int, key) -> tuple[torch.Tensor, torch.Tensor]:
+        """(counts_kr int64 [k, R], nbrs grouped by id then relation) of owned global ids ``ids``."""
+        rows = ids - self.offset
+        return sample_relations(self.kernels.sample, self.typed, self.indices, rows, self.typed.node_type(ids),
+                                self.owned_keys[rows], hop, key, self.variant)
+
+    def _typed_hop(self, dst: torch.Tensor, hop: int, epoch: int, step: int):
+        """One hop by relation: as :meth:`_hop`, each answer being the counts per (id, relation)
+        then the neighbours; the relation of each neighbour travels folded into its id
+        (``id * R + relation``) through the merge back into request order."""
+        comm, rank, P = self.comm, self.comm.rank, self.comm.world_size
+        R = self.typed.num_relations
+        route = Route.build(self.book.owner(dst), P)
+        req = route.split(dst)
+        own = req[rank]
+        req[rank] = own.new_empty(0)
+        got = comm.exchange(req, "sample_request")
+        sizes = [g.numel() for g in got]
+        keys = torch.tensor([self.keys(epoch, step, r, hop) for r in range(P)], dtype=torch.int64)
+        served = torch.cat(got)
+        s_kr, s_nbrs = self._sample_typed(served, hop, torch.repeat_interleave(keys, torch.tensor(sizes)))
+        kr_per_req = list(torch.split(s_kr, sizes))
+        nbrs_per_req = list(torch.split(s_nbrs, [int(c.sum()) for c in kr_per_req]))
+        back = comm.exchange([torch.cat([c.flatten(), v]) for c, v in zip(kr_per_req, nbrs_per_req)],
+                             "sample_response")
+        o_kr, o_nbrs = self._sample_typed(own, hop, self.keys(epoch, step, rank, hop))
+        counts_list, folded_list = [], []
+        for r in range(P):  # loop over ranks (a handful), not over nodes
+            if r == rank:
+                kr, nb = o_kr, o_nbrs
+            else:
+                n_r = int(route.counts[r])
+                kr, nb = back[r][: n_r * R].view(n_r, R), back[r][n_r * R:]
+            counts, etype = split_counts(kr)
+            counts_list.append(counts)
+            folded_list.append(nb * R + etype)
+        counts, folded = route.merge_segments(counts_list, folded_list)
+        return counts, torch.div(folded, R, rounding_mode="floor"), folded % R, int(dst.numel() - own.numel())

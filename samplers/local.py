@@ -13,6 +13,7 @@ from gnnscale.samplers.block import Block, MiniBatch
 from gnnscale.samplers.fanouts import check_fanouts  # noqa: F401 - re-exported
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.rng import stream_key
+from gnnscale.samplers.typed import TypedGraph, sample_relations, split_counts
 
 
 def check_replace(replace) -> bool:
@@ -97,6 +98,10 @@ class NeighborSampler:
             neighbors are drawn with probability proportional to their weight (without
             replacement: exponential keys; with: inverse CDF). Zero-weight edges are never
             sampled.
+        typed: a typed graph (:class:`~gnnscale.samplers.typed.TypedGraph`): each relation's
+            fan-out is drawn from its run of each node's in-edges; blocks carry ``edge_type``
+            and ``node_type``, and the hops are ``typed.fanouts``' (``fanouts`` is then the
+            largest fan-out of each hop, for display).
 
     ``sample(seeds, epoch, step, rank)`` draws exactly what :class:`DistNeighborSampler`
     draws for requester ``rank`` at the same (epoch, step), whatever the partitioning,
@@ -116,10 +121,12 @@ class NeighborSampler:
         backend: str = "auto",
         replace: bool = False,
         edge_weight: torch.Tensor | None = None,
+        typed: TypedGraph | None = None,
     ) -> None:
         self.indptr = indptr
         self.indices = indices
-        self.fanouts = check_fanouts(fanouts)
+        self.typed = typed
+        self.fanouts = check_fanouts([max(h) for h in typed.fanouts] if typed is not None else fanouts)
         self.keys = SamplingKeys(seed)
         self.num_nodes = indptr.numel() - 1
         self.node_keys = node_keys
@@ -132,12 +139,20 @@ class NeighborSampler:
         """Sample the computation graph of ``seeds`` (int64 [B], unique global ids)."""
         check_seeds(seeds, self.num_nodes)
 
-        def hop_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, torch.Tensor]:
+        typed = self.typed
+
+        def hop_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, ...]:
             key = self.keys(epoch, step, rank, hop)
             ids = dst if self.node_keys is None else self.node_keys[dst]
+            if typed is not None:
+                counts_kr, nbrs = sample_relations(self.kernels.sample, typed, self.indices, dst, typed.node_type(dst),
+                                                   ids, hop, key, self.variant)
+                counts, etype = split_counts(counts_kr)
+                return counts, nbrs, etype
             return self.kernels.sample(self.indptr, self.indices, dst, ids, self.fanouts[hop], key, **self.variant)
 
-        return build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel)
+        return build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel,
+                               node_type=None if typed is None else typed.node_type)
 
 
 def sampling_variant(replace: bool, edge_weight: torch.Tensor | None) -> dict:
@@ -170,8 +185,11 @@ def check_seeds(seeds: torch.Tensor, num_nodes: int, lo: int = 0) -> None:
         )
 
 
-def build_minibatch(seeds: torch.Tensor, num_hops: int, hop_fn, relabel, leaf=None) -> MiniBatch:
+def build_minibatch(seeds: torch.Tensor, num_hops: int, hop_fn, relabel, leaf=None, node_type=None) -> MiniBatch:
     """Run ``hop_fn(dst_ids, hop) -> (counts, nbrs)`` hop by hop and relabel into blocks.
+
+    Typed graphs: ``hop_fn`` returns ``(counts, nbrs, edge_type)`` (the relation of each drawn
+    edge) and ``node_type`` (``ids -> int64 types``) types the blocks' sources.
 
     ``leaf``: optional ``ids -> bool mask``; new sources it marks at hops before the last are
     not expanded further: they are moved to the tail of the block's sources (``num_hist``)
@@ -180,7 +198,8 @@ def build_minibatch(seeds: torch.Tensor, num_hops: int, hop_fn, relabel, leaf=No
     blocks: list[Block] = []
     dst = seeds
     for hop in range(num_hops):
-        counts, nbrs = hop_fn(dst, hop)
+        drawn = hop_fn(dst, hop)
+        counts, nbrs = drawn[0], drawn[1]
         src_ids, nbr_local = relabel(dst, nbrs)
         dst_local = torch.repeat_interleave(torch.arange(dst.numel(), device=dst.device), counts, output_size=nbrs.numel())
         num_hist = 0
@@ -194,7 +213,9 @@ def build_minibatch(seeds: torch.Tensor, num_hops: int, hop_fn, relabel, leaf=No
                 pos = torch.empty_like(perm)
                 pos[perm] = torch.arange(perm.numel(), device=dst.device)
                 src_ids, nbr_local = src_ids[perm], pos[nbr_local]
-        blocks.append(Block(src_ids, dst, torch.stack([nbr_local, dst_local]), num_hist))
+        blocks.append(Block(src_ids, dst, torch.stack([nbr_local, dst_local]), num_hist,
+                            drawn[2] if len(drawn) > 2 else None,
+                            None if node_type is None else node_type(src_ids)))
         dst = src_ids[: src_ids.numel() - num_hist]
     blocks.reverse()
     return MiniBatch(seeds=seeds, blocks=blocks, stats={"sampled_edges": sum(b.num_edges for b in blocks)})

@@ -50,3 +50,28 @@ def cora_partition(cora, tmp_path_factory):
         return made[parts, method]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def acm(shared_data):
+    """ACM (typed: paper 4019 / author 7167 / subject 60, 4 relations; train_20 split) from the shared data."""
+    from gnnscale.datasets import load_dataset
+
+    return load_dataset(f"acm:{shared_data / 'acm'}?split=20")
+
+
+@pytest.fixture(scope="session")
+def acm_partition(acm, tmp_path_factory):
+    """``acm_partition(n)``: ACM cut by METIS into n typed parts (format 2), made once per session."""
+    made: dict = {}
+
+    def get(parts: int) -> str:
+        if parts not in made:
+            from gnnscale.partitioning import partition_graph
+
+            out = tmp_path_factory.mktemp(f"acm{parts}")
+            partition_graph(acm, parts, out, method="metis", dataset=acm.name)
+            made[parts] = str(out)
+        return made[parts]
+
+    return get

@@ -282,3 +282,123 @@ def run_configs(parts_dir: str, cfgs: list):
                     "cache": res["cache"], "exchange": res["exchange"], "stages": res["stages"],
                     "process": res["process"], "resumed_at": res["resumed_at"]})
     return out
+
+
+def typed_sample(edge_index, edge_type, counts, relations, dst_type, fanouts, new_of_old, seeds_orig):
+    """Relation-wise sampling of a typed graph over hand-cut parts (contiguous new ids, in-edges
+    sorted by (relation, original source)); blocks returned in ORIGINAL ids."""
+    from gnnscale.partitioning import PartitionBook
+    from gnnscale.samplers.typed import TypedGraph, relation_indptr, typed_fanouts
+    from test_typed_sampling import csc_by_relation
+
+    info = init_distributed(timeout=60)
+    comm = Communicator(info.rank, info.world_size, timeout=60)
+    n = new_of_old.numel()
+    bounds = torch.linspace(0, n, info.world_size + 1).round().long()
+    book = PartitionBook(bounds)
+    lo, hi = int(bounds[info.rank]), int(bounds[info.rank + 1])
+    indptr, indices, etype = csc_by_relation(edge_index, edge_type, n, relabel=new_of_old)
+    e_lo, e_hi = int(indptr[lo]), int(indptr[hi])
+    indptr_p, indices_p, etype_p = indptr[lo:hi + 1] - e_lo, indices[e_lo:e_hi], etype[e_lo:e_hi]
+    old_of_new = torch.empty_like(new_of_old)
+    old_of_new[new_of_old] = torch.arange(n)
+    type_of_orig = torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts))
+    typed = TypedGraph(relation_indptr(indptr_p, etype_p, len(relations)), torch.tensor(dst_type),
+                       typed_fanouts([1, 1], relations, 2, fanouts), lambda ids: type_of_orig[old_of_new[ids]])
+    sampler = DistNeighborSampler(indptr_p, indices_p, book, comm, [1, 1], seed=9, owned_keys=old_of_new[lo:hi],
+                                  typed=typed, backend="torch")
+    mb = sampler.sample(new_of_old[seeds_orig], epoch=2, step=3)
+    rounds = comm.stats.snapshot()["rounds"]
+    return {"rank": info.rank, "rounds": rounds,
+            "blocks": [{"src": old_of_new[b.src_ids], "edge_index": b.edge_index, "edge_type": b.edge_type,
+                        "node_type": b.node_type} for b in mb.blocks]}
+
+
+def typed_part_sample(parts_dir: str, seeds_orig, fanouts, per_relation):
+    """Relation-wise sampling over a typed partition's parts (the engine's samplers); blocks in ORIGINAL ids."""
+    from types import SimpleNamespace
+
+    from gnnscale.data.loader import build_samplers
+
+    info = init_distributed(timeout=60)
+    comm = Communicator(info.rank, info.world_size, timeout=60)
+    part = load_part(parts_dir, info.rank)
+    orig = comm.all_gather_object(part.orig_ids)
+    old_of_new = torch.cat(orig)
+    new_of_old = torch.empty_like(old_of_new)
+    new_of_old[old_of_new] = torch.arange(old_of_new.numel())
+    cfg = SimpleNamespace(fanouts=fanouts, eval_fanouts=None, seed=3, sampler_backend="auto",
+                          relation_fanouts=per_relation)
+    sampler, _, _ = build_samplers(part, comm, cfg, fanouts)
+    mb = sampler.sample(new_of_old[seeds_orig], epoch=1, step=2)
+    return {"rank": info.rank, "blocks": [{"src": old_of_new[b.src_ids], "edge_index": b.edge_index,
+                                           "edge_type": b.edge_type, "node_type": b.node_type} for b in mb.blocks]}
+
+
+def dist_embedding_steps(num_rows: int, dim: int, offsets, ids_by_step, w1, w2, seed: int, lr: float,
+                         resume_at: int, typed: dict):
+    """Sharded learned embeddings (``gnnscale.data.embeddings``) trained a few steps on this rank.
+
+    Phase 1: a ``DistEmbedding`` of ``num_rows`` x ``dim`` over ``PartitionBook(offsets)``; each
+    step pulls ``ids_by_step[step][rank]``, backpropagates ``((rows * w1) ** 2).sum() + (rows * w2).sum()``
+    and pushes. Its state is saved (through torch.save) before step ``resume_at``; a second table
+    (another seed) loads it and replays the remaining steps. Phase 2: ``TypedEmbeddings`` over a
+    hand-made ``TypedPartitionBook`` (``typed``: per-part type counts, feature_dims, names, this
+    rank's TypedInput and the encoder's linear weights) feeding a ``TypedEncoder(external=True)``:
+    one step of the same loss on the encoder's output. Returns the gathered tables (rank 0) and
+    each step's counters.
+    """
+    import io
+
+    from gnnscale.data.embeddings import DistEmbedding, TypedEmbeddings
+    from gnnscale.nn.typed_encoder import TypedEncoder
+    from gnnscale.partitioning.book import PartitionBook, TypedPartitionBook
+    from gnnscale.samplers.block import TypedInput
+
+    info = init_distributed(timeout=60)
+    comm = Communicator(info.rank, info.world_size, timeout=60)
+    book = PartitionBook(offsets)
+
+    def run(emb, steps):
+        out = []
+        for step in steps:
+            comm.stats.reset()
+            emb.reset_stats()
+            rows = emb.pull(torch.tensor(ids_by_step[step][info.rank], dtype=torch.int64))
+            (((rows * w1) ** 2).sum() + (rows * w2).sum()).backward()
+            emb.push()
+            out.append({"comm": comm.stats.snapshot(), "emb": dict(emb.stats)})
+        return out
+
+    emb = DistEmbedding(num_rows, dim, book, comm, seed=seed, table="author", lr=lr)
+    start = emb.gather()
+    stats = run(emb, range(resume_at))
+    buf = io.BytesIO()
+    torch.save(emb.state_dict(), buf)
+    stats += run(emb, range(resume_at, len(ids_by_step)))
+    comm.stats.reset()
+    final = emb.gather()
+    gather_stats = comm.stats.snapshot()
+    again = DistEmbedding(num_rows, dim, book, comm, seed=seed + 1, table="author", lr=lr)
+    buf.seek(0)
+    again.load_state_dict(torch.load(buf))
+    run(again, range(resume_at, len(ids_by_step)))
+    resumed = again.gather()
+
+    counts = torch.tensor(typed["counts"], dtype=torch.int64)  # [P, T]
+    zero = torch.zeros(counts.shape[0], 1, dtype=torch.int64)
+    type_starts = torch.cat([zero, counts.cumsum(1)], 1)
+    type_offsets = torch.cat([torch.zeros(1, counts.shape[1], dtype=torch.int64), counts.cumsum(0)], 0).T
+    tbook = TypedPartitionBook(torch.cat([zero[:1, 0], counts.sum(1).cumsum(0)]), type_starts, type_offsets)
+    temb = TypedEmbeddings(tbook, typed["feature_dims"], dim, comm, seed=seed, lr=lr, node_types=typed["names"])
+    enc = TypedEncoder(typed["feature_dims"], tbook.num_nodes_per_type().tolist(), dim, external=True)
+    enc.linears.load_state_dict(typed["linears"])
+    nt, ti, feats = typed["inputs"][info.rank]
+    x = temb.attach(TypedInput(nt, ti, feats))
+    h = enc(x)
+    (((h * w1) ** 2).sum() + (h * w2).sum()).backward()
+    temb.push()
+    return {"rank": info.rank, "start": start, "final": final, "resumed": resumed, "stats": stats,
+            "gather_stats": gather_stats, "nbytes": emb.nbytes, "typed": temb.gather_all(),
+            "typed_state": {t: s["step"] for t, s in temb.state_dict().items()},
+            "encoder_params": [n for n, _ in enc.named_parameters()]}

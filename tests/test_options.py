@@ -66,6 +66,8 @@ def cases(mode: str, tmp: Path) -> dict:
         "epochs": ({"epochs": 3}, {}, lambda b, v, t: v["epochs"] == 3),
         "fanouts": (({"fanouts": (-1, -1, -1), "num_layers": None} if cp else {"fanouts": (3, 3)}), {},
                     (lambda b, v, t: v["plan"]["num_layers"] == 3) if cp else differs("digest")),
+        # typed graphs only (Cora has one relation): refused here, honoured in test_typed_training
+        "relation_fanouts": ({"relation_fanouts": {"cites": [3, 3]}}, {}, None),
         "eval_fanouts": ({"eval_fanouts": (3, 3), "eval_every": 1}, {"eval_every": 1},
                          lambda b, v, t: v["last"]["evaluation"]["fanouts"] == [3, 3] != b["last"]["evaluation"]["fanouts"]),
         "batch_size": ({"batch_size": 8}, {}, lambda b, v, t: v["steps"][0] > b["steps"][0]),
@@ -169,11 +171,12 @@ def _config(mode: str, overrides: dict) -> TrainConfig:
 # What each mode refuses (the rest it honours). On a machine without CUDA --device cuda is
 # refused everywhere; --num-layers must equal the number of fanouts in the sampled modes.
 REFUSED = {
-    DATA_PARALLEL: {"stage_layers", "micro_batches", "schedule", "halo_gradients", "num_layers"},
-    LAYER_PIPELINE: {"staleness", "embedding_dtype", "halo_features", "jk", "halo_gradients", "num_layers"},
+    DATA_PARALLEL: {"stage_layers", "micro_batches", "schedule", "halo_gradients", "num_layers", "relation_fanouts"},
+    LAYER_PIPELINE: {"staleness", "embedding_dtype", "halo_features", "jk", "halo_gradients", "num_layers",
+                     "relation_fanouts"},
     CHUNK_PIPELINE: {"eval_fanouts", "batch_size", "eval_batch_size", "max_steps", "sampler_backend", "cache_policy",
                      "cache_size", "cache_file", "presample_epochs", "pipeline", "pipeline_depth", "exchange",
-                     "embedding_dtype", "halo_features", "eval_method", "jk", "micro_batches"},
+                     "embedding_dtype", "halo_features", "eval_method", "jk", "micro_batches", "relation_fanouts"},
 }
 MODE_SELECTORS = {"pipeline_stages", "chunks"}  # they choose the mode: checked through the plan
 

@@ -72,7 +72,8 @@ def cmd_train(args) -> int:
         from gnnscale.partitioning import load_meta
         from gnnscale.process.launch import die_with_parent, resolve_target, thread_env
 
-        plan_run(cfg, load_meta(args.parts_dir)["num_parts"], int(os.environ["WORLD_SIZE"]), where=args.parts_dir)
+        meta = load_meta(args.parts_dir)
+        plan_run(cfg, meta["num_parts"], int(os.environ["WORLD_SIZE"]), where=args.parts_dir, typed=meta.get("typed"))
         die_with_parent()  # a lost agent (a host gone) takes its workers with it; the peers then name them
         # The same thread counts as launch_local's workers (cores / local workers, or --threads),
         # set before torch and numba are imported: torchrun leaves numba one thread per core, and
@@ -85,7 +86,7 @@ def cmd_train(args) -> int:
         from gnnscale.partitioning.validate import check_folder, check_meta
 
         meta = check_meta(args.parts_dir)  # every field a worker relies on, typed and consistent
-        plan = plan_run(cfg, meta["num_parts"], args.workers, where=args.parts_dir)
+        plan = plan_run(cfg, meta["num_parts"], args.workers, where=args.parts_dir, typed=meta.get("typed"))
         parts_dir = args.parts_dir
         if cfg.verify:  # fail fast, before any worker starts, on a corrupt part (parts hash in parallel)
             from gnnscale.partitioning import verify_parts
@@ -102,6 +103,11 @@ def cmd_train(args) -> int:
         parts_dir = prepare_parts(args.dataset, parts, root=args.root, cache_dir=args.cache_dir, method=args.method,
                                   seed=args.seed, balance=args.balance, imbalance=args.imbalance,
                                   method_opt=args.method_opt)
+        from gnnscale.partitioning import load_meta
+
+        meta = load_meta(parts_dir)
+        if meta.get("typed"):  # a typed graph: what its options may be is known once it is cut
+            plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset}", typed=meta["typed"])
     workers = plan.world
     device = launch_device(cfg.device, workers) if not plan.pipelined else "cpu"  # no CUDA, or too few GPUs
     log.info("starting %d local worker(s) on %s (%s, device %s)", workers, parts_dir, plan.describe(), device)
@@ -202,6 +208,19 @@ def cmd_info(args) -> int:
     cut = summary.get("edge_cut")
     if cut is not None:
         print(f"  {'edge_cut':18s} {cut}")
+    typed = summary.get("typed")
+    if typed:
+        print(f"  {'target_type':18s} {typed.get('target_type')}")
+        print(f"  node types ({len(typed['types'])}):")
+        print("  " + " ".join(f"{c:>12s}" for c in ("type", "nodes", "feature_dim", "balance", "per part")))
+        for row in typed["types"]:
+            print("  " + " ".join(f"{str(v):>12s}" for v in (row["type"], row["nodes"], row["feature_dim"],
+                                                             f"{row['balance']:.3f}")) + "  " + str(row["per_part"]))
+        print(f"  relations ({len(typed['relations'])}):")
+        print("  " + " ".join(f"{c:>12s}" for c in ("relation", "src", "dst", "edges", "cut", "cut_%")))
+        for row in typed["relations"]:
+            print("  " + " ".join(f"{str(v):>12s}" for v in (row["relation"], row["src"], row["dst"], row["edges"],
+                                                             row["cut"], f"{100 * row['cut_fraction']:.2f}")))
     parts = summary.get("parts", [])
     if parts:
         cols = list(parts[0].keys())
@@ -213,7 +232,7 @@ def cmd_info(args) -> int:
 
 
 def cmd_bench_partition(args) -> int:
-    from gnnscale.partitioning.bench import format_table, run_bench, save
+    from gnnscale.partitioning.bench import format_table, format_typed, run_bench, save
     from gnnscale.datasets import load_dataset
 
     data = load_dataset(args.dataset, root=args.root)
@@ -224,6 +243,9 @@ def cmd_bench_partition(args) -> int:
     print(f"dataset {args.dataset}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges; "
           f"remote bytes for fanouts {args.fanouts}, batch {args.batch_size}")
     print(format_table(rows))
+    typed = format_typed(rows)  # typed graphs: cut per relation, balance per node type
+    if typed:
+        print(typed)
     if args.out:
         info = {"dataset": args.dataset, "num_nodes": int(data.num_nodes), "num_edges": int(data.edge_index.size(1)),
                 "fanouts": args.fanouts, "batch_size": args.batch_size, "seed": args.seed}

@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--fanouts", type=_int_list, default=[10, 10], help="neighbors per hop from the seeds outwards; -1 = all; one per layer")
     t.add_argument("--num-layers", type=int, default=None, help="model layers (default: the number of fanouts; must match it)")
     t.add_argument("--eval-fanouts", type=_int_list, default=None, help="fanouts for evaluation (default: --fanouts)")
+    t.add_argument("--relation-fanouts", type=_json_dict, default={}, metavar="JSON",
+                   help="typed graphs: training fanouts of named relations, e.g. '{\"cites\": [5, 5]}' (a mapping "
+                   "in a --config file); the other relations take --fanouts, each list as many hops as --fanouts")
     t.add_argument("--batch-size", type=int, default=512, help="seed nodes per step per worker")
     t.add_argument("--eval-batch-size", type=int, default=2048, help="seed nodes per evaluation step per worker")
     t.add_argument("--hidden", type=int, default=128, help="hidden size")

@@ -143,14 +143,19 @@ class CacheContext:
     presample: Callable[[int], tuple[torch.Tensor, torch.Tensor]] | None = None
     epochs: int = 2
     file: str | None = None
+    # ids -> bool mask of the ids that have feature rows (a typed graph's featureless node types
+    # have none, so they are never cache candidates); None: every id has a row
+    has_rows: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     @property
     def remote_rows(self) -> int:
         return self.num_nodes - int(self.part.num_owned)
 
     def is_remote(self, ids: torch.Tensor) -> torch.Tensor:
+        """Whether each id is a cache candidate: another part's, with a feature row."""
         lo = self.part.offset
-        return (ids < lo) | (ids >= lo + self.part.num_owned)
+        remote = (ids < lo) | (ids >= lo + self.part.num_owned)
+        return remote if self.has_rows is None else remote & self.has_rows(ids)
 
 
 def register_cache_policy(name: str, fn: CachePolicy) -> None:
@@ -290,7 +295,7 @@ def setup_cache(features, part, cfg, comm, sample_epoch: Callable | None, held: 
         return presample_counts(sample_epoch, lo, hi, epochs)
 
     ctx = CacheContext(part, part.book.num_nodes, presample=presample if sample_epoch else None,
-                       epochs=cfg.presample_epochs, file=cfg.cache_file)
+                       epochs=cfg.presample_epochs, file=cfg.cache_file, has_rows=getattr(features, "has_rows", None))
     if held is not None:
         # Every remote row historical mode reads (last-hop leaves, refresh inputs, the fill)
         # is a halo node: holding the halo's rows leaves no feature to fetch while training.
@@ -305,9 +310,11 @@ def setup_cache(features, part, cfg, comm, sample_epoch: Callable | None, held: 
     moved = features.comm.stats.bytes_received
     moved_all = int(comm.all_reduce(torch.tensor([moved], dtype=torch.int64))[0])
     features.comm.stats.reset()
-    info = {"policy": policy, "size": "all halo rows" if held is not None else cfg.cache_size, "rows": int(ids.numel()),
+    # rows held: a typed graph's store keeps none of node types without features
+    rows = int(features.cache.num_rows) if features.cache is not None else int(ids.numel())
+    info = {"policy": policy, "size": "all halo rows" if held is not None else cfg.cache_size, "rows": rows,
             "presampled_epochs": sum(sampled),
-            "bytes": int(ids.numel()) * row_bytes, "remote_rows": ctx.remote_rows,
+            "bytes": rows * row_bytes, "remote_rows": ctx.remote_rows,
             "fill_bytes_received": int(moved), "fill_bytes_received_all_ranks": moved_all,
             "seconds": time.perf_counter() - t0}
     if comm.rank == 0:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from gnnscale.data.prefetch import Prefetcher
-from gnnscale.samplers.block import Block, MiniBatch
+from gnnscale.samplers.block import Block, MiniBatch, TypedInput
 
 
 class MiniBatchLoader:
@@ -88,19 +88,41 @@ def device_blocks(blocks: list[Block], device: torch.device) -> list[Block]:
 def wait_ready(copier, mb: MiniBatch) -> None:
     """Make the compute stream wait for ``mb``'s copies (a no-op on the CPU)."""
     blocks = [b for b in (mb.device_blocks or []) if b is not None]
-    tensors = [t for t in (mb.x, mb.y) if t is not None]
+    x = [mb.x.node_type, mb.x.type_index, *mb.x.rows.values()] if isinstance(mb.x, TypedInput) else [mb.x]
+    tensors = [t for t in (*x, mb.y) if t is not None]
     copier.ready(mb.ready, *tensors, *(t for b in blocks for t in (b.src_ids, b.dst_ids, b.edge_index)))
 
 
 def build_samplers(part, comm, cfg, fanouts, mode: str = "exact"):
     """(training sampler, evaluation sampler, eval fanouts) of a part over ``comm`` (the stage's
     data group): the training fanouts in exchange ``mode``, the eval fanouts with a stream of
-    their own (seed + 7919), both keyed by the nodes' original ids."""
+    their own (seed + 7919), both keyed by the nodes' original ids. A typed part is sampled by
+    relation (every relation with the hop's fan-out)."""
     from gnnscale.samplers import DistNeighborSampler, check_fanouts
 
     eval_fanouts = check_fanouts(cfg.eval_fanouts or cfg.fanouts, num_layers=len(cfg.fanouts))
+    typed = getattr(part, "typed", None)
+    train_typed = eval_typed = None
+    if typed is not None:
+        # --relation-fanouts: training only; evaluation draws --eval-fanouts for every relation
+        train_typed = typed_graph(part, fanouts, getattr(cfg, "relation_fanouts", None))
+        eval_typed = typed_graph(part, eval_fanouts)
     sampler = DistNeighborSampler(part.indptr, part.indices, part.book, comm, fanouts, seed=cfg.seed,
-                                  owned_keys=part.orig_ids, backend=cfg.sampler_backend, mode=mode)
+                                  owned_keys=part.orig_ids, backend=cfg.sampler_backend, mode=mode, typed=train_typed)
     eval_sampler = DistNeighborSampler(part.indptr, part.indices, part.book, comm, eval_fanouts, seed=cfg.seed + 7919,
-                                       owned_keys=part.orig_ids, backend=cfg.sampler_backend)
+                                       owned_keys=part.orig_ids, backend=cfg.sampler_backend, typed=eval_typed)
     return sampler, eval_sampler, eval_fanouts
+
+
+def typed_graph(part, fanouts, per_relation=None):
+    """The :class:`~gnnscale.samplers.typed.TypedGraph` of a typed part: its per-relation pointer,
+    each relation's destination type, ``fanouts`` for every relation but those ``per_relation``
+    names (``{relation: fanouts}``) and the partition book's node types."""
+    from gnnscale.samplers.typed import TypedGraph, typed_fanouts
+
+    typed = part.typed
+    names = [t for t in typed.meta["node_types"]]
+    rels = [tuple(r) for r in typed.meta["edge_types"]]
+    dst_type = torch.tensor([names.index(d) for _, _, d in rels], dtype=torch.int64)
+    return TypedGraph(part.relation_indptr(), dst_type,
+                      typed_fanouts(fanouts, [r for _, r, _ in rels], len(fanouts), per_relation), typed.book.ntype)

@@ -86,6 +86,14 @@ class Axis:
         self.net.load_state_dict(state["model"])
         self.opt.load_state_dict(state["optimizer"])
 
+    def rank_state(self) -> dict | None:
+        """What this rank alone holds beyond :meth:`state` (a replicated model's sharded tables),
+        for its own checkpoint file; None: nothing."""
+        return None
+
+    def load_rank_state(self, state: dict | None) -> None:
+        """Load :meth:`rank_state`'s dict from a resumed checkpoint (None: nothing was saved)."""
+
     def whole_state(self) -> dict | None:
         """The whole model's state dict on rank 0, None elsewhere (collective)."""
         raise NotImplementedError

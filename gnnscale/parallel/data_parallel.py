@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.data.degrees import DegreeStore
 from gnnscale.data.feature_cache import setup_cache
-from gnnscale.data.feature_store import DistFeatureStore
+from gnnscale.data.typed_store import open_features
 from gnnscale.data.loader import MiniBatchLoader, build_samplers, wait_ready
 from gnnscale.history.modes import exchange_mode
 from gnnscale.nn.spec import ModelSpec
@@ -85,9 +85,14 @@ class DataParallel(Axis):
         self.sampler.kernels.warmup()
         ctx.phase("groups and samplers")
         meta = part.meta
-        self.features = DistFeatureStore(part, part.book, dims.data, meta["feature_dim"], device)
-        self.spec = ModelSpec.of(cfg, meta["feature_dim"], meta["num_classes"], num_layers=len(fanouts))
-        net = self.spec.build(seed=cfg.seed).to(device)  # identical initial weights on every rank
+        self.features = open_features(part, dims.data, device)  # per node type for a typed graph
+        self.spec = ModelSpec.of(cfg, meta.get("feature_dim", 0), meta["num_classes"], num_layers=len(fanouts),
+                                 typed=meta.get("typed"))
+        # A typed graph's featureless node types: learned embeddings sharded by owner, pulled before
+        # each forward and updated by a sparse Adam after each backward, outside DDP
+        self.embeddings = typed_embeddings(part, cfg, dims.comm, device)
+        self.sharded = self.embeddings is not None
+        net = self.spec.build(seed=cfg.seed, external_embeddings=self.sharded).to(device)  # identical everywhere
         self.net = net
         # GCN-style layers on sampled blocks: own nodes' in-degrees, the others' asked per batch.
         self.degrees = DegreeStore(part.indptr, part.book, dims.data) if net.uses_degree else None
@@ -115,7 +120,8 @@ class DataParallel(Axis):
         self.schedule = SeedSchedule(self.train_ids, train_counts(dims.comm, self.train_ids.numel()), cfg.batch_size,
                                      cfg.seed, self.rank, cfg.max_steps)
         historical = self.mode.halo is not None
-        self.layerwise_eval = use_layerwise(cfg.eval_method, eval_fanouts, historical)
+        # typed graphs: sampled evaluation (exact with eval fanouts -1), no layer-wise inference yet
+        self.layerwise_eval = use_layerwise(cfg.eval_method, eval_fanouts, historical) and part.typed is None
         hold = historical and cfg.halo_features == "hold"
         self.cache_info = setup_cache(
             self.features, part, cfg, dims.comm, self._sample_epoch, held=self.mode.halo.halo_ids if hold else None,
@@ -128,7 +134,8 @@ class DataParallel(Axis):
         self.evaluator = Evaluator(part, dims.comm, self.features, self.degrees, self.eval_sampler,
                                    cfg.eval_batch_size, self.layerwise_eval,
                                    tables=self.mode.full_logits if historical else None,
-                                   backend=cfg.sampler_backend, dataset=meta.get("dataset"))
+                                   backend=cfg.sampler_backend, dataset=meta.get("dataset"),
+                                   inputs=(lambda x: self.embeddings.attach(x, record=False)) if self.sharded else None)
         self._prefetch = None
         self._held = None
 
@@ -159,6 +166,9 @@ class DataParallel(Axis):
         health.enter("forward/backward and gradient all-reduce", epoch, step)
         hist, emit = self.mode.reads(mb, gstep)
         x, y, blocks, seeds = mb.x, mb.y, mb.device_blocks, mb.seeds
+        if self.sharded:
+            health.enter("embedding rows", epoch, step)
+            x = self.embeddings.attach(x)  # collective: this step's rows of the sharded tables
 
         def compute():
             if hist is not None:
@@ -169,6 +179,9 @@ class DataParallel(Axis):
             return out, (F.cross_entropy(out, y) if seeds.numel() else out.sum() * 0.0)
 
         out, loss = collective_step(self.dims.comm, self.opt, compute)
+        if self.sharded:  # the rows' gradients to their owners, averaged over the ranks as DDP averages
+            health.enter("embedding gradients", epoch, step)
+            self.embeddings.push(scale=1.0 / self.world)
         # The step's graph (and the block adjacencies its nodes keep) is freed once the next step
         # has run, as the loop always did: freed at once, its pages went back to the OS and were
         # faulted in again by the next batch (2.5x the minor page faults, epochs ~10% slower).
@@ -199,10 +212,30 @@ class DataParallel(Axis):
         return {**acc, "evaluation": dict(self.evaluator.last)}
 
     def whole_state(self) -> dict | None:
-        return self.net.state_dict() if self.rank == 0 else None
+        whole = self.whole_model()
+        return whole.state_dict() if whole is not None else None
 
     def whole_model(self):
-        return self.net if self.rank == 0 else None
+        """The whole model on rank 0 (None elsewhere); with sharded embeddings a model holding
+        the gathered tables (collective)."""
+        if not self.sharded:
+            return self.net if self.rank == 0 else None
+        tables = self.embeddings.gather_all()
+        if self.rank != 0:
+            return None
+        whole = self.spec.build()
+        missing = whole.load_state_dict(self.net.state_dict(), strict=False).missing_keys
+        for t, rows in tables.items():
+            whole.typed_encoder.embeddings[t].weight.data.copy_(rows)
+        assert len(missing) == len(tables), missing  # exactly the tables, filled above
+        return whole
+
+    def rank_state(self) -> dict | None:
+        return self.embeddings.state_dict() if self.sharded else None
+
+    def load_rank_state(self, state: dict | None) -> None:
+        if self.sharded:
+            self.embeddings.load_state_dict(state)
 
     def digest_params(self):
         return self.model.parameters()
@@ -224,3 +257,15 @@ class DataParallel(Axis):
     def cache_ids(self):
         cache = self.features.cache
         return cache.ids.clone() if cache is not None else None
+
+
+def typed_embeddings(part, cfg, comm, device):
+    """The sharded learned embeddings of a typed part's node types without features (None: an
+    untyped part, or every type has features): rows of this rank's nodes, Adam's lr and seed."""
+    typed = getattr(part, "typed", None)
+    if typed is None or all(int(f) > 0 for f in typed.meta["feature_dims"]):
+        return None
+    from gnnscale.data.embeddings import TypedEmbeddings
+
+    return TypedEmbeddings(typed.book, typed.meta["feature_dims"], cfg.hidden, comm, seed=cfg.seed, lr=cfg.lr,
+                           node_types=list(typed.meta["node_types"]), device=device)

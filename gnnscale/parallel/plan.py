@@ -143,6 +143,7 @@ APPLIES: dict[str, tuple[frozenset, str]] = {
                                            "give --pipeline-stages K for micro-batches"),
     "schedule": (frozenset({LP, CP}), "there is no pipeline to schedule; give --pipeline-stages K"),
     "halo_gradients": (frozenset({CP}), "only chunk pipelining reads neighbour rows from stage tables"),
+    "relation_fanouts": (frozenset({DP}), "typed graphs train data parallel"),
 }
 # option -> (the option it needs, a predicate on the config, what it needs, in words)
 REQUIRES = {
@@ -212,9 +213,33 @@ def check_options(cfg: TrainConfig, mode: str | None = None) -> None:
                         "and train on the CPU. Use --device cpu (or auto) with stages.")
 
 
-def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where: str = "the partition") -> ParallelPlan:
+TYPED_LAYERS = ("rgcn", "hgt", "rel:")
+
+
+def check_typed_options(cfg: TrainConfig, mode: str, where: str) -> None:
+    """Reject what typed (heterogeneous) graphs do not run yet, before any worker starts: the
+    two pipelines, historical and local exchange, layer-wise evaluation, and a layer that does
+    not read relations (``rgcn``, ``hgt`` and ``rel:<layer>`` do)."""
+    if mode != DP:
+        raise PlanError(f"{where} is a typed graph, and {MODE_NAMES[mode]} does not run typed graphs yet: train it "
+                        "data parallel (leave --pipeline-stages and --chunks out).")
+    if cfg.exchange != "exact":
+        raise PlanError(f"--exchange {cfg.exchange} does not apply to typed graphs ({where}) yet: their halo tables "
+                        "are untyped. Use --exchange exact.")
+    if cfg.eval_method == "layerwise":
+        raise PlanError(f"--eval-method layerwise does not apply to typed graphs ({where}) yet; use --eval-method "
+                        "sampled (with --eval-fanouts -1,... it is exact).")
+    layer = cfg.layer if isinstance(cfg.layer, str) else ""
+    if not (layer in TYPED_LAYERS or layer.startswith("rel:") or ":" in layer.replace("rel:", "", 1)):
+        raise PlanError(f"--layer {cfg.layer} does not read relations, and {where} is a typed graph: use --layer "
+                        f"rgcn, hgt, or rel:{cfg.layer} (one {cfg.layer} layer per relation, summed per node type).")
+
+
+def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where: str = "the partition",
+             typed: dict | None = None) -> ParallelPlan:
     """The plan of a run of ``cfg`` on ``num_parts`` parts with ``workers`` workers (None: as the
-    mode wants: a worker per part, D x K for pipelines, K in chunk mode).
+    mode wants: a worker per part, D x K for pipelines, K in chunk mode). ``typed``: the
+    partition's typed metadata (a typed graph: :func:`check_typed_options`).
 
     Raises:
         PlanError: an option the mode does not honour, or a worker count that does not fit.
@@ -224,6 +249,15 @@ def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where
 
     mode = _mode_of(cfg)
     check_options(cfg, mode)
+    if typed:
+        check_typed_options(cfg, mode, where)
+        from gnnscale.samplers.fanouts import typed_fanouts
+
+        typed_fanouts(cfg.fanouts, [r for _, r, _ in typed["edge_types"]], len(cfg.fanouts), cfg.relation_fanouts)
+    elif cfg.relation_fanouts:
+        raise PlanError(f"--relation-fanouts ({cfg.relation_fanouts!r}) does not apply to {MODE_NAMES[mode]} on "
+                        f"{where}: it is not a typed graph (one relation); leave --relation-fanouts out, or give "
+                        "--fanouts.")
     k = int(cfg.pipeline_stages)
     layers = cfg.model_layers()
     if mode == CHUNK_PIPELINE and cfg.num_layers is None and all(int(v) == -1 for v in cfg.fanouts):

@@ -45,14 +45,19 @@ class Evaluator:
         layerwise: evaluate layer-wise. tables: ``step -> logits`` of historical mode's
             halo-table inference (None: stream). backend: the sampler kernels of the stream.
         dataset: the dataset's name (``ogbn-*``: OGB's Evaluator).
+        inputs: ``x -> x`` applied to each sampled batch's fetched rows (collective; a typed
+            run's sharded embedding rows are attached so).
     """
 
     def __init__(self, part, comm, features, degrees, sampler, batch_size: int, layerwise: bool,
-                 tables: Callable | None = None, backend: str = "auto", dataset: str | None = None) -> None:
+                 tables: Callable | None = None, backend: str = "auto", dataset: str | None = None,
+                 inputs: Callable | None = None) -> None:
         self.part, self.comm, self.features, self.degrees, self.sampler = part, comm, features, degrees, sampler
         self.batch_size, self.layerwise, self.tables, self.backend = int(batch_size), layerwise, tables, backend
         self.dataset = str(dataset or "")
+        self.inputs = inputs
         self.offset = int(part.offset)
+        self.num_classes = int(part.meta.get("num_classes", 0))
         self.last: dict = {}  # how the last evaluation ran: method, sampled fanouts, batches
 
     def ids(self, split: str) -> torch.Tensor:
@@ -65,12 +70,18 @@ class Evaluator:
         e.g. DDP's wrapper; ``step``: the halo tables' stamp)."""
         ids = [self.ids(s) for s in splits]
         self.last = {"method": "layerwise" if self.layerwise else "sampled", "batches": 0,
-                     "fanouts": None if self.layerwise else list(self.sampler.fanouts)}
+                     "fanouts": None if self.layerwise else list(self.sampler.fanouts), "macro_f1": {}}
         if not self.layerwise:
-            return {s: self.sampled(forward, i) for s, i in zip(splits, ids)}
+            return {s: self._record(s, *self.sampled(forward, i)) for s, i in zip(splits, ids)}
         net.eval()
         pred_all = self.full_logits(net, step).argmax(1)
-        return {s: self.accuracy(pred_all[i - self.offset], self.labels(i)) for s, i in zip(splits, ids)}
+        return {s: self._record(s, pred_all[i - self.offset], self.labels(i)) for s, i in zip(splits, ids)}
+
+    def _record(self, split: str, pred: torch.Tensor, true: torch.Tensor) -> float:
+        """Accuracy of ``split`` over every rank (returned) and its macro-F1 (in ``self.last``)."""
+        acc, f1 = self.scores(pred, true)
+        self.last["macro_f1"][split] = f1
+        return acc
 
     def full_logits(self, net, step: int) -> torch.Tensor:
         """float32 [n_owned, C] logits of the owned nodes, layer-wise (collective)."""
@@ -84,8 +95,9 @@ class Evaluator:
     def labels(self, ids: torch.Tensor) -> torch.Tensor:
         return self.part.y[ids - self.offset]
 
-    def sampled(self, forward, ids: torch.Tensor) -> float:
-        """Accuracy over the nodes ``ids`` of every rank, with the sampled evaluation blocks."""
+    def sampled(self, forward, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(predictions, labels) of this rank's nodes ``ids`` (int64 [n] each), with the sampled
+        evaluation blocks (collective: the same number of batches on every rank)."""
         forward.eval()
         t = torch.tensor([(ids.numel() + self.batch_size - 1) // self.batch_size], dtype=torch.int64)
         steps = int(self.comm.all_reduce(t, "max")[0])
@@ -95,6 +107,8 @@ class Evaluator:
         for step, seeds in enumerate(cut_batches(ids, self.batch_size, steps, wrap=False)):
             mb = self.sampler.sample(seeds, epoch=0, step=step)
             x = self.features.fetch(mb.input_ids)
+            if self.inputs is not None:
+                x = self.inputs(x)
             degrees = None
             if self.degrees is not None:
                 degrees = self.degrees.lookup(torch.unique(torch.cat([b.src_ids for b in mb.blocks] + [mb.seeds])))
@@ -105,14 +119,31 @@ class Evaluator:
             labels.append(self.labels(seeds))
         pred = torch.cat(preds) if preds else torch.empty(0, dtype=torch.int64)
         true = torch.cat(labels) if labels else torch.empty(0, dtype=torch.int64)
-        return self.accuracy(pred, true)
+        return pred, true
 
     def accuracy(self, pred: torch.Tensor, true: torch.Tensor) -> float:
         """Accuracy of this rank's predictions together with every other rank's (collective)."""
+        return self.scores(pred, true)[0]
+
+    def scores(self, pred: torch.Tensor, true: torch.Tensor) -> tuple[float, float | None]:
+        """(accuracy, macro-F1) of this rank's predictions together with every other rank's
+        (collective: one reduction of per-class counts). Macro-F1 averages each class's F1 over
+        the classes that occur among the labels or the predictions, as scikit-learn's
+        ``f1_score(average="macro")``; ``ogbn-*`` datasets: OGB's Evaluator's accuracy, no F1."""
         if self.dataset.startswith("ogbn-"):
-            return self._ogb_accuracy(pred, true)
-        tot = self.comm.all_reduce(torch.tensor([int((pred == true).sum()), pred.numel()], dtype=torch.int64))
-        return float(tot[0]) / max(int(tot[1]), 1)
+            return self._ogb_accuracy(pred, true), None
+        c = max(1, self.num_classes)  # the same on every rank: the reduction's length
+        if pred.numel() and max(int(pred.max()), int(true.max())) >= c:
+            raise ValueError(f"expected class ids below the partition's num_classes {c}, found "
+                             f"{max(int(pred.max()), int(true.max()))}; re-partition the dataset")
+        hit = pred == true
+        counts = torch.cat([torch.bincount(true[hit], minlength=c), torch.bincount(pred, minlength=c),
+                            torch.bincount(true, minlength=c), torch.tensor([pred.numel()])])
+        tot = self.comm.all_reduce(counts.to(torch.int64))
+        tp, npred, ntrue, n = tot[:c], tot[c:2 * c], tot[2 * c:3 * c], int(tot[-1])
+        present = (npred + ntrue) > 0
+        f1 = (2 * tp[present]).double() / (npred[present] + ntrue[present]).double()
+        return float(tp.sum()) / max(n, 1), (float(f1.mean()) if present.any() else None)
 
     def _ogb_accuracy(self, pred: torch.Tensor, true: torch.Tensor) -> float:
         """OGB's own Evaluator on the predictions gathered from every rank."""
@@ -140,7 +171,7 @@ def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
     import os
 
     from gnnscale.data.degrees import DegreeStore
-    from gnnscale.data.feature_store import DistFeatureStore
+    from gnnscale.data.typed_store import open_features
     from gnnscale.history.modes import exchange_mode
     from gnnscale.logs import setup_logging
     from gnnscale.nn.spec import ModelSpec
@@ -153,21 +184,22 @@ def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
 
     setup_logging(rank=int(os.environ.get("RANK", "0")))
     meta = load_meta(parts_dir)
-    plan = plan_run(cfg, int(meta["num_parts"]), int(os.environ.get("WORLD_SIZE", "1")), where=str(parts_dir))
+    plan = plan_run(cfg, int(meta["num_parts"]), int(os.environ.get("WORLD_SIZE", "1")), where=str(parts_dir),
+                    typed=meta.get("typed"))
     dims = ParallelDims.build(plan, cfg.timeout, embedding=cfg.exchange == "historical")
     try:
         part = load_part(parts_dir, dims.rank, verify=cfg.verify)
         blob = read_model_file(model_path)
         net = ModelSpec(**blob["spec"]).build()
         net.load_state_dict(blob["state"])
-        features = DistFeatureStore(part, part.book, dims.data, meta["feature_dim"])
+        features = open_features(part, dims.data)
         degrees = DegreeStore(part.indptr, part.book, dims.data) if net.uses_degree else None
         sampler, eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, check_fanouts(cfg.fanouts),
                                                              cfg.exchange)
         mode = exchange_mode(net, part, sampler, features, degrees, dims.embedding, dims.comm, cfg, torch.device("cpu"))
         historical = mode.halo is not None
         evaluator = Evaluator(part, dims.comm, features, degrees, eval_sampler, cfg.eval_batch_size,
-                              use_layerwise(cfg.eval_method, eval_fanouts, historical),
+                              use_layerwise(cfg.eval_method, eval_fanouts, historical) and part.typed is None,
                               tables=mode.full_logits if historical else None, backend=cfg.sampler_backend,
                               dataset=meta.get("dataset"))
         acc = evaluator.splits(net, net, SPLITS, step=-1)

@@ -20,7 +20,10 @@ from gnnscale.process.comm import CATEGORIES
 
 STAGES = ("sample", "fetch", "compute", "wait", "bubble", "grad_sync")
 # Every category any rank may count (all_reduce_named needs the same names on every rank).
-ALL_CATEGORIES = list(CATEGORIES) + ["cache_fill_request", "cache_fill", "degree_request", "degree"]
+ALL_CATEGORIES = list(CATEGORIES) + ["cache_fill_request", "cache_fill", "degree_request", "degree",
+                                     # a typed graph's learned embeddings, sharded by owner
+                                     "embedding_pull_request", "embedding_pull", "embedding_grad_ids",
+                                     "embedding_grad", "embedding_gather"]
 
 
 def process_figures() -> dict:

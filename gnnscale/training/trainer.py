@@ -65,7 +65,7 @@ class Trainer:
         self.cfg = cfg
         meta = load_meta(parts_dir)
         world = int(os.environ.get("WORLD_SIZE", "1"))
-        self.plan = plan = plan_run(cfg, int(meta["num_parts"]), world, where=str(parts_dir))
+        self.plan = plan = plan_run(cfg, int(meta["num_parts"]), world, where=str(parts_dir), typed=meta.get("typed"))
         if plan.mode == DATA_PARALLEL:
             self.device = resolve_device(cfg.device, local_rank(), local_world_size())
         else:  # the stages exchange activations over gloo: the CPU (--device cuda was refused by the plan)
@@ -99,7 +99,7 @@ class Trainer:
         cfg, axis = self.cfg, self.axis
         cache_ids = getattr(axis, "cache_ids", lambda: None)()
         mine = {"rng": torch.get_rng_state(), "cache_ids": cache_ids, "partial": partial,
-                "axis": None if axis.replicated else axis.state()}
+                "axis": None if axis.replicated else axis.state(), "axis_rank": axis.rank_state()}
         shared = None
         if self.rank == 0:
             shared = {"epoch": epoch, "step": step, "global_step": self.global_step, "history": history, "best": best,
@@ -118,6 +118,7 @@ class Trainer:
         state = checkpoint.load(self.resume_from, "train.pt")
         checkpoint.check_config(state["config"], config_record(self.cfg), self.resume_from.path)
         self.axis.load_state(state if self.axis.replicated else self.resume_rank["axis"])
+        self.axis.load_rank_state(self.resume_rank.get("axis_rank"))
         self.global_step = int(state["global_step"])
         torch.set_rng_state(self.resume_rank["rng"])
         return int(state["epoch"]), int(state["step"]), list(state["history"]), dict(state["best"]), \
@@ -235,7 +236,7 @@ class Trainer:
                                                                            for k in metrics.STAGES], dtype=torch.float64)
             comm.all_reduce(vec, "max")
             totals = metrics.sum_traffic(comm, mine, feat, rec["steps"], ages, bound,
-                                         4 * int(self.meta["feature_dim"]), self.network)
+                                         4 * _row_width(self.meta), self.network)
             procs = comm.all_gather_object(metrics.process_figures())  # one dict per rank
             for key in ("rss_mb", "peak_rss_mb", "rss_anon_mb", "rss_file_mb", "open_fds"):
                 rec[f"{key}_by_rank"] = [p.get(key) for p in procs]
@@ -305,7 +306,7 @@ class Trainer:
 
     def _digest(self) -> str:
         """sha256 of the whole model's parameters, in the model's order (every rank gets rank 0's)."""
-        if self.axis.replicated:
+        if self.axis.replicated and not getattr(self.axis, "sharded", False):
             return metrics.weights_digest(self.axis.digest_params())
         model = self.axis.whole_model()
         mine = metrics.weights_digest(model.parameters()) if model is not None else None
@@ -326,3 +327,9 @@ def train_worker(parts_dir: str, cfg: TrainConfig) -> dict:
         return trainer.fit()
     finally:
         trainer.close()  # no heartbeat thread outlives training (gnnscale.train under torchrun)
+
+
+def _row_width(meta: dict) -> int:
+    """Floats in a feature row (a typed graph: its widest type's, what sizes cache figures)."""
+    typed = meta.get("typed") or {}
+    return int(meta.get("feature_dim") or max(typed.get("feature_dims") or [0]))
