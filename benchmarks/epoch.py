@@ -80,6 +80,15 @@ def _write_dir_dataset(data: dict, out: str) -> None:
     open(os.path.join(out, "done"), "w").close()
 
 
+def _rmat_dataset(graphgen, n: int, workdir: str) -> tuple[str, str]:
+    """(name, folder) of the peers' R-MAT graph of ``n`` nodes written as a ``dir:`` dataset."""
+    ga = graphgen.add_graph_args(argparse.ArgumentParser()).parse_args(["--num-nodes", str(n)])
+    name, data = graphgen.load_graph(ga)
+    ddir = os.path.join(workdir, name)
+    _write_dir_dataset(data, ddir)
+    return name, ddir
+
+
 def _steady(epochs: list[float]) -> float:
     return statistics.median(epochs[1:] if len(epochs) > 1 else epochs)
 
@@ -175,10 +184,7 @@ def main() -> None:
                          "fanouts_from_seeds": [5, 10, 15], "batch_size": 1024, "epochs_per_run": args.epochs,
                          "repeats": args.repeats, "cpu_count": os.cpu_count()}, "graphs": []}
     for n in (int(s) for s in args.sizes.split(",")):
-        ga = graphgen.add_graph_args(argparse.ArgumentParser()).parse_args(["--num-nodes", str(n)])
-        name, data = graphgen.load_graph(ga)
-        ddir = os.path.join(args.workdir, name)
-        _write_dir_dataset(data, ddir)
+        name, ddir = _rmat_dataset(graphgen, n, args.workdir)
         what = (args.what_large if n >= 1_000_000 else args.what).split(",")
         parts = {}
         for p in sorted({1 if w == "1proc" else 2 for w in what}):
@@ -247,10 +253,7 @@ def versus_checkout(args) -> None:
                          "baseline": os.path.abspath(args.vs_checkout), "repeats": args.repeats,
                          "epochs_per_run": args.epochs, "cpu_count": os.cpu_count()}, "graphs": []}
     for n in (int(v) for v in args.sizes.split(",")):
-        ga = graphgen.add_graph_args(argparse.ArgumentParser()).parse_args(["--num-nodes", str(n)])
-        name, data = graphgen.load_graph(ga)
-        ddir = os.path.join(args.workdir, name)
-        _write_dir_dataset(data, ddir)
+        name, ddir = _rmat_dataset(graphgen, n, args.workdir)
         graph = {"graph": name, "num_nodes": n, "settings": {}}
         for w in args.what.split(","):
             p = 1 if w == "1proc" else 2
