@@ -39,7 +39,8 @@ from torch_geometric.data import Data
 
 from gnnscale.datasets._options import Option, data_folder
 from gnnscale.datasets.directory import _edges, _load_npy, _split
-from gnnscale.datasets.typed import add_reverse, check_typed, relation_edges, make_typed_data
+from gnnscale.datasets.relations import add_reverse, relation_edges
+from gnnscale.datasets.typed import check_typed, make_typed_data
 from gnnscale.errors import DatasetError
 
 logger = logging.getLogger(__name__)

@@ -56,7 +56,8 @@ from torch_geometric.data import Data
 from gnnscale.datasets._data import make_data
 from gnnscale.datasets._graph import check_edge_ids, clean_edges
 from gnnscale.datasets._options import Option
-from gnnscale.datasets.typed import add_reverse, make_typed_data
+from gnnscale.datasets.relations import add_reverse
+from gnnscale.datasets.typed import make_typed_data
 from gnnscale.errors import DatasetError
 
 logger = logging.getLogger(__name__)

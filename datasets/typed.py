@@ -22,53 +22,51 @@ Functions:
 * :func:`relation_edges`: the per-type ``edge_index`` of every relation.
 * :func:`from_hetero_data` / :func:`to_hetero_data`: PyG ``HeteroData`` conversion.
 
+The first two are defined here; :func:`add_reverse` and :func:`relation_edges` in
+:mod:`gnnscale.datasets.relations`, the ``HeteroData`` conversion in
+:mod:`gnnscale.datasets.hetero_data` (both import this module: their names are re-exported
+here, loaded on first use, PEP 562). The per-type inputs are read and checked in
+``gnnscale.datasets._typed_inputs``.
+
 Everything is vectorized: one pass (or one sort) over the edges per relation, never a
 Python loop over nodes or edges.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
-from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import Data
 
-from gnnscale.datasets._graph import unique_int64
+from gnnscale.datasets._typed_inputs import (  # noqa: F401 - EdgeType, ArrayLike re-exported
+    ArrayLike,
+    EdgeType,
+    _edge_items,
+    _features,
+    _fmt_type,
+    _labels,
+    _relation_edges_np,
+    _split_mask,
+)
 from gnnscale.errors import DatasetError
+from gnnscale.lazy import lazy_exports
 
 logger = logging.getLogger(__name__)
 
-EdgeType = tuple[str, str, str]
-ArrayLike = Any  # np.ndarray | torch.Tensor
-
-_FINITE_BLOCK = 64 << 20  # bytes of the boolean mask of one block of feature rows
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _np(a: ArrayLike) -> np.ndarray:
-    if isinstance(a, torch.Tensor):
-        return a.detach().cpu().numpy()
-    return np.asarray(a)
+# Defined in modules that import this one: loaded on first use (PEP 562), so no import cycle.
+_EXPORTS = {
+    "add_reverse": "gnnscale.datasets.relations",
+    "relation_edges": "gnnscale.datasets.relations",
+    "from_hetero_data": "gnnscale.datasets.hetero_data",
+    "to_hetero_data": "gnnscale.datasets.hetero_data",
+}
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
 
 
-def _fmt_type(et: Sequence[str]) -> str:
-    return "(" + ", ".join(repr(s) for s in et) + ")"
-
-
-def _edge_items(edges: Mapping[EdgeType, ArrayLike] | Iterable[tuple[EdgeType, ArrayLike]]) -> list[tuple[Any, Any]]:
-    items = list(edges.items()) if isinstance(edges, Mapping) else list(edges)
-    for item in items:
-        if not (isinstance(item, tuple) and len(item) == 2):
-            raise DatasetError(
-                f"expected relations as a mapping or a list of ((src, rel, dst), edge_index) pairs, found "
-                f"an item {type(item).__name__}; pass e.g. {{('paper', 'cites', 'paper'): edge_index}}"
-            )
-    return items
+# --------------------------------------------------------------------------- names
 
 
 def check_edge_types(node_types: Sequence[str], edge_types: Sequence[Any], where: str) -> None:
@@ -104,104 +102,6 @@ def _check_node_types(node_types: Sequence[Any], where: str) -> None:
     if len(set(node_types)) != len(node_types):
         dup = sorted({t for t in node_types if list(node_types).count(t) > 1})
         raise DatasetError(f"expected unique node type names in {where}, found {dup} more than once; rename them")
-
-
-def _check_finite(x: torch.Tensor, what: str, where: str) -> None:
-    if x.numel() == 0 or bool(torch.isfinite(x.sum())):
-        return  # a NaN or an infinity makes the sum NaN or infinite (a finite sum may overflow: then scan)
-    step = max(1, _FINITE_BLOCK // max(1, x.shape[1]))
-    for a in range(0, x.shape[0], step):  # loop over blocks of rows (bounded temporary)
-        finite = torch.isfinite(x[a:a + step])
-        if not bool(finite.all()):
-            bad = int((~finite).sum())
-            row = a + int(torch.nonzero(~finite)[0, 0])
-            raise DatasetError(f"expected finite features in {what} of {where}, found {bad} NaN or infinite values "
-                               f"(the first in row {row}); clean or impute the features")
-
-
-def _features(t: str, x: ArrayLike, count: int, where: str) -> torch.Tensor:
-    if isinstance(x, np.ndarray) and not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
-        raise DatasetError(f"expected numeric features for node type {t!r} in {where}, found dtype {x.dtype}; "
-                           "store numbers, not text or objects")
-    xt = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x))
-    if xt.dim() != 2:
-        raise DatasetError(f"expected features [N_t, F] for node type {t!r} in {where}, found shape "
-                           f"{tuple(xt.shape)}; store a 2-D array (reshape(-1, 1) for one feature)")
-    if xt.shape[0] != count:
-        raise DatasetError(
-            f"expected {count} feature rows (one per node of type {t!r}) in {where}, found {xt.shape[0]}; "
-            f"the features of {t!r} must describe the {count} nodes of that type, in per-type id order"
-        )
-    xt = xt.to(torch.float32).contiguous()
-    _check_finite(xt, f"x_dict[{t!r}]", where)
-    return xt
-
-
-def _labels(y: ArrayLike, count: int, target: str, where: str) -> np.ndarray:
-    y = _np(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
-    if y.shape != (count,):
-        raise DatasetError(f"expected labels [{count}] (one per node of the target type {target!r}) in {where}, "
-                           f"found shape {y.shape}; store one class id per {target} node, -1 = unlabelled")
-    if y.dtype.kind == "f":
-        y = np.nan_to_num(y, nan=-1.0)
-    elif y.dtype.kind not in "biu":
-        raise DatasetError(f"expected integer class ids as labels in {where}, found dtype {y.dtype}; "
-                           "store class ids 0..C-1 (negative = unlabelled)")
-    y = y.astype(np.int64)
-    y[y < 0] = -1
-    return y
-
-
-def _split_mask(m: ArrayLike | None, count: int, label: str, target: str, where: str) -> np.ndarray:
-    if m is None:
-        return np.zeros(count, dtype=bool)
-    m = _np(m)
-    if m.dtype == np.bool_:
-        if m.shape != (count,):
-            raise DatasetError(f"expected a {label} mask of shape [{count}] (one per {target!r} node) in {where}, "
-                               f"found {m.shape}; index the masks by per-type id")
-        return m.copy()
-    if m.dtype.kind not in "iu":
-        raise DatasetError(f"expected a bool {label} mask or integer {label} ids in {where}, found dtype {m.dtype}; "
-                           "store per-type node ids as integers")
-    if m.size and (int(m.min()) < 0 or int(m.max()) >= count):
-        raise DatasetError(f"expected {label} ids in [0, {count}) (per-type ids of {target!r}) in {where}, found ids "
-                           f"from {int(m.min())} to {int(m.max())}; the split does not belong to this graph")
-    out = np.zeros(count, dtype=bool)
-    out[m.astype(np.int64)] = True
-    return out
-
-
-def _relation_edges_np(t_src: int, t_dst: int, ei: ArrayLike, counts: np.ndarray, et: EdgeType, where: str,
-                       deduplicate: bool, drop_self_loops: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Checked, deduplicated per-type ``(src, dst)`` int64 arrays of one relation."""
-    arr = _np(ei)
-    if arr.ndim != 2 or arr.shape[0] != 2 or not (np.issubdtype(arr.dtype, np.integer)):
-        raise DatasetError(f"expected an integer edge_index [2, E] for relation {_fmt_type(et)} in {where}, found "
-                           f"{arr.dtype} {arr.shape}; store per-type source ids in row 0, target ids in row 1")
-    src = arr[0].astype(np.int64, copy=False)
-    dst = arr[1].astype(np.int64, copy=False)
-    ns, nd = int(counts[t_src]), int(counts[t_dst])
-    if src.size and (int(src.min()) < 0 or int(src.max()) >= ns or int(dst.min()) < 0 or int(dst.max()) >= nd):
-        bad = (src < 0) | (src >= ns) | (dst < 0) | (dst >= nd)
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            raise DatasetError(
-                f"expected the edges of relation {_fmt_type(et)} in {where} within the type ranges (sources in "
-                f"[0, {ns}) of {et[0]!r}, targets in [0, {nd}) of {et[2]!r}), found {int(bad.sum())} edges out of "
-                f"range (the first ({int(src[k])}, {int(dst[k])})); use per-type ids 0..N_t-1"
-            )
-    if drop_self_loops and t_src == t_dst and src.size:
-        keep = src != dst
-        if not keep.all():
-            src, dst = src[keep], dst[keep]
-    if deduplicate and src.size:
-        keys = unique_int64(src * np.int64(nd) + dst)
-        src = keys // np.int64(max(nd, 1))
-        dst = keys - src * np.int64(nd)
-    return src, dst
 
 
 # --------------------------------------------------------------------------- building
@@ -481,7 +381,7 @@ def _check_typed(data: Data, where: str, *, check_duplicates: bool, check_edges:
          "disjoint train/val/test masks", "nodes in more than one", "fix the split")
 
 
-# --------------------------------------------------------------------------- relations
+# --------------------------------------------------------------------------- edges by relation
 
 
 def _grouped(edge_type: torch.Tensor) -> bool:
@@ -501,149 +401,3 @@ def _by_relation(edge_index: torch.Tensor, edge_type: torch.Tensor, num_relation
     order = torch.sort(edge_type, stable=True).indices
     return [edge_index[:, order[ptr[r]:ptr[r + 1]]] for r in range(num_relations)]
 
-
-def relation_edges(data: Data) -> dict[EdgeType, torch.Tensor]:
-    """The edges of every relation in per-type ids.
-
-    Returns:
-        ``{(src, rel, dst): int64 [2, E_r]}`` in ``edge_types`` order; row 0 per-type source ids,
-        row 1 per-type target ids, in the order the edges appear in ``data.edge_index``.
-    """
-    tid = {t: i for i, t in enumerate(data.node_types)}
-    out = {}
-    for et, ei in zip(data.edge_types, _by_relation(data.edge_index, data.edge_type, len(data.edge_types))):
-        off = torch.tensor([[int(data.type_ptr[tid[et[0]]])], [int(data.type_ptr[tid[et[2]]])]])
-        out[tuple(et)] = ei - off
-    return out
-
-
-def add_reverse(data: Data, prefix: str = "rev_") -> Data:
-    """Add a relation ``(dst, prefix + rel, src)`` for each relation ``(src, rel, dst)`` without a reverse.
-
-    A relation has a reverse when some relation of types ``(dst, ., src)`` (itself, for a
-    symmetric same-type relation) holds exactly its transposed edges, or when a relation named
-    ``prefix + rel`` exists. The new relations are appended (ids R, R+1, ...) in the order of
-    the relations they reverse, their edges after the existing ones.
-
-    Returns:
-        A new ``Data`` (the input is not modified; unchanged tensors are shared).
-
-    Raises:
-        DatasetError: ``prefix + rel`` already names a relation of other types.
-    """
-    check_typed(data, getattr(data, "name", "typed graph"), check_duplicates=False)
-    n = data.num_nodes
-    edge_types = [tuple(et) for et in data.edge_types]
-    R = len(edge_types)
-    names = {et[1]: et for et in edge_types}
-    segs = _by_relation(data.edge_index, data.edge_type, R)
-    sums = [(int(ei[0].sum()), int(ei[1].sum())) for ei in segs]  # cheap necessary condition for a reverse
-    cache: dict[tuple[int, bool], torch.Tensor] = {}
-
-    def keys(r: int, transposed: bool) -> torch.Tensor:
-        if (r, transposed) not in cache:
-            a, b = (segs[r][1], segs[r][0]) if transposed else (segs[r][0], segs[r][1])
-            cache[r, transposed] = torch.sort(a * n + b).values
-        return cache[r, transposed]
-
-    rev_of = torch.full((R,), -1, dtype=torch.int64)
-    new_types: list[EdgeType] = []
-    for r, (s, rel, d) in enumerate(edge_types):  # loop over relations
-        if prefix + rel in names:
-            other = names[prefix + rel]
-            if (other[0], other[2]) != (d, s):
-                raise DatasetError(
-                    f"expected relation name {prefix + rel!r} to be free or the reverse of {_fmt_type((s, rel, d))} in "
-                    f"{data.name}, found it used by {_fmt_type(other)}; rename that relation"
-                )
-            continue
-        count = segs[r].shape[1]
-        found = False
-        for c, (s2, _, d2) in enumerate(edge_types):  # candidates: relations of types (d, ., s)
-            if ((s2, d2) == (d, s) and segs[c].shape[1] == count and (c != r or s == d)
-                    and sums[c] == sums[r][::-1]):
-                if torch.equal(keys(r, True), keys(c, False)):
-                    found = True
-                    break
-        if found:
-            continue
-        rev_of[r] = R + len(new_types)
-        new_types.append((d, prefix + rel, s))
-    out = copy.copy(data)
-    if not new_types:
-        out.edge_types = edge_types
-        return out
-    need = [r for r in range(R) if int(rev_of[r]) >= 0]
-    rev_ei = [segs[r].flip(0) for r in need]
-    out.edge_index = torch.cat([data.edge_index] + rev_ei, dim=1)
-    out.edge_type = torch.cat([data.edge_type] + [torch.full((e.shape[1],), int(rev_of[r]), dtype=torch.int64)
-                                                  for r, e in zip(need, rev_ei)])
-    out.edge_types = edge_types + new_types
-    logger.debug("add_reverse(%s): added %s (%d edges)", data.name, [et[1] for et in new_types],
-                 sum(e.shape[1] for e in rev_ei))
-    return out
-
-
-# --------------------------------------------------------------------------- PyG HeteroData
-
-
-def from_hetero_data(
-    hd: HeteroData,
-    target_type: str,
-    *,
-    num_classes: int | None = None,
-    name: str = "hetero",
-    drop_self_loops: bool = False,
-) -> Data:
-    """Convert a PyG ``HeteroData`` into the typed ``Data``.
-
-    Node types keep the order of ``hd.node_types``, relations that of ``hd.edge_types``.
-    Features are ``hd[t].x`` (types without ``x`` have none); labels ``hd[target_type].y``;
-    the split ``hd[target_type].train_mask`` / ``val_mask`` / ``test_mask`` (absent = empty).
-    ``num_classes`` defaults to ``hd.num_classes`` when set, else ``max(y) + 1``.
-    """
-    counts = {}
-    for t in hd.node_types:  # loop over node types
-        c = hd[t].num_nodes
-        if c is None:
-            raise DatasetError(f"expected a node count for type {t!r} of {name}, found none; set hd[{t!r}].num_nodes")
-        counts[t] = int(c)
-    if target_type not in counts:
-        raise DatasetError(f"expected the target type among the node types {list(counts)} of {name}, found an unknown "
-                           f"target type {target_type!r}; name the classified node type")
-    store = hd[target_type]
-    x_dict = {t: hd[t].x for t in hd.node_types if getattr(hd[t], "x", None) is not None}
-    edges = [(tuple(et), hd[et].edge_index) for et in hd.edge_types]
-    if num_classes is None and "num_classes" in hd.keys():
-        num_classes = int(hd.num_classes)
-    return make_typed_data(
-        num_nodes=counts, edges=edges, target_type=target_type, y=getattr(store, "y", None), x_dict=x_dict,
-        train=getattr(store, "train_mask", None), val=getattr(store, "val_mask", None),
-        test=getattr(store, "test_mask", None), name=name, num_classes=num_classes,
-        drop_self_loops=drop_self_loops, where=name,
-    )
-
-
-def to_hetero_data(data: Data) -> HeteroData:
-    """The typed ``Data`` as a PyG ``HeteroData`` (per-type ids; for references and PyG models).
-
-    Every type gets ``num_nodes`` (and ``x`` when it has features); the target type gets ``y``
-    and the three masks (per-type); every relation its ``edge_index``; ``num_classes`` and
-    ``name`` are graph attributes.
-    """
-    check_typed(data, getattr(data, "name", "typed graph"), check_duplicates=False)
-    hd = HeteroData()
-    for t, name in enumerate(data.node_types):  # loop over node types
-        lo, hi = int(data.type_ptr[t]), int(data.type_ptr[t + 1])
-        hd[name].num_nodes = hi - lo
-        if name in data.x_dict:
-            hd[name].x = data.x_dict[name]
-        if name == data.target_type:
-            hd[name].y = data.y[lo:hi]
-            for label in ("train_mask", "val_mask", "test_mask"):
-                hd[name][label] = data[label][lo:hi]
-    for et, ei in relation_edges(data).items():
-        hd[et].edge_index = ei
-    hd.num_classes = data.num_classes
-    hd.name = data.name
-    return hd

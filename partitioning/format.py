@@ -1,4 +1,4 @@
-"""The versioned on-disk partition format: writer, loader, summary.
+"""The versioned on-disk partition format and its writer.
 
 Layout of a partition folder ``OUT/`` (format 1, untyped graphs)::
 
@@ -28,6 +28,11 @@ A part's nodes are numbered by type, then original id; the in-edges of each node
 Edges are those of ``data.edge_index`` with duplicates removed (format 2: duplicate (source,
 target, relation)); self loops are kept as given. meta.json is written last, so a folder
 without it is an unfinished write.
+
+The loader is :mod:`gnnscale.partitioning.part` (:class:`~gnnscale.partitioning.part.LocalPart`,
+:func:`~gnnscale.partitioning.part.load_part`), the summary for ``gnnscale info``
+:mod:`gnnscale.partitioning.summary` (:func:`~gnnscale.partitioning.summary.summarize`); both
+are re-exported here.
 """
 
 from __future__ import annotations
@@ -37,7 +42,6 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +50,7 @@ import torch
 
 from gnnscale.errors import PartitionError
 from gnnscale.partitioning.manifest import (  # noqa: F401 - re-exported
+    _MASKS,
     _RERUN_HINT,
     FORMAT_VERSION,
     META_FILE,
@@ -58,19 +63,17 @@ from gnnscale.partitioning.manifest import (  # noqa: F401 - re-exported
     sha256_file,
     verify_part,
 )
-from gnnscale.partitioning.book import PartitionBook, TypedPartitionBook
 from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
 from gnnscale.partitioning.metrics import metrics_from_counts, ratio
+from gnnscale.partitioning.part import LocalPart, load_part  # noqa: F401 - re-exported
 from gnnscale.partitioning.relabel import contiguous_relabel
-from gnnscale.partitioning.typed import TypedPart, TypedSpec, is_typed, type_tables, typed_spec
-from gnnscale.partitioning.validate import check_pointers, load_array
+from gnnscale.partitioning.summary import summarize, typed_summary  # noqa: F401 - re-exported
+from gnnscale.partitioning.typed import TypedSpec, is_typed, type_tables, typed_spec
 
 if TYPE_CHECKING:  # torch_geometric costs 2 s to import; workers never need it
     from torch_geometric.data import Data
 
 logger = logging.getLogger(__name__)
-
-_MASKS = ("train_mask", "val_mask", "test_mask")
 
 
 def _gnnscale_version() -> str:
@@ -80,11 +83,6 @@ def _gnnscale_version() -> str:
         return version("gnnscale")
     except Exception:  # noqa: BLE001 - metadata missing in a source checkout
         return "unknown"
-
-
-# --------------------------------------------------------------------------------------------
-# writing
-# --------------------------------------------------------------------------------------------
 
 
 def _node_tensor(data: Data, name: str, n: int, ndim: int) -> torch.Tensor:
@@ -413,329 +411,3 @@ def write_partitions(
         100.0 * meta["edge_cut_fraction"],
     )
     return meta
-
-
-# --------------------------------------------------------------------------------------------
-# reading
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class LocalPart:
-    """One part loaded from disk. Owned nodes have new global ids ``offset .. offset+n-1``.
-
-    Attributes:
-        part_id: p.
-        meta: the folder's meta.json.
-        book: the PartitionBook of the whole partitioning.
-        indptr: int64 ``[n+1]`` CSC row pointer over owned (local) targets.
-        indices: int64 ``[E_p]`` sources of the in-edges, new global ids.
-        x: read-only float32 memmap ``[n, F]`` (typed parts: an empty float32 ``[n, 0]``;
-            their features are per type, in ``typed.x_by_type``).
-        y: int64 ``[n]``; train_mask / val_mask / test_mask: bool ``[n]``.
-        orig_ids: int64 ``[n]``, original id of local node i.
-        typed: the typed side of a format-2 part (a
-            :class:`~gnnscale.partitioning.typed.TypedPart`: ``meta``, ``etype``,
-            ``x_by_type``, ``type_starts``, ``book``); None for format 1.
-    """
-
-    part_id: int
-    meta: dict[str, Any]
-    book: PartitionBook
-    indptr: torch.Tensor
-    indices: torch.Tensor
-    x: np.ndarray = field(repr=False)
-    y: torch.Tensor = field(repr=False)
-    train_mask: torch.Tensor = field(repr=False)
-    val_mask: torch.Tensor = field(repr=False)
-    test_mask: torch.Tensor = field(repr=False)
-    orig_ids: torch.Tensor = field(repr=False)
-    typed: TypedPart | None = field(default=None, repr=False)
-
-    @property
-    def num_owned(self) -> int:
-        """Number of nodes this part owns."""
-        return int(self.orig_ids.shape[0])
-
-    @property
-    def offset(self) -> int:
-        """New global id of local node 0."""
-        return int(self.book.offsets[self.part_id])
-
-    @property
-    def owned_ids(self) -> torch.Tensor:
-        """int64 ``[n]``: the new global ids this part owns."""
-        return torch.arange(self.offset, self.offset + self.num_owned, dtype=torch.int64)
-
-    def _untyped(self, what: str) -> None:
-        if self.typed is not None:
-            raise PartitionError(
-                f"expected an untyped part for {what}, found a typed one (format_version "
-                f"{TYPED_FORMAT_VERSION}: features per node type, no single matrix); read "
-                "part.typed.x_by_type[t] or part.typed.features(t, idx)"
-            )
-
-    def feature_rows(self) -> torch.Tensor:
-        """float32 ``[n, F]``: every owned row as a tensor over the mapped file (no copy: the
-        pages are read as they are touched and stay the page cache's). Read-only: never write it.
-
-        Raises:
-            PartitionError: on a typed part (its features are per type: ``typed.x_by_type``).
-        """
-        self._untyped("feature_rows()")
-        if not isinstance(self.x, np.ndarray):
-            return torch.as_tensor(self.x)
-        import warnings
-
-        with warnings.catch_warnings():  # torch warns that the mapping is not writable: it is not written
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.from_numpy(self.x)
-
-    def features(self, local_idx: torch.Tensor) -> torch.Tensor:
-        """Feature rows of owned nodes.
-
-        Args:
-            local_idx: int64 ``[k]`` local indices in ``[0, num_owned)``.
-
-        Returns:
-            float32 ``[k, F]`` (a copy, in memory).
-
-        Raises:
-            PartitionError: on a typed part (use ``typed.features(t, idx)``).
-        """
-        self._untyped("features()")
-        idx = torch.as_tensor(local_idx).detach().cpu().to(torch.int64).numpy()
-        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.num_owned):
-            raise PartitionError(
-                f"expected local indices in [0, {self.num_owned}) for part {self.part_id}, "
-                f"found [{int(idx.min())}, {int(idx.max())}]; convert global ids with "
-                "book.to_local(ids, part) first"
-            )
-        return torch.from_numpy(np.ascontiguousarray(self.x[idx], dtype=np.float32))
-
-    def relation_indptr(self) -> torch.Tensor:
-        """Per-relation CSC pointer of a typed part, for relation-wise sampling.
-
-        Returns:
-            int64 ``[n * R + 1]``: the in-edges of local node ``v`` with relation ``r`` are
-            ``indices[ptr[v * R + r] : ptr[v * R + r + 1]]`` (one run, since the in-edges of
-            each node are sorted by relation). Computed once (in slices of the edges) and kept.
-
-        Raises:
-            PartitionError: on an untyped part.
-        """
-        if self.typed is None:
-            raise PartitionError(
-                f"expected a typed part (format_version {TYPED_FORMAT_VERSION}) for "
-                "relation_indptr(), found an untyped one; partition a typed dataset"
-            )
-        if self.typed._relation_indptr is None:
-            self.typed._relation_indptr = _relation_indptr(
-                self.indptr.numpy(), self.typed.etype.numpy(), self.typed.num_relations
-            )
-        return self.typed._relation_indptr
-
-
-def _relation_indptr(indptr: np.ndarray, etype: np.ndarray, num_relations: int) -> torch.Tensor:
-    """``bincount(v * R + etype)`` then a running sum, over slices of the edges (bounded
-    temporaries): int64 ``[n * R + 1]``."""
-    n, r = indptr.shape[0] - 1, int(num_relations)
-    counts = np.zeros(n * r, dtype=np.int64)
-    num_e = int(indptr[-1])
-    step = 1 << 22
-    for a in range(0, num_e, step):  # loop over slices of a few million edges
-        b = min(num_e, a + step)
-        dst = np.searchsorted(indptr, np.arange(a, b, dtype=np.int64), side="right") - 1
-        dst *= r
-        dst += etype[a:b]
-        # the keys rise along the edges (sorted by node, then relation): count over their span
-        lo, hi = int(dst.min()), int(dst.max())
-        dst -= lo
-        counts[lo : hi + 1] += np.bincount(dst, minlength=hi - lo + 1)
-    out = np.zeros(n * r + 1, dtype=np.int64)
-    np.cumsum(counts, out=out[1:])
-    return torch.from_numpy(out)
-
-
-def _load_typed(pdir: Path, meta: dict[str, Any], part: int, book: PartitionBook, n: int,
-                num_edges: int) -> TypedPart:
-    """The typed side of part ``part`` of a format-2 folder (files checked for dtype and shape)."""
-    tmeta = meta["typed"]
-    tbook = TypedPartitionBook(book, tmeta["type_starts"], tmeta["type_offsets"])
-    starts = tbook.type_starts[part]
-    etype = load_array(pdir / "etype.npy", np.int16, (num_edges,), mmap="c")
-    x_by_type = {}
-    for t, dim in enumerate(tmeta["feature_dims"]):  # loop over node types
-        if int(dim) > 0:
-            rows = int(starts[t + 1] - starts[t])
-            x_by_type[t] = load_array(pdir / f"x_t{t}.npy", np.float32, (rows, int(dim)))
-    return TypedPart(meta=tmeta, etype=torch.from_numpy(etype), x_by_type=x_by_type,
-                     type_starts=starts.clone(), book=tbook)
-
-
-def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> LocalPart:
-    """Load part ``part`` of a partition folder (format 1 or 2).
-
-    Args:
-        part_dir: the folder written by :func:`write_partitions`.
-        part: part id in ``[0, num_parts)``.
-        verify: check the sha256 of every file of this part against meta.json.
-
-    Returns:
-        A :class:`LocalPart`; ``x`` and ``indices`` stay memory-mapped (``indices``
-        copy-on-write), the other arrays are loaded. A format-2 part has ``typed`` set
-        (``etype`` copy-on-write mapped, ``x_by_type`` mapped) and an empty ``x`` ``[n, 0]``.
-    """
-    root = Path(part_dir)
-    meta = load_meta(root)
-    num_parts = int(meta["num_parts"])
-    if not isinstance(part, (int, np.integer)) or not 0 <= int(part) < num_parts:
-        raise PartitionError(
-            f"expected a part id in [0, {num_parts}), found {part!r}; {root} has {num_parts} parts"
-        )
-    part = int(part)
-    pdir = root / part_dir_name(part)
-    for fname in part_files(meta):
-        if not (pdir / fname).is_file():
-            raise PartitionError(
-                f"expected {pdir / fname}, found no such file; {_RERUN_HINT}"
-            )
-    if verify:
-        _verify_files(root, meta, part)
-    book = PartitionBook(torch.tensor(meta["offsets"], dtype=torch.int64))
-    n = book.part_size(part)
-    typed = meta["format_version"] == TYPED_FORMAT_VERSION
-    f = int(meta.get("feature_dim", 0))
-    indptr = load_array(pdir / "indptr.npy", np.int64, (n + 1,), mmap=False)
-    # Mapped, not read: the edges are the part's largest array after x; their pages are shared
-    # by the processes that open the part and dropped under memory pressure, not swapped.
-    indices = load_array(pdir / "indices.npy", np.int64, (None,), mmap="c")
-    check_pointers(pdir / "indptr.npy", indptr, indices.shape[0])
-    x = np.zeros((n, 0), dtype=np.float32) if typed else load_array(pdir / "x.npy", np.float32, (n, f))
-    y = load_array(pdir / "y.npy", np.int64, (n,), mmap=False)
-    masks = {m: load_array(pdir / f"{m}.npy", np.bool_, (n,), mmap=False) for m in _MASKS}
-    orig_ids = load_array(pdir / "orig_ids.npy", np.int64, (n,), mmap=False)
-    return LocalPart(
-        part_id=part,
-        meta=meta,
-        book=book,
-        indptr=torch.from_numpy(indptr),
-        indices=torch.from_numpy(indices),
-        x=x,
-        y=torch.from_numpy(y),
-        train_mask=torch.from_numpy(masks["train_mask"]),
-        val_mask=torch.from_numpy(masks["val_mask"]),
-        test_mask=torch.from_numpy(masks["test_mask"]),
-        orig_ids=torch.from_numpy(orig_ids),
-        typed=_load_typed(pdir, meta, part, book, n, indices.shape[0]) if typed else None,
-    )
-
-
-def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
-    """Sizes, quality metrics and cost of a partition folder, for ``gnnscale info`` (reads
-    meta.json and the file sizes only).
-
-    Returns:
-        JSON-serializable dict with dataset, method, num_parts, num_nodes, num_edges,
-        feature_dim, num_classes, created, the partitioner's settings and cost
-        (balance_constraints, imbalance, seed, options, partition_seconds, write_seconds,
-        total_seconds, peak_rss_bytes, ...), the quality metrics ``edge_cut`` (int),
-        ``edge_cut_fraction``, ``undirected_edges``, ``balance`` {nodes, train, in_edges}
-        (max/mean over parts, 1.0 = perfect), ``halo`` (list per part),
-        ``replication_factor`` (+ ``replication_factor_per_part``), and ``parts`` (per part:
-        part, nodes, in_edges, train, val, test, remote_sources (= halo), bytes on disk).
-        Folders written before the metrics were stored get ``balance`` computed from
-        ``parts`` and the old ``edge_cut`` dict converted. A typed folder (format 2) adds
-        ``typed``: meta.json's ``typed`` entry plus ``relations`` (per relation: name, src,
-        dst, edges, cut, cut_fraction) and ``types`` (per node type: name, nodes,
-        feature_dim, balance, nodes per part).
-    """
-    root = Path(part_dir)
-    meta = load_meta(root)
-    parts = []
-    for p, size in enumerate(meta.get("parts", [])):
-        on_disk = sum(
-            (root / rel).stat().st_size
-            for rel in meta["files"]
-            if rel.startswith(part_dir_name(p) + "/") and (root / rel).is_file()
-        )
-        parts.append({"part": p, **size, "bytes": on_disk})
-    keys = (
-        "format_version",
-        "dataset",
-        "method",
-        "num_parts",
-        "num_nodes",
-        "num_edges",
-        "feature_dim",
-        "num_classes",
-        "created",
-        "gnnscale_version",
-        "balance_constraints",
-        "imbalance",
-        "seed",
-        "options",
-        "edge_cut",
-        "edge_cut_fraction",
-        "undirected_edges",
-        "balance",
-        "halo",
-        "replication_factor",
-        "replication_factor_per_part",
-        "partition_seconds",
-        "write_seconds",
-        "total_seconds",
-        "partition_peak_rss_bytes",
-        "peak_rss_bytes",
-        "peak_rss_growth_bytes",
-        "peak_rss_exact",
-    )
-    out = {k: meta[k] for k in keys if k in meta}
-    cut = out.get("edge_cut")
-    if isinstance(cut, dict):  # folders written before edge_cut became an int
-        out["edge_cut"] = int(cut.get("count", 0))
-        out["edge_cut_fraction"] = float(cut.get("fraction", 0.0))
-        out["undirected_edges"] = int(cut.get("undirected_edges", 0))
-    if "balance" not in out and parts:
-        out["balance"] = metrics_from_counts(
-            nodes=[s.get("nodes", 0) for s in parts],
-            train=[s.get("train", 0) for s in parts],
-            in_edges=[s.get("in_edges", 0) for s in parts],
-            halo=[s.get("remote_sources", 0) for s in parts],
-            cut=0,
-            undirected_edges=0,
-        )["balance"]
-    if "halo" not in out and parts and all("remote_sources" in s for s in parts):
-        out["halo"] = [int(s["remote_sources"]) for s in parts]
-    if isinstance(meta.get("typed"), dict):
-        out["typed"] = typed_summary(meta["typed"])
-    out["path"] = str(root)
-    out["parts"] = parts
-    return out
-
-
-def typed_summary(typed: dict[str, Any]) -> dict[str, Any]:
-    """meta.json's ``typed`` entry plus a row per relation and per node type (for ``info``).
-
-    Returns:
-        The entry's keys, ``relations``: ``[{relation, src, dst, edges, cut, cut_fraction}]``
-        (``cut``: stored edges of the relation whose endpoints are in different parts) and
-        ``types``: ``[{type, nodes, feature_dim, balance, per_part}]`` (``balance``: max/mean
-        over parts of the type's nodes).
-    """
-    out = dict(typed)
-    edges, cut = typed.get("edges_per_relation", []), typed.get("cut_per_relation", [])
-    out["relations"] = [
-        {"relation": r, "src": s, "dst": d, "edges": int(e), "cut": int(c),
-         "cut_fraction": float(c) / float(e) if e else 0.0}
-        for (s, r, d), e, c in zip(typed.get("edge_types", []), edges, cut)
-    ]
-    starts = np.asarray(typed.get("type_starts", []), dtype=np.int64)
-    counts = np.diff(starts, axis=1) if starts.ndim == 2 else np.zeros((0, 0), dtype=np.int64)
-    out["types"] = [
-        {"type": name, "nodes": int(typed["num_nodes_per_type"][t]), "feature_dim": int(typed["feature_dims"][t]),
-         "balance": typed["balance_per_type"][t],
-         "per_part": counts[:, t].tolist() if counts.shape[1:] and t < counts.shape[1] else []}
-        for t, name in enumerate(typed.get("node_types", []))
-    ]
-    return out

@@ -6,8 +6,8 @@ Two format versions are read: 1 (untyped graphs, :data:`PART_FILES`) and 2 (type
 part must have follow from its meta (:func:`part_files`).
 
 Torch-free on purpose: the launcher (``gnnscale train``) reads and verifies the folder before
-it starts any worker, and must not pay torch's import for that. The writer and loader of the
-arrays are in :mod:`gnnscale.partitioning.format`.
+it starts any worker, and must not pay torch's import for that. The writer of the arrays is
+in :mod:`gnnscale.partitioning.format`, their loader in :mod:`gnnscale.partitioning.part`.
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ PART_FILES = (
     "test_mask.npy",
     "orig_ids.npy",
 )
+_MASKS = ("train_mask", "val_mask", "test_mask")  # the split masks of a part, {name}.npy bool [n_p]
 _REQUIRED_META = (
     "format_version",
     "num_parts",
