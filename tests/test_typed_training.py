@@ -84,7 +84,6 @@ def test_typed_runs_honour_their_options(acm_partition, tmp_path):
     (dict(exchange="historical"), "--exchange historical does not apply to typed graphs"),
     (dict(pipeline_stages=2, micro_batches=2), "does not run typed graphs yet"),
     (dict(layer="sage"), "--layer sage does not read relations"),
-    (dict(eval_method="layerwise"), "--eval-method layerwise does not apply to typed graphs"),
     (dict(relation_fanouts={"cites": [1, 1]}), r"names relation\(s\) \['cites'\] that the graph does not have"),
     (dict(relation_fanouts={"writes": [1]}), "relation 'writes' has 1 fan-outs"),
 ])

@@ -8,7 +8,8 @@ ways of holding the graph:
 - :func:`halo_inference`: a rank's part and its halo (historical mode's tables): after each
   layer the boundary rows are exchanged, so that every rank holds the next layer of its halo;
 - :func:`streamed_inference`: a rank's part alone: slices of destinations ask the owners for
-  the rows of their remote in-neighbours, so memory follows the part;
+  the rows of their remote in-neighbours, so memory follows the part (typed parts too: inputs
+  per node type, relations and node types handed to the relation-aware layers);
 - :func:`graph_inference`: a whole graph in one process, in slices (blocks of destinations
   with their sources): chunk pipelining's table fill and evaluation, ``gnnscale predict``.
 
@@ -25,7 +26,7 @@ import torch
 
 from gnnscale.data.degrees import DegreeStore
 from gnnscale.data.feature_store import DistFeatureStore
-from gnnscale.nn.models import GNN
+from gnnscale.nn.models import GNN, ModelError
 from gnnscale.samplers.block import Block
 from gnnscale.samplers.kernels import Kernels
 
@@ -33,12 +34,16 @@ log = logging.getLogger(__name__)
 
 
 def slice_layer(model: GNN, i: int, hs: torch.Tensor, num_dst: int, edge_index: torch.Tensor,
-                x0_dst: torch.Tensor | None, deg_src: torch.Tensor | None) -> torch.Tensor:
+                x0_dst: torch.Tensor | None, deg_src: torch.Tensor | None,
+                edge_type: torch.Tensor | None = None, node_type: torch.Tensor | None = None) -> torch.Tensor:
     """Layer ``i`` on one slice: sources' rows ``hs`` [S, dims[i]] (the slice's ``num_dst``
     destinations first), ``edge_index`` int64 [2, M] in slice numbering -> float32
-    [num_dst, dims[i + 1]] on the host. Dropout as in training (none in eval mode)."""
+    [num_dst, dims[i + 1]] on the host. Dropout as in training (none in eval mode).
+    Typed graphs: ``edge_type`` int64 [M] (relation of each edge) and ``node_type`` int64 [S]
+    (type of each source), what a typed block carries, for the relation-aware layers."""
     hs = model.input_dropout(i, hs)
-    return model.layer_step(i, hs, hs[:num_dst], edge_index, x0_dst, deg_src).cpu()
+    return model.layer_step(i, hs, hs[:num_dst], edge_index, x0_dst, deg_src,
+                            edge_type=edge_type, node_type=node_type).cpu()
 
 
 def _degrees(node_degree, ids: torch.Tensor) -> torch.Tensor:
@@ -139,6 +144,8 @@ def streamed_inference(
     slice_bytes: int = 64 << 20,
     node_degree=None,
     backend: str = "auto",
+    edge_type: torch.Tensor | None = None,
+    inputs: Callable | None = None,
 ) -> torch.Tensor:
     """Logits float32 [n_owned, C] (on the host) of every owned node on the full graph, like
     :func:`halo_inference`, holding no halo: memory follows the part and one slice.
@@ -158,18 +165,36 @@ def streamed_inference(
         features: the feature store of this rank's group (its part gives the owned rows).
         node_degree: a :class:`~gnnscale.data.degrees.DegreeStore` (or int64 [N]) for layers that
             set ``needs_degree``.
+        edge_type: typed parts: the relation of each in-edge (int [E], aligned with ``indices``:
+            ``part.typed.etype``; read slice by slice). ``features`` is then the part's
+            :class:`~gnnscale.data.typed_store.TypedFeatureStore`: layer 0's rows are fetched per
+            node type as a TypedInput and encoded by the model's typed encoder, and every layer
+            gets its slice's ``edge_type`` and the sources' ``node_type`` (the book's), as a
+            typed block carries them.
+        inputs: ``x -> x`` applied to layer 0's fetched rows of every slice before the encoder
+            (collective: a typed run attaches its featureless types' sharded embedding rows,
+            ``TypedEmbeddings.attach(x, record=False)``).
 
     Collective over ``features.comm``: every rank makes the same number of exchanges (the
     largest slice count of any rank; ranks past their last slice send and ask nothing).
     """
-    comm, book = features.comm, features.book
+    from gnnscale.data.typed_store import TypedFeatureStore
+
+    comm = features.comm
+    typed_book = features.book if isinstance(features, TypedFeatureStore) else None
+    book = typed_book.book if typed_book is not None else features.book  # the parts' id ranges
+    if typed_book is not None and edge_type is None and any(model.needs_edge_type):
+        raise ModelError("streamed_inference: a typed part's relation-aware layers need the relation of every "
+                         "in-edge; pass edge_type=part.typed.etype")
     n = int(indptr.numel() - 1)
     offset = int(book.offsets[comm.rank])
     kernels = Kernels(book.num_nodes, indptr.device, backend, held=(offset, offset + n))
     store, x0_own, outs = features, None, []
     for i in range(model.num_layers):
         t0 = time.perf_counter()
-        chunk_edges = max(64, slice_bytes // (4 * store.feature_dim))
+        # a typed layer 0 holds the fetched rows (at most the widest type's) and their encoding
+        width = max(store.feature_dim, model.dims[0] if typed_book is not None and i == 0 else 0, 1)
+        chunk_edges = max(64, slice_bytes // (4 * width))
         spans = _dst_slices(indptr, chunk_edges)
         rounds = int(comm.all_reduce(torch.tensor([len(spans)], dtype=torch.int64), "max")[0])
         spans += [(n, n)] * (rounds - len(spans))
@@ -180,6 +205,8 @@ def streamed_inference(
             src, nbr_local = kernels.relabel(dst, torch.as_tensor(indices[e_a:e_b]))
             hs = store.fetch(src, category="feature" if i == 0 else "embedding")
             if i == 0:
+                if inputs is not None:
+                    hs = inputs(hs)
                 hs, x0 = model.encode(hs)
                 if x0 is not None:
                     if x0_own is None:
@@ -188,8 +215,13 @@ def streamed_inference(
             counts = torch.diff(indptr[a:b + 1])
             dst_local = torch.repeat_interleave(torch.arange(b - a), counts, output_size=e_b - e_a)
             deg = _degrees(node_degree, src) if node_degree is not None and model.needs_degree[i] else None
+            etype = ntype = None
+            if typed_book is not None:
+                ntype = typed_book.ntype(src)
+                if edge_type is not None:
+                    etype = torch.as_tensor(edge_type[e_a:e_b]).to(torch.int64)
             rows = slice_layer(model, i, hs.to(torch.float32), b - a, torch.stack([nbr_local, dst_local]),
-                               x0_own[a:b] if x0_own is not None else None, deg)
+                               x0_own[a:b] if x0_own is not None else None, deg, etype, ntype)
             if h_out is None:  # every rank learns the width at its first slice (maybe empty)
                 h_out = torch.empty(n, rows.shape[1], dtype=torch.float32)
             h_out[a:b] = rows
@@ -237,7 +269,8 @@ def graph_inference(
             lo = int(blk.dst_ids[0]) if blk.num_dst else 0
             deg = blk.source_degrees(degree) if degree is not None and model.needs_degree[i] else None
             pieces.append(slice_layer(model, i, h[blk.src_ids], blk.num_dst, blk.edge_index,
-                                      x0[lo:lo + blk.num_dst] if x0 is not None else None, deg))
+                                      x0[lo:lo + blk.num_dst] if x0 is not None else None, deg,
+                                      blk.edge_type, blk.node_type))
         h = torch.cat(pieces)
         if model.jk != "none":
             outs.append(h)

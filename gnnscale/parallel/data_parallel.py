@@ -120,8 +120,8 @@ class DataParallel(Axis):
         self.schedule = SeedSchedule(self.train_ids, train_counts(dims.comm, self.train_ids.numel()), cfg.batch_size,
                                      cfg.seed, self.rank, cfg.max_steps)
         historical = self.mode.halo is not None
-        # typed graphs: sampled evaluation (exact with eval fanouts -1), no layer-wise inference yet
-        self.layerwise_eval = use_layerwise(cfg.eval_method, eval_fanouts, historical) and part.typed is None
+        # typed graphs too: streamed layer-wise inference (the sharded rows attached by ``inputs``)
+        self.layerwise_eval = use_layerwise(cfg.eval_method, eval_fanouts, historical)
         hold = historical and cfg.halo_features == "hold"
         self.cache_info = setup_cache(
             self.features, part, cfg, dims.comm, self._sample_epoch, held=self.mode.halo.halo_ids if hold else None,

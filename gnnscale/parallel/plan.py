@@ -218,28 +218,30 @@ TYPED_LAYERS = ("rgcn", "hgt", "rel:")
 
 def check_typed_options(cfg: TrainConfig, mode: str, where: str) -> None:
     """Reject what typed (heterogeneous) graphs do not run yet, before any worker starts: the
-    two pipelines, historical and local exchange, layer-wise evaluation, and a layer that does
-    not read relations (``rgcn``, ``hgt`` and ``rel:<layer>`` do)."""
+    two pipelines, historical and local exchange, and a layer that does not read relations
+    (``rgcn``, ``hgt`` and ``rel:<layer>`` do). Layer-wise evaluation runs (streamed)."""
     if mode != DP:
         raise PlanError(f"{where} is a typed graph, and {MODE_NAMES[mode]} does not run typed graphs yet: train it "
                         "data parallel (leave --pipeline-stages and --chunks out).")
     if cfg.exchange != "exact":
         raise PlanError(f"--exchange {cfg.exchange} does not apply to typed graphs ({where}) yet: their halo tables "
                         "are untyped. Use --exchange exact.")
-    if cfg.eval_method == "layerwise":
-        raise PlanError(f"--eval-method layerwise does not apply to typed graphs ({where}) yet; use --eval-method "
-                        "sampled (with --eval-fanouts -1,... it is exact).")
     layer = cfg.layer if isinstance(cfg.layer, str) else ""
     if not (layer in TYPED_LAYERS or layer.startswith("rel:") or ":" in layer.replace("rel:", "", 1)):
         raise PlanError(f"--layer {cfg.layer} does not read relations, and {where} is a typed graph: use --layer "
                         f"rgcn, hgt, or rel:{cfg.layer} (one {cfg.layer} layer per relation, summed per node type).")
 
 
+#: ``plan_run(..., typed=UNKNOWN)``: a dataset not cut yet (whether it is typed is known after)
+UNKNOWN = "unknown"
+
+
 def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where: str = "the partition",
-             typed: dict | None = None) -> ParallelPlan:
+             typed: dict | str | None = None) -> ParallelPlan:
     """The plan of a run of ``cfg`` on ``num_parts`` parts with ``workers`` workers (None: as the
     mode wants: a worker per part, D x K for pipelines, K in chunk mode). ``typed``: the
-    partition's typed metadata (a typed graph: :func:`check_typed_options`).
+    partition's typed metadata (a typed graph: :func:`check_typed_options`), None for an untyped
+    one, :data:`UNKNOWN` before a dataset is cut (the typed checks wait for the partition).
 
     Raises:
         PlanError: an option the mode does not honour, or a worker count that does not fit.
@@ -249,7 +251,9 @@ def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where
 
     mode = _mode_of(cfg)
     check_options(cfg, mode)
-    if typed:
+    if typed == UNKNOWN:
+        pass
+    elif typed:
         check_typed_options(cfg, mode, where)
         from gnnscale.samplers.fanouts import typed_fanouts
 

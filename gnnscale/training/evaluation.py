@@ -6,7 +6,9 @@ predictions, for OGB's own ``Evaluator``) are reduced over the evaluating ranks.
 - **layer-wise** (``--eval-method layerwise``, or ``auto`` when every eval fanout is -1 or in
   historical mode): exact full-graph inference, over historical mode's halo tables when
   there are some (:func:`~gnnscale.nn.inference.halo_inference`), else streamed slice by
-  slice (:func:`~gnnscale.nn.inference.streamed_inference`, memory that follows the part);
+  slice (:func:`~gnnscale.nn.inference.streamed_inference`, memory that follows the part; a
+  typed part's too: inputs per node type, featureless types' rows through ``inputs``, every
+  in-edge's relation from ``part.typed.etype``; equal to sampled evaluation with fanouts -1);
 - **sampled**: the eval fanouts' blocks for every val/test node, in batches of
   ``--eval-batch-size`` (the same number of collective rounds on every rank).
 
@@ -45,8 +47,9 @@ class Evaluator:
         layerwise: evaluate layer-wise. tables: ``step -> logits`` of historical mode's
             halo-table inference (None: stream). backend: the sampler kernels of the stream.
         dataset: the dataset's name (``ogbn-*``: OGB's Evaluator).
-        inputs: ``x -> x`` applied to each sampled batch's fetched rows (collective; a typed
-            run's sharded embedding rows are attached so).
+        inputs: ``x -> x`` applied to each sampled batch's fetched rows and to the streamed
+            inference's layer-0 rows of every slice (collective; a typed run's sharded embedding
+            rows are attached so).
     """
 
     def __init__(self, part, comm, features, degrees, sampler, batch_size: int, layerwise: bool,
@@ -89,8 +92,10 @@ class Evaluator:
             return self.tables(step)
         from gnnscale.nn.inference import streamed_inference
 
+        typed = getattr(self.part, "typed", None)
         return streamed_inference(net, self.part.indptr, self.part.indices, self.features,
-                                  node_degree=self.degrees, backend=self.backend)
+                                  node_degree=self.degrees, backend=self.backend,
+                                  edge_type=typed.etype if typed is not None else None, inputs=self.inputs)
 
     def labels(self, ids: torch.Tensor) -> torch.Tensor:
         return self.part.y[ids - self.offset]
@@ -199,7 +204,7 @@ def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
         mode = exchange_mode(net, part, sampler, features, degrees, dims.embedding, dims.comm, cfg, torch.device("cpu"))
         historical = mode.halo is not None
         evaluator = Evaluator(part, dims.comm, features, degrees, eval_sampler, cfg.eval_batch_size,
-                              use_layerwise(cfg.eval_method, eval_fanouts, historical) and part.typed is None,
+                              use_layerwise(cfg.eval_method, eval_fanouts, historical),
                               tables=mode.full_logits if historical else None, backend=cfg.sampler_backend,
                               dataset=meta.get("dataset"))
         acc = evaluator.splits(net, net, SPLITS, step=-1)
