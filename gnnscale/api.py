@@ -59,7 +59,7 @@ def train(
         PlanError: an option the run's mode would not honour, or a worker count that does not fit.
     """
     from gnnscale.config import TrainConfig
-    from gnnscale.parallel.plan import parts_for, plan_run
+    from gnnscale.parallel.plan import UNKNOWN, parts_for, plan_run
     from gnnscale.partitioning import load_meta
     from gnnscale.process.launch import in_torchrun, launch_device, launch_local
 
@@ -81,7 +81,7 @@ def train(
         from gnnscale.data.partition_cache import prepare_parts
 
         parts, workers = parts_for(cfg, workers)
-        plan_run(cfg, parts, workers, where=f"{dataset} cut into {parts} parts")  # refused before partitioning
+        plan_run(cfg, parts, workers, where=f"{dataset} cut into {parts} parts", typed=UNKNOWN)  # before cutting
         parts_dir = prepare_parts(dataset, parts, root=root, cache_dir=cache_dir, method=method, seed=partition_seed)
     meta = load_meta(parts_dir)
     plan = plan_run(cfg, meta["num_parts"], workers, where=str(parts_dir), typed=meta.get("typed"))

@@ -36,7 +36,7 @@ def cmd_train(args) -> int:
     # the checks below come from torch-free modules, the target travels as a "module:function".
     from gnnscale.cli.run_config import beside, dump, resolved
     from gnnscale.config import TrainConfig
-    from gnnscale.parallel.plan import parts_for, plan_run
+    from gnnscale.parallel.plan import UNKNOWN, parts_for, plan_run
     from gnnscale.process.launch import in_torchrun, launch_device, launch_local
 
     config = resolved(args, args.parser)
@@ -99,15 +99,14 @@ def cmd_train(args) -> int:
 
         args.dataset = args.dataset or DEFAULT_DATASET
         parts, workers = parts_for(cfg, args.workers)
-        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset} cut into {parts} parts")
+        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset} cut into {parts} parts", typed=UNKNOWN)
         parts_dir = prepare_parts(args.dataset, parts, root=args.root, cache_dir=args.cache_dir, method=args.method,
                                   seed=args.seed, balance=args.balance, imbalance=args.imbalance,
                                   method_opt=args.method_opt)
         from gnnscale.partitioning import load_meta
 
-        meta = load_meta(parts_dir)
-        if meta.get("typed"):  # a typed graph: what its options may be is known once it is cut
-            plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset}", typed=meta["typed"])
+        meta = load_meta(parts_dir)  # typed or not is known once it is cut: the typed checks now
+        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset}", typed=meta.get("typed"))
     workers = plan.world
     device = launch_device(cfg.device, workers) if not plan.pipelined else "cpu"  # no CUDA, or too few GPUs
     log.info("starting %d local worker(s) on %s (%s, device %s)", workers, parts_dir, plan.describe(), device)
