@@ -71,6 +71,17 @@ def relation_key(key: int | torch.Tensor, relation: int) -> int | torch.Tensor:
     return torch.tensor([stream_key(int(k), relation) for k in uniq.tolist()], dtype=torch.int64)[inv]
 
 
+def relation_keys(key: int | torch.Tensor, num_relations: int, k: int) -> torch.Tensor:
+    """int64 [k * R]: :func:`relation_key` of every (row, relation) pair, rows major, for ``k``
+    rows under a hop's key (an int, or int64 [k] per-row keys)."""
+    if isinstance(key, int):
+        return torch.tensor([stream_key(key, r) for r in range(num_relations)], dtype=torch.int64).repeat(k)
+    uniq, inv = torch.unique(key, return_inverse=True)  # a handful of requesters' keys
+    table = torch.tensor([[stream_key(int(q), r) for r in range(num_relations)] for q in uniq.tolist()],
+                         dtype=torch.int64).view(-1, num_relations)
+    return table[inv].flatten()
+
+
 def sample_relations(sample: Callable, typed: TypedGraph, indices: torch.Tensor, rows: torch.Tensor,
                      row_types: torch.Tensor, node_keys: torch.Tensor, hop: int, key: int | torch.Tensor,
                      variant: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,6 +100,25 @@ def sample_relations(sample: Callable, typed: TypedGraph, indices: torch.Tensor,
         counts_kr: int64 [k, R] neighbours drawn per row and relation; nbrs: int64
         [counts_kr.sum()] their global ids, grouped by row, then by relation.
     """
+    R = typed.num_relations
+    k = rows.numel()
+    fan = typed.fanouts[hop]
+    if len(set(fan)) == 1:
+        # One fan-out for every relation: one kernel call over every (row, relation) run, which
+        # comes out grouped by row then relation; a relation into another node type has an
+        # empty run there. Draws are the per-relation calls' (same keys, same runs).
+        exp_rows = (rows.unsqueeze(1) * R + torch.arange(R, dtype=torch.int64)).flatten()
+        c, nb = sample(typed.rel_indptr, indices, exp_rows, torch.repeat_interleave(node_keys, R), fan[0],
+                       relation_keys(key, R, k), **variant)
+        return c.view(k, R), nb
+    return sample_each_relation(sample, typed, indices, rows, row_types, node_keys, hop, key, variant)
+
+
+def sample_each_relation(sample: Callable, typed: TypedGraph, indices: torch.Tensor, rows: torch.Tensor,
+                         row_types: torch.Tensor, node_keys: torch.Tensor, hop: int, key: int | torch.Tensor,
+                         variant: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`sample_relations` with one kernel call per relation (fan-outs that differ between
+    relations), the draws put into their (row, relation) runs."""
     R = typed.num_relations
     k = rows.numel()
     counts_kr = torch.zeros(k, R, dtype=torch.int64)

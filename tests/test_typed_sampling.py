@@ -9,7 +9,8 @@ import torch
 from gnnscale.errors import SamplerError
 from gnnscale.process.launch import launch_local
 from gnnscale.samplers import NeighborSampler
-from gnnscale.samplers.typed import TypedGraph, relation_indptr, typed_fanouts
+from gnnscale.samplers.kernels import Kernels
+from gnnscale.samplers.typed import TypedGraph, relation_indptr, sample_each_relation, sample_relations, typed_fanouts
 
 from dist_workers import typed_sample
 
@@ -104,6 +105,25 @@ def test_one_fanout_list_for_every_relation_and_bad_fanouts():
 def test_unsorted_relations_are_refused():
     with pytest.raises(SamplerError, match="sorted by relation"):
         relation_indptr(torch.tensor([0, 3]), torch.tensor([1, 0, 1]), 2)
+
+
+@pytest.mark.parametrize("backend", ["torch", "numba"])
+def test_one_call_for_a_shared_fanout_draws_what_a_call_per_relation_draws(backend):
+    """Every relation with the hop's fan-out: one kernel call over all (node, relation) runs; it
+    must draw exactly the per-relation calls' neighbours, in the same order."""
+    ptr, ei, et = typed_graph()
+    n = int(ptr[-1])
+    indptr, indices, etype = csc_by_relation(ei, et, n)
+    node_type = torch.repeat_interleave(torch.arange(3), torch.tensor(COUNTS))
+    typed = TypedGraph(relation_indptr(indptr, etype, len(RELS)), torch.tensor([d for _, d in ENDS]),
+                       typed_fanouts([3, 2], RELS), lambda ids: node_type[ids])
+    sample = Kernels(n, backend=backend).sample
+    rows = torch.arange(0, n, 3)
+    for hop, key in ((0, 12345), (1, torch.tensor([7, 9]).repeat_interleave(rows.numel() // 2 + 1)[:rows.numel()])):
+        args = (sample, typed, indices, rows, node_type[rows], rows * 7 + 1, hop, key, {})
+        one, each = sample_relations(*args), sample_each_relation(*args)
+        assert torch.equal(one[0], each[0]) and torch.equal(one[1], each[1])
+        assert int(one[0].sum()) > 0
 
 
 @pytest.mark.parametrize("parts", [2, 3])
