@@ -139,15 +139,16 @@ class LocalPart:
                 "relation_indptr(), found an untyped one; partition a typed dataset"
             )
         if self.typed._relation_indptr is None:
-            self.typed._relation_indptr = _relation_indptr(
+            self.typed._relation_indptr = relation_indptr(
                 self.indptr.numpy(), self.typed.etype.numpy(), self.typed.num_relations
             )
         return self.typed._relation_indptr
 
 
-def _relation_indptr(indptr: np.ndarray, etype: np.ndarray, num_relations: int) -> torch.Tensor:
-    """``bincount(v * R + etype)`` then a running sum, over slices of the edges (bounded
-    temporaries): int64 ``[n * R + 1]``."""
+def relation_indptr(indptr: np.ndarray, etype: np.ndarray, num_relations: int) -> torch.Tensor:
+    """Per-relation CSC pointer: int64 ``[n * R + 1]``, row ``v * R + r`` spanning the in-edges of
+    local node ``v`` with relation ``r`` (each node's in-edges sorted by relation). ``bincount(v *
+    R + etype)`` then a running sum, over slices of the edges (bounded temporaries)."""
     n, r = indptr.shape[0] - 1, int(num_relations)
     counts = np.zeros(n * r, dtype=np.int64)
     num_e = int(indptr[-1])

@@ -23,22 +23,22 @@ from gnnscale.samplers.rng import stream_key
 
 
 def relation_indptr(indptr: torch.Tensor, etype: torch.Tensor, num_relations: int) -> torch.Tensor:
-    """int64 [n * R + 1]: row ``v * R + r`` spans the in-edges of local node ``v`` with relation ``r``.
+    """int64 [n * R + 1]: row ``v * R + r`` spans the in-edges of local node ``v`` with relation ``r``
+    (the partition's :func:`~gnnscale.partitioning.part.relation_indptr`, after checking that each
+    node's in-edges are sorted by relation).
 
     Args:
-        indptr: int64 [n + 1] CSC pointers; etype: int [E] relation of each in-edge, sorted by
-            relation within each node's run.
+        indptr: int64 [n + 1] CSC pointers; etype: int [E] relation of each in-edge.
     """
+    from gnnscale.partitioning.part import relation_indptr as count_runs
+
     n = indptr.numel() - 1
-    R = int(num_relations)
     row = torch.repeat_interleave(torch.arange(n, dtype=torch.int64), torch.diff(indptr), output_size=etype.numel())
-    key = row * R + etype.to(torch.int64)
+    key = row * int(num_relations) + etype.to(torch.int64)
     if key.numel() > 1 and bool((key[1:] < key[:-1]).any()):
         raise SamplerError("expected each node's in-edges sorted by relation (typed partition format 2), found "
                            "them unsorted; re-run `gnnscale partition` with this version")
-    out = torch.zeros(n * R + 1, dtype=torch.int64)
-    out[1:] = torch.cumsum(torch.bincount(key, minlength=n * R), 0)
-    return out
+    return count_runs(indptr.numpy(), etype.numpy(), num_relations)
 
 
 @dataclass
