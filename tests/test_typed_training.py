@@ -6,6 +6,8 @@ honoured (per-relation fan-outs, the feature cache, --pipeline, checkpoints and 
 --save-model), and the options that do not apply are refused before any worker starts."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -46,7 +48,7 @@ def test_typed_sampling_over_metis_parts_equals_one_process(acm_partition):
         assert per_rel[3] <= seeds.numel()  # subject_of: at most 1 per paper (has_subject fan-out... into papers)
 
 
-def test_typed_runs_honour_their_options(acm_partition, tmp_path):
+def test_typed_runs_honour_their_options(acm, acm_partition, tmp_path):
     from dist_workers import run_configs
 
     ck = str(tmp_path / "ck")
@@ -78,6 +80,29 @@ def test_typed_runs_honour_their_options(acm_partition, tmp_path):
     from gnnscale.training.metrics import weights_digest
 
     assert weights_digest(saved.parameters()) == base["digest"]
+    # The file's learned tables are in the dataset's per-type order: predicting on the dataset in one
+    # process (gnnscale predict) and evaluating on the partition (gnnscale evaluate, which permutes
+    # them back) agree, up to a near-tie (margins of 1e-4 here) that the two summation orders of the
+    # 1902-wide rows may flip; with the tables left in the partition's order 394 test nodes changed.
+    import json
+    import subprocess
+    import sys
+
+    from gnnscale.training.model_io import predict_typed_graph
+
+    pred = predict_typed_graph(saved, acm).argmax(1)
+    want = float((pred[acm.test_mask] == acm.y[acm.test_mask]).float().mean())
+    ev = subprocess.run([sys.executable, "-m", "gnnscale", "evaluate", "--model", model, "--parts-dir",
+                         acm_partition(2), "--json", "--timeout", "60"], capture_output=True, text=True, timeout=300)
+    assert ev.returncode == 0, ev.stderr[-2000:]
+    assert json.loads(ev.stdout)["test_acc"] == pytest.approx(want, abs=0.002)  # at most 2 of 1000 nodes
+    from gnnscale.training.model_io import embedding_order, tables_to_dataset_order
+
+    misordered = gnnscale.load_model(model)
+    meta = json.loads((Path(acm_partition(2)) / "meta.json").read_text())
+    tables_to_dataset_order(misordered, embedding_order(acm_partition(2), meta["typed"]), inverse=True)
+    moved = predict_typed_graph(misordered, acm).argmax(1)
+    assert int((moved[acm.test_mask] != pred[acm.test_mask]).sum()) > 50  # the order matters
 
 
 @pytest.mark.parametrize("kw, message", [

@@ -168,11 +168,14 @@ def cmd_predict(args) -> int:
     import numpy as np
 
     from gnnscale.datasets import load_dataset
-    from gnnscale.training.model_io import load_model, predict_full_graph
+    from gnnscale.training.model_io import load_model, predict_full_graph, predict_typed_graph
 
     model = load_model(args.model)
     data = load_dataset(args.dataset, root=args.root)
-    pred = predict_full_graph(model, data.x.float(), data.edge_index).argmax(1)
+    if getattr(data, "node_types", None) is not None:  # a typed graph
+        pred = predict_typed_graph(model, data).argmax(1)
+    else:
+        pred = predict_full_graph(model, data.x.float(), data.edge_index).argmax(1)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     np.save(args.out, pred.numpy().astype(np.int64))
     mask = getattr(data, "test_mask", None)

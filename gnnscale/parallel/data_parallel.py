@@ -78,6 +78,7 @@ class DataParallel(Axis):
         cfg, dims, device = ctx.cfg, ctx.dims, ctx.device
         self.cfg, self.dims, self.device, self.copier = cfg, dims, device, ctx.copier
         self.rank, self.world = dims.rank, dims.world
+        self.parts_dir = ctx.parts_dir
         self.part = part = load_part(ctx.parts_dir, dims.rank, verify=cfg.verify)
         ctx.phase("part load")
         fanouts = check_fanouts(cfg.fanouts)
@@ -223,11 +224,15 @@ class DataParallel(Axis):
         tables = self.embeddings.gather_all()
         if self.rank != 0:
             return None
+        from gnnscale.training.model_io import embedding_order, tables_to_dataset_order
+
         whole = self.spec.build()
         missing = whole.load_state_dict(self.net.state_dict(), strict=False).missing_keys
         for t, rows in tables.items():
             whole.typed_encoder.embeddings[t].weight.data.copy_(rows)
         assert len(missing) == len(tables), missing  # exactly the tables, filled above
+        # the whole model indexes its tables by the dataset's per-type ids (a model file's order)
+        tables_to_dataset_order(whole, embedding_order(self.parts_dir, self.part.meta["typed"]))
         return whole
 
     def rank_state(self) -> dict | None:

@@ -197,6 +197,10 @@ def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
         blob = read_model_file(model_path)
         net = ModelSpec(**blob["spec"]).build()
         net.load_state_dict(blob["state"])
+        if part.typed is not None:  # the file's learned tables are in the dataset's order: the partition's
+            from gnnscale.training.model_io import embedding_order, tables_to_dataset_order
+
+            tables_to_dataset_order(net, embedding_order(parts_dir, meta["typed"]), inverse=True)
         features = open_features(part, dims.data)
         degrees = DegreeStore(part.indptr, part.book, dims.data) if net.uses_degree else None
         sampler, eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, check_fanouts(cfg.fanouts),

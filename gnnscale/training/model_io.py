@@ -72,6 +72,49 @@ def load_model(path: str | os.PathLike) -> GNN:
     return model.eval()
 
 
+def embedding_order(parts_dir: str | os.PathLike, typed: dict) -> dict[int, torch.Tensor]:
+    """For each node type without features: the original per-type id (the dataset's order) of
+    each per-type id of the partition (its rows' order in a sharded table), int64 [N_t].
+
+    A model file keeps learned tables in the dataset's order, so that :func:`load_model` indexes
+    them by the ids a user has; a run on a partition gathers and permutes them (``table[order]``
+    in the partition's order, ``out[order] = table`` back)."""
+    import numpy as np
+
+    from gnnscale.partitioning.manifest import part_dir_name
+
+    counts = [int(n) for n in typed["num_nodes_per_type"]]
+    type_ptr = np.concatenate([[0], np.cumsum(counts)])  # original ids are grouped by type
+    starts = typed["type_starts"]
+    out = {}
+    for t, f in enumerate(typed["feature_dims"]):
+        if int(f) > 0:
+            continue
+        pieces = []
+        for p, row in enumerate(starts):  # loop over parts
+            orig = np.load(os.path.join(os.fspath(parts_dir), part_dir_name(p), "orig_ids.npy"), mmap_mode="r")
+            pieces.append(np.asarray(orig[int(row[t]):int(row[t + 1])]) - type_ptr[t])
+        out[t] = torch.from_numpy(np.concatenate(pieces).astype(np.int64))
+    return out
+
+
+def tables_to_dataset_order(net: GNN, order: dict[int, torch.Tensor], inverse: bool = False) -> None:
+    """Permute ``net``'s learned embedding tables in place from the partition's per-type order to
+    the dataset's (``inverse``: back), by :func:`embedding_order`'s ``order``."""
+    enc = getattr(net, "typed_encoder", None)
+    for t, idx in order.items():
+        if enc is None or str(t) not in enc.embeddings:
+            continue
+        w = enc.embeddings[t].weight
+        with torch.no_grad():
+            if inverse:
+                w.copy_(w[idx])
+            else:
+                moved = torch.empty_like(w)
+                moved[idx] = w
+                w.copy_(moved)
+
+
 @torch.no_grad()
 def predict_full_graph(model: GNN, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
     """Logits float32 [N, C] of every node, layer by layer over full neighbourhoods (one block
@@ -100,3 +143,27 @@ def describe(blob: dict) -> str:
     spec = blob["spec"]
     return (f"{spec['layer']} x {spec['num_layers']} layers, hidden {spec['hidden']}, {spec['in_dim']} features, "
             f"{spec['out_dim']} classes, trained on {blob.get('dataset')}")
+
+
+@torch.no_grad()
+def predict_typed_graph(model: GNN, data) -> torch.Tensor:
+    """Logits float32 [N, C] of every node of a typed dataset (docs/typed_graphs.md section 1),
+    layer by layer over full neighbourhoods: each type's rows from ``data.x_dict``, the learned
+    tables (in the dataset's order) for the types without features, one block with every edge's
+    relation."""
+    from gnnscale.nn.inference import graph_inference
+    from gnnscale.samplers.block import Block, TypedInput
+
+    model.eval()
+    if getattr(model, "typed_encoder", None) is None:
+        raise ModelFileError("the model was trained on an untyped graph; the dataset is typed (node and edge types)")
+    names = list(data.node_types)
+    if list(model.node_types or names) != names:
+        raise ModelFileError(f"the model's node types {model.node_types} are not the dataset's {names}; predict with "
+                             "the dataset the model was trained on")
+    node_type = data.node_type
+    type_index = torch.arange(node_type.numel(), dtype=torch.int64) - data.type_ptr[node_type]
+    rows = {t: data.x_dict[name].float() for t, name in enumerate(names) if name in data.x_dict}
+    ids = torch.arange(node_type.numel(), dtype=torch.int64)
+    block = Block(ids, ids, data.edge_index, edge_type=data.edge_type, node_type=node_type)
+    return graph_inference(model, [block], TypedInput(node_type, type_index, rows), None)
