@@ -92,11 +92,6 @@ class TypedFeatureStore:
             keep |= ntype == t
         return keep
 
-    def row_bytes(self, ids: torch.Tensor) -> int:
-        """Bytes of the feature rows of ``ids`` (types without features: none)."""
-        ntype = self.book.ntype(ids)
-        return sum(int((ntype == t).sum()) * s.feature_dim * 4 for t, s in self.stores.items())
-
 
 def open_features(part, comm, device: torch.device | str = "cpu"):
     """The feature store of a part: :class:`TypedFeatureStore` for a typed part, else the plain
