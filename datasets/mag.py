@@ -45,7 +45,7 @@ import torch
 from torch_geometric.data import Data
 
 from gnnscale.datasets._options import Option
-from gnnscale.datasets.synthetic import _class_labels, _degree_weights
+from gnnscale.datasets.synthetic import _class_labels, _decode_keys, _degree_weights, _drop_excess
 from gnnscale.datasets.typed import make_typed_data
 from gnnscale.errors import DatasetError
 
@@ -238,12 +238,7 @@ def _unique_keys(sampler: _RelationSampler, rng: np.random.Generator, target: in
         logger.warning("synthetic-mag: %s has %d distinct edges of the %d wanted (too dense at this size)",
                        what, keys.size, target)
         return keys
-    excess = keys.size - target
-    if excess:
-        keep = np.ones(keys.size, dtype=bool)
-        keep[rng.choice(keys.size, size=excess, replace=False)] = False
-        keys = keys[keep]
-    return keys
+    return _drop_excess(rng, keys, target)
 
 
 def generate_synthetic_mag(
@@ -286,10 +281,7 @@ def generate_synthetic_mag(
                                    pool_size=max(e, 4 * counts[d]), same_type=s == d)
         keys = _unique_keys(sampler, rng, e, r) if e else np.empty(0, dtype=np.int64)
         del sampler
-        ei = np.empty((2, keys.size), dtype=np.int64)
-        np.floor_divide(keys, counts[d], out=ei[0])
-        np.multiply(ei[0], counts[d], out=ei[1])
-        np.subtract(keys, ei[1], out=ei[1])
+        ei = _decode_keys(keys, counts[d])
         edges.append(((s, r, d), ei))
         del keys, ei
     if undirected:  # the reverses (what add_reverse would add), written once by make_typed_data

@@ -201,6 +201,11 @@ def _unique_edges(sampler: _EdgeSampler, rng: np.random.Generator, target: int) 
             f"expected to place {target} distinct edges, found only {keys.size} after {_MAX_ROUNDS} "
             "rounds (the graph is too dense for its size); lower avg_degree or raise num_nodes"
         )
+    return _drop_excess(rng, keys, target)
+
+
+def _drop_excess(rng: np.random.Generator, keys: np.ndarray, target: int) -> np.ndarray:
+    """``keys`` (sorted, at least ``target``) less a uniform random choice of the excess, order kept."""
     excess = keys.size - target
     if excess:
         drop = rng.choice(keys.size, size=excess, replace=False)
@@ -208,6 +213,15 @@ def _unique_edges(sampler: _EdgeSampler, rng: np.random.Generator, target: int) 
         keep[drop] = False
         keys = keys[keep]
     return keys
+
+
+def _decode_keys(keys: np.ndarray, n: int) -> np.ndarray:
+    """Edge keys ``a * n + b`` [M] -> int64 [2, M] rows (a, b), without a temporary per row."""
+    out = np.empty((2, keys.size), dtype=np.int64)
+    np.floor_divide(keys, n, out=out[0])
+    np.multiply(out[0], n, out=out[1])
+    np.subtract(keys, out[1], out=out[1])
+    return out
 
 
 def _symmetric_edge_index(keys: np.ndarray, n: int) -> torch.Tensor:
@@ -222,11 +236,7 @@ def _symmetric_edge_index(keys: np.ndarray, n: int) -> torch.Tensor:
     directed[m:] += lo
     del lo, hi
     directed = torch.sort(torch.from_numpy(directed)).values.numpy()
-    out = np.empty((2, 2 * m), dtype=np.int64)
-    np.floor_divide(directed, n, out=out[0])
-    np.multiply(out[0], n, out=out[1])
-    np.subtract(directed, out[1], out=out[1])
-    return torch.from_numpy(out)
+    return torch.from_numpy(_decode_keys(directed, n))
 
 
 def _features(rng: np.random.Generator, y: np.ndarray, c: int, f: int, noise: float) -> np.ndarray:
