@@ -8,7 +8,10 @@ from gnnscale.lazy import lazy_exports
 _EXPORTS = {
     "Block": ".block",
     "DistNeighborSampler": ".distributed",
+    "EdgeFilter": ".link",
+    "LinkSampler": ".link",
     "MiniBatch": ".block",
+    "NegativeSampler": ".link",
     "NeighborSampler": ".local",
     "SamplingKeys": ".local",
     "check_fanouts": ".fanouts",

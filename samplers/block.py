@@ -123,6 +123,13 @@ class MiniBatch:
         stats: counters gathered along the way (sampled edges, remote ids, ...).
         degrees: in-degrees of the blocks' source ids (a ``gnnscale.data.degrees.DegreeLookup``),
             filled by the feature stage when the model normalizes by degree.
+        edge_label_index: link prediction (:class:`gnnscale.samplers.link.LinkSampler`) only:
+            int64 [2, B + Q] the scored pairs as positions into ``seeds``, the B positives
+            first, then the Q negatives. None for node batches.
+        edge_label: link prediction only: float32 [B + Q], 1 for the positives, 0 for the
+            negatives (aligned with ``edge_label_index``). None otherwise.
+        neg_of_pos: link prediction only: int64 [Q], the positive (0 .. B-1) each negative
+            belongs to (margin loss). None otherwise.
     """
 
     seeds: torch.Tensor
@@ -133,6 +140,9 @@ class MiniBatch:
     degrees: object | None = None
     device_blocks: list | None = None
     ready: object | None = None
+    edge_label_index: torch.Tensor | None = None
+    edge_label: torch.Tensor | None = None
+    neg_of_pos: torch.Tensor | None = None
 
     @property
     def input_ids(self) -> torch.Tensor:
