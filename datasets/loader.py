@@ -7,6 +7,7 @@ options override query options):
 * ``npz:PATH`` -> :mod:`.npz`
 * ``dir:PATH`` -> :mod:`.directory`
 * ``ogbn-*`` -> :mod:`.ogb` (``ogbn-mag``: a typed graph)
+* ``ogbl-collab|ppa|ddi|citation2`` -> :mod:`.ogb_link` (link prediction: ``data.link_split``)
 * ``synthetic`` -> :mod:`.synthetic`
 * typed (heterogeneous) graphs, docs/typed_graphs.md: ``acm:PATH`` -> :mod:`.acm`,
   ``hetero-dir:PATH`` -> :mod:`.hetero_dir`, ``synthetic-mag`` -> :mod:`.mag`
@@ -23,7 +24,7 @@ from typing import Any
 
 from torch_geometric.data import Data
 
-from gnnscale.datasets import acm, directory, hetero_dir, mag, npz, ogb, planetoid, synthetic
+from gnnscale.datasets import acm, directory, hetero_dir, mag, npz, ogb, ogb_link, planetoid, synthetic
 from gnnscale.datasets._options import canonical_name, format_options, resolve_options, split_spec
 from gnnscale.errors import DatasetError
 
@@ -34,6 +35,7 @@ _SOURCES: dict[str, ModuleType] = {
     "npz": npz,
     "dir": directory,
     "ogbn": ogb,
+    "ogbl": ogb_link,
     "synthetic": synthetic,
     "acm": acm,
     "hetero-dir": hetero_dir,
@@ -54,6 +56,10 @@ VALID_NAMES = (
     "ogbn-papers100M",
     "ogbn-mag",
     "ogbn-<other>",
+    "ogbl-collab",
+    "ogbl-ppa",
+    "ogbl-ddi",
+    "ogbl-citation2",
     "synthetic",
     "acm:PATH",
     "hetero-dir:PATH",
@@ -72,7 +78,7 @@ def _help() -> str:
         "y (-1 off the target type), masks on target_type nodes (docs/typed_graphs.md).",
         "",
     ]
-    for module in (planetoid, npz, directory, ogb, synthetic, acm, hetero_dir, mag):
+    for module in (planetoid, npz, directory, ogb, ogb_link, synthetic, acm, hetero_dir, mag):
         parts.append(module.HELP)
         if module.OPTIONS:
             parts.append(format_options(module.OPTIONS))
@@ -93,14 +99,16 @@ def _unknown(name: str) -> DatasetError:
 def parse_name(name: str) -> tuple[str, str, str, dict[str, Any]]:
     """Split a dataset name into ``(source, arg, canonical base, query options)``.
 
-    ``source`` is a key of the source table (``planetoid``, ``npz``, ``dir``, ``ogbn``,
+    ``source`` is a key of the source table (``planetoid``, ``npz``, ``dir``, ``ogbn``, ``ogbl``,
     ``synthetic``, ``acm``, ``hetero-dir``, ``synthetic-mag``); ``arg`` is what follows
-    ``source:`` (the ogbn name for OGB).
+    ``source:`` (the ogbn / ogbl name for OGB).
     """
     base, query = split_spec(name)
     base = _ALIASES.get(base.lower(), base)
     if base.lower().startswith("ogbn-"):
         return "ogbn", base, base, query
+    if base.lower().startswith("ogbl-"):
+        return "ogbl", base, base, query
     if base.lower() in ("synthetic", "synthetic-mag"):
         return base.lower(), "", base.lower(), query
     scheme, sep, arg = base.partition(":")
@@ -126,7 +134,7 @@ def load_dataset(name: str, root: str | None = None, **options: Any) -> Data:
 
     Args:
         name: e.g. ``planetoid:cora``, ``npz:/data/squirrel.npz?split=3``, ``dir:/data/g``,
-            ``ogbn-arxiv``, ``synthetic?num_nodes=1000000&avg_degree=20``; typed graphs
+            ``ogbn-arxiv``, ``ogbl-collab``, ``synthetic?num_nodes=1000000&avg_degree=20``; typed graphs
             ``acm:/data/acm?split=40``, ``hetero-dir:/data/g``, ``ogbn-mag``, ``synthetic-mag``.
         root: data folder (its meaning depends on the source; ``None`` = the source's default).
         **options: source options; they override options given in ``name``.
