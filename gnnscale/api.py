@@ -32,6 +32,8 @@ def train(
     method: str = "metis",
     partition_seed: int = 0,
     threads: int | None = None,
+    edge_split: str | None = None,
+    disjoint_train_ratio: float = 0.0,
     **config,
 ) -> dict:
     """Train a GNN on a partitioned graph; returns the metrics of rank 0 (see ``gnnscale train --metrics``).
@@ -49,6 +51,9 @@ def train(
         partition_seed: its seed (apart from the training ``seed``, so that runs over several
             seeds share one cached partition).
         threads: torch threads per worker (default: cores / workers).
+        edge_split, disjoint_train_ratio: with ``task="link"`` and a ``dataset``: its random
+            link split (``"0.85,0.05,0.10"`` by default; ``ogbl-*`` datasets bring their own),
+            split with ``partition_seed``.
         **config: any :class:`gnnscale.config.TrainConfig` field: ``epochs``, ``fanouts``,
             ``batch_size``, ``hidden``, ``lr``, ``layer`` (a zoo name, ``module:Class`` or a
             layer class), ``layer_kwargs``, ``exchange``, ``cache_policy``, ``pipeline``,
@@ -81,10 +86,12 @@ def train(
         from gnnscale.data.partition_cache import prepare_parts
 
         parts, workers = parts_for(cfg, workers)
-        plan_run(cfg, parts, workers, where=f"{dataset} cut into {parts} parts", typed=UNKNOWN)  # before cutting
-        parts_dir = prepare_parts(dataset, parts, root=root, cache_dir=cache_dir, method=method, seed=partition_seed)
+        plan_run(cfg, parts, workers, where=f"{dataset} cut into {parts} parts", typed=UNKNOWN, link=UNKNOWN)  # before cutting
+        link = (edge_split, disjoint_train_ratio) if cfg.task == "link" else None
+        parts_dir = prepare_parts(dataset, parts, root=root, cache_dir=cache_dir, method=method, seed=partition_seed,
+                                  link=link)
     meta = load_meta(parts_dir)
-    plan = plan_run(cfg, meta["num_parts"], workers, where=str(parts_dir), typed=meta.get("typed"))
+    plan = plan_run(cfg, meta["num_parts"], workers, where=str(parts_dir), typed=meta.get("typed"), link=meta.get("link"))
     if not plan.pipelined:
         launch_device(cfg.device, plan.world)
     log.info("starting %d local worker(s) on %s (%s)", plan.world, Path(parts_dir), plan.describe())

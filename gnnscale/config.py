@@ -16,13 +16,14 @@ CHOICES = {
     "exchange": MODES, "device": DEVICES, "halo_features": ("hold", "fetch"),
     "eval_method": ("auto", "layerwise", "sampled"), "embedding_dtype": ("float32", "bfloat16", "float16"),
     "sampler_backend": ("auto", "numba", "torch"), "norm": ("none", "batch", "layer"), "jk": ("none", "cat", "max"),
-    "schedule": ("gpipe", "1f1b"),
+    "schedule": ("gpipe", "1f1b"), "task": ("node", "link"), "decoder": ("dot", "mlp", "distmult"),
+    "link_loss": ("bce", "margin"), "neg_sampling": ("uniform", "per_source", "in_batch"),
 }
 # option -> the least value it may take
 AT_LEAST = {
     "epochs": 1, "batch_size": 1, "eval_batch_size": 1, "hidden": 1, "eval_every": 0, "max_steps": 1,
     "presample_epochs": 1, "pipeline_depth": 1, "pipeline_stages": 1, "micro_batches": 1, "num_layers": 1,
-    "checkpoint_every": 1, "keep_checkpoints": 1, "log_every": 1,
+    "checkpoint_every": 1, "keep_checkpoints": 1, "log_every": 1, "num_negatives": 1,
 }
 
 
@@ -85,6 +86,14 @@ class TrainConfig:
     save_model: str | None = None  # write the trained model here at the end (gnnscale.load_model)
     tensorboard: str | None = None  # TensorBoard scalars here (rank 0)
     log_every: int | None = None  # with tensorboard: loss and step time every N steps
+    # link prediction (docs/link_prediction.md): seed edges of the partition's link split
+    task: str = "node"  # node (classification) | link (prediction)
+    decoder: str = "dot"  # link: dot | mlp (Hadamard product, then an MLP) | distmult
+    link_loss: str = "bce"  # link: bce (binary cross-entropy with logits) | margin (hinge, margin 1)
+    neg_sampling: str = "uniform"  # link: uniform | per_source (corrupt the destination) | in_batch
+    num_negatives: int = 1  # link: negatives per positive edge
+    filter_negatives: bool = False  # link: drop negatives that are edges of the graph (their owner checks)
+    link_metric: str | None = None  # link: auc | hits@K | mrr (None: the split's own, e.g. OGB's)
 
     def model_layers(self) -> int:
         """The model's depth: ``num_layers``, else one layer per fanout."""
@@ -115,6 +124,8 @@ class TrainConfig:
         if self.net_bandwidth_gbps is not None and not self.net_bandwidth_gbps > 0:
             raise OptionError(f"--net-bandwidth-gbps must be above 0; found {self.net_bandwidth_gbps!r}")
         check_staleness(self.staleness)
+        if self.link_metric is not None:
+            parse_link_metric(self.link_metric)
         if self.relation_fanouts:
             from gnnscale.samplers.fanouts import typed_fanouts
 
@@ -136,3 +147,14 @@ def check_staleness(staleness: int) -> int:
             "travel while the next step computes, so the freshest row a step can read is 2 steps old."
         )
     return int(staleness)
+
+
+def parse_link_metric(text: str) -> tuple[str, int | None]:
+    """(``auc`` | ``hits`` | ``mrr``, K) of ``--link-metric`` (``auc``, ``mrr`` or ``hits@K``)."""
+    t = str(text).strip().lower()
+    if t in ("auc", "mrr"):
+        return t, None
+    if t.startswith("hits@") and t[5:].isascii() and t[5:].isdigit() and int(t[5:]) > 0:
+        return "hits", int(t[5:])
+    raise OptionError(f"--link-metric must be auc, mrr or hits@K with K a positive integer; found {text!r}. "
+                      "Pass e.g. --link-metric auc, --link-metric mrr or --link-metric hits@50.")

@@ -12,6 +12,9 @@ Layout of a partition folder ``OUT/`` (format 1, untyped graphs)::
     part{p}/y.npy              int64 [n_p]
     part{p}/train_mask.npy     bool [n_p]   (also val_mask.npy, test_mask.npy)
     part{p}/orig_ids.npy       int64 [n_p]  new id offsets[p]+i -> original id orig_ids[i]
+    part{p}/link_*.npy         int64        a link-prediction split's edges whose source the part owns
+                                            (``data.link_split``; :mod:`gnnscale.partitioning.link`,
+                                            ``docs/link_prediction.md``), named in meta.json's ``link``
 
 Format 2 (typed graphs, ``docs/typed_graphs.md`` section 2) has no ``x.npy``; instead::
 
@@ -63,6 +66,7 @@ from gnnscale.partitioning.manifest import (  # noqa: F401 - re-exported
     sha256_file,
     verify_part,
 )
+from gnnscale.partitioning.link import is_link_file, split_by_source
 from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
 from gnnscale.partitioning.metrics import metrics_from_counts, ratio
 from gnnscale.partitioning.part import LocalPart, load_part  # noqa: F401 - re-exported
@@ -125,7 +129,7 @@ def _remove_stale(out: Path, num_parts: int, keep: tuple[str, ...] = PART_FILES)
 
 def _is_part_file(name: str) -> bool:
     """A file name that a part of either format holds (format 1's, etype.npy, x_t{t}.npy)."""
-    return name in PART_FILES or name == "etype.npy" or (
+    return name in PART_FILES or name == "etype.npy" or is_link_file(name) or (
         name.startswith("x_t") and name.endswith(".npy") and name[3:-4].isdigit()
     )
 
@@ -316,6 +320,8 @@ def write_partitions(
         typed = _TypedWrite(spec, etype_g, *type_tables(old_of_new, offsets, spec.type_ptr))
         del etype_g
     num_input_edges = int(ei.shape[1])
+    link_split = getattr(data, "link_split", None)  # a link-prediction split: by source owner, new ids
+    link_parts, link_meta = split_by_source(link_split, new_of_old, offsets) if link_split is not None else (None, None)
     del ei, new_of_old
 
     out = Path(out_dir)
@@ -326,7 +332,7 @@ def write_partitions(
         )
     out.mkdir(parents=True, exist_ok=True)
     version = FORMAT_VERSION if typed is None else TYPED_FORMAT_VERSION
-    keep = part_files({"format_version": version,
+    keep = part_files({"format_version": version, "link": link_meta,
                        "typed": None if typed is None else {"feature_dims": spec.feature_dims}})
     _remove_stale(out, num_parts, keep)
 
@@ -353,6 +359,9 @@ def write_partitions(
             pdir.mkdir(exist_ok=True)
             arrays, size = _part_arrays(lo, hi, old_of_new, indptr_g, indices_g, x, y, masks, typed, p)
             sizes.append(size)
+            if link_parts is not None:
+                arrays.update(link_parts[p])
+                link_parts[p] = None
             done = writing
             writing = {f"{part_dir_name(p)}/{fname}": pool.submit(_save, pdir / fname, arr)
                        for fname, arr in arrays.items()}
@@ -392,8 +401,10 @@ def write_partitions(
     }
     if typed is not None:
         meta["typed"] = typed.meta(np.diff(typed.type_starts, axis=1))
+    if link_meta is not None:
+        meta["link"] = link_meta
     if extra_meta:
-        clash = set(extra_meta) & {"format_version", "files", "offsets", "num_parts", "typed"}
+        clash = set(extra_meta) & {"format_version", "files", "offsets", "num_parts", "typed", "link"}
         if clash:
             raise PartitionError(
                 f"expected extra_meta not to override core keys, found {sorted(clash)}; "

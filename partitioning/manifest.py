@@ -216,14 +216,17 @@ def part_files(meta: dict[str, Any]) -> tuple[str, ...]:
     """The file names every part of a folder with this meta holds.
 
     Format 1: :data:`PART_FILES`. Format 2: those without ``x.npy``, plus ``etype.npy`` and
-    ``x_t{t}.npy`` for every node type ``t`` with ``typed.feature_dims[t] > 0``.
+    ``x_t{t}.npy`` for every node type ``t`` with ``typed.feature_dims[t] > 0``. Either, with a
+    link-prediction split: its ``link_{key}.npy`` files (:mod:`gnnscale.partitioning.link`).
     """
+    from gnnscale.partitioning.link import link_part_files
+
     if meta.get("format_version") != TYPED_FORMAT_VERSION:
-        return PART_FILES
+        return PART_FILES + link_part_files(meta)
     dims = meta["typed"]["feature_dims"]
     return tuple(f for f in PART_FILES if f != "x.npy") + ("etype.npy",) + tuple(
         f"x_t{t}.npy" for t, d in enumerate(dims) if int(d) > 0
-    )
+    ) + link_part_files(meta)
 
 
 

@@ -25,6 +25,7 @@ from gnnscale.partitioning.manifest import (
     part_dir_name,
     part_files,
 )
+from gnnscale.partitioning.link import load_link
 from gnnscale.partitioning.typed import TypedPart
 from gnnscale.partitioning.validate import check_pointers, load_array
 
@@ -46,6 +47,9 @@ class LocalPart:
         typed: the typed side of a format-2 part (a
             :class:`~gnnscale.partitioning.typed.TypedPart`: ``meta``, ``etype``,
             ``x_by_type``, ``type_starts``, ``book``); None for format 1.
+        link: a link-prediction split's edges whose source this part owns, in new ids
+            (``{"train": int64 [2, n], "val": ..., "val_neg_dst": int64 [n, Kn], ...}``,
+            :mod:`gnnscale.partitioning.link`); None without a split.
     """
 
     part_id: int
@@ -60,6 +64,7 @@ class LocalPart:
     test_mask: torch.Tensor = field(repr=False)
     orig_ids: torch.Tensor = field(repr=False)
     typed: TypedPart | None = field(default=None, repr=False)
+    link: dict | None = field(default=None, repr=False)
 
     @property
     def num_owned(self) -> int:
@@ -239,4 +244,5 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
         test_mask=torch.from_numpy(masks["test_mask"]),
         orig_ids=torch.from_numpy(orig_ids),
         typed=_load_typed(pdir, meta, part, book, n, indices.shape[0]) if typed else None,
+        link=load_link(pdir, meta),
     )

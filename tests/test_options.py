@@ -151,11 +151,20 @@ def cases(mode: str, tmp: Path) -> dict:
                        lambda b, v, t: _saved_digest(t / f"model-{mode}.pt") == v["digest"]),
         "tensorboard": ({"tensorboard": str(tmp / f"tb-{mode}")}, {},
                         lambda b, v, t: "loss/train" in _tb_tags(t / f"tb-{mode}")),
+        # link prediction: Cora's node partition has no link split, so every mode refuses them here;
+        # data parallel honours each on a link partition (test_link_training.py)
+        "task": ({"task": "link"}, {}, None),
+        **{name: ({"task": "link", name: value}, {}, None) for name, value in LINK_VALUES.items()},
         "log_every": ({"tensorboard": str(tmp / f"tb-steps-{mode}"), "log_every": 1},
                       {"tensorboard": str(tmp / f"tb-nosteps-{mode}")},
                       lambda b, v, t: "step/loss" in _tb_tags(t / f"tb-steps-{mode}")
                       and "step/loss" not in _tb_tags(t / f"tb-nosteps-{mode}")),
     }
+
+
+LINK_VALUES = {"decoder": "mlp", "link_loss": "margin", "neg_sampling": "per_source", "num_negatives": 3,
+               "filter_negatives": True, "link_metric": "hits@20"}
+LINK = {"task", *LINK_VALUES}
 
 
 def _saved_digest(path: Path) -> str:
@@ -171,12 +180,13 @@ def _config(mode: str, overrides: dict) -> TrainConfig:
 # What each mode refuses (the rest it honours). On a machine without CUDA --device cuda is
 # refused everywhere; --num-layers must equal the number of fanouts in the sampled modes.
 REFUSED = {
-    DATA_PARALLEL: {"stage_layers", "micro_batches", "schedule", "halo_gradients", "num_layers", "relation_fanouts"},
+    DATA_PARALLEL: {"stage_layers", "micro_batches", "schedule", "halo_gradients", "num_layers", "relation_fanouts",
+                    *LINK},
     LAYER_PIPELINE: {"staleness", "embedding_dtype", "halo_features", "jk", "halo_gradients", "num_layers",
-                     "relation_fanouts"},
+                     "relation_fanouts", *LINK},
     CHUNK_PIPELINE: {"eval_fanouts", "batch_size", "eval_batch_size", "max_steps", "sampler_backend", "cache_policy",
                      "cache_size", "cache_file", "presample_epochs", "pipeline", "pipeline_depth", "exchange",
-                     "embedding_dtype", "halo_features", "eval_method", "jk", "micro_batches", "relation_fanouts"},
+                     "embedding_dtype", "halo_features", "eval_method", "jk", "micro_batches", "relation_fanouts", *LINK},
 }
 MODE_SELECTORS = {"pipeline_stages", "chunks"}  # they choose the mode: checked through the plan
 
@@ -224,8 +234,11 @@ def test_every_option_is_honoured_or_refused(cora_partition, tmp_path, mode):
         flag = "--" + name.replace("_", "-")
         named = flag in msg or (name == "num_layers" and "--fanouts" in msg) or \
             (name in ("pipeline_stages", "chunks") and "--workers" in msg)
+        if mode == DATA_PARALLEL and name in LINK:  # what data parallel refuses is the partition (no link split)
+            named = "--task link needs a link-prediction split" in msg
         assert named, (name, msg)
-        if type(err.value).__name__ == "PlanError" and name not in ("micro_batches", "pipeline_stages", "chunks"):
+        if type(err.value).__name__ == "PlanError" and name not in ("micro_batches", "pipeline_stages", "chunks") \
+                and not (mode == DATA_PARALLEL and name in LINK):
             assert MODE_NAMES[mode].split(" (")[0] in msg or "stages" in msg, (name, msg)
     # Honoured: every run for real, in the same processes; each check on its figures.
     got = launch_local(run_configs, spec["workers"], args=(parts, [_config(mode, o) for o in runs]))[0]

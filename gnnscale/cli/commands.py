@@ -22,6 +22,10 @@ def cmd_partition(args) -> int:
     from gnnscale.partitioning import partition_graph
 
     data = load_dataset(args.dataset, root=args.root)
+    if args.edge_split is not None or args.disjoint_train_ratio or getattr(data, "link_split", None) is not None:
+        from gnnscale.data.partition_cache import link_data
+
+        data = link_data(data, args.edge_split, args.disjoint_train_ratio, args.seed)
     meta = partition_graph(
         data, args.parts, args.out, method=args.method, balance=args.balance,
         imbalance=args.imbalance, seed=args.seed, dataset=args.dataset, options=dict(args.method_opt),
@@ -45,6 +49,10 @@ def cmd_train(args) -> int:
         return 0
     if args.parts_dir and args.dataset:
         raise RuntimeSetupError("give either --parts-dir or --dataset, not both")
+    if (args.edge_split is not None or args.disjoint_train_ratio) and (args.parts_dir or args.task != "link"):
+        raise RuntimeSetupError("--edge-split and --disjoint-train-ratio split a --dataset for --task link; "
+                                + ("a partition folder keeps the split it was written with (give them to `gnnscale "
+                                   "partition`)" if args.parts_dir else "add --task link, or leave them out"))
     if args.tensorboard:
         import importlib.util
 
@@ -73,7 +81,7 @@ def cmd_train(args) -> int:
         from gnnscale.process.launch import die_with_parent, resolve_target, thread_env
 
         meta = load_meta(args.parts_dir)
-        plan_run(cfg, meta["num_parts"], int(os.environ["WORLD_SIZE"]), where=args.parts_dir, typed=meta.get("typed"))
+        plan_run(cfg, meta["num_parts"], int(os.environ["WORLD_SIZE"]), where=args.parts_dir, typed=meta.get("typed"), link=meta.get("link"))
         die_with_parent()  # a lost agent (a host gone) takes its workers with it; the peers then name them
         # The same thread counts as launch_local's workers (cores / local workers, or --threads),
         # set before torch and numba are imported: torchrun leaves numba one thread per core, and
@@ -86,7 +94,7 @@ def cmd_train(args) -> int:
         from gnnscale.partitioning.validate import check_folder, check_meta
 
         meta = check_meta(args.parts_dir)  # every field a worker relies on, typed and consistent
-        plan = plan_run(cfg, meta["num_parts"], args.workers, where=args.parts_dir, typed=meta.get("typed"))
+        plan = plan_run(cfg, meta["num_parts"], args.workers, where=args.parts_dir, typed=meta.get("typed"), link=meta.get("link"))
         parts_dir = args.parts_dir
         if cfg.verify:  # fail fast, before any worker starts, on a corrupt part (parts hash in parallel)
             from gnnscale.partitioning import verify_parts
@@ -99,14 +107,15 @@ def cmd_train(args) -> int:
 
         args.dataset = args.dataset or DEFAULT_DATASET
         parts, workers = parts_for(cfg, args.workers)
-        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset} cut into {parts} parts", typed=UNKNOWN)
+        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset} cut into {parts} parts", typed=UNKNOWN, link=UNKNOWN)
         parts_dir = prepare_parts(args.dataset, parts, root=args.root, cache_dir=args.cache_dir, method=args.method,
                                   seed=args.seed, balance=args.balance, imbalance=args.imbalance,
-                                  method_opt=args.method_opt)
+                                  method_opt=args.method_opt,
+                                  link=(args.edge_split, args.disjoint_train_ratio) if cfg.task == "link" else None)
         from gnnscale.partitioning import load_meta
 
         meta = load_meta(parts_dir)  # typed or not is known once it is cut: the typed checks now
-        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset}", typed=meta.get("typed"))
+        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset}", typed=meta.get("typed"), link=meta.get("link"))
     workers = plan.world
     device = launch_device(cfg.device, workers) if not plan.pipelined else "cpu"  # no CUDA, or too few GPUs
     log.info("starting %d local worker(s) on %s (%s, device %s)", workers, parts_dir, plan.describe(), device)
@@ -120,8 +129,9 @@ def cmd_train(args) -> int:
     if r0["val_acc"] is None:
         log.info("%s (no evaluation)", summary)
     else:
-        log.info("%s; val_acc %.4f test_acc %.4f (best val %.4f at epoch %d, test there %.4f)", summary,
-                 r0["val_acc"], r0["test_acc"], r0["best_val_acc"], r0["best_epoch"], r0["test_acc_at_best_val"])
+        name = "acc" if r0.get("metric", "accuracy") == "accuracy" else r0["metric"]
+        log.info("%s; val_%s %.4f test_%s %.4f (best val %.4f at epoch %d, test there %.4f)", summary, name,
+                 r0["val_acc"], name, r0["test_acc"], r0["best_val_acc"], r0["best_epoch"], r0["test_acc_at_best_val"])
     return 0
 
 
@@ -161,6 +171,31 @@ def cmd_evaluate(args) -> int:
     else:
         print(f"{args.model} ({describe(blob)}) on {args.parts_dir}: train_acc {res['train_acc']:.4f} "
               f"val_acc {res['val_acc']:.4f} test_acc {res['test_acc']:.4f}")
+    return 0
+
+
+def cmd_embed(args) -> int:
+    from gnnscale.config import TrainConfig
+    from gnnscale.partitioning import load_meta, verify_parts
+    from gnnscale.process.launch import launch_local
+    from gnnscale.training.model_io import ModelFileError, describe, read_model_file
+
+    blob = read_model_file(args.model)
+    meta = load_meta(args.parts_dir)
+    if not meta.get("typed") and int(meta["feature_dim"]) != int(blob["num_features"]):
+        raise ModelFileError(f"{args.model} ({describe(blob)}) does not fit {args.parts_dir}: it reads "
+                             f"{blob['num_features']} features, the partition has {meta['feature_dim']}")
+    verify_parts(args.parts_dir)
+    os.makedirs(args.out, exist_ok=True)
+    saved = blob.get("config") or {}
+    cfg = TrainConfig(timeout=args.timeout, verify=False, progress=False, device="cpu",
+                      task="link" if meta.get("link") else "node",
+                      sampler_backend=saved.get("sampler_backend", "auto"))
+    res = launch_local("gnnscale.training.embed:embed_worker", meta["num_parts"],
+                       args=(args.parts_dir, cfg, args.model, args.out), port=args.port)
+    log.info("wrote the embeddings of %d nodes (%d per row) to %s: read them with "
+             "gnnscale.training.embed.load_embeddings(%r)", sum(r["rows"] for r in res), res[0]["dim"], args.out,
+             args.out)
     return 0
 
 

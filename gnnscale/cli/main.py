@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     args.parser = parser.subcommands.get(args.command)
     commands = {"partition": c.cmd_partition, "train": c.cmd_train, "info": c.cmd_info, "datasets": c.cmd_datasets,
-                "bench-partition": c.cmd_bench_partition, "evaluate": c.cmd_evaluate, "predict": c.cmd_predict,
+                "bench-partition": c.cmd_bench_partition, "evaluate": c.cmd_evaluate, "predict": c.cmd_predict, "embed": c.cmd_embed,
                 "report": c.cmd_report}
     try:
         return commands[args.command](args)

@@ -74,6 +74,14 @@ def _add_partition_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--imbalance", type=float, default=0.05, help="allowed imbalance per constraint (0.05 = 5%%); "
                    "the default slack of the streaming methods")
+    p.add_argument("--edge-split", default=None, metavar="TRAIN,VAL,TEST",
+                   help="link prediction: split the graph's edges (pairs, for an undirected graph) at random into "
+                   "training, validation and test edges, e.g. 0.85,0.05,0.10 (seeded by --seed); validation and test "
+                   "edges and their reverses leave message passing. ogbl-* datasets bring their own split. "
+                   "Default with --task link: 0.85,0.05,0.10")
+    p.add_argument("--disjoint-train-ratio", type=float, default=0.0, metavar="R",
+                   help="link prediction: hold this fraction of the training edges out of message passing too "
+                   "(supervision only, as PyG's RandomLinkSplit), so a model never reads the edge it scores")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -228,6 +236,24 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--residual", action=argparse.BooleanOptionalAction, default=False,
                    help="add each layer's input to its output where shapes agree")
     m.add_argument("--jk", choices=["none", "cat", "max"], default="none", help="jumping-knowledge readout")
+    lk = t.add_argument_group("link prediction (--task link; docs/link_prediction.md)")
+    lk.add_argument("--task", choices=["node", "link"], default="node",
+                    help="node: classify nodes; link: score node pairs, trained on the partition's training edges "
+                    "(a split made by --edge-split or an ogbl-* dataset's own)")
+    lk.add_argument("--decoder", choices=["dot", "mlp", "distmult"], default="dot",
+                    help="how a pair (u, v) is scored from its embeddings: dot product, an MLP over their Hadamard "
+                    "product, or DistMult (a learned diagonal per relation)")
+    lk.add_argument("--link-loss", choices=["bce", "margin"], default="bce",
+                    help="binary cross-entropy with logits, or a margin loss relu(1 - s_pos + s_neg)")
+    lk.add_argument("--neg-sampling", choices=["uniform", "per_source", "in_batch"], default="uniform",
+                    help="negatives: node pairs uniform over all nodes, each positive's source with a uniform "
+                    "destination (ogbl-citation2), or the batch's other destinations; drawn without communication")
+    lk.add_argument("--num-negatives", type=int, default=1, metavar="K", help="negatives per positive edge")
+    lk.add_argument("--filter-negatives", action=argparse.BooleanOptionalAction, default=False,
+                    help="drop negatives that are edges of the graph (the destination's owner checks)")
+    lk.add_argument("--link-metric", default=None, metavar="auc|hits@K|mrr",
+                    help="what evaluation reports and selects on (default: the split's: auc and average precision "
+                    "for --edge-split, OGB's Hits@K or MRR for ogbl-*)")
 
     b = sub.add_parser(
         "bench-partition", help="compare partitioning methods: cut, balance, halo, remote bytes, time, memory",
@@ -259,6 +285,21 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--timeout", type=float, default=300.0, help="seconds before a collective with a silent peer fails")
     e.add_argument("--port", type=int, default=None, help="rendezvous port on 127.0.0.1 (default: a free one)")
     e.add_argument("--json", action="store_true", help="print one JSON object")
+
+    em = sub.add_parser(
+        "embed", help="every node's embedding from a saved model, written per part",
+        description="Compute every node's final embedding (a link model's encoder output; a node classifier's "
+                    "output) with exact layer-wise inference, one worker per part of --parts-dir, and write "
+                    "OUT/part{p}.npy (float32 [n_p, H]) with OUT/ids{p}.npy (the nodes' original ids) and "
+                    "OUT/meta.json; gnnscale.training.embed.load_embeddings(OUT) reads them back as one array "
+                    "in the dataset's node order.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    em.add_argument("--model", required=True, metavar="FILE", help="a --save-model file")
+    em.add_argument("--parts-dir", required=True, metavar="DIR", help="a partition folder (`gnnscale partition`)")
+    em.add_argument("--out", required=True, metavar="DIR", help="the embeddings folder (created)")
+    em.add_argument("--timeout", type=float, default=300.0, help="seconds before a collective with a silent peer fails")
+    em.add_argument("--port", type=int, default=None, help="rendezvous port on 127.0.0.1 (default: a free one)")
 
     pr = sub.add_parser(
         "predict", help="every node's predicted class from a saved model",

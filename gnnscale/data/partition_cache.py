@@ -20,22 +20,26 @@ log = logging.getLogger("gnnscale")
 
 def cache_folder(dataset: str, parts: int, root: str | None = None, cache_dir: str | None = None,
                  method: str = "metis", seed: int = 0, balance=("nodes", "train"), imbalance: float = 0.05,
-                 method_opt=()) -> Path:
-    """Where the cut of ``dataset`` into ``parts`` parts with these options is kept."""
+                 method_opt=(), link: tuple | None = None) -> Path:
+    """Where the cut of ``dataset`` into ``parts`` parts with these options is kept (``link``:
+    the link split's ``(edge_split, disjoint_train_ratio)``, None without one)."""
     base = cache_dir or os.environ.get("GNNSCALE_CACHE") or os.path.join(Path.home(), ".cache", "gnnscale", "partitions")
-    key = json.dumps([dataset, os.path.abspath(root) if root else None, method, sorted(balance), imbalance, seed,
-                      sorted(map(str, method_opt))])
+    key = [dataset, os.path.abspath(root) if root else None, method, sorted(balance), imbalance, seed,
+           sorted(map(str, method_opt))]
+    key = json.dumps(key if link is None else key + [list(map(str, link))])  # older folders keep their names
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", dataset)[:60]
     return Path(base) / f"{slug}-{method}-{parts}parts-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
 
 def prepare_parts(dataset: str, parts: int, root: str | None = None, cache_dir: str | None = None,
                   method: str = "metis", seed: int = 0, balance=("nodes", "train"), imbalance: float = 0.05,
-                  method_opt=()) -> str:
-    """The cached partition of ``dataset`` into ``parts`` parts (made on first use); its folder."""
+                  method_opt=(), link: tuple | None = None) -> str:
+    """The cached partition of ``dataset`` into ``parts`` parts (made on first use); its folder.
+    ``link``: ``(edge_split or None, disjoint_train_ratio)``: the dataset prepared for link
+    prediction (:func:`link_data`)."""
     from gnnscale.partitioning import load_meta
 
-    out = cache_folder(dataset, parts, root, cache_dir, method, seed, balance, imbalance, method_opt)
+    out = cache_folder(dataset, parts, root, cache_dir, method, seed, balance, imbalance, method_opt, link)
     if (out / "meta.json").exists():
         try:
             meta = load_meta(out)
@@ -49,6 +53,27 @@ def prepare_parts(dataset: str, parts: int, root: str | None = None, cache_dir: 
     from gnnscale.partitioning import partition_graph
 
     data = load_dataset(dataset, root=root)
+    if link is not None:
+        data = link_data(data, link[0], link[1], seed)
     partition_graph(data, parts, out, method=method, balance=list(balance), imbalance=imbalance, seed=seed,
                     dataset=dataset, options=dict(method_opt))
     return str(out)
+
+
+DEFAULT_EDGE_SPLIT = "0.85,0.05,0.10"
+
+
+def link_data(data, edge_split: str | None, disjoint_train_ratio: float = 0.0, seed: int = 0):
+    """``data`` prepared for link prediction: an ``ogbl-*`` dataset as it comes (its own split;
+    ``edge_split`` must then be None), any other split at random by ``edge_split`` (default
+    :data:`DEFAULT_EDGE_SPLIT`) with ``disjoint_train_ratio`` of the training edges held out of
+    message passing. Raises a GnnscaleError (one line) for a split that cannot be."""
+    from gnnscale.datasets.link_split import parse_edge_split, random_link_split
+
+    if getattr(data, "link_split", None) is not None:
+        if edge_split is not None or disjoint_train_ratio:
+            raise GnnscaleError(f"{getattr(data, 'name', 'the dataset')} brings its own link split; leave --edge-split "
+                                "and --disjoint-train-ratio out")
+        return data
+    _, val, test = parse_edge_split(edge_split or DEFAULT_EDGE_SPLIT)
+    return random_link_split(data, val=val, test=test, seed=seed, disjoint_train_ratio=disjoint_train_ratio)

@@ -54,6 +54,9 @@ class ModelSpec:
             untyped): T names, R ``(src type, relation, dst type)`` index triples, T feature sizes
             (0: a learned embedding), T node counts; as :class:`~gnnscale.nn.models.GNN`
             (``in_dim`` is then unused). Kept as tuples (lists are converted).
+        decoder: link prediction: the decoder scoring node pairs (``dot``, ``mlp``,
+            ``distmult``; :mod:`gnnscale.nn.link`), the encoder's ``out_dim`` being the
+            embedding size; None: node classification.
     """
 
     in_dim: int
@@ -70,6 +73,7 @@ class ModelSpec:
     relations: tuple | None = None
     feature_dims: tuple | None = None
     num_nodes_per_type: tuple | None = None
+    decoder: str | None = None
 
     def __post_init__(self) -> None:
         for name in TYPED_FIELDS:
@@ -93,8 +97,12 @@ class ModelSpec:
         ``typed``: a typed partition's ``meta['typed']`` (see :func:`typed_from_meta`); then
         ``feature_dim`` is not used by the model (None is taken as 0)."""
         extra = typed_from_meta(typed) if typed is not None else {}
+        link = getattr(cfg, "task", "node") == "link"  # the encoder's output is the embedding (--hidden)
+        if link:
+            extra["decoder"] = cfg.decoder
         return ModelSpec(int(feature_dim or 0) if typed is not None else int(feature_dim), int(cfg.hidden),
-                         int(num_classes), int(num_layers if num_layers is not None else cfg.model_layers()),
+                         int(cfg.hidden) if link else int(num_classes),
+                         int(num_layers if num_layers is not None else cfg.model_layers()),
                          cfg.layer, dict(cfg.layer_kwargs), float(cfg.dropout), cfg.norm, bool(cfg.residual), cfg.jk,
                          **extra)
 
@@ -104,6 +112,15 @@ class ModelSpec:
         data-parallel run shards them by owner; the model file holds them whole)."""
         if seed is not None:
             torch.manual_seed(seed)
+        gnn = self._gnn(external_embeddings)
+        if self.decoder is None:
+            return gnn
+        from gnnscale.nn.link import LinkModel, build_decoder
+
+        relations = len(self.relations) if self.relations else 1
+        return LinkModel(gnn, build_decoder(self.decoder, self.out_dim, relations, self.dropout))
+
+    def _gnn(self, external_embeddings: bool) -> GNN:
         return GNN(self.in_dim, self.hidden, self.out_dim, num_layers=self.num_layers, layer=self.layer,
                    layer_kwargs=dict(self.layer_kwargs), dropout=self.dropout, norm=self.norm,
                    residual=self.residual, jk=self.jk, node_types=self.node_types, relations=self.relations,
@@ -119,4 +136,6 @@ class ModelSpec:
                 del out[name]
             else:
                 out[name] = [list(rel) for rel in out[name]] if name == "relations" else list(out[name])
+        if out["decoder"] is None:  # node classification: the record it always had
+            del out["decoder"]
         return out

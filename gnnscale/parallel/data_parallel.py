@@ -14,7 +14,6 @@ import logging
 from typing import Callable, Iterator
 
 import torch
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.data.degrees import DegreeStore
@@ -28,6 +27,8 @@ from gnnscale.partitioning import load_part
 from gnnscale.samplers import check_fanouts
 from gnnscale.samplers.seeds import SeedSchedule
 from gnnscale.training.evaluation import Evaluator, use_layerwise
+from gnnscale.training.link_evaluation import LinkEvaluator
+from gnnscale.training.tasks import make_task
 
 log = logging.getLogger("gnnscale.train")
 
@@ -84,6 +85,9 @@ class DataParallel(Axis):
         fanouts = check_fanouts(cfg.fanouts)
         self.sampler, self.eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, fanouts, cfg.exchange)
         self.sampler.kernels.warmup()
+        # what is trained: nodes (the sampler's seeds) or edges (a link sampler around it)
+        self.task = task = make_task(part, cfg)
+        self.batch_sampler = task.batch_sampler(self.sampler, dims.data)
         ctx.phase("groups and samplers")
         meta = part.meta
         self.features = open_features(part, dims.data, device)  # per node type for a typed graph
@@ -117,7 +121,7 @@ class DataParallel(Axis):
         torch.manual_seed(cfg.seed * 1000 + self.rank + 1)  # distinct dropout streams per rank
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         ctx.phase("DDP and optimizer")
-        self.train_ids = torch.nonzero(part.train_mask).flatten() + part.offset
+        self.train_ids = task.train_ids()
         self.schedule = SeedSchedule(self.train_ids, train_counts(dims.comm, self.train_ids.numel()), cfg.batch_size,
                                      cfg.seed, self.rank, cfg.max_steps)
         historical = self.mode.halo is not None
@@ -130,19 +134,24 @@ class DataParallel(Axis):
         if historical:  # the refresh reads through the same cache
             self.mode.share_cache(hold)
         ctx.phase("feature cache")
-        self.loader = MiniBatchLoader(self.sampler, self.features, lambda seeds: part.y[seeds - part.offset],
-                                      self.degrees, self.copier, dims.health)
-        self.evaluator = Evaluator(part, dims.comm, self.features, self.degrees, self.eval_sampler,
+        self.loader = MiniBatchLoader(self.batch_sampler, self.features, task.labels(), self.degrees, self.copier,
+                                      dims.health)
+        inputs = (lambda x: self.embeddings.attach(x, record=False)) if self.sharded else None
+        if task.name == "link":
+            self.evaluator = LinkEvaluator(part, dims.comm, self.features, self.degrees, task.metric,
+                                           backend=cfg.sampler_backend, inputs=inputs)
+        else:
+            self.evaluator = Evaluator(part, dims.comm, self.features, self.degrees, self.eval_sampler,
                                    cfg.eval_batch_size, self.layerwise_eval,
                                    tables=self.mode.full_logits if historical else None,
                                    backend=cfg.sampler_backend, dataset=meta.get("dataset"),
-                                   inputs=(lambda x: self.embeddings.attach(x, record=False)) if self.sharded else None)
+                                   inputs=inputs)
         self._prefetch = None
         self._held = None
 
     def _sample_epoch(self, epoch: int):
         for step, seeds in enumerate(self.schedule.epoch(epoch)):
-            yield self.sampler.sample(seeds, epoch=epoch, step=step)
+            yield self.batch_sampler.sample(seeds, epoch=epoch, step=step)
 
     def start(self, gstep: int) -> dict[str, float]:
         if self.mode.halo is None:
@@ -166,18 +175,20 @@ class DataParallel(Axis):
         health = self.dims.health
         health.enter("forward/backward and gradient all-reduce", epoch, step)
         hist, emit = self.mode.reads(mb, gstep)
-        x, y, blocks, seeds = mb.x, mb.y, mb.device_blocks, mb.seeds
+        x, blocks, seeds = mb.x, mb.device_blocks, mb.seeds
         if self.sharded:
             health.enter("embedding rows", epoch, step)
             x = self.embeddings.attach(x)  # collective: this step's rows of the sharded tables
+
+        task = self.task
 
         def compute():
             if hist is not None:
                 out = self.model(x, blocks, hist=hist, emit=emit, node_degree=mb.degrees)
             else:
-                out = self.model(x, blocks, node_degree=mb.degrees)
-            # a rank with no training nodes still joins DDP's gradient all-reduce
-            return out, (F.cross_entropy(out, y) if seeds.numel() else out.sum() * 0.0)
+                out = task.forward(self.model, x, blocks, mb, node_degree=mb.degrees)
+            # a rank with no training seeds still joins DDP's gradient all-reduce
+            return out, (task.loss(out, mb) if seeds.numel() else out.sum() * 0.0)
 
         out, loss = collective_step(self.dims.comm, self.opt, compute)
         if self.sharded:  # the rows' gradients to their owners, averaged over the ranks as DDP averages
@@ -191,8 +202,8 @@ class DataParallel(Axis):
             health.enter("embedding refresh and push", epoch, step)
             self.mode.after_step(epoch, gstep, mb, emit)
         value = float(loss.detach())
-        n = int(seeds.numel())
-        return StepResult(value, value * n, int((out.argmax(1) == y).sum()) if n else 0, n)
+        correct, n = task.correct(out, mb)
+        return StepResult(value, value * n, correct, n)
 
     def end_epoch(self, epoch: int, times: dict) -> dict:
         import time
@@ -257,7 +268,8 @@ class DataParallel(Axis):
         self.loader.times = {"sample": 0.0, "fetch": 0.0}
 
     def info(self) -> dict:
-        return {"cache": self.cache_info, "exchange": self.mode.info(), "sampler_backend": self.sampler.kernels.name}
+        return {"cache": self.cache_info, "exchange": self.mode.info(), "sampler_backend": self.sampler.kernels.name,
+                "task": self.task.name, "metric": self.task.metric}
 
     def cache_ids(self):
         cache = self.features.cache

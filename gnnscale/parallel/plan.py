@@ -144,6 +144,9 @@ APPLIES: dict[str, tuple[frozenset, str]] = {
     "schedule": (frozenset({LP, CP}), "there is no pipeline to schedule; give --pipeline-stages K"),
     "halo_gradients": (frozenset({CP}), "only chunk pipelining reads neighbour rows from stage tables"),
     "relation_fanouts": (frozenset({DP}), "typed graphs train data parallel"),
+    "task": (ALL, ""),  # checked below: link prediction trains data parallel
+    **{name: (frozenset({DP}), "link prediction trains data parallel")
+       for name in ("decoder", "link_loss", "neg_sampling", "num_negatives", "filter_negatives", "link_metric")},
 }
 # option -> (the option it needs, a predicate on the config, what it needs, in words)
 REQUIRES = {
@@ -159,6 +162,8 @@ REQUIRES = {
     "embedding_dtype": ("exchange", lambda c: c.exchange == "historical", "--exchange historical"),
     "staleness": ("exchange", lambda c: c.exchange == "historical" or c.chunks, "--exchange historical (or --chunks)"),
     "halo_features": ("exchange", lambda c: c.exchange == "historical", "--exchange historical"),
+    **{name: ("task", lambda c: c.task == "link", "--task link")
+       for name in ("decoder", "link_loss", "neg_sampling", "num_negatives", "filter_negatives", "link_metric")},
 }
 
 
@@ -213,6 +218,45 @@ def check_options(cfg: TrainConfig, mode: str | None = None) -> None:
                         "and train on the CPU. Use --device cpu (or auto) with stages.")
 
 
+def check_link_options(cfg: TrainConfig, mode: str, where: str, link: dict | str | None) -> None:
+    """Reject, before any worker starts, what link prediction (``--task link``) does not run:
+    the pipelines, historical and local exchange, sampled evaluation (its evaluation is exact,
+    layer-wise), a partition without a link split, and a split with one on ``--task node``.
+    ``link``: the partition's ``meta["link"]`` (:data:`UNKNOWN` before a dataset is cut)."""
+    if cfg.task != "link":
+        if link and link != UNKNOWN:
+            raise PlanError(f"{where} holds a link-prediction split (no node labels to classify): add --task link, or "
+                            "partition the dataset without --edge-split for node classification.")
+        return
+    if mode != DP:
+        raise PlanError(f"--task link does not apply to {MODE_NAMES[mode]} yet: link prediction trains data parallel "
+                        "(leave --pipeline-stages and --chunks out).")
+    if cfg.exchange != "exact":
+        raise PlanError(f"--exchange {cfg.exchange} does not apply to --task link: a seed edge's endpoints are sampled "
+                        "exactly by their owners. Use --exchange exact.")
+    if cfg.eval_method == "sampled":
+        raise PlanError("--eval-method sampled does not apply to --task link: every node's embedding is computed once, "
+                        "layer by layer, and the split's pairs are scored from them. Leave --eval-method out.")
+    if not link:
+        raise PlanError(f"--task link needs a link-prediction split, and {where} has none: partition with "
+                        "`gnnscale partition --edge-split 0.85,0.05,0.10 ...` (or an ogbl-* dataset), or give "
+                        "--dataset, which splits it.")
+    if link == UNKNOWN:
+        return
+    from gnnscale.config import parse_link_metric
+
+    metric = cfg.link_metric or link.get("metric", "auc")
+    kind, _ = parse_link_metric(metric)
+    arrays = set(link.get("arrays", ()))
+    if kind == "mrr" and "val_neg_dst" not in arrays:
+        raise PlanError(f"--link-metric {metric} ranks each source's positive among its own negatives, and the split "
+                        f"of {where} has none per source (it has fixed negative pairs): use --link-metric auc or "
+                        "hits@K.")
+    if kind != "mrr" and "val_neg" not in arrays:
+        raise PlanError(f"--link-metric {metric} scores the split's negative pairs, and the split of {where} has only "
+                        "per-source negatives (ogbl-citation2's): use --link-metric mrr.")
+
+
 TYPED_LAYERS = ("rgcn", "hgt", "rel:")
 
 
@@ -237,11 +281,12 @@ UNKNOWN = "unknown"
 
 
 def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where: str = "the partition",
-             typed: dict | str | None = None) -> ParallelPlan:
+             typed: dict | str | None = None, link: dict | str | None = None) -> ParallelPlan:
     """The plan of a run of ``cfg`` on ``num_parts`` parts with ``workers`` workers (None: as the
     mode wants: a worker per part, D x K for pipelines, K in chunk mode). ``typed``: the
     partition's typed metadata (a typed graph: :func:`check_typed_options`), None for an untyped
     one, :data:`UNKNOWN` before a dataset is cut (the typed checks wait for the partition).
+    ``link``: the partition's link-prediction split (``meta["link"]``; :func:`check_link_options`).
 
     Raises:
         PlanError: an option the mode does not honour, or a worker count that does not fit.
@@ -251,6 +296,10 @@ def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where
 
     mode = _mode_of(cfg)
     check_options(cfg, mode)
+    check_link_options(cfg, mode, where, link)
+    if typed and typed != UNKNOWN and cfg.task == "link":
+        raise PlanError(f"--task link does not run on typed graphs ({where}) yet; train node classification on it, or "
+                        "link prediction on a homogeneous graph.")
     if typed == UNKNOWN:
         pass
     elif typed:

@@ -23,7 +23,9 @@ STAGES = ("sample", "fetch", "compute", "wait", "bubble", "grad_sync")
 ALL_CATEGORIES = list(CATEGORIES) + ["cache_fill_request", "cache_fill", "degree_request", "degree",
                                      # a typed graph's learned embeddings, sharded by owner
                                      "embedding_pull_request", "embedding_pull", "embedding_grad_ids",
-                                     "embedding_grad", "embedding_gather"]
+                                     "embedding_grad", "embedding_gather",
+                                     # link prediction: negatives checked by their owners, evaluation's row fetches
+                                     "negative_filter_request", "negative_filter", "link_fetch_request", "link_fetch"]
 
 
 def process_figures() -> dict:
@@ -139,7 +141,8 @@ def weights_digest(params) -> str:
 
 def epoch_line(rec: dict, cache_rows: int, network: bool) -> str:
     """Rank 0's log line of one epoch."""
-    acc = f" val {rec['val_acc']:.4f} test {rec['test_acc']:.4f}" if rec.get("val_acc") is not None else ""
+    metric = "" if rec.get("metric", "accuracy") == "accuracy" else f" {rec['metric']}"
+    acc = f" val{metric} {rec['val_acc']:.4f} test{metric} {rec['test_acc']:.4f}" if rec.get("val_acc") is not None else ""
     st = rec["stage_seconds_max_over_ranks"]
     loss = rec["loss"]
     line = (f"epoch {rec['epoch']:3d} | loss {loss:.4f} | train {rec['train_acc']:.4f}{acc} | "

@@ -65,7 +65,7 @@ class Trainer:
         self.cfg = cfg
         meta = load_meta(parts_dir)
         world = int(os.environ.get("WORLD_SIZE", "1"))
-        self.plan = plan = plan_run(cfg, int(meta["num_parts"]), world, where=str(parts_dir), typed=meta.get("typed"))
+        self.plan = plan = plan_run(cfg, int(meta["num_parts"]), world, where=str(parts_dir), typed=meta.get("typed"), link=meta.get("link"))
         if plan.mode == DATA_PARALLEL:
             self.device = resolve_device(cfg.device, local_rank(), local_world_size())
         else:  # the stages exchange activations over gloo: the CPU (--device cuda was refused by the plan)
@@ -231,6 +231,7 @@ class Trainer:
                 dims.health.enter("evaluation", epoch)
                 acc = axis.evaluate(("val", "test"), self.global_step)
                 rec["val_acc"], rec["test_acc"], rec["evaluation"] = acc["val"], acc["test"], acc.get("evaluation")
+                rec["metric"] = info.get("metric", "accuracy")  # what val_acc/test_acc measure
             dims.health.enter("epoch metrics", epoch)
             vec = torch.tensor([train_seconds, time.perf_counter() - t0] + [rec["stage_seconds"][k]
                                                                            for k in metrics.STAGES], dtype=torch.float64)
@@ -263,6 +264,9 @@ class Trainer:
             "config": config_record(cfg),
             "plan": self.plan.record(),
             "dataset": self.meta.get("dataset"),
+            "task": info.get("task", "node"),
+            # what val_acc, test_acc and their best measure: accuracy, or a link split's auc, hits@K or mrr
+            "metric": info.get("metric", "accuracy"),
             "num_parts": int(self.meta["num_parts"]),
             "epochs": history,
             "val_acc": last.get("val_acc"),

@@ -1,0 +1,122 @@
+"""The one evaluation of link prediction: every node's embedding once, then the split's pairs
+scored in bounded slices (``docs/link_prediction.md`` section 5).
+
+1. The encoder runs layer-wise over the whole graph
+   (:func:`~gnnscale.nn.inference.streamed_inference`): each rank gets its own nodes' final
+   embeddings, float32 [n_owned, H]; no rank ever holds another's.
+2. Each rank scores the pairs whose source it owns (``part.link``): the destinations' rows are
+   fetched from their owners, at most ``slice_rows`` rows per exchange (category
+   ``link_fetch``), so memory follows the part plus one slice, however many pairs or
+   negatives per source the split has (ogbl-citation2: 1000 per source).
+3. :class:`~gnnscale.training.link_metrics.LinkMetrics` keeps what the metric needs (the
+   scores for AUC/AP, the top K negatives for Hits@K, sums for MRR) and reduces it.
+
+Every rank runs the same number of fetch rounds (the most any rank needs), so the exchanges
+stay collective.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from gnnscale.data.feature_store import DistFeatureStore
+
+
+class _Rows:
+    """A rank's embedding table as a feature store's part (``x``: float32 [n_owned, H])."""
+
+    def __init__(self, h: torch.Tensor) -> None:
+        self.x = np.ascontiguousarray(h.numpy())
+
+    def features(self, local_idx: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(self.x[local_idx.numpy()])
+
+
+class LinkEvaluator:
+    """The split's metric over every rank (collective over ``comm``).
+
+    Args:
+        part: this rank's part (``part.link``: the split's pairs whose source it owns).
+        comm: the evaluating ranks' communicator. features: their feature store.
+        degrees: their degree store (degree-normalized layers) or None.
+        metric: ``auc`` (ROC-AUC and average precision), ``hits@K`` or ``mrr``.
+        backend: the sampler kernels of the streamed inference. inputs: as
+            :class:`~gnnscale.training.evaluation.Evaluator`'s.
+        slice_rows: destination rows fetched per round.
+    """
+
+    def __init__(self, part, comm, features, degrees, metric: str, backend: str = "auto",
+                 inputs: Callable | None = None, slice_rows: int = 1 << 18) -> None:
+        self.part, self.comm, self.features, self.degrees = part, comm, features, degrees
+        self.metric, self.backend, self.inputs, self.slice_rows = metric, backend, inputs, int(slice_rows)
+        self.offset = int(part.offset)
+        self.last: dict = {}
+
+    @torch.no_grad()
+    def splits(self, net, forward, splits: Sequence[str], step: int) -> dict[str, float | None]:
+        """{split: the metric's value} of the model ``net`` (a :class:`~gnnscale.nn.link.LinkModel`)
+        for ``splits`` among val and test; every metric by name in ``self.last``."""
+        from gnnscale.nn.inference import streamed_inference
+
+        net.eval()
+        before = self.comm.stats.snapshot()
+        h = streamed_inference(net.encoder, self.part.indptr, self.part.indices, self.features,
+                               node_degree=self.degrees, backend=self.backend, inputs=self.inputs)
+        rows = DistFeatureStore(_Rows(h), self.part.book, self.comm, h.shape[1])
+        figures, out = {}, {}
+        for split in splits:
+            res = self.score_split(net, h, rows, split)
+            figures[split] = res
+            out[split] = res.get(self.primary)
+        after = self.comm.stats.snapshot()
+        self.last = {"method": "layerwise", "metric": self.metric, "metrics": figures, "batches": 0, "fanouts": None,
+                     "bytes_sent_by_category": _diff(after["sent"], before["sent"])}
+        return out
+
+    @property
+    def primary(self) -> str:
+        """The metric's key in :class:`LinkMetrics`' result (``auc`` for auc/ap; lower case)."""
+        return str(self.metric).strip().lower()
+
+    def score_split(self, net, h: torch.Tensor, rows: DistFeatureStore, split: str) -> dict:
+        """Every metric of ``split`` (collective)."""
+        from gnnscale.training.link_metrics import LinkMetrics
+
+        link = self.part.link
+        acc = LinkMetrics(self.metric)
+        pos = link[split]
+        neg_dst = link.get(f"{split}_neg_dst")
+        if neg_dst is not None:  # per-source negatives (MRR): a slice of sources with all their negatives
+            per = max(1, self.slice_rows // (neg_dst.shape[1] + 1))
+            for a, b in self._slices(pos.shape[1], per):
+                src, dst = pos[0, a:b], pos[1, a:b]
+                cand = torch.cat([dst.unsqueeze(1), neg_dst[a:b]], 1)  # [s, 1 + K]
+                uniq, inv = torch.unique(cand, return_inverse=True)
+                got = rows.fetch(uniq, category="link_fetch")[inv]  # [s, 1 + K, H]
+                hs = h[src - self.offset].unsqueeze(1).expand_as(got)
+                scores = net.score(hs, got)
+                acc.add_ranked(scores[:, 0], scores[:, 1:])
+            return acc.result(self.comm)
+        acc_pairs = ((pos, acc.add_pos),)
+        neg = link.get(f"{split}_neg")
+        if neg is not None:
+            acc_pairs += ((neg, acc.add_neg),)
+        for pairs, add in acc_pairs:
+            for a, b in self._slices(pairs.shape[1], self.slice_rows):
+                src, dst = pairs[0, a:b], pairs[1, a:b]
+                add(net.score(h[src - self.offset], rows.fetch(dst, category="link_fetch")))
+        return acc.result(self.comm)
+
+    def _slices(self, n: int, per: int) -> list[tuple[int, int]]:
+        """``[a, b)`` slices of ``n`` pairs, ``per`` at a time, as many on every rank (empty ones
+        past a rank's own)."""
+        t = torch.tensor([math.ceil(n / per)], dtype=torch.int64)
+        count = int(self.comm.all_reduce(t, "max")[0])
+        return [(min(n, i * per), min(n, (i + 1) * per)) for i in range(count)]
+
+
+def _diff(after: dict, before: dict) -> dict:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}

@@ -1,0 +1,105 @@
+"""What a run trains: node classification or link prediction, as the one step and loop see it.
+
+A task says which ids an epoch's steps are cut from (training nodes, or positions of the part's
+training edges), what turns a batch of them into a sampled :class:`~gnnscale.samplers.block.MiniBatch`
+(the node sampler itself, or a :class:`~gnnscale.samplers.link.LinkSampler` around it), how the
+model is called on it, its loss and its counts. Data parallelism composes it with everything
+else unchanged: the seed schedule, the loader's sample/fetch/copy, DDP, checkpoints, metrics.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+
+class NodeTask:
+    """Node classification: seeds are the part's training nodes, labels their classes."""
+
+    name = "node"
+    metric = "accuracy"
+
+    def __init__(self, part, cfg) -> None:
+        self.part, self.cfg = part, cfg
+
+    def train_ids(self) -> torch.Tensor:
+        """int64 [n] global ids of this part's training nodes."""
+        return torch.nonzero(self.part.train_mask).flatten() + self.part.offset
+
+    def batch_sampler(self, node_sampler, comm):
+        return node_sampler
+
+    def labels(self) -> Callable | None:
+        part = self.part
+        return lambda seeds: part.y[seeds - part.offset]
+
+    def forward(self, model, x, blocks, mb, **kw) -> torch.Tensor:
+        return model(x, blocks, **kw)
+
+    def loss(self, out: torch.Tensor, mb) -> torch.Tensor:
+        return F.cross_entropy(out, mb.y)
+
+    def correct(self, out: torch.Tensor, mb) -> tuple[int, int]:
+        """(correct, counted) of the step's outputs."""
+        n = int(mb.seeds.numel())
+        return (int((out.argmax(1) == mb.y).sum()) if n else 0), n
+
+
+class LinkTask:
+    """Link prediction (``docs/link_prediction.md``): seeds are positions of this part's training
+    edges (``part.link["train"]``, int64 [2, E_r], sources owned here); a batch's pairs are its
+    positive edges and their negatives (``--neg-sampling``, ``--num-negatives``,
+    ``--filter-negatives``), scored by the model's decoder; loss ``--link-loss``."""
+
+    name = "link"
+
+    def __init__(self, part, cfg) -> None:
+        from gnnscale.config import parse_link_metric
+        from gnnscale.samplers.link import NegativeSampler
+
+        self.part, self.cfg = part, cfg
+        self.pos = part.link["train"]
+        self.negatives = NegativeSampler(part.book.num_nodes, cfg.neg_sampling, cfg.num_negatives, seed=cfg.seed)
+        self.metric = cfg.link_metric or part.meta["link"]["metric"]
+        parse_link_metric(self.metric)
+
+    def train_ids(self) -> torch.Tensor:
+        """int64 [E_r]: positions of this part's training edges."""
+        return torch.arange(self.pos.shape[1], dtype=torch.int64)
+
+    def batch_sampler(self, node_sampler, comm):
+        """A :class:`~gnnscale.samplers.link.LinkSampler` of this part's training edges around the
+        node sampler (the owners sample the endpoints' neighbourhoods, as for nodes)."""
+        from gnnscale.samplers.link import EdgeFilter, LinkSampler
+
+        part = self.part
+        edge_filter = None
+        if self.cfg.filter_negatives:
+            edge_filter = EdgeFilter(part.indptr, part.indices, part.book, comm=comm, rank=comm.rank,
+                                     num_nodes=part.book.num_nodes)
+        return LinkSampler(node_sampler, self.pos, self.negatives, comm.rank, edge_filter=edge_filter)
+
+    def labels(self) -> Callable | None:
+        return None  # the pairs' labels come with the batch (edge_label)
+
+    def forward(self, model, x, blocks, mb, **kw) -> torch.Tensor:
+        index = mb.edge_label_index.to(x.device if isinstance(x, torch.Tensor) else "cpu")
+        return model(x, blocks, index, **kw)
+
+    def loss(self, out: torch.Tensor, mb) -> torch.Tensor:
+        from gnnscale.nn.link import link_loss
+
+        label = mb.edge_label.to(out.device)
+        neg_of_pos = mb.neg_of_pos.to(out.device) if mb.neg_of_pos is not None else None
+        return link_loss(out, label, neg_of_pos, self.cfg.link_loss)
+
+    def correct(self, out: torch.Tensor, mb) -> tuple[int, int]:
+        """(pairs on the right side of 0, pairs) of the step's scores."""
+        label = mb.edge_label.to(out.device)
+        return int(((out > 0) == (label > 0.5)).sum()), int(label.numel())
+
+
+def make_task(part, cfg):
+    """The task of ``cfg.task`` on ``part``."""
+    return LinkTask(part, cfg) if cfg.task == "link" else NodeTask(part, cfg)

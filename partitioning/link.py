@@ -1,0 +1,122 @@
+"""A link-prediction split in a partition folder (``docs/link_prediction.md`` section 2).
+
+The split's edges are written in new ids, each in the part that owns its **source** (row 0),
+as ``part{p}/link_{key}.npy`` (int64): ``train``, ``val``, ``test`` [2, n] positives,
+``val_neg``/``test_neg`` [2, n'] fixed negative pairs (by their own source) and
+``val_neg_dst``/``test_neg_dst`` [n, Kn] per-source negatives (rows aligned with ``val``/``test``).
+``meta["link"]`` names the arrays written (``arrays``), their total counts, the metric and how
+the split was made; every file is hashed in ``meta["files"]`` like the part's other files.
+
+Torch-free apart from :func:`split_by_source`'s input (tensors are converted once).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnnscale.errors import PartitionError
+
+PAIR_KEYS = ("train", "val", "test", "val_neg", "test_neg")  # int64 [2, n] each
+DST_KEYS = {"val_neg_dst": "val", "test_neg_dst": "test"}  # int64 [n, Kn], rows follow the positives'
+
+
+def link_file(key: str) -> str:
+    return f"link_{key}.npy"
+
+
+def link_part_files(meta: dict[str, Any]) -> tuple[str, ...]:
+    """The link files every part of a folder with this meta holds (none without a split)."""
+    link = meta.get("link")
+    return tuple(link_file(k) for k in link["arrays"]) if link else ()
+
+
+def is_link_file(name: str) -> bool:
+    return name.startswith("link_") and name.endswith(".npy")
+
+
+def _np(t) -> np.ndarray | None:
+    if t is None:
+        return None
+    return t.detach().cpu().numpy() if hasattr(t, "detach") else np.asarray(t)
+
+
+def split_by_source(split, new_of_old: np.ndarray, offsets: np.ndarray) -> tuple[list[dict], dict]:
+    """The split's arrays of every part, in new ids, and ``meta["link"]``.
+
+    Args:
+        split: a ``gnnscale.datasets.link_split.LinkSplit`` (original ids).
+        new_of_old: int64 [N], the new id of every original node.
+        offsets: int64 [P + 1], part p owns new ids ``offsets[p] .. offsets[p+1]-1``.
+
+    Returns:
+        ``([{file name: array} per part], meta)``.
+    """
+    n = new_of_old.shape[0]
+    num_parts = offsets.shape[0] - 1
+    per_part: list[dict] = [{} for _ in range(num_parts)]
+    counts: dict[str, int] = {}
+    arrays = []
+    kn = 0
+    for key in PAIR_KEYS:
+        pairs = _np(getattr(split, f"{key}_pos" if key in ("train", "val", "test") else key))
+        if pairs is None:
+            continue
+        pairs = np.asarray(pairs, dtype=np.int64)
+        if pairs.ndim != 2 or pairs.shape[0] != 2:
+            raise PartitionError(f"expected the link split's {key} edges as int64 [2, n], found shape "
+                                 f"{list(pairs.shape)}; fix the split")
+        if pairs.size and (pairs.min() < 0 or pairs.max() >= n):
+            raise PartitionError(f"expected the link split's {key} edges to name nodes in [0, {n}), found ids in "
+                                 f"[{int(pairs.min())}, {int(pairs.max())}]; fix the split")
+        new = new_of_old[pairs]
+        owner = np.searchsorted(offsets, new[0], side="right") - 1
+        order = np.argsort(owner, kind="stable")
+        cuts = np.searchsorted(owner[order], np.arange(num_parts + 1))
+        dst_key = next((d for d, k in DST_KEYS.items() if k == key), None)
+        neg_dst = _np(getattr(split, dst_key, None)) if dst_key else None
+        if neg_dst is not None:
+            neg_dst = np.asarray(neg_dst, dtype=np.int64)
+            if neg_dst.ndim != 2 or neg_dst.shape[0] != pairs.shape[1]:
+                raise PartitionError(f"expected the link split's {dst_key} as int64 [{pairs.shape[1]}, K] (one row per "
+                                     f"{key} edge), found shape {list(neg_dst.shape)}; fix the split")
+            if neg_dst.size and (neg_dst.min() < 0 or neg_dst.max() >= n):
+                raise PartitionError(f"expected the link split's {dst_key} to name nodes in [0, {n}), found ids in "
+                                     f"[{int(neg_dst.min())}, {int(neg_dst.max())}]; fix the split")
+            kn = int(neg_dst.shape[1])
+            neg_new = new_of_old[neg_dst][order]
+        for p in range(num_parts):  # a loop over parts
+            sel = order[cuts[p]:cuts[p + 1]]
+            per_part[p][link_file(key)] = np.ascontiguousarray(new[:, sel])
+            if neg_dst is not None:
+                per_part[p][link_file(dst_key)] = np.ascontiguousarray(neg_new[cuts[p]:cuts[p + 1]])
+        counts[key] = int(pairs.shape[1])
+        arrays.append(key)
+        if neg_dst is not None:
+            arrays.append(dst_key)
+    if "train" not in counts:
+        raise PartitionError("expected the link split to have training edges (train_pos), found none; fix the split")
+    meta = {"metric": str(split.metric), "arrays": arrays, "counts": counts, "neg_per_source": kn,
+            "info": dict(getattr(split, "info", {}) or {})}
+    return per_part, meta
+
+
+def load_link(pdir: Path, meta: dict[str, Any]) -> dict | None:
+    """``{key: int64 tensor}`` of a part's link arrays (copy-on-write mapped), None without a split."""
+    link = meta.get("link")
+    if not link:
+        return None
+    import torch
+
+    from gnnscale.partitioning.validate import load_array
+
+    out = {}
+    for key in link["arrays"]:
+        shape = (None, int(link["neg_per_source"])) if key in DST_KEYS else (2, None)
+        out[key] = torch.from_numpy(load_array(pdir / link_file(key), np.int64, shape, mmap="c"))
+    for dst_key, key in DST_KEYS.items():
+        if dst_key in out and out[dst_key].shape[0] != out[key].shape[1]:
+            raise PartitionError(f"expected {pdir / link_file(dst_key)} to have one row per {key} edge "
+                                 f"({out[key].shape[1]}), found {out[dst_key].shape[0]}; re-partition the dataset")
+    return out

@@ -1,0 +1,193 @@
+"""Link prediction through the one engine (issue 28): real Cora, real processes.
+
+The split is written into the partition and read back by owner; a data-parallel run trains a
+GCN encoder with a dot-product decoder (the graph auto-encoder) to the published AUC range on
+1 and 2 workers; the options of link prediction are honoured or refused before any worker
+starts; ``gnnscale embed`` writes every node's embedding per part and reads them back whole,
+equal to one process's."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from gnnscale.config import TrainConfig
+from gnnscale.process.launch import launch_local
+
+BASE = dict(task="link", layer="gcn", fanouts=(-1, -1), batch_size=256, hidden=32, epochs=30, lr=0.01, dropout=0.0,
+            verify=False, progress=False, timeout=120.0, device="cpu", eval_every=30)
+
+
+def _cfg(**kw) -> TrainConfig:
+    return TrainConfig(**(BASE | kw))
+
+
+@pytest.fixture(scope="module")
+def cora_link(cora, tmp_path_factory):
+    """``get(parts)``: Cora split 85/5/10 at random (seed 0), cut into ``parts`` METIS parts."""
+    from gnnscale.datasets.link_split import random_link_split
+    from gnnscale.partitioning import partition_graph
+
+    data = random_link_split(cora, val=0.05, test=0.10, seed=0)
+    made = {}
+
+    def get(parts: int) -> str:
+        if parts not in made:
+            out = tmp_path_factory.mktemp(f"cora_link{parts}")
+            partition_graph(data, parts, out, dataset="planetoid:cora")
+            made[parts] = str(out)
+        return made[parts]
+
+    get.data = data
+    return get
+
+
+def test_the_split_is_written_by_source_owner_in_new_ids(cora_link):
+    from gnnscale.partitioning import load_meta, load_part
+
+    parts = cora_link(2)
+    data = cora_link.data
+    meta = load_meta(parts)
+    assert meta["link"]["metric"] == "auc"
+    assert meta["link"]["counts"] == {k: int(getattr(data.link_split, f"{k}_pos" if k in ("train", "val", "test")
+                                                     else k).shape[1])
+                                      for k in ("train", "val", "test", "val_neg", "test_neg")}
+    for key in ("train", "val", "test", "val_neg", "test_neg"):
+        want = getattr(data.link_split, f"{key}_pos" if key in ("train", "val", "test") else key)
+        got = []
+        for p in range(2):
+            part = load_part(parts, p)
+            edges = part.link[key]
+            assert bool((part.book.owner(edges[0]) == p).all())  # by source owner
+            old = torch.empty(part.book.num_nodes, dtype=torch.int64)
+            for q in range(2):
+                other = load_part(parts, q, verify=False)
+                old[other.offset:other.offset + other.num_owned] = other.orig_ids
+            got.append(old[edges])
+        got = torch.cat(got, 1)
+        n = data.num_nodes
+        assert torch.equal(torch.sort(got[0] * n + got[1]).values, torch.sort(want[0] * n + want[1]).values), key
+    # a changed link file is caught by its checksum
+    from gnnscale.errors import PartitionError
+    from gnnscale.partitioning import verify_part
+
+    path = f"{parts}/part1/link_test.npy"
+    arr = np.load(path)
+    arr[0, 0] += 1
+    np.save(path, arr)
+    try:
+        with pytest.raises(PartitionError, match="link_test.npy"):
+            verify_part(parts, 1)
+    finally:
+        arr[0, 0] -= 1
+        np.save(path, arr)
+
+
+def test_graph_autoencoder_reaches_published_auc_on_1_and_2_workers(cora_link, tmp_path):
+    from dist_workers import run_configs
+
+    one = launch_local(run_configs, 1, args=(cora_link(1), [_cfg()]))[0][0]
+    two = launch_local(run_configs, 2, args=(cora_link(2), [_cfg(), _cfg(filter_negatives=True, num_negatives=2),
+                                                             _cfg(decoder="mlp", link_loss="margin", epochs=2,
+                                                                  eval_every=2)]))[0]
+    assert not [g["error"] for g in two if "error" in g]
+    for run in (one, two[0]):
+        last = run["last"]
+        assert last["metric"] == "auc"
+        figs = last["evaluation"]["metrics"]["test"]
+        # Kipf & Welling (2016): GAE on Cora, test AUC 91.0, AP 92.0
+        assert figs["auc"] > 0.85 and figs["ap"] > 0.85, figs
+        assert last["test_acc"] == figs["auc"]
+    sent = two[0]["last"]["bytes_sent_by_category"]
+    assert sent["sample_request"] > 0 and sent["feature"] > 0
+    assert two[0]["last"]["evaluation"]["bytes_sent_by_category"]["link_fetch"] > 0
+    assert "negative_filter" not in sent
+    assert two[1]["last"]["bytes_sent_by_category"]["negative_filter"] > 0 and two[1]["digest"] != two[0]["digest"]
+    assert two[2]["digest"] != two[0]["digest"]
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(pipeline_stages=2), "--task link does not apply to the layer pipeline"),
+    (dict(exchange="historical"), "--exchange historical does not apply to --task link"),
+    (dict(eval_method="sampled"), "--eval-method sampled does not apply to --task link"),
+    (dict(task="node", decoder="mlp"), r"--decoder \(decoder='mlp'\) applies only with --task link"),
+    (dict(link_metric="hits@0"), "--link-metric must be auc, mrr or hits@K"),
+])
+def test_link_options_are_refused_where_they_do_not_apply(cora_link, kw, match):
+    from gnnscale.errors import GnnscaleError
+    from gnnscale.parallel.plan import plan_run
+    from gnnscale.partitioning import load_meta
+
+    meta = load_meta(cora_link(2))
+    with pytest.raises(GnnscaleError, match=match):
+        plan_run(_cfg(**kw).check(), 2, 4 if kw.get("pipeline_stages") else 2, link=meta["link"])
+
+
+def test_a_partition_without_a_split_is_refused_for_link_and_one_with_a_split_for_nodes(cora_partition, cora_link):
+    from gnnscale.errors import GnnscaleError
+    from gnnscale.parallel.plan import plan_run
+
+    with pytest.raises(GnnscaleError, match="--task link needs a link-prediction split"):
+        plan_run(_cfg(), 2, 2, where=cora_partition(2), link=None)
+    with pytest.raises(GnnscaleError, match="holds a link-prediction split"):
+        plan_run(TrainConfig(), 2, 2, where=cora_link(2), link={"metric": "auc"})
+
+
+def test_cli_link_run_then_embed_per_part_reads_back_as_one_array(cora_link, tmp_path):
+    from gnnscale.training.embed import load_embeddings
+    from gnnscale.training.model_io import load_model, predict_full_graph
+
+    model = tmp_path / "m.pt"
+    cmd = [sys.executable, "-m", "gnnscale.cli.main", "train", "--parts-dir", cora_link(2), "--task", "link",
+           "--layer", "gcn", "--fanouts", "5,5", "--epochs", "1", "--hidden", "16", "--batch-size", "512",
+           "--save-model", str(model), "--no-progress", "--timeout", "60", "--metrics", str(tmp_path / "m.json")]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "val_auc" in out.stderr and "test_auc" in out.stderr
+    emb = tmp_path / "emb"
+    out = subprocess.run([sys.executable, "-m", "gnnscale.cli.main", "embed", "--model", str(model), "--parts-dir",
+                          cora_link(2), "--out", str(emb), "--timeout", "60"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = load_embeddings(emb)
+    data = cora_link.data
+    net = load_model(model)
+    want = predict_full_graph(net.encoder, data.x.float(), data.edge_index)
+    assert got.shape == (data.num_nodes, 16)
+    assert np.allclose(got, want.numpy(), atol=1e-4)
+    bad = subprocess.run(cmd[:6] + ["--edge-split", "0.8,0.1,0.1", "--task", "link"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "a partition folder keeps the split it was written with" in bad.stderr
+
+
+def test_every_link_option_is_honoured_on_a_link_partition(cora_link):
+    """Each option of --task link changes what it says, against a baseline in the same processes
+    (test_options refuses them on Cora's node partition, which has no split)."""
+    from dist_workers import run_configs
+
+    small = dict(epochs=1, fanouts=(5, 5), eval_every=1)
+    runs = [_cfg(**small), _cfg(**small, decoder="mlp"), _cfg(**small, link_loss="margin"),
+            _cfg(**small, neg_sampling="per_source"), _cfg(**small, neg_sampling="in_batch"),
+            _cfg(**small, num_negatives=3), _cfg(**small, filter_negatives=True), _cfg(**small, link_metric="hits@20")]
+    got = launch_local(run_configs, 2, args=(cora_link(2), runs))[0]
+    assert not [g["error"] for g in got if "error" in g]
+    base = got[0]
+    for i in range(1, 6):  # the model, the loss and the negatives change the weights
+        assert got[i]["digest"] != base["digest"], runs[i]
+    assert got[5]["last"]["bytes_sent_by_category"]["feature"] > base["last"]["bytes_sent_by_category"]["feature"]
+    assert got[6]["last"]["bytes_sent_by_category"]["negative_filter"] > 0
+    assert "negative_filter" not in base["last"]["bytes_sent_by_category"]
+    assert got[7]["last"]["metric"] == "hits@20" and set(got[7]["last"]["evaluation"]["metrics"]["test"]) == {"hits@20"}
+    assert base["last"]["metric"] == "auc"
+
+
+def test_mrr_on_a_split_without_per_source_negatives_is_refused(cora_link):
+    from gnnscale.errors import GnnscaleError
+    from gnnscale.parallel.plan import plan_run
+    from gnnscale.partitioning import load_meta
+
+    with pytest.raises(GnnscaleError, match="--link-metric mrr ranks each source's positive among its own negatives"):
+        plan_run(_cfg(link_metric="mrr"), 2, 2, link=load_meta(cora_link(2))["link"])
