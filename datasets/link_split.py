@@ -227,6 +227,7 @@ def random_link_split(
     seed: int = 0,
     disjoint_train_ratio: float = 0.0,
     undirected: bool | None = None,
+    neg_per_source: int = 0,
 ) -> Data:
     """A seeded link split of ``data.edge_index`` (docs/link_prediction.md, section 1).
 
@@ -242,6 +243,9 @@ def random_link_split(
             is those pairs only; with r = 0, ``train_pos`` is every training pair and they stay
             in message passing.
         undirected: None = detect (every edge's reverse present).
+        neg_per_source: K > 0: instead of negative pairs, each val/test edge gets K fixed
+            destinations drawn uniformly over all nodes (``val_neg_dst``/``test_neg_dst`` int64
+            [n, K], as ogbl-citation2's, not filtered) and the metric is ``mrr``.
 
     Candidate pairs P: undirected graphs, the unique pairs ``u < v``; directed graphs, the unique
     edges ``u != v`` as given. Self loops are never in ``*_pos`` and stay in message passing.
@@ -289,15 +293,23 @@ def random_link_split(
     removed = torch.cat([removed, (removed % n) * n + removed // n])  # both directions
     mp_keys = keys[~torch.isin(keys, removed)]
 
-    negs = _draw_negatives(n_val + n_test, n, keys, undirected, gen, "val/test")
-    val_neg = torch.sort(negs[:n_val]).values
-    test_neg = torch.sort(negs[n_val:]).values
+    neg_pairs = neg_dst = None
+    if isinstance(neg_per_source, bool) or not isinstance(neg_per_source, int) or neg_per_source < 0:
+        raise DatasetError(f"expected neg_per_source to be an integer >= 0, found {neg_per_source!r}")
+    if neg_per_source:  # per-source negatives (MRR), uniform over all nodes as ogbl-citation2's
+        neg_dst = torch.randint(0, n, (n_val + n_test, int(neg_per_source)), generator=gen)
+    else:
+        negs = _draw_negatives(n_val + n_test, n, keys, undirected, gen, "val/test")
+        neg_pairs = (_decode(torch.sort(negs[:n_val]).values, n), _decode(torch.sort(negs[n_val:]).values, n))
     split = LinkSplit(
         train_pos=_decode(train_keys, n), val_pos=_decode(val_keys, n), test_pos=_decode(test_keys, n),
-        val_neg=_decode(val_neg, n), test_neg=_decode(test_neg, n), val_neg_dst=None, test_neg_dst=None,
-        metric="auc",
+        val_neg=neg_pairs[0] if neg_pairs else None, test_neg=neg_pairs[1] if neg_pairs else None,
+        val_neg_dst=neg_dst[:n_val] if neg_dst is not None else None,
+        test_neg_dst=neg_dst[n_val:] if neg_dst is not None else None,
+        metric="mrr" if neg_per_source else "auc",
         info={"source": "random_link_split", "val": float(val), "test": float(test), "seed": int(seed),
-              "disjoint_train_ratio": float(disjoint_train_ratio), "undirected": bool(undirected), "pairs": p},
+              "disjoint_train_ratio": float(disjoint_train_ratio), "undirected": bool(undirected), "pairs": p,
+              "neg_per_source": int(neg_per_source)},
     )
     out = copy.copy(data)
     out.edge_index = _decode(mp_keys, n)

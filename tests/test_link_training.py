@@ -191,3 +191,43 @@ def test_mrr_on_a_split_without_per_source_negatives_is_refused(cora_link):
 
     with pytest.raises(GnnscaleError, match="--link-metric mrr ranks each source's positive among its own negatives"):
         plan_run(_cfg(link_metric="mrr"), 2, 2, link=load_meta(cora_link(2))["link"])
+
+
+def test_mrr_evaluation_is_exact_and_the_same_on_1_and_2_parts(cora, tmp_path):
+    """A split with 50 fixed negatives per source (MRR): the model trained on 2 parts, evaluated by
+    `gnnscale evaluate` on the same split cut into 1 and into 2 parts, gives the same MRR, equal to
+    OGB's Evaluator on scores computed in one process from the whole graph."""
+    import json
+
+    from ogb.linkproppred import Evaluator
+
+    from gnnscale.datasets.link_split import random_link_split
+    from gnnscale.partitioning import partition_graph
+    from gnnscale.training.model_io import load_model, predict_full_graph
+
+    data = random_link_split(cora, val=0.05, test=0.10, seed=1, neg_per_source=50)
+    for p in (1, 2):
+        partition_graph(data, p, tmp_path / f"p{p}", dataset="planetoid:cora")
+    model = tmp_path / "m.pt"
+    cmd = [sys.executable, "-m", "gnnscale.cli.main", "train", "--parts-dir", str(tmp_path / "p2"), "--task", "link",
+           "--layer", "sage", "--fanouts", "5,5", "--epochs", "2", "--hidden", "16", "--neg-sampling", "per_source",
+           "--save-model", str(model), "--no-progress", "--timeout", "60"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "val_mrr" in out.stderr
+    got = {}
+    for p in (1, 2):
+        ev = subprocess.run([sys.executable, "-m", "gnnscale.cli.main", "evaluate", "--model", str(model), "--parts-dir",
+                             str(tmp_path / f"p{p}"), "--json", "--timeout", "60"], capture_output=True, text=True,
+                            timeout=300)
+        assert ev.returncode == 0, ev.stderr[-3000:]
+        got[p] = json.loads(ev.stdout.strip().splitlines()[-1])
+    net = load_model(model)
+    h = predict_full_graph(net.encoder, data.x.float(), data.edge_index)
+    split = data.link_split
+    pos = net.score(h[split.test_pos[0]], h[split.test_pos[1]])
+    neg = net.score(h[split.test_pos[0]].unsqueeze(1), h[split.test_neg_dst])
+    want = float(Evaluator("ogbl-citation2").eval({"y_pred_pos": pos, "y_pred_neg": neg})["mrr_list"].mean())
+    assert got[1]["metric"] == "mrr"
+    assert abs(got[1]["test_mrr"] - got[2]["test_mrr"]) < 1e-6
+    assert abs(got[2]["test_mrr"] - want) < 1e-4, (got, want)

@@ -143,13 +143,17 @@ def cmd_evaluate(args) -> int:
 
     blob = read_model_file(args.model)
     meta = load_meta(args.parts_dir)
-    if int(meta["feature_dim"]) != blob["num_features"] or int(meta["num_classes"]) != blob["num_classes"]:
+    link = bool(blob["spec"].get("decoder"))  # a link model: its out_dim is the embedding size, not classes
+    if int(meta["feature_dim"]) != blob["num_features"] or (not link and int(meta["num_classes"]) != blob["num_classes"]):
         raise ModelFileError(f"{args.model} ({describe(blob)}) does not fit {args.parts_dir}: "
                              f"{meta['feature_dim']} features, {meta['num_classes']} classes")
     known = set(TrainConfig.__dataclass_fields__)
     saved = {k: v for k, v in (blob.get("config") or {}).items() if k in known}
     # Evaluated as data-parallel training evaluates (one worker per part); a model trained by
     # chunk pipelining (full neighbourhoods) is evaluated layer-wise, exactly as it was.
+    if link and not meta.get("link"):
+        raise ModelFileError(f"{args.model} is a link-prediction model and {args.parts_dir} holds no link split; "
+                             "evaluate it on a partition written with --edge-split (or an ogbl-* dataset)")
     run = dict(timeout=args.timeout, metrics=None, checkpoint_dir=None, resume=False, save_model=None, verify=False,
                progress=False, device="cpu", tensorboard=None, log_every=None, pipeline=False)
     run |= {k: getattr(TrainConfig, k) for k in ("pipeline_stages", "stage_layers", "micro_batches", "schedule",
@@ -168,6 +172,10 @@ def cmd_evaluate(args) -> int:
                        args=(args.parts_dir, cfg, args.model), port=args.port)[0]
     if args.json:
         print(json.dumps(res))
+    elif link:
+        m = res["metric"]
+        print(f"{args.model} ({describe(blob)}) on {args.parts_dir}: val_{m} {res[f'val_{m}']:.4f} "
+              f"test_{m} {res[f'test_{m}']:.4f}")
     else:
         print(f"{args.model} ({describe(blob)}) on {args.parts_dir}: train_acc {res['train_acc']:.4f} "
               f"val_acc {res['val_acc']:.4f} test_acc {res['test_acc']:.4f}")

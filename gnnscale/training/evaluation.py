@@ -190,7 +190,7 @@ def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
     setup_logging(rank=int(os.environ.get("RANK", "0")))
     meta = load_meta(parts_dir)
     plan = plan_run(cfg, int(meta["num_parts"]), int(os.environ.get("WORLD_SIZE", "1")), where=str(parts_dir),
-                    typed=meta.get("typed"))
+                    typed=meta.get("typed"), link=meta.get("link"))
     dims = ParallelDims.build(plan, cfg.timeout, embedding=cfg.exchange == "historical")
     try:
         part = load_part(parts_dir, dims.rank, verify=cfg.verify)
@@ -203,6 +203,14 @@ def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
             tables_to_dataset_order(net, embedding_order(parts_dir, meta["typed"]), inverse=True)
         features = open_features(part, dims.data)
         degrees = DegreeStore(part.indptr, part.book, dims.data) if net.uses_degree else None
+        if blob["spec"].get("decoder"):  # a link model: the split's metric, layer-wise
+            from gnnscale.training.link_evaluation import LinkEvaluator
+
+            metric = cfg.link_metric or meta["link"]["metric"]
+            evaluator = LinkEvaluator(part, dims.comm, features, degrees, metric, backend=cfg.sampler_backend)
+            got = evaluator.splits(net, net, ("val", "test"), step=-1)
+            return {"metric": metric, **{f"{k}_{metric}": v for k, v in got.items()},
+                    "metrics": evaluator.last["metrics"]}
         sampler, eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, check_fanouts(cfg.fanouts),
                                                              cfg.exchange)
         mode = exchange_mode(net, part, sampler, features, degrees, dims.embedding, dims.comm, cfg, torch.device("cpu"))

@@ -227,9 +227,15 @@ class Trainer:
             mine = metrics.traffic(dims.communicators(), dims.data, dims.embedding)  # before evaluation's own
             feat = axis.feature_counters()
             ages, bound = axis.ages()
+            trained_peak = metrics.process_figures()["peak_rss_mb"]  # the peak so far: training's (and start-up's)
+            eval_peak = None
             if cfg.eval_every > 0 and ((epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1):
+                from gnnscale.partitioning.resources import ResourceMeter
+
                 dims.health.enter("evaluation", epoch)
-                acc = axis.evaluate(("val", "test"), self.global_step)
+                with ResourceMeter() as meter:  # exact where evaluation raises the peak, else sampled every 50 ms
+                    acc = axis.evaluate(("val", "test"), self.global_step)
+                eval_peak = meter.peak_rss_bytes / 1e6
                 rec["val_acc"], rec["test_acc"], rec["evaluation"] = acc["val"], acc["test"], acc.get("evaluation")
                 rec["metric"] = info.get("metric", "accuracy")  # what val_acc/test_acc measure
             dims.health.enter("epoch metrics", epoch)
@@ -238,8 +244,10 @@ class Trainer:
             comm.all_reduce(vec, "max")
             totals = metrics.sum_traffic(comm, mine, feat, rec["steps"], ages, bound,
                                          4 * _row_width(self.meta), self.network)
-            procs = comm.all_gather_object(metrics.process_figures())  # one dict per rank
-            for key in ("rss_mb", "peak_rss_mb", "rss_anon_mb", "rss_file_mb", "open_fds"):
+            procs = comm.all_gather_object(metrics.process_figures() | {"training_peak_rss_mb": trained_peak,
+                                                                         "evaluation_peak_rss_mb": eval_peak})
+            for key in ("rss_mb", "peak_rss_mb", "rss_anon_mb", "rss_file_mb", "open_fds", "training_peak_rss_mb",
+                        "evaluation_peak_rss_mb"):
                 rec[f"{key}_by_rank"] = [p.get(key) for p in procs]
             rec.update(epoch=epoch, epoch_seconds=float(vec[0]), epoch_seconds_with_eval=float(vec[1]),
                        stage_seconds_max_over_ranks={k: float(v) for k, v in zip(metrics.STAGES, vec[2:])}, **totals)
