@@ -49,7 +49,7 @@ class LinkEvaluator:
     """
 
     def __init__(self, part, comm, features, degrees, metric: str, backend: str = "auto",
-                 inputs: Callable | None = None, slice_rows: int = 1 << 18) -> None:
+                 inputs: Callable | None = None, slice_rows: int = 1 << 17) -> None:
         self.part, self.comm, self.features, self.degrees = part, comm, features, degrees
         self.metric, self.backend, self.inputs, self.slice_rows = metric, backend, inputs, int(slice_rows)
         self.offset = int(part.offset)
@@ -96,8 +96,8 @@ class LinkEvaluator:
                 cand = torch.cat([dst.unsqueeze(1), neg_dst[a:b]], 1)  # [s, 1 + K]
                 uniq, inv = torch.unique(cand, return_inverse=True)
                 got = rows.fetch(uniq, category="link_fetch")[inv]  # [s, 1 + K, H]
-                hs = h[src - self.offset].unsqueeze(1).expand_as(got)
-                scores = net.score(hs, got)
+                scores = net.score(h[src - self.offset].unsqueeze(1).expand_as(got), got)
+                del got
                 acc.add_ranked(scores[:, 0], scores[:, 1:])
             return acc.result(self.comm)
         acc_pairs = ((pos, acc.add_pos),)
