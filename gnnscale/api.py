@@ -34,6 +34,7 @@ def train(
     threads: int | None = None,
     edge_split: str | None = None,
     disjoint_train_ratio: float = 0.0,
+    link_relation: str | None = None,
     **config,
 ) -> dict:
     """Train a GNN on a partitioned graph; returns the metrics of rank 0 (see ``gnnscale train --metrics``).
@@ -51,9 +52,9 @@ def train(
         partition_seed: its seed (apart from the training ``seed``, so that runs over several
             seeds share one cached partition).
         threads: torch threads per worker (default: cores / workers).
-        edge_split, disjoint_train_ratio: with ``task="link"`` and a ``dataset``: its random
-            link split (``"0.85,0.05,0.10"`` by default; ``ogbl-*`` datasets bring their own),
-            split with ``partition_seed``.
+        edge_split, disjoint_train_ratio, link_relation: with ``task="link"`` and a ``dataset``:
+            its random link split (``"0.85,0.05,0.10"`` by default; ``ogbl-*`` datasets bring their
+            own; a typed graph's of the relation ``link_relation``), split with ``partition_seed``.
         **config: any :class:`gnnscale.config.TrainConfig` field: ``epochs``, ``fanouts``,
             ``batch_size``, ``hidden``, ``lr``, ``layer`` (a zoo name, ``module:Class`` or a
             layer class), ``layer_kwargs``, ``exchange``, ``cache_policy``, ``pipeline``,
@@ -87,7 +88,7 @@ def train(
 
         parts, workers = parts_for(cfg, workers)
         plan_run(cfg, parts, workers, where=f"{dataset} cut into {parts} parts", typed=UNKNOWN, link=UNKNOWN)  # before cutting
-        link = (edge_split, disjoint_train_ratio) if cfg.task == "link" else None
+        link = (edge_split, disjoint_train_ratio, link_relation) if cfg.task == "link" else None
         parts_dir = prepare_parts(dataset, parts, root=root, cache_dir=cache_dir, method=method, seed=partition_seed,
                                   link=link)
     meta = load_meta(parts_dir)

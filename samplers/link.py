@@ -65,19 +65,31 @@ class NegativeSampler:
             batch, cyclically, Q = B * min(k, B - 1); draws nothing at random).
         k: negatives per positive.
         seed: base seed of the streams.
+        draw_src, draw_dst: typed graphs: ``(count, generator) -> int64 [count]`` global ids of
+            the relation's source (destination) type, drawn uniformly among that type's nodes
+            (see :func:`typed_drawer`); None: uniform over ``[0, N)``.
 
     ``draw`` returns the negatives grouped by positive: negative ``q`` belongs to positive
     ``q // k'`` (``of_pos = arange(B).repeat_interleave(k')``, k' = k, or min(k, B - 1) in
     ``in_batch`` mode).
     """
 
-    def __init__(self, num_nodes: int, mode: str = "uniform", k: int = 1, seed: int = 0) -> None:
+    def __init__(self, num_nodes: int, mode: str = "uniform", k: int = 1, seed: int = 0,
+                 draw_src=None, draw_dst=None) -> None:
         if mode not in NEGATIVE_MODES:
             raise SamplerError(f"negative sampling mode must be one of {', '.join(NEGATIVE_MODES)}; found {mode!r}")
         self.num_nodes = _check_count(num_nodes, "num_nodes (the number of nodes negatives are drawn from)")
         self.k = _check_count(k, "k (negatives per positive)")
         self.mode = mode
         self.seed = int(seed)
+        # typed graphs: (count, generator) -> int64 [count] global ids of the relation's source
+        # (destination) type; None: uniform over [0, N)
+        self.draw_src, self.draw_dst = draw_src, draw_dst
+
+    def _ids(self, fn, count: int, gen: torch.Generator) -> torch.Tensor:
+        if fn is None:
+            return torch.randint(0, self.num_nodes, (count,), generator=gen, dtype=torch.int64)
+        return fn(count, gen)
 
     def key(self, epoch: int, step: int, rank: int) -> int:
         """The unsigned 64-bit seed of the generator of (epoch, step, rank)."""
@@ -103,9 +115,13 @@ class NegativeSampler:
         else:
             gen = self.generator(epoch, step, rank)
             if self.mode == "uniform":
-                neg = torch.randint(0, N, (2, B * k), generator=gen, dtype=torch.int64).to(pos.device)
+                if self.draw_src is None and self.draw_dst is None:
+                    neg = torch.randint(0, N, (2, B * k), generator=gen, dtype=torch.int64).to(pos.device)
+                else:
+                    neg = torch.stack([self._ids(self.draw_src, B * k, gen), self._ids(self.draw_dst, B * k, gen)])
+                    neg = neg.to(pos.device)
             else:  # per_source
-                dst = torch.randint(0, N, (B * k,), generator=gen, dtype=torch.int64).to(pos.device)
+                dst = self._ids(self.draw_dst, B * k, gen).to(pos.device)
                 neg = torch.stack([pos[0][of_pos], dst])
         return neg, of_pos
 
@@ -292,3 +308,14 @@ class LinkSampler:
 
 
 __all__ = ["EdgeFilter", "LinkSampler", "NEGATIVE_MODES", "NegativeSampler"]
+
+
+def typed_drawer(book, t: int, count_t: int):
+    """A ``draw_src``/``draw_dst`` of :class:`NegativeSampler` for node type ``t`` of a typed
+    partition: per-type ids uniform in ``[0, count_t)``, mapped to global ids by the
+    :class:`~gnnscale.partitioning.book.TypedPartitionBook` ``book`` (no communication)."""
+
+    def draw(count: int, gen: torch.Generator) -> torch.Tensor:
+        return book.to_global(t, torch.randint(0, count_t, (count,), generator=gen, dtype=torch.int64))
+
+    return draw

@@ -22,10 +22,11 @@ def cmd_partition(args) -> int:
     from gnnscale.partitioning import partition_graph
 
     data = load_dataset(args.dataset, root=args.root)
-    if args.edge_split is not None or args.disjoint_train_ratio or getattr(data, "link_split", None) is not None:
+    if args.edge_split is not None or args.disjoint_train_ratio or args.link_relation or \
+            getattr(data, "link_split", None) is not None:
         from gnnscale.data.partition_cache import link_data
 
-        data = link_data(data, args.edge_split, args.disjoint_train_ratio, args.seed)
+        data = link_data(data, args.edge_split, args.disjoint_train_ratio, args.link_relation, seed=args.seed)
     meta = partition_graph(
         data, args.parts, args.out, method=args.method, balance=args.balance,
         imbalance=args.imbalance, seed=args.seed, dataset=args.dataset, options=dict(args.method_opt),
@@ -49,8 +50,10 @@ def cmd_train(args) -> int:
         return 0
     if args.parts_dir and args.dataset:
         raise RuntimeSetupError("give either --parts-dir or --dataset, not both")
-    if (args.edge_split is not None or args.disjoint_train_ratio) and (args.parts_dir or args.task != "link"):
-        raise RuntimeSetupError("--edge-split and --disjoint-train-ratio split a --dataset for --task link; "
+    if (args.edge_split is not None or args.disjoint_train_ratio or args.link_relation) and \
+            (args.parts_dir or args.task != "link"):
+        raise RuntimeSetupError("--edge-split, --disjoint-train-ratio and --link-relation split a --dataset for --task "
+                                "link; "
                                 + ("a partition folder keeps the split it was written with (give them to `gnnscale "
                                    "partition`)" if args.parts_dir else "add --task link, or leave them out"))
     if args.tensorboard:
@@ -111,7 +114,8 @@ def cmd_train(args) -> int:
         parts_dir = prepare_parts(args.dataset, parts, root=args.root, cache_dir=args.cache_dir, method=args.method,
                                   seed=args.seed, balance=args.balance, imbalance=args.imbalance,
                                   method_opt=args.method_opt,
-                                  link=(args.edge_split, args.disjoint_train_ratio) if cfg.task == "link" else None)
+                                  link=(args.edge_split, args.disjoint_train_ratio, args.link_relation)
+                                  if cfg.task == "link" else None)
         from gnnscale.partitioning import load_meta
 
         meta = load_meta(parts_dir)  # typed or not is known once it is cut: the typed checks now

@@ -79,6 +79,9 @@ def _add_partition_args(p: argparse.ArgumentParser) -> None:
                    "training, validation and test edges, e.g. 0.85,0.05,0.10 (seeded by --seed); validation and test "
                    "edges and their reverses leave message passing. ogbl-* datasets bring their own split. "
                    "Default with --task link: 0.85,0.05,0.10")
+    p.add_argument("--link-relation", default=None, metavar="NAME",
+                   help="link prediction on a typed graph: the relation whose edges are split and predicted "
+                   "(a relation name, or src,rel,dst); negatives take their ends from its node types")
     p.add_argument("--disjoint-train-ratio", type=float, default=0.0, metavar="R",
                    help="link prediction: hold this fraction of the training edges out of message passing too "
                    "(supervision only, as PyG's RandomLinkSplit), so a model never reads the edge it scores")

@@ -54,7 +54,7 @@ def prepare_parts(dataset: str, parts: int, root: str | None = None, cache_dir: 
 
     data = load_dataset(dataset, root=root)
     if link is not None:
-        data = link_data(data, link[0], link[1], seed)
+        data = link_data(data, *link, seed=seed)
     partition_graph(data, parts, out, method=method, balance=list(balance), imbalance=imbalance, seed=seed,
                     dataset=dataset, options=dict(method_opt))
     return str(out)
@@ -63,17 +63,35 @@ def prepare_parts(dataset: str, parts: int, root: str | None = None, cache_dir: 
 DEFAULT_EDGE_SPLIT = "0.85,0.05,0.10"
 
 
-def link_data(data, edge_split: str | None, disjoint_train_ratio: float = 0.0, seed: int = 0):
+def link_data(data, edge_split: str | None, disjoint_train_ratio: float = 0.0, relation: str | None = None,
+              seed: int = 0):
     """``data`` prepared for link prediction: an ``ogbl-*`` dataset as it comes (its own split;
     ``edge_split`` must then be None), any other split at random by ``edge_split`` (default
     :data:`DEFAULT_EDGE_SPLIT`) with ``disjoint_train_ratio`` of the training edges held out of
-    message passing. Raises a GnnscaleError (one line) for a split that cannot be."""
+    message passing; a typed graph's split is of one ``relation`` (``--link-relation``). Raises a
+    GnnscaleError (one line) for a split that cannot be."""
     from gnnscale.datasets.link_split import parse_edge_split, random_link_split
 
+    name = getattr(data, "name", None) or "the dataset"
     if getattr(data, "link_split", None) is not None:
-        if edge_split is not None or disjoint_train_ratio:
-            raise GnnscaleError(f"{getattr(data, 'name', 'the dataset')} brings its own link split; leave --edge-split "
-                                "and --disjoint-train-ratio out")
+        if edge_split is not None or disjoint_train_ratio or relation:
+            raise GnnscaleError(f"{name} brings its own link split; leave --edge-split, --disjoint-train-ratio and "
+                                "--link-relation out")
         return data
     _, val, test = parse_edge_split(edge_split or DEFAULT_EDGE_SPLIT)
+    typed = getattr(data, "edge_types", None) is not None
+    if typed:
+        from gnnscale.datasets.relation_split import random_relation_split
+
+        if not relation:
+            names = ", ".join(r for _, r, _ in data.edge_types)
+            raise GnnscaleError(f"{name} is a typed graph: name the relation to predict with --link-relation (one of "
+                                f"{names})")
+        if disjoint_train_ratio:
+            raise GnnscaleError("--disjoint-train-ratio does not apply to a typed graph's relation split yet; leave it "
+                                "out")
+        return random_relation_split(data, relation, val=val, test=test, seed=seed)
+    if relation:
+        raise GnnscaleError(f"--link-relation {relation} applies to typed graphs, and {name} has one relation; leave "
+                            "it out")
     return random_link_split(data, val=val, test=test, seed=seed, disjoint_train_ratio=disjoint_train_ratio)

@@ -139,7 +139,7 @@ class DataParallel(Axis):
         inputs = (lambda x: self.embeddings.attach(x, record=False)) if self.sharded else None
         if task.name == "link":
             self.evaluator = LinkEvaluator(part, dims.comm, self.features, self.degrees, task.metric,
-                                           backend=cfg.sampler_backend, inputs=inputs)
+                                           backend=cfg.sampler_backend, inputs=inputs, relation=task.relation)
         else:
             self.evaluator = Evaluator(part, dims.comm, self.features, self.degrees, self.eval_sampler,
                                    cfg.eval_batch_size, self.layerwise_eval,
@@ -239,8 +239,9 @@ class DataParallel(Axis):
 
         whole = self.spec.build()
         missing = whole.load_state_dict(self.net.state_dict(), strict=False).missing_keys
+        encoder = getattr(whole, "encoder", whole)  # a link model's tables are its encoder's
         for t, rows in tables.items():
-            whole.typed_encoder.embeddings[t].weight.data.copy_(rows)
+            encoder.typed_encoder.embeddings[t].weight.data.copy_(rows)
         assert len(missing) == len(tables), missing  # exactly the tables, filled above
         # the whole model indexes its tables by the dataset's per-type ids (a model file's order)
         tables_to_dataset_order(whole, embedding_order(self.parts_dir, self.part.meta["typed"]))

@@ -297,9 +297,6 @@ def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where
     mode = _mode_of(cfg)
     check_options(cfg, mode)
     check_link_options(cfg, mode, where, link)
-    if typed and typed != UNKNOWN and cfg.task == "link":
-        raise PlanError(f"--task link does not run on typed graphs ({where}) yet; train node classification on it, or "
-                        "link prediction on a homogeneous graph.")
     if typed == UNKNOWN:
         pass
     elif typed:

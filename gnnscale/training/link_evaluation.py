@@ -46,11 +46,13 @@ class LinkEvaluator:
         backend: the sampler kernels of the streamed inference. inputs: as
             :class:`~gnnscale.training.evaluation.Evaluator`'s.
         slice_rows: destination rows fetched per round.
+        relation: a typed graph's split relation (the decoder's ``relation``), or None.
     """
 
     def __init__(self, part, comm, features, degrees, metric: str, backend: str = "auto",
-                 inputs: Callable | None = None, slice_rows: int = 1 << 17) -> None:
+                 inputs: Callable | None = None, slice_rows: int = 1 << 17, relation: int | None = None) -> None:
         self.part, self.comm, self.features, self.degrees = part, comm, features, degrees
+        self.relation = relation  # a typed graph's split: the relation a DistMult decoder scores
         self.metric, self.backend, self.inputs, self.slice_rows = metric, backend, inputs, int(slice_rows)
         self.offset = int(part.offset)
         self.last: dict = {}
@@ -63,8 +65,10 @@ class LinkEvaluator:
 
         net.eval()
         before = self.comm.stats.snapshot()
+        typed = getattr(self.part, "typed", None)
         h = streamed_inference(net.encoder, self.part.indptr, self.part.indices, self.features,
-                               node_degree=self.degrees, backend=self.backend, inputs=self.inputs)
+                               node_degree=self.degrees, backend=self.backend, inputs=self.inputs,
+                               edge_type=typed.etype if typed is not None else None)
         rows = DistFeatureStore(_Rows(h), self.part.book, self.comm, h.shape[1])
         figures, out = {}, {}
         for split in splits:
@@ -96,7 +100,7 @@ class LinkEvaluator:
                 cand = torch.cat([dst.unsqueeze(1), neg_dst[a:b]], 1)  # [s, 1 + K]
                 uniq, inv = torch.unique(cand, return_inverse=True)
                 got = rows.fetch(uniq, category="link_fetch")[inv]  # [s, 1 + K, H]
-                scores = net.score(h[src - self.offset].unsqueeze(1).expand_as(got), got)
+                scores = net.score(h[src - self.offset].unsqueeze(1).expand_as(got), got, self.relation)
                 del got
                 acc.add_ranked(scores[:, 0], scores[:, 1:])
             return acc.result(self.comm)
@@ -107,7 +111,7 @@ class LinkEvaluator:
         for pairs, add in acc_pairs:
             for a, b in self._slices(pairs.shape[1], self.slice_rows):
                 src, dst = pairs[0, a:b], pairs[1, a:b]
-                add(net.score(h[src - self.offset], rows.fetch(dst, category="link_fetch")))
+                add(net.score(h[src - self.offset], rows.fetch(dst, category="link_fetch"), self.relation))
         return acc.result(self.comm)
 
     def _slices(self, n: int, per: int) -> list[tuple[int, int]]:

@@ -60,7 +60,20 @@ class LinkTask:
 
         self.part, self.cfg = part, cfg
         self.pos = part.link["train"]
-        self.negatives = NegativeSampler(part.book.num_nodes, cfg.neg_sampling, cfg.num_negatives, seed=cfg.seed)
+        info = part.meta["link"].get("info") or {}
+        # a typed graph's split is of one relation: negatives take their ends from its node types,
+        # and a DistMult decoder scores with its diagonal
+        self.relation = info.get("relation") if part.typed is not None else None
+        draw_src = draw_dst = None
+        if self.relation is not None:
+            from gnnscale.samplers.link import typed_drawer
+
+            names, counts = list(part.typed.meta["node_types"]), part.typed.meta["num_nodes_per_type"]
+            s, d = names.index(info["src_type"]), names.index(info["dst_type"])
+            draw_src = typed_drawer(part.typed.book, s, int(counts[s]))
+            draw_dst = typed_drawer(part.typed.book, d, int(counts[d]))
+        self.negatives = NegativeSampler(part.book.num_nodes, cfg.neg_sampling, cfg.num_negatives, seed=cfg.seed,
+                                         draw_src=draw_src, draw_dst=draw_dst)
         self.metric = cfg.link_metric or part.meta["link"]["metric"]
         parse_link_metric(self.metric)
 
@@ -84,8 +97,8 @@ class LinkTask:
         return None  # the pairs' labels come with the batch (edge_label)
 
     def forward(self, model, x, blocks, mb, **kw) -> torch.Tensor:
-        index = mb.edge_label_index.to(x.device if isinstance(x, torch.Tensor) else "cpu")
-        return model(x, blocks, index, **kw)
+        index = mb.edge_label_index.to(blocks[-1].dst_ids.device)
+        return model(x, blocks, index, relation=self.relation, **kw)
 
     def loss(self, out: torch.Tensor, mb) -> torch.Tensor:
         from gnnscale.nn.link import link_loss
