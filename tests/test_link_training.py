@@ -280,3 +280,15 @@ def test_a_relation_that_does_not_exist_ends_with_one_line(tmp_path):
     lines = [ln for ln in bad.stderr.strip().splitlines() if "Warning" not in ln and "warn" not in ln]
     assert lines[-1].startswith("gnnscale partition: error: relation 'cites' does not exist in acm"), bad.stderr
     assert "written_by, writes, has_subject, subject_of" in lines[-1]
+
+
+def test_a_resumed_link_run_ends_bit_equal(cora_link, tmp_path):
+    from dist_workers import run_configs
+
+    ck = str(tmp_path / "ck")
+    small = dict(fanouts=(5, 5), eval_every=0, filter_negatives=True, num_negatives=2)
+    runs = [_cfg(**small, epochs=2), _cfg(**small, epochs=1, checkpoint_dir=ck),
+            _cfg(**small, epochs=2, checkpoint_dir=ck, resume=True)]
+    got = launch_local(run_configs, 2, args=(cora_link(2), runs))[0]
+    assert not [g["error"] for g in got if "error" in g]
+    assert got[2]["resumed_at"] == got[1]["steps"][0] and got[2]["digest"] == got[0]["digest"]
