@@ -8,6 +8,15 @@ Folder format::
       edge_index.npy   integer [2, E] or [E, 2]; edge (u, v) = message u -> v; ids in 0..N-1
       x.npy            numeric [N, F] node features (stored as float32 after loading)
       y.npy            integer [N] (or [N, 1]) class ids 0..C-1; a negative id = unlabelled
+                       (other targets, docs/targets_and_edge_features.md: an integer or bool [N, C]
+                       multi-hot of 0/1 -> multilabel, a row with a negative value = unlabelled;
+                       float [N, D] -> multilabel when its labelled rows are all 0/1, else
+                       regression; float [N] -> regression (whole numbers only are refused as
+                       ambiguous: store class ids as integers, real targets that happen to be whole
+                       as [N, 1]); for float y a row with a NaN = unlabelled)
+      edge_attr.npy    optional; float [E, De] edge features, row i = edge i of edge_index.npy
+                       (stored as float32; they follow their edges through the cleaning below, a
+                       duplicate keeps its first row, a reverse edge its edge's row)
       split.npz        optional; either bool masks   train_mask, val_mask, test_mask  [N]
                                 or integer ids       train_idx,  val_idx,  test_idx   [k]
 
@@ -15,7 +24,9 @@ N is the number of rows of ``x.npy``. Edges are kept directed as given unless op
 ``undirected=true`` (then both directions are stored); duplicate edges and self loops
 are always removed. Without ``split.npz`` the labelled nodes are split at random into
 ``train_frac`` (0.6) / ``val_frac`` (0.2) / the rest (test) with ``seed`` (0).
-Unlabelled nodes are never in a mask. A square ``[2, 2]`` edge array is read as [2, E].
+Unlabelled class / binary nodes are dropped from the split's masks; unlabelled rows of other
+targets put in a mask by ``split.npz`` are an error (:func:`~gnnscale.datasets.targets.check_targets`).
+A square ``[2, 2]`` edge array is read as [2, E].
 
 Writing such a folder from numpy::
 
@@ -38,6 +49,7 @@ from gnnscale.datasets._data import make_data
 from gnnscale.datasets._graph import check_edge_ids, clean_edges
 from gnnscale.datasets._options import Option, data_folder
 from gnnscale.datasets._splits import masks_from_indices, random_split
+from gnnscale.datasets.targets import attach_targets, check_edge_attr, dedupe_edges
 from gnnscale.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -51,8 +63,9 @@ OPTIONS: dict[str, Option] = {
 HELP = (
     "dir:PATH\n"
     "    A folder with edge_index.npy (int [2,E] or [E,2]), x.npy [N,F], y.npy [N] (negative =\n"
-    "    unlabelled) and optional split.npz (train_mask/val_mask/test_mask or train_idx/val_idx/\n"
-    "    test_idx); without split.npz a seeded 60/20/20 random split. Options:"
+    "    unlabelled; or a multi-hot int/float [N,C] -> multilabel, float [N,D] -> regression), optional\n"
+    "    edge_attr.npy (float [E,De], row i = edge i) and split.npz (train_mask/val_mask/test_mask or\n"
+    "    train_idx/val_idx/test_idx); without split.npz a seeded 60/20/20 random split. Options:"
 )
 
 
@@ -126,6 +139,44 @@ def _split(folder: Path, y: np.ndarray, options: dict) -> tuple[np.ndarray, np.n
     return train, val, test
 
 
+def _targets(y: np.ndarray, n: int, path: Path) -> tuple[np.ndarray, str, np.ndarray]:
+    """``(y, kind, labelled bool [N])`` of a ``y.npy`` (see the module docstring)."""
+    if y.ndim == 2 and y.shape[1] == 1 and y.dtype.kind in "biu":
+        y = y[:, 0]
+    whole_1d = False
+    if y.ndim == 1 and y.dtype.kind == "f" and y.shape == (n,):
+        finite = y[np.isfinite(y)]
+        whole_1d = bool(np.all(finite == np.round(finite)))
+    if y.ndim not in (1, 2) or y.shape[0] != n or y.dtype.kind not in "biuf" or whole_1d or 0 in y.shape[1:]:
+        hint = (" (whole numbers stored as floats are taken for class ids stored in the wrong dtype: store them "
+                "as integers, or real-valued targets as float [N, 1])" if whole_1d else "")
+        raise DatasetError(
+            f"expected integer labels [{n}] (one per row of x.npy) in {path}, found {y.dtype} {y.shape}{hint}; "
+            "store class ids as integers, -1 for unlabelled nodes (or a multi-hot [N, C] of 0/1, or float "
+            "targets [N, D]: docs/targets_and_edge_features.md)"
+        )
+    if y.dtype.kind in "biu":
+        if y.ndim == 1:
+            return y.astype(np.int64), "class", y >= 0
+        return y.astype(np.float32), "multilabel", ~np.any(y < 0, axis=1)
+    y = y.astype(np.float32)
+    if y.ndim == 1:
+        return y, "regression", ~np.isnan(y)
+    labelled = ~np.any(np.isnan(y), axis=1)
+    lab = y[labelled]
+    kind = "multilabel" if bool(np.all((lab == 0) | (lab == 1))) else "regression"
+    return y, kind, labelled
+
+
+def _edge_attr(folder: Path, num_edges: int) -> np.ndarray | None:
+    path = folder / "edge_attr.npy"
+    if not path.exists():
+        return None
+    attr = _load_npy(path)
+    check_edge_attr(attr, num_edges, str(path))
+    return attr.astype(np.float32, copy=False)
+
+
 def load(arg: str, root: str | None, options: dict, name: str) -> Data:
     """Load ``dir:<arg>``; see the module docstring."""
     folder = data_folder(arg, root, "a folder with edge_index.npy, x.npy, y.npy", "dir")
@@ -138,27 +189,32 @@ def load(arg: str, root: str | None, options: dict, name: str) -> Data:
             "store a 2-D float array (reshape(-1, 1) for a single feature)"
         )
     n = x.shape[0]
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
-    if y.shape != (n,) or not np.issubdtype(y.dtype, np.integer):
-        raise DatasetError(
-            f"expected integer labels [{n}] (one per row of x.npy) in {folder / 'y.npy'}, found "
-            f"{y.dtype} {y.shape}; store class ids as integers, -1 for unlabelled nodes"
-        )
-    y = y.astype(np.int64)
+    y, kind, labelled = _targets(y, n, folder / "y.npy")
     src, dst = _edges(raw_edges, folder / "edge_index.npy")
     check_edge_ids(src, dst, n, str(folder / "edge_index.npy"))
-    edge_index = clean_edges(src, dst, n, undirected=options["undirected"])
-    train, val, test = _split(folder, y, options)
+    attr = _edge_attr(folder, src.shape[0])
+    if attr is None:
+        edge_index = clean_edges(src, dst, n, undirected=options["undirected"])
+    else:  # the same edges as clean_edges, with their rows of edge_attr
+        edge_index, attr, counts = dedupe_edges(src, dst, n, attr, undirected=options["undirected"],
+                                                drop_self_loops=True, sort=True)
+        logger.debug("%s: edges with features %s", folder, counts)
+    train, val, test = _split(folder, np.where(labelled, 0, -1), options)
     data = make_data(
-        x=x, y=y, edge_index=edge_index, train_mask=train, val_mask=val, test_mask=test, name=name, where=str(folder)
+        x=x, y=y if kind == "class" else np.zeros(n, dtype=np.int64), edge_index=edge_index, train_mask=train,
+        val_mask=val, test_mask=test, name=name, where=str(folder), num_classes=None if kind == "class" else 1,
     )
+    if kind != "class" or attr is not None:
+        attach_targets(data, data.y if kind == "class" else y, kind=kind, where=str(folder),
+                       num_classes=data.num_classes if kind == "class" else None, edge_attr=attr)
     logger.info(
-        "loaded %s: %d nodes, %d edges, %d features, %d classes",
+        "loaded %s: %d nodes, %d edges, %d features, %s targets (%d outputs), %d edge features",
         name,
         n,
         edge_index.shape[1],
         x.shape[1],
+        kind,
         data.num_classes,
+        0 if attr is None else attr.shape[1],
     )
     return data

@@ -6,6 +6,7 @@ options override query options):
 * ``planetoid:cora|citeseer|pubmed`` (or ``cora``, ``citeseer``, ``pubmed``) -> :mod:`.planetoid`
 * ``npz:PATH`` -> :mod:`.npz`
 * ``dir:PATH`` -> :mod:`.directory`
+* ``humloc:PATH`` (or ``humloc``) -> :mod:`.humloc` (multilabel targets, edge features)
 * ``ogbn-*`` -> :mod:`.ogb` (``ogbn-mag``: a typed graph)
 * ``ogbl-collab|ppa|ddi|citation2`` -> :mod:`.ogb_link` (link prediction: ``data.link_split``)
 * ``synthetic`` -> :mod:`.synthetic`
@@ -24,7 +25,7 @@ from typing import Any
 
 from torch_geometric.data import Data
 
-from gnnscale.datasets import acm, directory, hetero_dir, mag, npz, ogb, ogb_link, planetoid, synthetic
+from gnnscale.datasets import acm, directory, hetero_dir, humloc, mag, npz, ogb, ogb_link, planetoid, synthetic
 from gnnscale.datasets._options import canonical_name, format_options, resolve_options, split_spec
 from gnnscale.errors import DatasetError
 
@@ -34,6 +35,7 @@ _SOURCES: dict[str, ModuleType] = {
     "planetoid": planetoid,
     "npz": npz,
     "dir": directory,
+    "humloc": humloc,
     "ogbn": ogb,
     "ogbl": ogb_link,
     "synthetic": synthetic,
@@ -51,10 +53,13 @@ VALID_NAMES = (
     "pubmed",
     "npz:PATH",
     "dir:PATH",
+    "humloc:PATH",
+    "humloc",
     "ogbn-arxiv",
     "ogbn-products",
     "ogbn-papers100M",
     "ogbn-mag",
+    "ogbn-proteins",
     "ogbn-<other>",
     "ogbl-collab",
     "ogbl-ppa",
@@ -73,12 +78,15 @@ def _help() -> str:
         "text; root=DIR may be given the same way).",
         "Every dataset gives x float32 [N,F], y int64 [N] (-1 = unlabelled), edge_index int64 [2,E] "
         "(no duplicates), bool train/val/test masks.",
+        "Other targets (docs/targets_and_edge_features.md): data.target_kind binary (int64 0/1), multilabel",
+        "(y float32 [N,C] of 0/1: humloc, ogbn-proteins) or regression (float y); edge features as",
+        "edge_attr float32 [E,De] aligned with edge_index (humloc, ogbn-proteins, dir: edge_attr.npy).",
         "Typed (heterogeneous) graphs (acm, hetero-dir, synthetic-mag, ogbn-mag) give instead node_types,",
         "edge_types [(src, rel, dst)], type_ptr, node_type, edge_type, x_dict {type: float32 [N_t,F_t]}, x=None,",
         "y (-1 off the target type), masks on target_type nodes (docs/typed_graphs.md).",
         "",
     ]
-    for module in (planetoid, npz, directory, ogb, ogb_link, synthetic, acm, hetero_dir, mag):
+    for module in (planetoid, npz, directory, humloc, ogb, ogb_link, synthetic, acm, hetero_dir, mag):
         parts.append(module.HELP)
         if module.OPTIONS:
             parts.append(format_options(module.OPTIONS))
@@ -109,11 +117,12 @@ def parse_name(name: str) -> tuple[str, str, str, dict[str, Any]]:
         return "ogbn", base, base, query
     if base.lower().startswith("ogbl-"):
         return "ogbl", base, base, query
-    if base.lower() in ("synthetic", "synthetic-mag"):
+    if base.lower() in ("synthetic", "synthetic-mag", "humloc"):
         return base.lower(), "", base.lower(), query
     scheme, sep, arg = base.partition(":")
     scheme = scheme.lower()
-    if not sep or scheme not in ("planetoid", "npz", "dir", "synthetic", "synthetic-mag", "acm", "hetero-dir"):
+    if not sep or scheme not in ("planetoid", "npz", "dir", "humloc", "synthetic", "synthetic-mag", "acm",
+                                 "hetero-dir"):
         raise _unknown(name)
     if scheme in ("synthetic", "synthetic-mag"):
         if arg:
@@ -146,7 +155,10 @@ def load_dataset(name: str, root: str | None = None, **options: Any) -> Data:
         ``name`` (str: the canonical name, with the options that were given). Typed sources
         return the typed ``Data`` of docs/typed_graphs.md section 1 instead (``x`` None,
         features in ``x_dict``, ``node_types``, ``edge_types``, ``type_ptr``, ``node_type``,
-        ``edge_type``, ``target_type``).
+        ``edge_type``, ``target_type``). Sources with other targets (``humloc``, ``ogbn-proteins``,
+        ``.npz`` files judged by ROC-AUC, ``dir:`` with a multi-hot or float ``y.npy``) set
+        ``target_kind`` and give ``y`` of that kind, and may give ``edge_attr`` float32 [E, De]
+        (:mod:`gnnscale.datasets.targets`).
 
     Raises:
         DatasetError: unknown name or option, missing or malformed files.

@@ -20,6 +20,13 @@ Layout (b), heterophilous-graphs (Platonov et al. 2023, ``yandex-research/hetero
     of the masks.
 
 Duplicate edges and self loops are removed in both layouts.
+
+Targets (docs/targets_and_edge_features.md section 1): the files keep the metric they are judged
+by. The heterophilous-graphs benchmark judges Tolokers, Minesweeper and Questions by ROC-AUC (its
+code picks the metric by dataset name; the ``.npz`` stores no metric), so a file whose name
+(stem, case and ``-``/``_`` ignored) is ``tolokers``, ``minesweeper`` or ``questions`` loads with
+``target_kind`` "binary" (``y`` int64 0/1, ``num_classes`` 2); every other file is "class"
+(accuracy). Option ``target`` (auto, class, binary) overrides the name rule (a renamed copy).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from gnnscale.datasets._data import make_data
 from gnnscale.datasets._graph import check_edge_ids, clean_edges
 from gnnscale.datasets._options import Option
 from gnnscale.datasets._splits import per_class_split
+from gnnscale.datasets.targets import attach_targets
 from gnnscale.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -45,16 +53,31 @@ OPTIONS: dict[str, Option] = {
     "seed": Option(int, 0, "gnn-benchmark layout: seed of the per-class random split"),
     "train_per_class": Option(int, 20, "gnn-benchmark layout: train nodes per class"),
     "val_per_class": Option(int, 30, "gnn-benchmark layout: val nodes per class"),
+    "target": Option(str, "auto", "auto (binary for tolokers, minesweeper, questions: ROC-AUC), class or binary"),
 }
 HELP = (
     "npz:PATH\n"
     "    One .npz file, layout detected from its keys: gnn-benchmark (adj_*, attr_* or attr_matrix,\n"
     "    labels; symmetrized; Shchur split 20/30 per class, rest test) or heterophilous-graphs\n"
-    "    (node_features, node_labels, edges [E,2], train/val/test_masks [S,N]). Options:"
+    "    (node_features, node_labels, edges [E,2], train/val/test_masks [S,N]). Files judged by ROC-AUC\n"
+    "    (tolokers, minesweeper, questions) load as binary targets (target_kind binary). Options:"
 )
 
 _BENCH_KEYS = ("adj_data", "adj_indices", "adj_indptr", "adj_shape", "labels")
 _HETERO_KEYS = ("node_features", "node_labels", "edges", "train_masks", "val_masks", "test_masks")
+# heterophilous-graphs (Platonov et al. 2023) datasets judged by ROC-AUC: binary targets
+ROC_AUC_NAMES = ("tolokers", "minesweeper", "questions")
+
+
+def target_of(path: Path, option: str) -> str:
+    """The target kind a file loads with: ``option`` unless ``auto``, else ``binary`` for the
+    ROC-AUC datasets (by file name), else ``class``."""
+    if option not in ("auto", "class", "binary"):
+        raise DatasetError(f"expected option target among auto, class, binary for {path}, found {option!r}; "
+                           "pass target=auto|class|binary")
+    if option != "auto":
+        return option
+    return "binary" if path.stem.lower().replace("-", "_") in ROC_AUC_NAMES else "class"
 
 
 def _resolve_path(arg: str, root: str | None) -> Path:
@@ -176,6 +199,7 @@ def load(arg: str, root: str | None, options: dict, name: str) -> Data:
     """Load ``npz:<arg>``; see the module docstring."""
     path = _resolve_path(arg, root)
     where = str(path)
+    kind = target_of(path, options["target"])
     try:
         z = np.load(path, allow_pickle=False)
     except (ValueError, OSError, zipfile.BadZipFile) as exc:
@@ -197,10 +221,13 @@ def load(arg: str, root: str | None, options: dict, name: str) -> Data:
                 f"either gnn-benchmark {list(_BENCH_KEYS)} + attr_data/attr_indices/attr_indptr/"
                 f"attr_shape or attr_matrix, or heterophilous-graphs {list(_HETERO_KEYS)}"
             )
+    if kind == "binary":
+        attach_targets(data, data.y, kind="binary", where=where)
     logger.info(
-        "loaded %s (%s layout): %d nodes, %d edges, %d features, %d classes",
+        "loaded %s (%s layout, %s targets): %d nodes, %d edges, %d features, %d classes",
         name,
         layout,
+        kind,
         data.num_nodes,
         data.edge_index.shape[1],
         data.x.shape[1],

@@ -2,7 +2,8 @@
 
 Name: any single-task ``ogbn-*`` of ogb's master.csv: homogeneous ``ogbn-arxiv``,
 ``ogbn-products``, ``ogbn-papers100M``, and heterogeneous ``ogbn-mag`` (loaded as a typed
-graph, below); ogbn-proteins (multi-task) is refused with an explanation. ``root`` (default
+graph, below); and the multi-task binary ``ogbn-proteins`` (multilabel, below). Other multi-task
+datasets are refused with an explanation. ``root`` (default
 ``$GNNSCALE_DATA``, else ``./data``) is the OGB root: the dataset lives in
 ``ROOT/<name with - replaced by _>/``.
 
@@ -26,6 +27,19 @@ Conversion: ``x = node_feat`` as float32; labels ``[N, 1]`` squeezed to int64 ``
 with NaN (papers100M's unlabelled nodes) -> -1; masks from ``get_idx_split()``
 (train/valid/test); edges symmetrized (option ``undirected``, default true; arxiv and
 papers100M are stored directed), duplicates and self loops removed.
+
+Multi-task binary datasets (master.csv ``task type`` "binary classification" with several
+tasks: ogbn-proteins, 112 tasks, ROC-AUC) load as multilabel targets
+(docs/targets_and_edge_features.md): ``y`` float32 [N, T] of 0/1 (NaN labels would be an error on
+split nodes), ``target_kind`` "multilabel", ``num_classes`` T; ``x`` float32 [N, 0] when the
+dataset has no node features (proteins); ``edge_attr`` float32 [E, De] (proteins: 8) aligned with
+``edge_index``. The edges are ogb's ``edge_index`` as ogb gives it: ogb reads each stored edge once
+and, for ``add_inverse_edge`` datasets (proteins), inserts its reverse right after it with the same
+features, so both directions are there and option ``undirected`` is not needed (not used); self
+loops are kept and exact duplicate ``(src, dst)`` pairs are dropped keeping the first (its
+features); the counts are logged. Additional node arrays of master.csv (proteins:
+``node_species``) are kept as ``data.<name>`` int64 [N] (or [N, k]). Masks: ogb's split
+(proteins: by species).
 
 Heterogeneous datasets (master.csv ``is hetero``; ogbn-mag): ogb gives ``edge_index_dict``
 ``{(src, rel, dst): [2, E]}`` in per-type ids, ``num_nodes_dict``, ``node_feat_dict`` (the types
@@ -57,6 +71,7 @@ from gnnscale.datasets._data import make_data
 from gnnscale.datasets._graph import check_edge_ids, clean_edges
 from gnnscale.datasets._options import Option
 from gnnscale.datasets.relations import add_reverse
+from gnnscale.datasets.targets import attach_targets, check_edge_attr, dedupe_edges
 from gnnscale.datasets.typed import make_typed_data
 from gnnscale.errors import DatasetError
 
@@ -73,7 +88,8 @@ HELP = (
     "    root (default $GNNSCALE_DATA or ./data), dataset folder ROOT/ogbn_<name>/; files already\n"
     "    there are used offline. Symmetrized; NaN labels -> -1; OGB split. Heterogeneous ones\n"
     "    (ogbn-mag) load as typed graphs: target = the labelled type (paper), reverse relations\n"
-    "    rev_<rel> added when undirected. Options:"
+    "    rev_<rel> added when undirected. ogbn-proteins: multilabel y float32 [N,112], x [N,0],\n"
+    "    edge_attr [E,8] (both directions as ogb gives them), node_species, species split. Options:"
 )
 
 
@@ -123,13 +139,18 @@ def _meta(name: str, master: dict[str, dict[str, str]]) -> tuple[str, dict[str, 
             "fix the spelling"
         )
     meta = master[key]
-    if int(meta["num tasks"]) != 1 or "multiclass" not in meta["task type"]:
+    if not (_is_multilabel(meta) or (int(meta["num tasks"]) == 1 and "multiclass" in meta["task type"])):
         raise DatasetError(
-            f"expected a single-label multiclass ogbn dataset, found {key} with {meta['num tasks']} "
-            f"tasks ({meta['task type']}); it is not supported, use ogbn-arxiv, ogbn-products, "
-            "ogbn-papers100M or ogbn-mag"
+            f"expected a single-label multiclass or a multi-task binary ogbn dataset, found {key} with "
+            f"{meta['num tasks']} tasks ({meta['task type']}); it is not supported, use ogbn-arxiv, "
+            "ogbn-products, ogbn-papers100M, ogbn-mag or ogbn-proteins"
         )
     return key, meta
+
+
+def _is_multilabel(meta: dict[str, str]) -> bool:
+    """Multi-task binary classification (ogbn-proteins): multilabel targets."""
+    return meta["task type"] == "binary classification" and meta["is hetero"] != "True"
 
 
 def expected_files(meta: dict[str, str]) -> tuple[list[str], list[str], list[str]]:
@@ -152,6 +173,8 @@ def expected_files(meta: dict[str, str]) -> tuple[list[str], list[str], list[str
         raw = ["raw/edge.csv.gz"]
         if meta["has_node_attr"] == "True":
             raw.append("raw/node-feat.csv.gz")
+        if meta.get("has_edge_attr") == "True":
+            raw.append("raw/edge-feat.csv.gz")
         raw += ["raw/node-label.csv.gz", "raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz"]
         if meta["additional node files"] != "None":
             raw += [f"raw/{f}.csv.gz" for f in meta["additional node files"].split(",")]
@@ -164,7 +187,9 @@ def _missing(folder: Path, meta: dict[str, str]) -> list[str]:
     always, raw, split = expected_files(meta)
     missing = [f for f in always if not (folder / f).is_file()]
     if not (folder / "processed" / "data_processed").is_file():
-        missing += [f for f in raw if not (folder / f).is_file()]
+        # ogb renames proteins' older raw/species.csv.gz to raw/node_species.csv.gz itself
+        missing += [f for f in raw if not (folder / f).is_file()
+                    and not (f == "raw/node_species.csv.gz" and (folder / "raw" / "species.csv.gz").is_file())]
     if not (folder / "split" / meta["split"] / "split_dict.pt").is_file():
         missing += [f for f in split if not (folder / f).is_file()]
     return missing
@@ -336,12 +361,71 @@ def _load_hetero(key: str, folder: Path, graph: dict, labels: Any, split: Any, o
     return data
 
 
+def _masks(split: Any, n: int, folder: Path) -> list[np.ndarray]:
+    masks = []
+    for part in ("train", "valid", "test"):
+        idx = np.asarray(split[part], dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise DatasetError(
+                f"expected {part} ids in [0, {n}) in {folder}/split, found {int(idx.min())}..{int(idx.max())}; "
+                "the split does not belong to this graph"
+            )
+        m = np.zeros(n, dtype=bool)
+        m[idx] = True
+        masks.append(m)
+    return masks
+
+
+def _load_multilabel(key: str, folder: Path, graph: dict, labels: Any, split: Any, name: str) -> Data:
+    """A multi-task binary ogbn dataset (ogbn-proteins) as multilabel targets (module docstring)."""
+    where = f"{key} ({folder})"
+    n = int(graph["num_nodes"])
+    lab = np.asarray(labels)
+    if lab.ndim != 2 or lab.shape[0] != n:
+        raise DatasetError(f"expected labels [{n}, T] in {where}, found {lab.shape}; the files do not belong together")
+    feat = graph.get("node_feat")
+    x = np.zeros((n, 0), dtype=np.float32) if feat is None else np.asarray(feat)
+    edges = np.asarray(graph["edge_index"])
+    check_edge_ids(edges[0], edges[1], n, where)
+    edge_feat = graph.get("edge_feat")
+    if edge_feat is not None:
+        edge_feat = np.asarray(edge_feat)
+        if edge_feat.ndim == 1:
+            edge_feat = edge_feat[:, None]
+        check_edge_attr(edge_feat.astype(np.float32, copy=False), edges.shape[1], f"{where}: raw/edge-feat.csv.gz")
+    edge_index, edge_attr, counts = dedupe_edges(edges[0], edges[1], n, edge_feat)  # as ogb gives them
+    del edges, edge_feat
+    if counts["duplicates_dropped"]:
+        logger.warning("%s: %d duplicate (src, dst) edges dropped (the first of each and its features kept)",
+                       where, counts["duplicates_dropped"])
+    masks = _masks(split, n, folder)
+    data = make_data(x=x, y=np.zeros(n, dtype=np.int64), edge_index=edge_index, train_mask=masks[0],
+                     val_mask=masks[1], test_mask=masks[2], name=name, num_classes=1, where=where)
+    attach_targets(data, lab.astype(np.float32), kind="multilabel", where=where, edge_attr=edge_attr)
+    for extra, value in graph.items():  # additional node files (proteins: node_species)
+        if extra.startswith("node_") and extra != "node_feat" and value is not None:
+            arr = np.asarray(value)
+            if arr.shape[0] == n:
+                t = torch.from_numpy(np.ascontiguousarray(arr))
+                setattr(data, extra, t.reshape(n) if t.dim() == 2 and t.shape[1] == 1 else t)
+    logger.info(
+        "loaded %s from %s: %d nodes, %d edges (%d self loops, %d duplicates dropped), %d features, %d edge "
+        "features, %d labels (multilabel, %.3f positive per node)",
+        name, folder, n, edge_index.shape[1], int((edge_index[0] == edge_index[1]).sum()),
+        counts["duplicates_dropped"], data.x.shape[1], 0 if edge_attr is None else edge_attr.shape[1],
+        data.num_classes, float(data.y.sum()) / max(n, 1),
+    )
+    return data
+
+
 def load(arg: str, root: str | None, options: dict, name: str) -> Data:
     """Load ``ogbn-*`` (``arg`` is the ogbn name); see the module docstring."""
     base = Path(root if root is not None else default_root()).expanduser()
     key, folder, graph, labels, split = _open_dataset(arg, base, options)
     if "edge_index_dict" in graph:  # heterogeneous: a typed graph
         return _load_hetero(key, folder, graph, labels, split, options, name)
+    if _is_multilabel(_meta(key, _master(_import_ogb()[0]))[1]):
+        return _load_multilabel(key, folder, graph, labels, split, name)
     n = int(graph["num_nodes"])
     feat = graph.get("node_feat")
     if feat is None:
@@ -358,17 +442,7 @@ def load(arg: str, root: str | None, options: dict, name: str) -> Data:
     check_edge_ids(edges[0], edges[1], n, f"{key} ({folder})")
     edge_index = clean_edges(edges[0], edges[1], n, undirected=options["undirected"])
     del edges, graph
-    masks = []
-    for part in ("train", "valid", "test"):
-        idx = np.asarray(split[part], dtype=np.int64).reshape(-1)
-        if idx.size and (idx.min() < 0 or idx.max() >= n):
-            raise DatasetError(
-                f"expected {part} ids in [0, {n}) in {folder}/split, found {int(idx.min())}..{int(idx.max())}; "
-                "the split does not belong to this graph"
-            )
-        m = np.zeros(n, dtype=bool)
-        m[idx] = True
-        masks.append(m)
+    masks = _masks(split, n, folder)
     data = make_data(
         x=np.asarray(feat), y=y, edge_index=edge_index, train_mask=masks[0], val_mask=masks[1],
         test_mask=masks[2], name=name, where=f"{key} ({folder})",

@@ -209,3 +209,82 @@ def write_tiny_ogb_mag(
     for part, mask in (("train", data.train_mask), ("valid", data.val_mask), ("test", data.test_mask)):
         _write_csv_gz(split_dir / "paper" / f"{part}.csv.gz", np.flatnonzero(mask[lo:hi].numpy()), "%d")
     return str(folder), data
+
+
+# ogbn-proteins' species (NCBI taxonomy ids, as its raw/node_species.csv.gz stores them)
+PROTEIN_SPECIES = (3702, 4932, 6239, 7227, 7955, 9606, 10090, 511145)
+
+
+def write_tiny_ogbn_proteins(
+    root: str | os.PathLike,
+    num_nodes: int = 400,
+    num_tasks: int = 112,
+    num_edge_features: int = 8,
+    duplicate_pairs: int = 0,
+    seed: int = 0,
+) -> str:
+    """Write a tiny ogbn-proteins in OGB's raw layout under ``root`` (ogb's ``read_csv_graph_raw``
+    with master.csv's proteins row: ``add_inverse_edge`` True, no node features, edge features,
+    additional node file ``node_species``, split ``species``).
+
+    Files: ``ROOT/ogbn_proteins/RELEASE_v1.txt``; ``raw/edge.csv.gz`` (each undirected edge once,
+    ``u < v``: ogb inserts the reverse edges itself), ``raw/edge-feat.csv.gz`` (float [E, De] in
+    [0, 1], 3 decimals like the real association scores), ``raw/node-label.csv.gz`` (int 0/1
+    [N, T]), ``raw/node_species.csv.gz`` (one taxonomy id per node), ``raw/num-node-list.csv.gz``,
+    ``raw/num-edge-list.csv.gz``, ``split/species/{train,valid,test}.csv.gz`` (the nodes of the
+    last species -> test, of the one before -> valid, of the others -> train, like the real
+    split by species), an empty ``processed/``.
+
+    The graph comes from :func:`gnnscale.datasets.generate_synthetic` (homophily 0.9, its classes
+    = communities): a node's labels follow its community's label profile (each label on with
+    probability 0.7 or 0.05), an edge's features its two communities (plus noise), so the labels
+    are learnable from the aggregated edge features. ``duplicate_pairs`` > 0 also stores that many
+    edges a second time reversed (``v, u``): after ogb's inversion each such pair appears twice in
+    each direction (a loader that drops duplicates drops 2 per pair).
+
+    Returns:
+        The dataset folder ``ROOT/ogbn_proteins`` as a string.
+    """
+    meta = _master()["ogbn-proteins"]
+    folder = Path(root) / "ogbn_proteins"
+    raw = folder / "raw"
+    split_dir = folder / "split" / meta["split"]
+    for d in (raw, split_dir, folder / "processed"):
+        d.mkdir(parents=True, exist_ok=True)
+    (folder / f"RELEASE_v{meta['version']}.txt").write_text("tiny test copy of ogbn-proteins\n")
+
+    rng = np.random.default_rng(seed)
+    communities = 6
+    g = generate_synthetic(num_nodes=num_nodes, avg_degree=min(8.0, (num_nodes - 1) / 2), num_classes=communities,
+                           num_features=2, homophily=0.9, feature_noise=0.5, seed=seed)
+    community = g.y.numpy()
+    src, dst = g.edge_index.numpy()
+    upper = src < dst
+    edges = np.stack([src[upper], dst[upper]], axis=1)  # [E, 2], each undirected edge once
+    if duplicate_pairs:
+        pick = rng.choice(edges.shape[0], size=duplicate_pairs, replace=False)
+        edges = np.concatenate([edges, edges[pick][:, ::-1]])
+
+    profile = np.where(rng.random((communities, num_tasks)) < 0.3, 0.7, 0.05)
+    labels = (rng.random((num_nodes, num_tasks)) < profile[community]).astype(np.int64)
+    pair_mean = rng.random((communities, communities, num_edge_features))
+    pair_mean = (pair_mean + pair_mean.transpose(1, 0, 2)) / 2  # the same for (u, v) and (v, u)
+    feat = pair_mean[community[edges[:, 0]], community[edges[:, 1]]] + 0.1 * rng.standard_normal(
+        (edges.shape[0], num_edge_features))
+    feat = np.round(np.clip(feat, 0.001, 1.0), 3)
+
+    species = rng.choice(np.array(PROTEIN_SPECIES), size=num_nodes)
+    species[:len(PROTEIN_SPECIES)] = PROTEIN_SPECIES  # every species present
+    test = np.flatnonzero(species == PROTEIN_SPECIES[-1])
+    valid = np.flatnonzero(species == PROTEIN_SPECIES[-2])
+    train = np.flatnonzero(~np.isin(species, PROTEIN_SPECIES[-2:]))
+
+    _write_csv_gz(raw / "edge.csv.gz", edges, "%d")
+    _write_csv_gz(raw / "edge-feat.csv.gz", feat, "%.3f")
+    _write_csv_gz(raw / "node-label.csv.gz", labels, "%d")
+    _write_csv_gz(raw / "node_species.csv.gz", species, "%d")
+    _write_csv_gz(raw / "num-node-list.csv.gz", np.array([num_nodes]), "%d")
+    _write_csv_gz(raw / "num-edge-list.csv.gz", np.array([edges.shape[0]]), "%d")
+    for part, idx in (("train", train), ("valid", valid), ("test", test)):
+        _write_csv_gz(split_dir / f"{part}.csv.gz", idx, "%d")
+    return str(folder)
