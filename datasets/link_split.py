@@ -16,7 +16,7 @@ import logging
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
@@ -43,6 +43,9 @@ class LinkSplit:
             ``val_pos`` / ``test_pos`` column (MRR), or None.
         metric: ``"auc"`` (ROC-AUC + AP), ``"hits@K"`` (K a positive int) or ``"mrr"``.
         info: JSON-able dict saying how the split was made (ratios, seed, source, ...).
+        train_label, val_label, test_label: edge classification / regression (``--task edge``):
+            one label per ``*_pos`` column, all three or none: int64 [n] class ids (>= 0), or
+            float32 [n] / [n, D] regression targets (finite). None: no edge labels.
     """
 
     train_pos: Tensor
@@ -54,6 +57,9 @@ class LinkSplit:
     test_neg_dst: Tensor | None
     metric: str
     info: dict = field(default_factory=dict)
+    train_label: Tensor | None = None
+    val_label: Tensor | None = None
+    test_label: Tensor | None = None
 
     def __repr__(self) -> str:  # short: the tensors are large, and Data's repr prints its attributes
         c = self.counts()
@@ -106,6 +112,55 @@ class LinkSplit:
         except (TypeError, ValueError) as exc:
             raise DatasetError(f"expected link_split.info JSON-able, found {exc}; store plain numbers, "
                                "strings, lists and dicts") from None
+        self.check_labels()
+
+    def check_labels(self) -> None:
+        """Raise :class:`DatasetError` (one line) unless the edge labels are absent, or given for
+        train, val and test alike: one per ``*_pos`` column, all int64 [n] class ids >= 0 or all
+        float32 [n] / [n, D] (the same D) finite regression targets."""
+        fix = "give one label per edge, e.g. random_link_split(data, edge_label=...)"
+        given = [k for k in ("train", "val", "test") if getattr(self, f"{k}_label") is not None]
+        if not given:
+            return
+        if len(given) != 3:
+            missing = [k for k in ("train", "val", "test") if k not in given]
+            raise DatasetError(f"expected edge labels for train, val and test alike, found none for "
+                               f"{', '.join(missing)}; {fix}")
+        kinds = set()
+        for key in given:
+            name, t = f"{key}_label", getattr(self, f"{key}_label")
+            rows = int(getattr(self, f"{key}_pos").shape[1])
+            if not isinstance(t, Tensor) or t.dtype not in (torch.int64, torch.float32) or t.dim() not in (1, 2) \
+                    or (t.dtype == torch.int64 and t.dim() != 1):
+                raise DatasetError(f"expected link_split.{name} int64 [{rows}] class ids or float32 [{rows}] / "
+                                   f"[{rows}, D] targets, found {_describe(t)}; {fix}")
+            if t.shape[0] != rows:
+                raise DatasetError(f"expected link_split.{name} to hold one label per {key}_pos edge ({rows}), found "
+                                   f"{t.shape[0]}; {fix}")
+            if t.dtype == torch.int64 and t.numel() and int(t.min()) < 0:
+                raise DatasetError(f"expected link_split.{name} class ids >= 0, found {int(t.min())}; {fix}")
+            if t.dtype == torch.float32 and t.numel() and not bool(torch.isfinite(t).all()):
+                bad = int((~torch.isfinite(t)).reshape(rows, -1).any(1).sum())
+                raise DatasetError(f"expected link_split.{name} finite targets, found NaN or inf at {bad} edges; "
+                                   "drop or impute those edges' labels first")
+            kinds.add((t.dtype, tuple(t.shape[1:])))
+        if len(kinds) != 1:
+            found = ", ".join(f"{k} {_describe(getattr(self, f'{k}_label'))}" for k in given)
+            raise DatasetError(f"expected train, val and test labels of one kind (dtype and width), found {found}; "
+                               f"{fix}")
+
+    def label_meta(self) -> dict | None:
+        """``{"kind": "class" | "regression", "num_classes": C or 0, "dim": D}`` of the edge labels
+        (C = the largest class id + 1 over the three; D = 1 for [n] targets, 0 for classes), None
+        without labels."""
+        if self.train_label is None:
+            return None
+        labels = (self.train_label, self.val_label, self.test_label)
+        if self.train_label.dtype == torch.int64:
+            top = max((int(t.max()) for t in labels if t.numel()), default=-1)
+            return {"kind": "class", "num_classes": top + 1, "dim": 0}
+        return {"kind": "regression", "num_classes": 0,
+                "dim": int(self.train_label.shape[1]) if self.train_label.dim() == 2 else 1}
 
 
 def _describe(t: Any) -> str:
@@ -178,6 +233,38 @@ def _input_edges(data: Data) -> tuple[int, Tensor]:
     return n, torch.unique(ei[0] * n + ei[1], sorted=True)
 
 
+def _edge_labels(ei: Tensor, n: int, edge_label) -> Callable[[Tensor], Tensor]:
+    """``keys -> labels`` of the input edges ``keys`` (sorted keys ``u * n + v`` of ``ei``'s
+    edges): each key's label is ``edge_label``'s at the key's first column of ``ei``. Checks
+    ``edge_label`` (one line): a tensor with one row per column of ``ei``, int64 class ids >= 0 or
+    finite floats."""
+    fix = "pass one label per column of data.edge_index (int64 class ids or float targets)"
+    if not isinstance(edge_label, Tensor) or edge_label.dim() not in (1, 2) \
+            or not (edge_label.dtype == torch.int64 and edge_label.dim() == 1 or edge_label.is_floating_point()):
+        raise DatasetError(f"expected edge_label an int64 tensor [E] or a float tensor [E] / [E, D], found "
+                           f"{_describe(edge_label)}; {fix}")
+    if edge_label.shape[0] != ei.shape[1]:
+        raise DatasetError(f"expected edge_label to hold one label per edge of data.edge_index ({ei.shape[1]}), found "
+                           f"{edge_label.shape[0]}; {fix}")
+    if edge_label.is_floating_point():
+        finite = torch.isfinite(edge_label).reshape(edge_label.shape[0], -1).all(1)
+        if not bool(finite.all()):
+            raise DatasetError(f"expected edge_label finite, found NaN or inf at {int((~finite).sum())} edges; drop or "
+                               "impute those edges' labels first")
+        edge_label = edge_label.to(torch.float32)
+    elif edge_label.numel() and int(edge_label.min()) < 0:
+        raise DatasetError(f"expected edge_label class ids >= 0, found {int(edge_label.min())}; {fix}")
+    all_keys = ei[0] * n + ei[1]
+    order = torch.sort(all_keys, stable=True).indices  # the first column of each key leads its run
+    sorted_keys = all_keys[order]
+
+    def label_of(keys: Tensor) -> Tensor:
+        at = torch.searchsorted(sorted_keys, keys)
+        return edge_label[order[at]].clone()
+
+    return label_of
+
+
 def _decode(keys: Tensor, n: int) -> Tensor:
     """int64 [2, K] edges of keys ``u * n + v``."""
     return torch.stack([keys // n, keys % n])
@@ -228,6 +315,7 @@ def random_link_split(
     disjoint_train_ratio: float = 0.0,
     undirected: bool | None = None,
     neg_per_source: int = 0,
+    edge_label: Tensor | None = None,
 ) -> Data:
     """A seeded link split of ``data.edge_index`` (docs/link_prediction.md, section 1).
 
@@ -246,6 +334,11 @@ def random_link_split(
         neg_per_source: K > 0: instead of negative pairs, each val/test edge gets K fixed
             destinations drawn uniformly over all nodes (``val_neg_dst``/``test_neg_dst`` int64
             [n, K], as ogbl-citation2's, not filtered) and the metric is ``mrr``.
+        edge_label: edge classification / regression (``--task edge``): one label per column of
+            ``data.edge_index`` (int64 [E] class ids, or float [E] / [E, D] targets, kept as
+            float32), carried onto ``train_label``/``val_label``/``test_label`` (aligned with
+            ``*_pos``). An undirected pair takes the label of its ``(u, v)``, ``u < v``, edge; a
+            duplicated edge the label of its first occurrence.
 
     Candidate pairs P: undirected graphs, the unique pairs ``u < v``; directed graphs, the unique
     edges ``u != v`` as given. Self loops are never in ``*_pos`` and stay in message passing.
@@ -267,6 +360,7 @@ def random_link_split(
     """
     _check_ratios(val, test, disjoint_train_ratio)
     n, keys = _input_edges(data)
+    label_of = _edge_labels(data.edge_index, n, edge_label) if edge_label is not None else None
     src, dst = keys // n, keys % n
     if undirected is None:
         undirected = bool(torch.isin(dst * n + src, keys).all())
@@ -311,6 +405,9 @@ def random_link_split(
               "disjoint_train_ratio": float(disjoint_train_ratio), "undirected": bool(undirected), "pairs": p,
               "neg_per_source": int(neg_per_source)},
     )
+    if label_of is not None:
+        split.train_label, split.val_label, split.test_label = (label_of(k) for k in (train_keys, val_keys, test_keys))
+        split.check_labels()
     out = copy.copy(data)
     out.edge_index = _decode(mp_keys, n)
     out.link_split = split

@@ -16,7 +16,7 @@ CHOICES = {
     "exchange": MODES, "device": DEVICES, "halo_features": ("hold", "fetch"),
     "eval_method": ("auto", "layerwise", "sampled"), "embedding_dtype": ("float32", "bfloat16", "float16"),
     "sampler_backend": ("auto", "numba", "torch"), "norm": ("none", "batch", "layer"), "jk": ("none", "cat", "max"),
-    "schedule": ("gpipe", "1f1b"), "task": ("node", "link"), "decoder": ("dot", "mlp", "distmult"),
+    "schedule": ("gpipe", "1f1b"), "task": ("node", "link", "edge"), "decoder": ("dot", "mlp", "distmult"),
     "link_loss": ("bce", "margin"), "neg_sampling": ("uniform", "per_source", "in_batch"),
 }
 # option -> the least value it may take
@@ -87,7 +87,7 @@ class TrainConfig:
     tensorboard: str | None = None  # TensorBoard scalars here (rank 0)
     log_every: int | None = None  # with tensorboard: loss and step time every N steps
     # link prediction (docs/link_prediction.md): seed edges of the partition's link split
-    task: str = "node"  # node (classification) | link (prediction)
+    task: str = "node"  # node (classification) | link (prediction) | edge (classification or regression)
     decoder: str = "dot"  # link: dot | mlp (Hadamard product, then an MLP) | distmult
     link_loss: str = "bce"  # link: bce (binary cross-entropy with logits) | margin (hinge, margin 1)
     neg_sampling: str = "uniform"  # link: uniform | per_source (corrupt the destination) | in_batch

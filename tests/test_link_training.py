@@ -61,7 +61,10 @@ def test_the_split_is_written_by_source_owner_in_new_ids(cora_link):
         for p in range(2):
             part = load_part(parts, p)
             edges = part.link[key]
-            assert bool((part.book.owner(edges[0]) == p).all())  # by source owner
+            if key == "train":  # balanced shares, in source-owner order
+                assert abs(edges.shape[1] - want.shape[1] / 2) <= 1
+            else:
+                assert bool((part.book.owner(edges[0]) == p).all())  # by source owner
             old = torch.empty(part.book.num_nodes, dtype=torch.int64)
             for q in range(2):
                 other = load_part(parts, q, verify=False)

@@ -240,9 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add each layer's input to its output where shapes agree")
     m.add_argument("--jk", choices=["none", "cat", "max"], default="none", help="jumping-knowledge readout")
     lk = t.add_argument_group("link prediction (--task link; docs/link_prediction.md)")
-    lk.add_argument("--task", choices=["node", "link"], default="node",
+    lk.add_argument("--task", choices=["node", "link", "edge"], default="node",
                     help="node: classify nodes; link: score node pairs, trained on the partition's training edges "
-                    "(a split made by --edge-split or an ogbl-* dataset's own)")
+                    "(a split made by --edge-split or an ogbl-* dataset's own); edge: classify the split's labelled "
+                    "edges or regress their targets (a split with edge labels: random_link_split(edge_label=...))")
     lk.add_argument("--decoder", choices=["dot", "mlp", "distmult"], default="dot",
                     help="how a pair (u, v) is scored from its embeddings: dot product, an MLP over their Hadamard "
                     "product, or DistMult (a learned diagonal per relation)")

@@ -7,7 +7,9 @@ the embedding size) on a seed-edge mini-batch's blocks and scores the batch's pa
 
 - ``dot``: ``<h_u, h_v>`` (the graph auto-encoder of Kipf & Welling, 2016);
 - ``mlp``: an MLP over the Hadamard product ``h_u * h_v`` (OGB's link baselines);
-- ``distmult``: ``<h_u, r, h_v>`` with a learned diagonal ``r`` per relation (typed graphs).
+- ``distmult``: ``<h_u, r, h_v>`` with a learned diagonal ``r`` per relation (typed graphs);
+- ``edge:<out>`` (:class:`EdgeHead`, ``--task edge``): an MLP over ``concat(h_u, h_v)`` giving
+  ``out`` values per pair (class logits, or regression targets).
 
 Scores are logits; :func:`link_loss` is binary cross-entropy with logits or a margin loss.
 """
@@ -57,8 +59,28 @@ class DistMultDecoder(nn.Module):
         return (h_src * r * h_dst).sum(-1)
 
 
+class EdgeHead(nn.Module):
+    """Edge classification / regression: ``out[i] = MLP(concat(h_src[i], h_dst[i]))``
+    (Linear(2H, H), ReLU, dropout, Linear(H, out)): float32 [P, out] (class logits or targets).
+
+    The concatenation (GraphStorm's edge decoders' input) keeps the direction of an edge and
+    each endpoint's own embedding (a target such as a degree difference needs both); a
+    relation, if given, is not read."""
+
+    def __init__(self, hidden: int, out: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.lin1, self.lin2, self.dropout = nn.Linear(2 * hidden, hidden), nn.Linear(hidden, int(out)), float(dropout)
+
+    def forward(self, h_src: torch.Tensor, h_dst: torch.Tensor, relation: torch.Tensor | None = None) -> torch.Tensor:
+        h = F.relu(self.lin1(torch.cat([h_src, h_dst], -1)))
+        return self.lin2(F.dropout(h, self.dropout, self.training))
+
+
 def build_decoder(name: str, hidden: int, num_relations: int = 1, dropout: float = 0.0) -> nn.Module:
-    """The decoder ``name`` (one of :data:`DECODERS`) for embeddings of size ``hidden``."""
+    """The decoder ``name`` (one of :data:`DECODERS`, or ``edge:<out>``: an :class:`EdgeHead` of
+    ``out`` outputs) for embeddings of size ``hidden``."""
+    if name.startswith("edge:") and name[5:].isdigit() and int(name[5:]) > 0:
+        return EdgeHead(hidden, int(name[5:]), dropout)
     if name == "dot":
         return DotDecoder()
     if name == "mlp":

@@ -56,7 +56,8 @@ class ModelSpec:
             (``in_dim`` is then unused). Kept as tuples (lists are converted).
         decoder: link prediction: the decoder scoring node pairs (``dot``, ``mlp``,
             ``distmult``; :mod:`gnnscale.nn.link`), the encoder's ``out_dim`` being the
-            embedding size; None: node classification.
+            embedding size; edge classification / regression: ``edge:<C or D>`` (an
+            :class:`~gnnscale.nn.link.EdgeHead` of C logits or D targets); None: node classification.
     """
 
     in_dim: int
@@ -95,11 +96,15 @@ class ModelSpec:
         features and ``num_classes`` classes (``num_layers``: default ``cfg.model_layers()``).
 
         ``typed``: a typed partition's ``meta['typed']`` (see :func:`typed_from_meta`); then
-        ``feature_dim`` is not used by the model (None is taken as 0)."""
+        ``feature_dim`` is not used by the model (None is taken as 0). With ``cfg.task == "edge"``,
+        ``num_classes`` is the edge head's outputs (C classes or D regression targets)."""
         extra = typed_from_meta(typed) if typed is not None else {}
-        link = getattr(cfg, "task", "node") == "link"  # the encoder's output is the embedding (--hidden)
-        if link:
+        task = getattr(cfg, "task", "node")
+        link = task in ("link", "edge")  # the encoder's output is the embedding (--hidden)
+        if task == "link":
             extra["decoder"] = cfg.decoder
+        elif task == "edge":
+            extra["decoder"] = f"edge:{int(num_classes)}"
         return ModelSpec(int(feature_dim or 0) if typed is not None else int(feature_dim), int(cfg.hidden),
                          int(cfg.hidden) if link else int(num_classes),
                          int(num_layers if num_layers is not None else cfg.model_layers()),

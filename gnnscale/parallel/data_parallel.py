@@ -91,8 +91,9 @@ class DataParallel(Axis):
         ctx.phase("groups and samplers")
         meta = part.meta
         self.features = open_features(part, dims.data, device)  # per node type for a typed graph
-        self.spec = ModelSpec.of(cfg, meta.get("feature_dim", 0), meta["num_classes"], num_layers=len(fanouts),
-                                 typed=meta.get("typed"))
+        # edge classification / regression: the edge head's outputs (C classes or D targets)
+        self.spec = ModelSpec.of(cfg, meta.get("feature_dim", 0), getattr(task, "out_dim", meta["num_classes"]),
+                                 num_layers=len(fanouts), typed=meta.get("typed"))
         # A typed graph's featureless node types: learned embeddings sharded by owner, pulled before
         # each forward and updated by a sparse Adam after each backward, outside DDP
         self.embeddings = typed_embeddings(part, cfg, dims.comm, device)
@@ -137,9 +138,10 @@ class DataParallel(Axis):
         self.loader = MiniBatchLoader(self.batch_sampler, self.features, task.labels(), self.degrees, self.copier,
                                       dims.health)
         inputs = (lambda x: self.embeddings.attach(x, record=False)) if self.sharded else None
-        if task.name == "link":
+        if task.name in ("link", "edge"):  # edge: the labelled pairs scored by the same path
             self.evaluator = LinkEvaluator(part, dims.comm, self.features, self.degrees, task.metric,
-                                           backend=cfg.sampler_backend, inputs=inputs, relation=task.relation)
+                                           backend=cfg.sampler_backend, inputs=inputs,
+                                           relation=getattr(task, "relation", None))
         else:
             self.evaluator = Evaluator(part, dims.comm, self.features, self.degrees, self.eval_sampler,
                                    cfg.eval_batch_size, self.layerwise_eval,

@@ -222,21 +222,32 @@ def check_link_options(cfg: TrainConfig, mode: str, where: str, link: dict | str
     """Reject, before any worker starts, what link prediction (``--task link``) does not run:
     the pipelines, historical and local exchange, sampled evaluation (its evaluation is exact,
     layer-wise), a partition without a link split, and a split with one on ``--task node``.
+    ``--task edge`` (edge classification / regression) likewise, and needs a split with edge
+    labels (``meta["link"]["label"]``); ``--task link`` on a labelled split ignores the labels.
     ``link``: the partition's ``meta["link"]`` (:data:`UNKNOWN` before a dataset is cut)."""
-    if cfg.task != "link":
+    if cfg.task not in ("link", "edge"):
         if link and link != UNKNOWN:
-            raise PlanError(f"{where} holds a link-prediction split (no node labels to classify): add --task link, or "
-                            "partition the dataset without --edge-split for node classification.")
+            raise PlanError(f"{where} holds a link-prediction split (no node labels to classify): add --task link (or "
+                            "--task edge for its edge labels), or partition the dataset without --edge-split for node "
+                            "classification.")
         return
+    task = f"--task {cfg.task}"
+    what = "link prediction trains" if cfg.task == "link" else "edge classification and regression train"
     if mode != DP:
-        raise PlanError(f"--task link does not apply to {MODE_NAMES[mode]} yet: link prediction trains data parallel "
+        raise PlanError(f"{task} does not apply to {MODE_NAMES[mode]} yet: {what} data parallel "
                         "(leave --pipeline-stages and --chunks out).")
     if cfg.exchange != "exact":
-        raise PlanError(f"--exchange {cfg.exchange} does not apply to --task link: a seed edge's endpoints are sampled "
+        raise PlanError(f"--exchange {cfg.exchange} does not apply to {task}: a seed edge's endpoints are sampled "
                         "exactly by their owners. Use --exchange exact.")
     if cfg.eval_method == "sampled":
-        raise PlanError("--eval-method sampled does not apply to --task link: every node's embedding is computed once, "
+        raise PlanError(f"--eval-method sampled does not apply to {task}: every node's embedding is computed once, "
                         "layer by layer, and the split's pairs are scored from them. Leave --eval-method out.")
+    if cfg.task == "edge":
+        if not link or (link != UNKNOWN and not link.get("label")):
+            has = "has no link split" if not link else "has a link split without edge labels"
+            raise PlanError(f"--task edge needs a split with edge labels, and {where} {has}: split with "
+                            "random_link_split(data, edge_label=...) and partition that.")
+        return
     if not link:
         raise PlanError(f"--task link needs a link-prediction split, and {where} has none: partition with "
                         "`gnnscale partition --edge-split 0.85,0.05,0.10 ...` (or an ogbl-* dataset), or give "

@@ -207,6 +207,10 @@ def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
             from gnnscale.training.link_evaluation import LinkEvaluator
 
             metric = cfg.link_metric or meta["link"]["metric"]
+            if str(blob["spec"]["decoder"]).startswith("edge:"):  # an edge head: accuracy or rmse of the labels
+                from gnnscale.training.tasks import edge_metric
+
+                metric = edge_metric(meta["link"]["label"])
             evaluator = LinkEvaluator(part, dims.comm, features, degrees, metric, backend=cfg.sampler_backend)
             got = evaluator.splits(net, net, ("val", "test"), step=-1)
             return {"metric": metric, **{f"{k}_{metric}": v for k, v in got.items()},

@@ -25,6 +25,9 @@ import torch
 from gnnscale.data.feature_store import DistFeatureStore
 
 
+EDGE_METRICS = ("accuracy", "rmse")  # --task edge: classes, regression targets (gnnscale.training.tasks.edge_metric)
+
+
 class _Rows:
     """A rank's embedding table as a feature store's part (``x``: float32 [n_owned, H])."""
 
@@ -42,7 +45,9 @@ class LinkEvaluator:
         part: this rank's part (``part.link``: the split's pairs whose source it owns).
         comm: the evaluating ranks' communicator. features: their feature store.
         degrees: their degree store (degree-normalized layers) or None.
-        metric: ``auc`` (ROC-AUC and average precision), ``hits@K`` or ``mrr``.
+        metric: ``auc`` (ROC-AUC and average precision), ``hits@K`` or ``mrr``; edge
+            classification ``accuracy`` (and macro-F1) or regression ``rmse`` (and MAE): the
+            split's labelled positives (``{split}_label``), no negatives.
         backend: the sampler kernels of the streamed inference. inputs: as
             :class:`~gnnscale.training.evaluation.Evaluator`'s.
         slice_rows: destination rows fetched per round.
@@ -87,9 +92,16 @@ class LinkEvaluator:
 
     def score_split(self, net, h: torch.Tensor, rows: DistFeatureStore, split: str) -> dict:
         """Every metric of ``split`` (collective)."""
-        from gnnscale.training.link_metrics import LinkMetrics
+        from gnnscale.training.link_metrics import EdgeMetrics, LinkMetrics
 
         link = self.part.link
+        if self.primary in EDGE_METRICS:  # edge classification / regression: the labelled positives
+            label = self.part.meta["link"]["label"]
+            acc, pos, y = EdgeMetrics(label["kind"], label["num_classes"]), link[split], link[f"{split}_label"]
+            for a, b in self._slices(pos.shape[1], self.slice_rows):
+                src, dst = pos[0, a:b], pos[1, a:b]
+                acc.add(net.score(h[src - self.offset], rows.fetch(dst, category="link_fetch"), self.relation), y[a:b])
+            return acc.result(self.comm)
         acc = LinkMetrics(self.metric)
         pos = link[split]
         neg_dst = link.get(f"{split}_neg_dst")

@@ -40,7 +40,7 @@ from gnnscale.config import OptionError, parse_link_metric  # noqa: F401 - Optio
 
 __all__ = [
     "roc_auc", "average_precision", "hits_at_k", "mrr", "mrr_values", "multilabel_roc_auc",
-    "parse_metric", "LinkMetrics",
+    "parse_metric", "LinkMetrics", "EdgeMetrics",
 ]
 
 
@@ -382,6 +382,68 @@ class LinkMetrics:
             both = comm.all_reduce(both, op="sum")
             n, hist = int(both[0]), both[1:]
         return {"mrr": _mrr_of_counts(hist, n)}
+
+
+class EdgeMetrics:
+    """Edge classification / regression metrics (``--task edge``), accumulated slice by slice
+    and reduced over the ranks exactly in :meth:`result` (sums and counts; one all-reduce).
+
+    Args:
+        kind: ``"class"`` (reports ``accuracy`` and ``macro_f1``, scikit-learn's
+            ``f1_score(average="macro")``: the mean F1 over the classes present among the
+            labels or the predictions) or ``"regression"`` (``mae``: the mean absolute error
+            over every target value, ``rmse``: the root mean squared error).
+        num_classes: C (classes), the width of the per-class counts.
+
+    Memory: int64 [3 C + 2] counts, or float64 [3] sums; nothing per edge.
+    """
+
+    def __init__(self, kind: str, num_classes: int = 0) -> None:
+        if kind not in ("class", "regression"):
+            raise ValueError(f"edge metrics are of kind 'class' or 'regression'; found {kind!r}")
+        self.kind, self.num_classes = kind, int(num_classes)
+        # class: [correct, edges, true positives per class, labels per class, predictions per class]
+        self._counts = torch.zeros(2 + 3 * self.num_classes, dtype=torch.int64)
+        self._sums = torch.zeros(3, dtype=torch.float64)  # regression: [sum |err|, sum err^2, values]
+
+    def add(self, out: Tensor, label: Tensor) -> None:
+        """A slice's outputs (float [s, C] logits, or [s, D] / [s] values) and labels (int64 [s]
+        classes, or float [s, D] / [s] targets)."""
+        out, label = out.detach().cpu(), torch.as_tensor(label).detach().cpu()
+        if label.numel() == 0:
+            return
+        if self.kind == "regression":
+            err = out.to(torch.float64).reshape(label.shape) - label.to(torch.float64)
+            self._sums += torch.stack([err.abs().sum(), (err * err).sum(),
+                                       torch.tensor(float(err.numel()), dtype=torch.float64)])
+            return
+        C = self.num_classes
+        pred = out.argmax(1)
+        hit = pred == label
+        self._counts[0] += int(hit.sum())
+        self._counts[1] += int(label.numel())
+        self._counts[2:2 + C] += torch.bincount(label[hit], minlength=C)[:C]
+        self._counts[2 + C:2 + 2 * C] += torch.bincount(label, minlength=C)[:C]
+        self._counts[2 + 2 * C:] += torch.bincount(pred, minlength=C)[:C]
+
+    def result(self, comm: Any = None) -> dict[str, float | None]:
+        """``{"accuracy", "macro_f1"}`` or ``{"rmse", "mae"}`` over every rank (collective when
+        ``comm`` has more than one rank); None where no edge was scored."""
+        many = comm is not None and int(getattr(comm, "world_size", 1)) > 1
+        if self.kind == "regression":
+            sums = comm.all_reduce(self._sums.clone(), op="sum") if many else self._sums
+            n = float(sums[2])
+            if n == 0:
+                return {"rmse": None, "mae": None}
+            return {"rmse": math.sqrt(float(sums[1]) / n), "mae": float(sums[0]) / n}
+        counts = comm.all_reduce(self._counts.clone(), op="sum") if many else self._counts
+        C, n = self.num_classes, int(counts[1])
+        if n == 0:
+            return {"accuracy": None, "macro_f1": None}
+        tp, true, pred = counts[2:2 + C], counts[2 + C:2 + 2 * C], counts[2 + 2 * C:]
+        present = (true + pred) > 0
+        f1 = (2 * tp[present]).to(torch.float64) / (true[present] + pred[present]).to(torch.float64)
+        return {"accuracy": int(counts[0]) / n, "macro_f1": float(f1.mean())}
 
 
 def _cat(parts: list[Tensor]) -> Tensor:

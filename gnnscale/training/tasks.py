@@ -1,4 +1,5 @@
-"""What a run trains: node classification or link prediction, as the one step and loop see it.
+"""What a run trains: node classification, link prediction or edge classification / regression,
+as the one step and loop see it.
 
 A task says which ids an epoch's steps are cut from (training nodes, or positions of the part's
 training edges), what turns a batch of them into a sampled :class:`~gnnscale.samplers.block.MiniBatch`
@@ -113,6 +114,67 @@ class LinkTask:
         return int(((out > 0) == (label > 0.5)).sum()), int(label.numel())
 
 
+class EdgeTask:
+    """Edge classification / regression (``--task edge``; ``docs/link_prediction.md`` section 6):
+    seeds are positions of this part's training edges (``part.link["train"]``) as for links, but
+    a batch holds the positives only (no negatives), each labelled by ``part.link["train_label"]``
+    (int64 class ids, or float32 [n] / [n, D] targets; the loader gathers them by the batch's
+    positions into ``mb.y``); the model's :class:`~gnnscale.nn.link.EdgeHead` gives C logits or D
+    values per edge. Loss: cross-entropy (classes) or mean squared error (regression); the
+    evaluation's primary metric ``accuracy`` or ``rmse`` (lower is better)."""
+
+    name = "edge"
+
+    def __init__(self, part, cfg) -> None:
+        self.part, self.cfg = part, cfg
+        self.pos = part.link["train"]
+        self.y = part.link["train_label"]
+        label = part.meta["link"]["label"]
+        self.regression = label["kind"] == "regression"
+        self.out_dim = int(label["dim"] if self.regression else label["num_classes"])  # the head's outputs
+        self.metric = edge_metric(label)
+
+    def train_ids(self) -> torch.Tensor:
+        """int64 [E_r]: positions of this part's training edges."""
+        return torch.arange(self.pos.shape[1], dtype=torch.int64)
+
+    def batch_sampler(self, node_sampler, comm):
+        """A :class:`~gnnscale.samplers.link.LinkSampler` of this part's training edges without
+        negatives (each batch edge, either direction, left out of its own blocks)."""
+        from gnnscale.samplers.link import LinkSampler
+
+        return LinkSampler(node_sampler, self.pos, None, comm.rank, num_nodes=self.part.book.num_nodes)
+
+    def labels(self) -> Callable | None:
+        y = self.y
+        return lambda edge_ids: y[edge_ids]  # the loader's "seeds" are the batch's edge positions
+
+    def forward(self, model, x, blocks, mb, **kw) -> torch.Tensor:
+        index = mb.edge_label_index.to(blocks[-1].dst_ids.device)
+        return model(x, blocks, index, **kw)
+
+    def loss(self, out: torch.Tensor, mb) -> torch.Tensor:
+        y = mb.y.to(out.device)
+        if self.regression:
+            return F.mse_loss(out.reshape(y.shape), y)
+        return F.cross_entropy(out, y)
+
+    def correct(self, out: torch.Tensor, mb) -> tuple[int, int]:
+        """(edges of the right class, edges); regression: (0, edges)."""
+        n = int(mb.y.shape[0])
+        if self.regression or n == 0:
+            return 0, n
+        return int((out.argmax(1) == mb.y.to(out.device)).sum()), n
+
+
+def edge_metric(label: dict) -> str:
+    """The primary metric of edge labels (``meta["link"]["label"]``): ``accuracy`` for classes,
+    ``rmse`` for regression targets."""
+    return "rmse" if label["kind"] == "regression" else "accuracy"
+
+
 def make_task(part, cfg):
     """The task of ``cfg.task`` on ``part``."""
+    if cfg.task == "edge":
+        return EdgeTask(part, cfg)
     return LinkTask(part, cfg) if cfg.task == "link" else NodeTask(part, cfg)

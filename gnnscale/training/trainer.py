@@ -33,6 +33,18 @@ from gnnscale.training.model_io import config_record
 log = logging.getLogger("gnnscale.train")
 
 
+#: metrics where lower is better (``--task edge`` regression): the best epoch has the least
+LOWER_IS_BETTER = ("rmse", "mae")
+
+
+def improves(value: float, best: dict, metric: str | None) -> bool:
+    """Whether a validation figure ``value`` beats ``best["val_acc"]`` (``best["epoch"]`` < 0:
+    none yet): higher is better, except for :data:`LOWER_IS_BETTER` metrics."""
+    if metric in LOWER_IS_BETTER:
+        return best["epoch"] < 0 or value < best["val_acc"]
+    return value > best["val_acc"]
+
+
 def _progress_enabled(cfg: TrainConfig, rank: int) -> bool:
     if rank != 0:
         return False
@@ -252,7 +264,7 @@ class Trainer:
             rec.update(epoch=epoch, epoch_seconds=float(vec[0]), epoch_seconds_with_eval=float(vec[1]),
                        stage_seconds_max_over_ranks={k: float(v) for k, v in zip(metrics.STAGES, vec[2:])}, **totals)
             history.append(rec)
-            if rec.get("val_acc") is not None and rec["val_acc"] > best["val_acc"]:
+            if rec.get("val_acc") is not None and improves(rec["val_acc"], best, rec.get("metric")):
                 best = {"val_acc": rec["val_acc"], "test_acc": rec["test_acc"], "epoch": epoch}
             if self.rank == 0:
                 log.info(metrics.epoch_line(rec, info.get("cache", {}).get("rows", 0), self.network is not None))
