@@ -3,15 +3,22 @@
 Layout of a partition folder ``OUT/`` (format 1, untyped graphs)::
 
     meta.json                  format_version, dataset, method, num_parts, num_nodes, num_edges,
-                               offsets, feature_dim, num_classes, feature_dtype, parts (sizes),
+                               offsets, feature_dim, num_classes, target {kind, num_classes,
+                               num_outputs}, edge_feature_dim, feature_dtype, parts (sizes),
                                edge_cut (int), edge_cut_fraction, balance, halo,
                                replication_factor, files {relpath: sha256}, created, ...
     part{p}/indptr.npy         int64 [n_p + 1]  CSC of the in-edges of owned nodes (local dst)
     part{p}/indices.npy        int64 [E_p]      source of each in-edge, in NEW global ids
     part{p}/x.npy              float32 [n_p, F]
-    part{p}/y.npy              int64 [n_p]
+    part{p}/y.npy              int64 [n_p] (target kind class/binary), float32 [n_p, C]
+                               (multilabel) or float32 [n_p] / [n_p, D] (regression)
     part{p}/train_mask.npy     bool [n_p]   (also val_mask.npy, test_mask.npy)
     part{p}/orig_ids.npy       int64 [n_p]  new id offsets[p]+i -> original id orig_ids[i]
+    part{p}/edge_attr.npy      float32 [E_p, De]  features of each in-edge (aligned with indices),
+                                            only with edge features (edge_feature_dim De > 0)
+    part{p}/edge_ids.npy       int64 [E_p]  column of data.edge_index each in-edge comes from
+                                            (a deduplicated edge: its first, lowest, column);
+                                            only with edge features
     part{p}/link_*.npy         int64        a link-prediction split's edges whose source the part owns
                                             (``data.link_split``; :mod:`gnnscale.partitioning.link`,
                                             ``docs/link_prediction.md``), named in meta.json's ``link``
@@ -30,7 +37,10 @@ A part's nodes are numbered by type, then original id; the in-edges of each node
 
 Edges are those of ``data.edge_index`` with duplicates removed (format 2: duplicate (source,
 target, relation)); self loops are kept as given. meta.json is written last, so a folder
-without it is an unfinished write.
+without it is an unfinished write. Targets and edge features follow
+``docs/targets_and_edge_features.md`` (sections 1 and 3): meta's ``target.kind`` comes from
+``gnnscale.datasets.targets.target_kind(data)``, and ``edge_feature_dim`` is 0 without
+``data.edge_attr`` (then neither edge file is written, both formats as before).
 
 The loader is :mod:`gnnscale.partitioning.part` (:class:`~gnnscale.partitioning.part.LocalPart`,
 :func:`~gnnscale.partitioning.part.load_part`), the summary for ``gnnscale info``
@@ -51,10 +61,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from gnnscale.errors import PartitionError
+from gnnscale.errors import DatasetError, PartitionError
 from gnnscale.partitioning.manifest import (  # noqa: F401 - re-exported
     _MASKS,
     _RERUN_HINT,
+    EDGE_FILES,
     FORMAT_VERSION,
     META_FILE,
     PART_FILES,
@@ -105,6 +116,54 @@ def _node_tensor(data: Data, name: str, n: int, ndim: int) -> torch.Tensor:
     return t
 
 
+def _targets(data: Data, n: int) -> tuple[torch.Tensor, dict[str, Any]]:
+    """``data.y`` as the parts store it (int64 [n] for class/binary, float32 [n] / [n, C] for
+    multilabel/regression) and meta.json's ``target`` entry ``{kind, num_classes, num_outputs}``
+    (``docs/targets_and_edge_features.md`` section 1: num_classes is C for class and multilabel,
+    2 for binary, D for regression).
+
+    The kind is :func:`gnnscale.datasets.targets.target_kind` (``data.target_kind``, else
+    inferred from ``y``); imported here, not at module level: the datasets package imports
+    torch_geometric, which workers that only load parts never need.
+    """
+    value = getattr(data, "y", None)
+    if value is None:
+        _node_tensor(data, "y", n, 1)  # raises its one-line error
+    from gnnscale.datasets.targets import num_outputs, target_kind
+
+    try:
+        kind, outputs = target_kind(data), num_outputs(data)
+    except DatasetError as exc:
+        raise PartitionError(f"{exc}") from None
+    t = torch.as_tensor(value).detach().cpu()
+    if kind in ("class", "binary"):
+        y = _node_tensor(data, "y", n, 1).to(torch.int64)
+        classes = 2 if kind == "binary" else getattr(data, "num_classes", None)
+        if classes is None:
+            classes = int(y.max()) + 1 if y.numel() else 0
+        return y, {"kind": kind, "num_classes": int(classes), "num_outputs": int(outputs)}
+    ndims = (2,) if kind == "multilabel" else (1, 2)
+    if t.dim() not in ndims or t.shape[0] != n:
+        want = f"[{n}, C]" if kind == "multilabel" else f"[{n}] or [{n}, D]"
+        raise PartitionError(f"expected {kind} targets data.y of shape {want}, found {tuple(t.shape)}; fix the dataset")
+    return t.to(torch.float32), {"kind": kind, "num_classes": int(outputs), "num_outputs": int(outputs)}
+
+
+def _edge_features(data: Data, num_edges: int) -> np.ndarray | None:
+    """``data.edge_attr`` as float32 numpy ``[E, De]`` (aligned with ``data.edge_index``), or None
+    without edge features (none, or De = 0)."""
+    value = getattr(data, "edge_attr", None)
+    if value is None:
+        return None
+    a = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+    if a.ndim != 2 or a.shape[0] != num_edges or a.dtype.kind != "f":
+        raise PartitionError(
+            f"expected data.edge_attr as floats of shape [{num_edges}, De] (one row per column of "
+            f"edge_index), found dtype {a.dtype} and shape {tuple(a.shape)}; fix the dataset or drop edge_attr"
+        )
+    return a.astype(np.float32, copy=False) if a.shape[1] else None
+
+
 def _remove_stale(out: Path, num_parts: int, keep: tuple[str, ...] = PART_FILES) -> None:
     """Drop an old meta.json, old ``part{p}`` folders (p >= num_parts) holding only our files,
     and, in the parts kept, our files not named in ``keep`` (those of the other format, or of
@@ -129,7 +188,7 @@ def _remove_stale(out: Path, num_parts: int, keep: tuple[str, ...] = PART_FILES)
 
 def _is_part_file(name: str) -> bool:
     """A file name that a part of either format holds (format 1's, etype.npy, x_t{t}.npy)."""
-    return name in PART_FILES or name == "etype.npy" or is_link_file(name) or (
+    return name in PART_FILES or name in EDGE_FILES or name == "etype.npy" or is_link_file(name) or (
         name.startswith("x_t") and name.endswith(".npy") and name[3:-4].isdigit()
     )
 
@@ -176,11 +235,16 @@ def _writer_threads() -> int:
 
 def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray, indices_g: np.ndarray,
                  x: torch.Tensor | None, y: torch.Tensor, masks: dict, typed: _TypedWrite | None = None,
-                 part: int = 0) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+                 part: int = 0, edges: tuple[np.ndarray, np.ndarray] | None = None,
+                 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """The arrays of the part owning new ids ``[lo, hi)`` by file name, and its sizes for meta.json.
 
+    ``y``: the targets as stored (:func:`_targets`: int64 or float32).
     ``typed``: a typed graph's extras: ``etype.npy`` and ``x_t{t}.npy`` (instead of ``x.npy``),
     and the part's per-relation edge and cut counts added to ``typed``'s running sums.
+    ``edges``: ``(edge_ids_g, edge_attr)``, the original column of every stored edge (aligned
+    with the global CSC) and the float32 ``[E, De]`` features of the input's columns: adds
+    ``edge_ids.npy`` and ``edge_attr.npy`` (the part's rows gathered, aligned with ``indices``).
     """
     ids_np = old_of_new[lo:hi]
     ids = torch.from_numpy(ids_np)
@@ -190,12 +254,16 @@ def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray,
         "indptr.npy": indptr_g[lo : hi + 1] - e_lo,
         "indices.npy": indices,
         "x.npy": None if x is None else x[ids].numpy().astype(np.float32, copy=False),
-        "y.npy": y[ids].numpy().astype(np.int64, copy=False),
+        "y.npy": y[ids].numpy(),
         "train_mask.npy": masks["train_mask"][ids].numpy(),
         "val_mask.npy": masks["val_mask"][ids].numpy(),
         "test_mask.npy": masks["test_mask"][ids].numpy(),
         "orig_ids.npy": ids_np,
     }
+    if edges is not None:
+        edge_ids = edges[0][e_lo:e_hi]
+        arrays["edge_attr.npy"] = edges[1][edge_ids]
+        arrays["edge_ids.npy"] = edge_ids
     remote_mask = (indices < lo) | (indices >= hi)
     remote = indices[remote_mask]
     if typed is not None:
@@ -271,6 +339,9 @@ def write_partitions(
     Args:
         data: the graph (``x`` float [N, F], ``y`` int [N], ``edge_index`` int [2, E],
             ``train_mask``/``val_mask``/``test_mask`` bool [N], optional ``num_classes``).
+            ``y`` may be of any target kind (``docs/targets_and_edge_features.md``: float
+            [N, C] multilabel, float [N] / [N, D] regression, with optional ``target_kind``);
+            optional ``edge_attr`` float [E, De] aligned with ``edge_index``'s columns.
             A typed graph has ``x_dict`` {type: float [N_t, F_t]} instead of ``x``, and
             ``node_types``, ``edge_types``, ``type_ptr``, ``edge_type`` int [E],
             ``target_type``.
@@ -297,28 +368,32 @@ def write_partitions(
         )
     spec = typed_spec(data) if is_typed(data) else None
     x = _node_tensor(data, "x", n, 2) if spec is None else None
-    y = _node_tensor(data, "y", n, 1)
+    y, target = _targets(data, n)
     masks = {m: _node_tensor(data, m, n, 1).to(torch.bool) for m in _MASKS}
-    num_classes = getattr(data, "num_classes", None)
-    if num_classes is None:
-        num_classes = int(y.max()) + 1 if y.numel() else 0
+    num_classes = target["num_classes"]
     feature_dim = int(x.shape[1]) if x is not None else 0
 
     new_of_old, old_of_new, offsets = contiguous_relabel(parts, num_parts)
     num_parts = offsets.shape[0] - 1
     ei = as_edge_array(data.edge_index, n)
+    edge_attr = _edge_features(data, int(ei.shape[1]))
     cut, undirected = edge_cut(ei, parts, n)
     typed = None
+    edges = None  # with edge features: (original column of every stored edge, edge_attr)
     if spec is None:
-        indptr_g, indices_g = to_csc(ei, n, dedupe=True, relabel=new_of_old)
+        csc = to_csc(ei, n, dedupe=True, relabel=new_of_old, return_edge_ids=edge_attr is not None)
+        indptr_g, indices_g = csc[:2]
     else:
-        indptr_g, indices_g, etype_g = to_csc(
+        csc = to_csc(
             ei, n, dedupe=True, relabel=new_of_old, edge_type=spec.edge_type,
-            num_relations=spec.num_relations,
+            num_relations=spec.num_relations, return_edge_ids=edge_attr is not None,
         )
+        indptr_g, indices_g = csc[:2]
         spec.edge_type = None  # a view of data.edge_type: not needed any more
-        typed = _TypedWrite(spec, etype_g, *type_tables(old_of_new, offsets, spec.type_ptr))
-        del etype_g
+        typed = _TypedWrite(spec, csc[2], *type_tables(old_of_new, offsets, spec.type_ptr))
+    if edge_attr is not None:
+        edges = (csc[-1], edge_attr)
+    del csc
     num_input_edges = int(ei.shape[1])
     link_split = getattr(data, "link_split", None)  # a link-prediction split: by source owner, new ids
     link_parts, link_meta = split_by_source(link_split, new_of_old, offsets) if link_split is not None else (None, None)
@@ -332,7 +407,8 @@ def write_partitions(
         )
     out.mkdir(parents=True, exist_ok=True)
     version = FORMAT_VERSION if typed is None else TYPED_FORMAT_VERSION
-    keep = part_files({"format_version": version, "link": link_meta,
+    edge_dim = 0 if edge_attr is None else int(edge_attr.shape[1])
+    keep = part_files({"format_version": version, "link": link_meta, "edge_feature_dim": edge_dim,
                        "typed": None if typed is None else {"feature_dims": spec.feature_dims}})
     _remove_stale(out, num_parts, keep)
 
@@ -357,7 +433,7 @@ def write_partitions(
             lo, hi = int(offsets[p]), int(offsets[p + 1])
             pdir = out / part_dir_name(p)
             pdir.mkdir(exist_ok=True)
-            arrays, size = _part_arrays(lo, hi, old_of_new, indptr_g, indices_g, x, y, masks, typed, p)
+            arrays, size = _part_arrays(lo, hi, old_of_new, indptr_g, indices_g, x, y, masks, typed, p, edges)
             sizes.append(size)
             if link_parts is not None:
                 arrays.update(link_parts[p])
@@ -392,6 +468,8 @@ def write_partitions(
         "offsets": [int(o) for o in offsets],
         "feature_dim": feature_dim,
         "num_classes": int(num_classes),
+        "target": target,
+        "edge_feature_dim": edge_dim,
         "feature_dtype": "float32",
         "parts": sizes,
         **quality,
@@ -404,7 +482,8 @@ def write_partitions(
     if link_meta is not None:
         meta["link"] = link_meta
     if extra_meta:
-        clash = set(extra_meta) & {"format_version", "files", "offsets", "num_parts", "typed", "link"}
+        clash = set(extra_meta) & {"format_version", "files", "offsets", "num_parts", "typed", "link", "target",
+                                   "edge_feature_dim"}
         if clash:
             raise PartitionError(
                 f"expected extra_meta not to override core keys, found {sorted(clash)}; "

@@ -2,8 +2,10 @@
 
 Two format versions are read: 1 (untyped graphs, :data:`PART_FILES`) and 2 (typed graphs,
 ``docs/typed_graphs.md`` section 2: no ``x.npy``, an ``etype.npy`` per part and one
-``x_t{t}.npy`` per node type with features, and a ``typed`` entry in meta.json). The files a
-part must have follow from its meta (:func:`part_files`).
+``x_t{t}.npy`` per node type with features, and a ``typed`` entry in meta.json). Either may
+carry edge features (:data:`EDGE_FILES`, ``edge_feature_dim`` > 0) and targets of any kind
+(``target``, :data:`TARGET_KINDS`). The files a part must have follow from its meta
+(:func:`part_files`).
 
 Torch-free on purpose: the launcher (``gnnscale train``) reads and verifies the folder before
 it starts any worker, and must not pay torch's import for that. The writer of the arrays is
@@ -25,6 +27,9 @@ FORMAT_VERSION = 1
 TYPED_FORMAT_VERSION = 2
 """Format of typed (heterogeneous) graphs."""
 SUPPORTED_VERSIONS = (FORMAT_VERSION, TYPED_FORMAT_VERSION)
+TARGET_KINDS = ("class", "binary", "multilabel", "regression")
+"""The kinds of meta's ``target`` entry (``docs/targets_and_edge_features.md`` section 1):
+``y.npy`` is int64 [n] for class/binary, float32 [n, C] (multilabel) or [n] / [n, D] (regression)."""
 META_FILE = "meta.json"
 PART_FILES = (
     "indptr.npy",
@@ -36,6 +41,10 @@ PART_FILES = (
     "test_mask.npy",
     "orig_ids.npy",
 )
+EDGE_FILES = ("edge_attr.npy", "edge_ids.npy")
+"""A part's edge features (float32 [E_p, De], aligned with indices.npy) and their original edge
+ids (int64 [E_p], columns of the dataset's edge_index): present when meta's ``edge_feature_dim`` > 0
+(either format; ``docs/targets_and_edge_features.md`` section 3)."""
 _MASKS = ("train_mask", "val_mask", "test_mask")  # the split masks of a part, {name}.npy bool [n_p]
 _REQUIRED_META = (
     "format_version",
@@ -125,7 +134,26 @@ def load_meta(part_dir: str | os.PathLike) -> dict[str, Any]:
         )
     if version == TYPED_FORMAT_VERSION:
         _check_typed_meta(meta, path)
+    _check_target_and_edges(meta, path)
     return meta
+
+
+def _check_target_and_edges(meta: dict[str, Any], path: Path) -> None:
+    """``edge_feature_dim`` (optional) an integer >= 0; ``target`` (optional) a known kind with an
+    integer ``num_outputs`` >= 0 (what the loader needs to read ``edge_attr.npy`` and ``y.npy``;
+    0: a class graph without labels, e.g. a link-prediction dataset)."""
+    dim = meta.get("edge_feature_dim", 0)
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 0):
+        raise PartitionError(f"expected edge_feature_dim to be an integer >= 0 in {path}, found {dim!r:.80}; "
+                             f"{_RERUN_HINT}")
+    target = meta.get("target")
+    if target is None:
+        return
+    kind = target.get("kind") if isinstance(target, dict) else None
+    outputs = target.get("num_outputs") if isinstance(target, dict) else None
+    if kind not in TARGET_KINDS or isinstance(outputs, bool) or not isinstance(outputs, int) or outputs < 0:
+        raise PartitionError(f"expected target as {{kind: one of {', '.join(TARGET_KINDS)}, num_outputs: an integer "
+                             f">= 0}} in {path}, found {target!r:.160}; {_RERUN_HINT}")
 
 
 def _check_typed_meta(meta: dict[str, Any], path: Path) -> None:
@@ -216,17 +244,34 @@ def part_files(meta: dict[str, Any]) -> tuple[str, ...]:
     """The file names every part of a folder with this meta holds.
 
     Format 1: :data:`PART_FILES`. Format 2: those without ``x.npy``, plus ``etype.npy`` and
-    ``x_t{t}.npy`` for every node type ``t`` with ``typed.feature_dims[t] > 0``. Either, with a
-    link-prediction split: its ``link_{key}.npy`` files (:mod:`gnnscale.partitioning.link`).
+    ``x_t{t}.npy`` for every node type ``t`` with ``typed.feature_dims[t] > 0``. Either, with
+    edge features (``edge_feature_dim`` > 0): :data:`EDGE_FILES`; with a link-prediction split:
+    its ``link_{key}.npy`` files (:mod:`gnnscale.partitioning.link`).
     """
     from gnnscale.partitioning.link import link_part_files
 
+    edges = EDGE_FILES if edge_feature_dim(meta) > 0 else ()
     if meta.get("format_version") != TYPED_FORMAT_VERSION:
-        return PART_FILES + link_part_files(meta)
+        return PART_FILES + edges + link_part_files(meta)
     dims = meta["typed"]["feature_dims"]
     return tuple(f for f in PART_FILES if f != "x.npy") + ("etype.npy",) + tuple(
         f"x_t{t}.npy" for t, d in enumerate(dims) if int(d) > 0
-    ) + link_part_files(meta)
+    ) + edges + link_part_files(meta)
+
+
+def edge_feature_dim(meta: dict[str, Any]) -> int:
+    """De, the edge features per edge of a folder (meta's ``edge_feature_dim``; 0 when absent)."""
+    return int(meta.get("edge_feature_dim") or 0)
+
+
+def target_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """meta's ``target`` entry, ``{"kind", "num_classes", "num_outputs"}``; folders written before
+    it existed hold class ids: ``{"kind": "class", ...}`` from ``num_classes``."""
+    target = meta.get("target")
+    if isinstance(target, dict):
+        return target
+    classes = meta.get("num_classes")
+    return {"kind": "class", "num_classes": classes, "num_outputs": classes}
 
 
 

@@ -21,13 +21,14 @@ from gnnscale.partitioning.manifest import (
     _RERUN_HINT,
     TYPED_FORMAT_VERSION,
     _verify_files,
+    edge_feature_dim,
     load_meta,
     part_dir_name,
     part_files,
 )
 from gnnscale.partitioning.link import load_link
 from gnnscale.partitioning.typed import TypedPart
-from gnnscale.partitioning.validate import check_pointers, load_array
+from gnnscale.partitioning.validate import check_pointers, load_array, load_targets
 
 
 @dataclass
@@ -42,7 +43,9 @@ class LocalPart:
         indices: int64 ``[E_p]`` sources of the in-edges, new global ids.
         x: read-only float32 memmap ``[n, F]`` (typed parts: an empty float32 ``[n, 0]``;
             their features are per type, in ``typed.x_by_type``).
-        y: int64 ``[n]``; train_mask / val_mask / test_mask: bool ``[n]``.
+        y: the targets (meta's ``target``): int64 ``[n]`` for class/binary, float32 ``[n, C]``
+            for multilabel, float32 ``[n]`` or ``[n, D]`` for regression; train_mask /
+            val_mask / test_mask: bool ``[n]``.
         orig_ids: int64 ``[n]``, original id of local node i.
         typed: the typed side of a format-2 part (a
             :class:`~gnnscale.partitioning.typed.TypedPart`: ``meta``, ``etype``,
@@ -50,6 +53,11 @@ class LocalPart:
         link: a link-prediction split's edges whose source this part owns, in new ids
             (``{"train": int64 [2, n], "val": ..., "val_neg_dst": int64 [n, Kn], ...}``,
             :mod:`gnnscale.partitioning.link`); None without a split.
+        edge_attr: float32 ``[E_p, De]`` features of the in-edges, aligned with ``indices``
+            (a tensor over the copy-on-write mapped file, like ``indices``); None when the
+            folder has no edge features (``meta["edge_feature_dim"]`` absent or 0).
+        edge_ids: int64 ``[E_p]``, the column of the dataset's ``edge_index`` each in-edge
+            comes from (mapped copy-on-write); None without edge features.
     """
 
     part_id: int
@@ -65,6 +73,8 @@ class LocalPart:
     orig_ids: torch.Tensor = field(repr=False)
     typed: TypedPart | None = field(default=None, repr=False)
     link: dict | None = field(default=None, repr=False)
+    edge_attr: torch.Tensor | None = field(default=None, repr=False)
+    edge_ids: torch.Tensor | None = field(default=None, repr=False)
 
     @property
     def num_owned(self) -> int:
@@ -201,6 +211,8 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
         A :class:`LocalPart`; ``x`` and ``indices`` stay memory-mapped (``indices``
         copy-on-write), the other arrays are loaded. A format-2 part has ``typed`` set
         (``etype`` copy-on-write mapped, ``x_by_type`` mapped) and an empty ``x`` ``[n, 0]``.
+        With edge features (either format) ``edge_attr`` and ``edge_ids`` are set (mapped
+        copy-on-write, as ``indices``).
     """
     root = Path(part_dir)
     meta = load_meta(root)
@@ -228,7 +240,12 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
     indices = load_array(pdir / "indices.npy", np.int64, (None,), mmap="c")
     check_pointers(pdir / "indptr.npy", indptr, indices.shape[0])
     x = np.zeros((n, 0), dtype=np.float32) if typed else load_array(pdir / "x.npy", np.float32, (n, f))
-    y = load_array(pdir / "y.npy", np.int64, (n,), mmap=False)
+    y = load_targets(pdir / "y.npy", meta, n, mmap=False)
+    edge_attr = edge_ids = None
+    de = edge_feature_dim(meta)
+    if de > 0:
+        edge_attr = torch.from_numpy(load_array(pdir / "edge_attr.npy", np.float32, (indices.shape[0], de), mmap="c"))
+        edge_ids = torch.from_numpy(load_array(pdir / "edge_ids.npy", np.int64, (indices.shape[0],), mmap="c"))
     masks = {m: load_array(pdir / f"{m}.npy", np.bool_, (n,), mmap=False) for m in _MASKS}
     orig_ids = load_array(pdir / "orig_ids.npy", np.int64, (n,), mmap=False)
     return LocalPart(
@@ -245,4 +262,6 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
         orig_ids=torch.from_numpy(orig_ids),
         typed=_load_typed(pdir, meta, part, book, n, indices.shape[0]) if typed else None,
         link=load_link(pdir, meta),
+        edge_attr=edge_attr,
+        edge_ids=edge_ids,
     )

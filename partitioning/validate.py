@@ -5,8 +5,11 @@ partitioner wrote (sha256); this module proves that what they hold is a graph a 
 train on: every field of ``meta.json`` of the right type and consistent (offsets from 0 to
 ``num_nodes``, increasing), every array of the dtype and shape the format fixes, CSC pointers
 that start at 0, never decrease and end at the edge count, node ids inside the graph, finite
-features, labels of labelled nodes inside ``[0, num_classes)``. Each problem is one line naming
-the file, what was expected and what was found.
+features, targets of labelled nodes that fit their kind (meta's ``target``: class ids inside
+``[0, num_classes)`` for class/binary, 0/1 for multilabel, no NaN for multilabel/regression),
+edge features (when ``edge_feature_dim`` > 0) of the right shape, finite, with original edge ids
+inside the input's edges. Each problem is one line naming the file, what was expected and what
+was found.
 
 NumPy only (no torch): ``gnnscale train`` runs it in the launcher. Arrays are memory-mapped
 and scanned in slices (bounded memory).
@@ -20,7 +23,15 @@ from typing import Any
 import numpy as np
 
 from gnnscale.errors import PartitionError
-from gnnscale.partitioning.manifest import META_FILE, TYPED_FORMAT_VERSION, _RERUN_HINT, load_meta, part_dir_name
+from gnnscale.partitioning.manifest import (
+    META_FILE,
+    TYPED_FORMAT_VERSION,
+    _RERUN_HINT,
+    edge_feature_dim,
+    load_meta,
+    part_dir_name,
+    target_meta,
+)
 
 _SLICE = 1 << 22  # elements per scanned slice
 
@@ -108,20 +119,80 @@ def check_part(part_dir: str | os.PathLike, part: int, meta: dict | None = None)
         _check_typed_part(pdir, meta, part, indptr, indices.shape[0])
     else:
         _check_finite(pdir / "x.npy", load_array(pdir / "x.npy", np.float32, (n, f)))
-    y = np.asarray(load_array(pdir / "y.npy", np.int64, (n,)))
+    if edge_feature_dim(meta) > 0:
+        _check_edge_files(pdir, meta, indices.shape[0])
+    y = np.asarray(load_targets(pdir / "y.npy", meta, n))
     masks = {m: np.asarray(load_array(pdir / f"{m}.npy", np.bool_, (n,))) for m in ("train_mask", "val_mask", "test_mask")}
     labelled = masks["train_mask"] | masks["val_mask"] | masks["test_mask"]
     classes = meta.get("num_classes")
-    if labelled.any():
+    kind = target_meta(meta)["kind"]
+    if labelled.any() and kind in ("class", "binary"):
         yl = y[labelled]
         top = int(classes) if classes else None
         if int(yl.min()) < 0 or (top is not None and int(yl.max()) >= top):
             raise PartitionError(f"{pdir / 'y.npy'}: expected the labels of nodes in a mask in [0, {top}), found "
                                  f"[{int(yl.min())}, {int(yl.max())}]; {_RERUN_HINT}")
+    elif labelled.any():
+        _check_float_targets(pdir / "y.npy", y, labelled, kind)
     orig = load_array(pdir / "orig_ids.npy", np.int64, (n,))
     if n and (int(orig.min()) < 0 or int(orig.max()) >= total):
         raise PartitionError(f"{pdir / 'orig_ids.npy'}: expected original ids in [0, {total}), found "
                              f"[{int(orig.min())}, {int(orig.max())}]; {_RERUN_HINT}")
+
+
+def load_targets(path: Path, meta: dict, n: int, mmap: bool | str = True) -> np.ndarray:
+    """A part's ``y.npy`` checked against meta's ``target`` (old folders: class ids): int64 ``[n]``
+    for class/binary, float32 ``[n, C]`` for multilabel, float32 ``[n]`` or ``[n, D]`` for
+    regression (``[n]`` or ``[n, 1]`` when D is 1). Raises :class:`PartitionError` naming the file."""
+    target = target_meta(meta)
+    kind = target["kind"]
+    if kind in ("class", "binary"):
+        return load_array(path, np.int64, (n,), mmap)
+    d = int(target["num_outputs"])
+    shape = (n, d)
+    if kind == "regression" and d == 1:
+        try:  # the header only: [n] and [n, 1] are both a single regression target
+            shape = (n,) if np.load(path, mmap_mode="r", allow_pickle=False).ndim == 1 else (n, 1)
+        except (OSError, ValueError, EOFError):
+            pass  # load_array names the problem
+    return load_array(path, np.float32, shape, mmap)
+
+
+def _check_float_targets(path: Path, y: np.ndarray, labelled: np.ndarray, kind: str) -> None:
+    """Multilabel/regression targets of labelled rows: no NaN, and 0/1 for multilabel (in slices)."""
+    rows = np.flatnonzero(labelled)
+    per_row = 1 if y.ndim == 1 else y.shape[1]
+    for a, b in _slices(rows.shape[0], per_row):
+        part = y[rows[a:b]]
+        nan = np.isnan(part)
+        if nan.any():
+            row = int(rows[a + int(np.argwhere(nan)[0][0])])
+            raise PartitionError(f"{path}: expected no NaN {kind} targets on nodes in a mask, found {int(nan.sum())} "
+                                 f"(the first in local row {row}); fill them or take those nodes out of the masks, "
+                                 "then re-partition")
+        if kind == "multilabel":
+            other = (part != 0) & (part != 1)
+            if other.any():
+                row = int(rows[a + int(np.argwhere(other)[0][0])])
+                raise PartitionError(f"{path}: expected multilabel targets of 0/1 on nodes in a mask, found "
+                                     f"{int(other.sum())} other values (the first in local row {row}); "
+                                     f"{_RERUN_HINT} from 0/1 targets")
+
+
+def _check_edge_files(pdir: Path, meta: dict, num_edges: int) -> None:
+    """edge_attr.npy float32 [E_p, De] of finite values; edge_ids.npy int64 [E_p] inside the input's
+    edges (``num_input_edges`` when meta has it)."""
+    path = pdir / "edge_attr.npy"
+    _check_finite(path, load_array(path, np.float32, (num_edges, edge_feature_dim(meta))))
+    path = pdir / "edge_ids.npy"
+    ids = load_array(path, np.int64, (num_edges,))
+    top = meta.get("num_input_edges")
+    top = int(top) if isinstance(top, int) and not isinstance(top, bool) else None
+    for a, b in _slices(num_edges):
+        s = ids[a:b]
+        if s.size and (int(s.min()) < 0 or (top is not None and int(s.max()) >= top)):
+            raise PartitionError(f"{path}: expected original edge ids in [0, {top}), found "
+                                 f"[{int(s.min())}, {int(s.max())}]; {_RERUN_HINT}")
 
 
 def _check_finite(path: Path, x: np.ndarray) -> None:
