@@ -93,6 +93,7 @@ class TrainConfig:
     neg_sampling: str = "uniform"  # link: uniform | per_source (corrupt the destination) | in_batch
     num_negatives: int = 1  # link: negatives per positive edge
     filter_negatives: bool = False  # link: drop negatives that are edges of the graph (their owner checks)
+    exclude_seed_edges: bool = True  # link/edge: a batch's own edges (and reverses) leave its sampled blocks
     link_metric: str | None = None  # link: auc | hits@K | mrr (None: the split's own, e.g. OGB's)
 
     def model_layers(self) -> int:

@@ -174,7 +174,8 @@ def test_every_link_option_is_honoured_on_a_link_partition(cora_link):
     small = dict(epochs=1, fanouts=(5, 5), eval_every=1)
     runs = [_cfg(**small), _cfg(**small, decoder="mlp"), _cfg(**small, link_loss="margin"),
             _cfg(**small, neg_sampling="per_source"), _cfg(**small, neg_sampling="in_batch"),
-            _cfg(**small, num_negatives=3), _cfg(**small, filter_negatives=True), _cfg(**small, link_metric="hits@20")]
+            _cfg(**small, num_negatives=3), _cfg(**small, filter_negatives=True), _cfg(**small, link_metric="hits@20"),
+            _cfg(**small, exclude_seed_edges=False)]
     got = launch_local(run_configs, 2, args=(cora_link(2), runs))[0]
     assert not [g["error"] for g in got if "error" in g]
     base = got[0]
@@ -185,6 +186,7 @@ def test_every_link_option_is_honoured_on_a_link_partition(cora_link):
     assert "negative_filter" not in base["last"]["bytes_sent_by_category"]
     assert got[7]["last"]["metric"] == "hits@20" and set(got[7]["last"]["evaluation"]["metrics"]["test"]) == {"hits@20"}
     assert base["last"]["metric"] == "auc"
+    assert got[8]["digest"] != base["digest"]  # the batch's own edges stay in its blocks
 
 
 def test_mrr_on_a_split_without_per_source_negatives_is_refused(cora_link):

@@ -163,7 +163,7 @@ def cases(mode: str, tmp: Path) -> dict:
 
 
 LINK_VALUES = {"decoder": "mlp", "link_loss": "margin", "neg_sampling": "per_source", "num_negatives": 3,
-               "filter_negatives": True, "link_metric": "hits@20"}
+               "filter_negatives": True, "link_metric": "hits@20", "exclude_seed_edges": False}
 LINK = {"task", *LINK_VALUES}
 
 

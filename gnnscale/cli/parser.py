@@ -255,6 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
     lk.add_argument("--num-negatives", type=int, default=1, metavar="K", help="negatives per positive edge")
     lk.add_argument("--filter-negatives", action=argparse.BooleanOptionalAction, default=False,
                     help="drop negatives that are edges of the graph (the destination's owner checks)")
+    lk.add_argument("--exclude-seed-edges", action=argparse.BooleanOptionalAction, default=True,
+                    help="remove each batch's own edges (and their reverses) from its sampled neighbourhoods, so a "
+                    "model cannot read the edge it scores (DGL's exclude='reverse_id'); --no-exclude-seed-edges "
+                    "keeps them, as the full-batch graph auto-encoder does")
     lk.add_argument("--link-metric", default=None, metavar="auc|hits@K|mrr",
                     help="what evaluation reports and selects on (default: the split's: auc and average precision "
                     "for --edge-split, OGB's Hits@K or MRR for ogbl-*)")

@@ -147,6 +147,7 @@ APPLIES: dict[str, tuple[frozenset, str]] = {
     "task": (ALL, ""),  # checked below: link prediction trains data parallel
     **{name: (frozenset({DP}), "link prediction trains data parallel")
        for name in ("decoder", "link_loss", "neg_sampling", "num_negatives", "filter_negatives", "link_metric")},
+    "exclude_seed_edges": (frozenset({DP}), "link prediction trains data parallel"),
 }
 # option -> (the option it needs, a predicate on the config, what it needs, in words)
 REQUIRES = {
@@ -164,6 +165,7 @@ REQUIRES = {
     "halo_features": ("exchange", lambda c: c.exchange == "historical", "--exchange historical"),
     **{name: ("task", lambda c: c.task == "link", "--task link")
        for name in ("decoder", "link_loss", "neg_sampling", "num_negatives", "filter_negatives", "link_metric")},
+    "exclude_seed_edges": ("task", lambda c: c.task in ("link", "edge"), "--task link or edge"),
 }
 
 

@@ -92,7 +92,8 @@ class LinkTask:
         if self.cfg.filter_negatives:
             edge_filter = EdgeFilter(part.indptr, part.indices, part.book, comm=comm, rank=comm.rank,
                                      num_nodes=part.book.num_nodes)
-        return LinkSampler(node_sampler, self.pos, self.negatives, comm.rank, edge_filter=edge_filter)
+        return LinkSampler(node_sampler, self.pos, self.negatives, comm.rank, edge_filter=edge_filter,
+                           exclude=self.cfg.exclude_seed_edges)
 
     def labels(self) -> Callable | None:
         return None  # the pairs' labels come with the batch (edge_label)
@@ -143,7 +144,8 @@ class EdgeTask:
         negatives (each batch edge, either direction, left out of its own blocks)."""
         from gnnscale.samplers.link import LinkSampler
 
-        return LinkSampler(node_sampler, self.pos, None, comm.rank, num_nodes=self.part.book.num_nodes)
+        return LinkSampler(node_sampler, self.pos, None, comm.rank, num_nodes=self.part.book.num_nodes,
+                           exclude=self.cfg.exclude_seed_edges)
 
     def labels(self) -> Callable | None:
         y = self.y
