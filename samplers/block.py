@@ -24,6 +24,9 @@ class Block:
         edge_type: typed graphs only: int64 [M] relation of each edge (None otherwise).
         node_type: typed graphs only: int64 [S] node type of each source; the first D are
             the destinations' (None otherwise).
+        edge_attr: float32 [M, De] the attributes of exactly this block's edges, row ``i``
+            for column ``i`` of ``edge_index`` (samplers given ``edge_attr``; None otherwise).
+            Sampled with replacement, an edge drawn twice has its row twice.
 
     A PyG layer consumes it as ``conv((x_src, x_src[:D]), edge_index, size=(S, D))``.
     """
@@ -34,6 +37,7 @@ class Block:
     num_hist: int = 0
     edge_type: torch.Tensor | None = None
     node_type: torch.Tensor | None = None
+    edge_attr: torch.Tensor | None = None
     _degree: tuple | None = field(default=None, repr=False, compare=False)
 
     def source_degrees(self, node_degree: torch.Tensor) -> torch.Tensor:
@@ -69,7 +73,8 @@ class Block:
 
         return Block(mv(self.src_ids), mv(self.dst_ids), mv(self.edge_index), self.num_hist,
                      None if self.edge_type is None else mv(self.edge_type),
-                     None if self.node_type is None else mv(self.node_type))
+                     None if self.node_type is None else mv(self.node_type),
+                     None if self.edge_attr is None else mv(self.edge_attr))
 
     @property
     def hist_ids(self) -> torch.Tensor:

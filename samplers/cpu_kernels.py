@@ -12,6 +12,9 @@ by a mode number), so the default path is compiled and runs exactly as before. W
 without replacement keeps a ``fanout``-slot buffer of the smallest exponential keys per
 node; weighted with replacement binary-searches the node's segment of the sampler's
 precomputed float64 cumsum, comparing exactly the values ``torch.searchsorted`` compares.
+Asked (``return_edges``), every kernel also writes each neighbor's CSC edge position (where
+it reads the neighbor from ``indices``) into a second array; unasked, none is allocated and
+the only difference is an untaken flag test (the same draws, no measurable cost).
 
 numba is imported lazily; when it is missing the torch kernels are used.
 """
@@ -46,8 +49,9 @@ if HAVE_NUMBA:
         return x
 
     @nb.njit(inline="always", cache=True)
-    def _sort_and_gather(out, o, c, indices, start):
-        """out[o:o+c] holds positions: sort them (insertion sort, c is small), then map to ids."""
+    def _sort_and_gather(out, o, c, indices, start, eout, want_e):
+        """out[o:o+c] holds positions: sort them (insertion sort, c is small), then map to ids
+        (and, with ``want_e``, write their CSC edge positions to eout[o:o+c])."""
         for a in range(1, c):
             v = out[o + a]
             b = a - 1
@@ -56,7 +60,10 @@ if HAVE_NUMBA:
                 b -= 1
             out[o + b + 1] = v
         for j in range(c):
-            out[o + j] = indices[start + out[o + j]]
+            e = start + out[o + j]
+            if want_e:
+                eout[o + j] = e
+            out[o + j] = indices[e]
 
     @nb.njit(inline="always", cache=True)
     def _count_one(indptr, rows, fanout, i):
@@ -64,13 +71,15 @@ if HAVE_NUMBA:
         return d if (fanout < 0 or d < fanout) else fanout
 
     @nb.njit(inline="always", cache=True)
-    def _fill_one(indptr, indices, rows, node_keys, keys, fanout, offsets, out, i):
+    def _fill_one(indptr, indices, rows, node_keys, keys, fanout, offsets, out, eout, want_e, i):
         start = indptr[rows[i]]
         d = indptr[rows[i] + 1] - start
         o = offsets[i]
         if fanout < 0 or d <= fanout:
             for j in range(d):
                 out[o + j] = indices[start + j]
+                if want_e:
+                    eout[o + j] = start + j
             return
         k = fanout
         key = keys[0] if keys.shape[0] == 1 else keys[i]
@@ -87,7 +96,7 @@ if HAVE_NUMBA:
                     t = bound
                     break
             out[o + j] = t
-        _sort_and_gather(out, o, k, indices, start)
+        _sort_and_gather(out, o, k, indices, start, eout, want_e)
 
     @nb.njit(cache=True, nogil=True)
     def _offsets(counts):
@@ -98,27 +107,32 @@ if HAVE_NUMBA:
             offsets[i + 1] = offsets[i] + counts[i]
         return offsets
 
+    # Every kernel returns (nbrs, edges): with want_e, edges holds the CSC edge position of each
+    # neighbor; without, no array is allocated for it (edges is nbrs itself, never written).
+
     @nb.njit(parallel=True, cache=True, nogil=True)
-    def _sample_parallel(indptr, indices, rows, node_keys, keys, fanout, counts):
+    def _sample_parallel(indptr, indices, rows, node_keys, keys, fanout, counts, want_e):
         n = rows.shape[0]
         for i in nb.prange(n):
             counts[i] = _count_one(indptr, rows, fanout, i)
         offsets = _offsets(counts)
         out = np.empty(offsets[n], dtype=np.int64)
+        eout = np.empty(offsets[n], dtype=np.int64) if want_e else out
         for i in nb.prange(n):
-            _fill_one(indptr, indices, rows, node_keys, keys, fanout, offsets, out, i)
-        return out
+            _fill_one(indptr, indices, rows, node_keys, keys, fanout, offsets, out, eout, want_e, i)
+        return out, eout
 
     @nb.njit(cache=True, nogil=True)
-    def _sample_serial(indptr, indices, rows, node_keys, keys, fanout, counts):
+    def _sample_serial(indptr, indices, rows, node_keys, keys, fanout, counts, want_e):
         n = rows.shape[0]
         for i in range(n):
             counts[i] = _count_one(indptr, rows, fanout, i)
         offsets = _offsets(counts)
         out = np.empty(offsets[n], dtype=np.int64)
+        eout = np.empty(offsets[n], dtype=np.int64) if want_e else out
         for i in range(n):
-            _fill_one(indptr, indices, rows, node_keys, keys, fanout, offsets, out, i)
-        return out
+            _fill_one(indptr, indices, rows, node_keys, keys, fanout, offsets, out, eout, want_e, i)
+        return out, eout
 
     # ---- replacement and weighted variants (separate kernels: the uniform path above is untouched)
     # mode 1: uniform with replacement; 2: weighted without replacement; 3: weighted with replacement.
@@ -161,7 +175,8 @@ if HAVE_NUMBA:
         return w
 
     @nb.njit(inline="always", cache=True)
-    def _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf, i):
+    def _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf,
+                  eout, want_e, i):
         start = indptr[rows[i]]
         d = indptr[rows[i] + 1] - start
         o = offsets[i]
@@ -171,12 +186,16 @@ if HAVE_NUMBA:
         if mode == 1 and fanout < 0:
             for j in range(d):
                 out[o + j] = indices[start + j]
+                if want_e:
+                    eout[o + j] = start + j
             return
         if fanout < 0 or (mode == 2 and c < fanout):  # every positive-weight neighbor once
             n_in = 0
             for p in range(d):
                 if weights[start + p] > 0:
                     out[o + n_in] = indices[start + p]
+                    if want_e:
+                        eout[o + n_in] = start + p
                     n_in += 1
             return
         key = keys[0] if keys.shape[0] == 1 else keys[i]
@@ -187,6 +206,8 @@ if HAVE_NUMBA:
                 if t > d - 1:
                     t = d - 1
                 out[o + j] = indices[start + t]
+                if want_e:
+                    eout[o + j] = start + t
             return
         if mode == 3:
             e = start + d
@@ -217,6 +238,8 @@ if HAVE_NUMBA:
                         fallback = lo
                     lo = fallback
                 out[o + j] = indices[lo]
+                if want_e:
+                    eout[o + j] = lo
             return
         # mode 2 with more than `fanout` positive-weight edges (or exactly as many): keep the
         # c = fanout smallest exponential keys -log(u_p) / w_p in a c-slot buffer (positions
@@ -243,31 +266,35 @@ if HAVE_NUMBA:
                 out[o + worst] = p
                 keybuf[o + worst] = r
                 worst = _argworst(keybuf, out, o, c)
-        _sort_and_gather(out, o, c, indices, start)
+        _sort_and_gather(out, o, c, indices, start, eout, want_e)
 
     @nb.njit(parallel=True, cache=True, nogil=True)
-    def _sample_var_parallel(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, counts):
+    def _sample_var_parallel(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, counts, want_e):
         n = rows.shape[0]
         for i in nb.prange(n):
             counts[i] = _count_var(indptr, rows, weights, cum, fanout, mode, i)
         offsets = _offsets(counts)
         out = np.empty(offsets[n], dtype=np.int64)
+        eout = np.empty(offsets[n], dtype=np.int64) if want_e else out
         keybuf = np.empty(offsets[n] if mode == 2 else 0, dtype=np.float64)
         for i in nb.prange(n):
-            _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf, i)
-        return out
+            _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf,
+                      eout, want_e, i)
+        return out, eout
 
     @nb.njit(cache=True, nogil=True)
-    def _sample_var_serial(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, counts):
+    def _sample_var_serial(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, counts, want_e):
         n = rows.shape[0]
         for i in range(n):
             counts[i] = _count_var(indptr, rows, weights, cum, fanout, mode, i)
         offsets = _offsets(counts)
         out = np.empty(offsets[n], dtype=np.int64)
+        eout = np.empty(offsets[n], dtype=np.int64) if want_e else out
         keybuf = np.empty(offsets[n] if mode == 2 else 0, dtype=np.float64)
         for i in range(n):
-            _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf, i)
-        return out
+            _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf,
+                      eout, want_e, i)
+        return out, eout
 
     @nb.njit(cache=True, nogil=True)
     def _relabel(dst, nbrs, direct, lo, table):
@@ -368,7 +395,8 @@ def sample_from_csc(
     replace: bool = False,
     weights: "torch.Tensor | None" = None,
     cum_weights: "torch.Tensor | None" = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    return_edges: bool = False,
+) -> tuple[torch.Tensor, ...]:
     """Compiled twin of :func:`gnnscale.samplers.kernels.sample_from_csc` (same arguments and results)."""
     keys = np.asarray([key], dtype=np.int64) if isinstance(key, int) else key.numpy()
     counts = np.empty(rows.numel(), dtype=np.int64)
@@ -376,8 +404,9 @@ def sample_from_csc(
     parallel = _THREADS[0] > 1 and rows.numel() >= 4096
     if weights is None and not replace:  # uniform without replacement (the default, fastest path)
         kernel = _sample_parallel if parallel else _sample_serial
-        nbrs = kernel(indptr.numpy(), indices.numpy(), rows.numpy(), node_keys.numpy(), keys, int(fanout), counts)
-        return torch.from_numpy(counts), torch.from_numpy(nbrs)
+        nbrs, edges = kernel(indptr.numpy(), indices.numpy(), rows.numpy(), node_keys.numpy(), keys, int(fanout), counts,
+                             bool(return_edges))
+        return _result(counts, nbrs, edges, return_edges)
     if weights is None:
         mode, w, cum = 1, _EMPTY_F32, _EMPTY_F64
     else:
@@ -391,7 +420,14 @@ def sample_from_csc(
         else:
             mode, cum = 2, _EMPTY_F64
     kernel = _sample_var_parallel if parallel else _sample_var_serial
-    nbrs = kernel(indptr.numpy(), indices.numpy(), rows.numpy(), node_keys.numpy(), keys, int(fanout), mode, w, cum, counts)
+    nbrs, edges = kernel(indptr.numpy(), indices.numpy(), rows.numpy(), node_keys.numpy(), keys, int(fanout), mode, w,
+                         cum, counts, bool(return_edges))
+    return _result(counts, nbrs, edges, return_edges)
+
+
+def _result(counts: np.ndarray, nbrs: np.ndarray, edges: np.ndarray, return_edges: bool) -> tuple[torch.Tensor, ...]:
+    if return_edges:
+        return torch.from_numpy(counts), torch.from_numpy(nbrs), torch.from_numpy(edges)
     return torch.from_numpy(counts), torch.from_numpy(nbrs)
 
 

@@ -4,7 +4,9 @@ Each hop splits the frontier by owner. Ids this rank owns are sampled from its l
 the others go to their owners in one request/response exchange (two all_to_all payloads)
 per hop. Owners draw with the *requester's* random stream, so the result equals what
 :class:`~gnnscale.samplers.local.NeighborSampler` draws in one process for the same rank,
-epoch and step, however the graph is partitioned.
+epoch and step, however the graph is partitioned. With edge attributes, owners also gather
+the rows of the edges they drew for each requester and send them right after the response
+(one more exchange per hop, category ``edge_attr``).
 
 Exchange modes (see :mod:`gnnscale.history.halo`): ``exact`` is the above; ``historical``
 expands only owned nodes (remote nodes reached before the last hop become historical leaves,
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
+import numpy as np
 import torch
 
 from gnnscale.errors import SamplerError
@@ -26,10 +29,12 @@ from gnnscale.samplers.typed import TypedGraph, sample_relations, split_counts
 from gnnscale.samplers.local import (
     SamplingKeys,
     build_minibatch,
+    check_edge_attr,
     check_edge_weight,
     check_fanouts,
     check_replace,
     check_seeds,
+    gather_edge_attr,
     sampling_variant,
 )
 
@@ -39,7 +44,9 @@ MODES = ("exact", "historical", "local")
 
 class Exchange(Protocol):
     """What the sampler needs of a communicator (the engine's ``gnnscale.process.comm.Communicator``):
-    its place and one all-to-all of per-rank tensors, counted under a category."""
+    its place and one all-to-all of per-rank tensors, counted under a category. An
+    ``exchange_flat(flat, sizes, category) -> (out, recv_sizes)`` is used when present (edge
+    attribute rows go without a per-rank list), ``exchange`` otherwise."""
 
     rank: int
     world_size: int
@@ -83,6 +90,14 @@ class DistNeighborSampler:
         typed: a typed graph (:class:`~gnnscale.samplers.typed.TypedGraph`; its
             ``rel_indptr`` over this rank's CSC), sampled by relation in ``exact`` mode: the
             owner draws every relation of a requested node in the same exchange.
+        edge_attr: optional float32 [E_owned, De] attributes of this rank's in-edges, aligned
+            with ``indices`` (a tensor, or a numpy array such as a memory map, used without a
+            copy). Every block then carries ``edge_attr``, the rows of its edges in
+            ``edge_index`` order: owners gather the rows of the edges they drew for each
+            requester and send them right after the hop's response (category ``edge_attr``,
+            one more exchange per hop in ``exact`` mode); ``historical`` and ``local`` mode
+            read their own rows (``local`` mode maps the kept edges to their rows). The draws
+            are the same with or without it.
     """
 
     def __init__(
@@ -99,13 +114,18 @@ class DistNeighborSampler:
         edge_weight: torch.Tensor | None = None,
         mode: str = "exact",
         typed: TypedGraph | None = None,
+        edge_attr: torch.Tensor | np.ndarray | None = None,
     ) -> None:
         if mode not in MODES:
             raise SamplerError(f"sampling mode must be one of {', '.join(MODES)}; found {mode!r}")
         if typed is not None and mode != "exact":
             raise SamplerError(f"typed graphs are sampled in exact mode only; found mode {mode!r}")
         self.mode = mode
+        self.edge_attr = check_edge_attr(edge_attr, indices.numel())
+        self.edge_map = None  # local mode: row of edge_attr of each kept edge
         if mode == "local":
+            if self.edge_attr is not None:
+                self.edge_map = torch.nonzero(book.owner(indices) == comm.rank).flatten()
             indptr, indices, edge_weight, _ = _owned_edges_only(indptr, indices, book, comm.rank, edge_weight)
         self.indptr = indptr
         self.indices = indices
@@ -131,22 +151,27 @@ class DistNeighborSampler:
         check_seeds(seeds, self.book.num_nodes)
         if self.mode != "exact":  # only owned nodes are expanded: no collectives
             leaf = (lambda ids: self.book.owner(ids) != self.comm.rank) if self.mode == "historical" else None
-            mb = build_minibatch(seeds, len(self.fanouts), lambda dst, hop: self._sample_own(dst, hop, epoch, step),
-                                 self.kernels.relabel, leaf=leaf)
+
+            def own_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, ...]:
+                out = self._sample_own(dst, hop, epoch, step)
+                return out if self.edge_attr is None else (out[0], out[1], None, out[2])
+
+            mb = build_minibatch(seeds, len(self.fanouts), own_fn, self.kernels.relabel, leaf=leaf,
+                                 gather_edges=None if self.edge_attr is None else self._attr_rows)
             mb.stats["remote_frontier_ids"] = 0
             return mb
         remote_ids = [0]
 
-        def hop_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, torch.Tensor]:
-            counts, nbrs, n_remote = self._hop(dst, hop, epoch, step)
+        def hop_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, ...]:
+            counts, nbrs, rows, n_remote = self._hop(dst, hop, epoch, step)
             remote_ids[0] += n_remote
-            return counts, nbrs
+            return (counts, nbrs) if rows is None else (counts, nbrs, None, rows)
 
         if self.typed is not None:
             def typed_hop(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, ...]:
-                counts, nbrs, etype, n_remote = self._typed_hop(dst, hop, epoch, step)
+                counts, nbrs, etype, rows, n_remote = self._typed_hop(dst, hop, epoch, step)
                 remote_ids[0] += n_remote
-                return counts, nbrs, etype
+                return (counts, nbrs, etype) if rows is None else (counts, nbrs, etype, rows)
 
             mb = build_minibatch(seeds, len(self.fanouts), typed_hop, self.kernels.relabel,
                                  node_type=self.typed.node_type)
@@ -155,23 +180,40 @@ class DistNeighborSampler:
         mb.stats["remote_frontier_ids"] = remote_ids[0]
         return mb
 
-    def _sample_own(self, dst: torch.Tensor, hop: int, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Neighbors of owned ids ``dst`` (int64 [k] global) drawn with this rank's stream for ``hop``."""
-        return self.sample_owned(dst, self.fanouts[hop], self.keys(epoch, step, self.comm.rank, hop))
+    def _sample_own(self, dst: torch.Tensor, hop: int, epoch: int, step: int) -> tuple[torch.Tensor, ...]:
+        """Neighbors of owned ids ``dst`` (int64 [k] global) drawn with this rank's stream for ``hop``
+        (and their CSC edge positions when the sampler has edge attributes)."""
+        return self.sample_owned(dst, self.fanouts[hop], self.keys(epoch, step, self.comm.rank, hop),
+                                 return_edges=self.edge_attr is not None)
 
     def sample_owned(
-        self, dst: torch.Tensor, fanout: int, key, kernels: Kernels | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self, dst: torch.Tensor, fanout: int, key, kernels: Kernels | None = None, return_edges: bool = False
+    ) -> tuple[torch.Tensor, ...]:
         """(counts int64 [k], nbrs int64 [sum counts] global ids): up to ``fanout`` in-neighbors of
         each owned id in ``dst`` (int64 [k] global), drawn with stream ``key`` (from ``self.keys``)
         and this sampler's variant (replacement, edge weights). No collectives.
 
         ``kernels``: other kernels than the sampler's own, for a caller in another thread (the
-        compiled relabeler keeps a table per Kernels).
+        compiled relabeler keeps a table per Kernels). ``return_edges``: also the drawn edges'
+        positions in this sampler's CSC (rows of its edge attributes via :meth:`_attr_rows`).
         """
         rows = dst - self.offset
+        kw = {"return_edges": True} if return_edges else {}
         return (kernels or self.kernels).sample(self.indptr, self.indices, rows, self.owned_keys[rows], fanout, key,
-                                                **self.variant)
+                                                **kw, **self.variant)
+
+    def _attr_rows(self, edges: torch.Tensor) -> torch.Tensor:
+        """float32 [M, De]: edge attribute rows of CSC edge positions ``edges`` (of this sampler's CSC)."""
+        return gather_edge_attr(self.edge_attr, edges if self.edge_map is None else self.edge_map[edges])
+
+    def _send_rows(self, rows: torch.Tensor, sizes: list[int]) -> list[torch.Tensor]:
+        """Send ``rows`` (float32 [sum sizes, De], requester 0's first) to their requesters in one
+        exchange (category ``edge_attr``); returns the rows received from each owner."""
+        flat = getattr(self.comm, "exchange_flat", None)
+        if flat is not None:
+            out, got = flat(rows, torch.tensor(sizes, dtype=torch.int64), "edge_attr")
+            return list(torch.split(out, got.tolist()))
+        return self.comm.exchange(list(torch.split(rows, sizes)), "edge_attr")
 
     def _hop(self, dst: torch.Tensor, hop: int, epoch: int, step: int):
         comm, rank, P = self.comm, self.comm.rank, self.comm.world_size
@@ -185,32 +227,44 @@ class DistNeighborSampler:
         sizes = torch.tensor([g.numel() for g in got])
         keys = torch.tensor([self.keys(epoch, step, r, hop) for r in range(P)], dtype=torch.int64)
         served = torch.cat(got)
-        s_counts, s_nbrs = self.kernels.sample(
+        with_attr = self.edge_attr is not None
+        s_out = self.kernels.sample(
             self.indptr, self.indices, served - self.offset, self.owned_keys[served - self.offset], fanout,
-            torch.repeat_interleave(keys, sizes), **self.variant,
+            torch.repeat_interleave(keys, sizes), **({"return_edges": True} if with_attr else {}), **self.variant,
         )
+        s_counts, s_nbrs = s_out[0], s_out[1]
         per_req_counts = list(torch.split(s_counts, sizes.tolist()))
-        per_req_nbrs = list(torch.split(s_nbrs, [int(c.sum()) for c in per_req_counts]))
+        edge_sizes = [int(c.sum()) for c in per_req_counts]
+        per_req_nbrs = list(torch.split(s_nbrs, edge_sizes))
         reply = [torch.cat([c, v]) for c, v in zip(per_req_counts, per_req_nbrs)]
         back = comm.exchange(reply, "sample_response")
-        o_counts, o_nbrs = self._sample_own(own, hop, epoch, step)
-        counts_list, nbrs_list = [], []
+        # Edge attributes: the served edges' rows, in the order of the answers just sent.
+        back_rows = self._send_rows(self._attr_rows(s_out[2]), edge_sizes) if with_attr else None
+        o_out = self._sample_own(own, hop, epoch, step)
+        counts_list, nbrs_list, rows_list = [], [], []
         for r in range(P):  # loop over ranks (a handful), not over nodes
             if r == rank:
-                counts_list.append(o_counts)
-                nbrs_list.append(o_nbrs)
+                counts_list.append(o_out[0])
+                nbrs_list.append(o_out[1])
+                if with_attr:
+                    rows_list.append(self._attr_rows(o_out[2]))
             else:
                 n_r = int(route.counts[r])
                 counts_list.append(back[r][:n_r])
                 nbrs_list.append(back[r][n_r:])
+                if with_attr:
+                    rows_list.append(back_rows[r])
         counts, nbrs = route.merge_segments(counts_list, nbrs_list)
-        return counts, nbrs, int(dst.numel() - own.numel())
+        rows = route.merge_segments(counts_list, rows_list)[1] if with_attr else None
+        return counts, nbrs, rows, int(dst.numel() - own.numel())
 
-    def _sample_typed(self, ids: torch.Tensor, hop: int, key) -> tuple[torch.Tensor, torch.Tensor]:
-        """(counts_kr int64 [k, R], nbrs grouped by id then relation) of owned global ids ``ids``."""
+    def _sample_typed(self, ids: torch.Tensor, hop: int, key) -> tuple[torch.Tensor, ...]:
+        """(counts_kr int64 [k, R], nbrs grouped by id then relation) of owned global ids ``ids``,
+        then their CSC edge positions when the sampler has edge attributes."""
         rows = ids - self.offset
         return sample_relations(self.kernels.sample, self.typed, self.indices, rows, self.typed.node_type(ids),
-                                self.owned_keys[rows], hop, key, self.variant)
+                                self.owned_keys[rows], hop, key, self.variant,
+                                return_edges=self.edge_attr is not None)
 
     def _typed_hop(self, dst: torch.Tensor, hop: int, epoch: int, step: int):
         """One hop by relation: as :meth:`_hop`, each answer being the counts per (id, relation)
@@ -226,21 +280,31 @@ class DistNeighborSampler:
         sizes = [g.numel() for g in got]
         keys = torch.tensor([self.keys(epoch, step, r, hop) for r in range(P)], dtype=torch.int64)
         served = torch.cat(got)
-        s_kr, s_nbrs = self._sample_typed(served, hop, torch.repeat_interleave(keys, torch.tensor(sizes)))
+        with_attr = self.edge_attr is not None
+        s_out = self._sample_typed(served, hop, torch.repeat_interleave(keys, torch.tensor(sizes)))
+        s_kr, s_nbrs = s_out[0], s_out[1]
         kr_per_req = list(torch.split(s_kr, sizes))
-        nbrs_per_req = list(torch.split(s_nbrs, [int(c.sum()) for c in kr_per_req]))
+        edge_sizes = [int(c.sum()) for c in kr_per_req]
+        nbrs_per_req = list(torch.split(s_nbrs, edge_sizes))
         back = comm.exchange([torch.cat([c.flatten(), v]) for c, v in zip(kr_per_req, nbrs_per_req)],
                              "sample_response")
-        o_kr, o_nbrs = self._sample_typed(own, hop, self.keys(epoch, step, rank, hop))
-        counts_list, folded_list = [], []
+        back_rows = self._send_rows(self._attr_rows(s_out[2]), edge_sizes) if with_attr else None
+        o_out = self._sample_typed(own, hop, self.keys(epoch, step, rank, hop))
+        counts_list, folded_list, rows_list = [], [], []
         for r in range(P):  # loop over ranks (a handful), not over nodes
             if r == rank:
-                kr, nb = o_kr, o_nbrs
+                kr, nb = o_out[0], o_out[1]
+                if with_attr:
+                    rows_list.append(self._attr_rows(o_out[2]))
             else:
                 n_r = int(route.counts[r])
                 kr, nb = back[r][: n_r * R].view(n_r, R), back[r][n_r * R:]
+                if with_attr:
+                    rows_list.append(back_rows[r])
             counts, etype = split_counts(kr)
             counts_list.append(counts)
             folded_list.append(nb * R + etype)
         counts, folded = route.merge_segments(counts_list, folded_list)
-        return counts, torch.div(folded, R, rounding_mode="floor"), folded % R, int(dst.numel() - own.numel())
+        rows = route.merge_segments(counts_list, rows_list)[1] if with_attr else None
+        return (counts, torch.div(folded, R, rounding_mode="floor"), folded % R, rows,
+                int(dst.numel() - own.numel()))

@@ -214,7 +214,8 @@ def sample_from_csc(
     replace: bool = False,
     weights: torch.Tensor | None = None,
     cum_weights: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    return_edges: bool = False,
+) -> tuple[torch.Tensor, ...]:
     """Sample in-neighbors of ``local_dst`` from a CSC.
 
     Args:
@@ -230,9 +231,13 @@ def sample_from_csc(
             (weighted sampling; zero-weight edges are never chosen).
         cum_weights: float64 [E] inclusive cumsum of ``weights`` (weighted with replacement;
             computed here when not given, but samplers compute it once).
+        return_edges: also return each drawn neighbor's edge position in the CSC (its index
+            into ``indices``), e.g. to gather edge attributes; the draws are the same.
 
     Returns:
-        counts: int64 [n]; nbrs: int64 [counts.sum()] global source ids grouped by node.
+        counts: int64 [n]; nbrs: int64 [counts.sum()] global source ids grouped by node;
+        with ``return_edges``, a third tensor edges int64 [counts.sum()] (``nbrs ==
+        indices[edges]``).
     """
     start = indptr[local_dst]
     deg = indptr[local_dst + 1] - start
@@ -243,14 +248,14 @@ def sample_from_csc(
         else:
             counts, pos = sample_positions(deg, fanout, h)
         edge = torch.repeat_interleave(start, counts, output_size=pos.numel()) + pos
-        return counts, indices[edge]
+        return (counts, indices[edge], edge) if return_edges else (counts, indices[edge])
     if replace and fanout >= 0:
         if cum_weights is None:
             cum_weights = torch.cumsum(weights.to(torch.float64), 0)
         counts, edge = weighted_with_replacement(start, deg, fanout, h, cum_weights)
     else:  # without replacement, or every positive-weight neighbor once (fanout -1)
         counts, edge = weighted_without_replacement(start, deg, fanout, h, weights)
-    return counts, indices[edge]
+    return (counts, indices[edge], edge) if return_edges else (counts, indices[edge])
 
 
 def relabel(dst_ids: torch.Tensor, nbrs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -287,7 +292,8 @@ class Kernels:
             torch), ``"numba"`` or ``"torch"``. Both give identical results.
 
     ``sample(indptr, indices, rows, node_keys, fanout, key, replace=False, weights=None,
-    cum_weights=None)`` has the signature of :func:`sample_from_csc` in both backends.
+    cum_weights=None, return_edges=False)`` has the signature of :func:`sample_from_csc` in
+    both backends.
     """
 
     def __init__(self, num_nodes: int, device: torch.device | str = "cpu", backend: str = "auto",
@@ -320,5 +326,5 @@ class Kernels:
         self.sample(indptr, indices, rows, rows, 1, 7)
         if cpu_kernels.parallel_enabled():  # never start a thread pool a single-threaded worker won't use
             cpu_kernels._sample_parallel(indptr.numpy(), indices.numpy(), rows.numpy(), rows.numpy(),
-                                         torch.tensor([7]).numpy(), 1, rows.numpy().copy())
+                                         torch.tensor([7]).numpy(), 1, rows.numpy().copy(), False)
         cpu_kernels.Relabeler(0, 1)(rows[:1], rows)

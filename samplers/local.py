@@ -4,8 +4,10 @@ Uniform or weighted, without replacement (default) or with replacement.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from gnnscale.errors import SamplerError
@@ -70,6 +72,45 @@ def check_edge_weight(edge_weight, num_edges: int, device: torch.device | str = 
     return w.contiguous()
 
 
+def check_edge_attr(edge_attr, num_edges: int) -> torch.Tensor | None:
+    """Validate edge attributes: float [num_edges, De], one row per entry of ``indices``.
+
+    A numpy array (a read-only memory map too) is wrapped without a copy; rows are only ever
+    read, gathered for the sampled edges. float32 stays as it is (the blocks' dtype); other
+    float dtypes are converted to float32 (a copy). Returns ``None`` for ``None``.
+    """
+    if edge_attr is None:
+        return None
+    fix = "Pass edge_attr as a float32 tensor or array [E, De], one row per entry of `indices` (CSC order)."
+    if isinstance(edge_attr, np.ndarray):
+        with warnings.catch_warnings():  # a read-only memory map: only read here
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            try:
+                edge_attr = torch.from_numpy(edge_attr)
+            except TypeError as err:
+                raise SamplerError(f"edge_attr must be a float array; found dtype {edge_attr.dtype}. {fix}") from err
+    if not isinstance(edge_attr, torch.Tensor):
+        raise SamplerError(f"edge_attr must be a torch.Tensor or numpy array; found {type(edge_attr).__name__}. {fix}")
+    if edge_attr.dim() != 2 or edge_attr.shape[0] != num_edges:
+        raise SamplerError(
+            f"edge_attr must have shape [{num_edges}, De] (one row per entry of `indices`); "
+            f"found shape {tuple(edge_attr.shape)}. {fix}"
+        )
+    if not edge_attr.dtype.is_floating_point:
+        raise SamplerError(f"edge_attr must be a floating-point tensor; found dtype {edge_attr.dtype}. {fix}")
+    return edge_attr if edge_attr.dtype == torch.float32 else edge_attr.to(torch.float32)
+
+
+def gather_edge_attr(edge_attr: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
+    """float32 [M, De]: the rows of CSC edge positions ``edges`` (int64 [M]), on ``edges``' device.
+
+    On the CPU numpy's ``take`` gathers (about 3x faster than ``index_select`` for rows of a few
+    floats, and it reads a memory map directly)."""
+    if edge_attr.device.type == "cpu" and edges.device.type == "cpu":
+        return torch.from_numpy(np.take(edge_attr.numpy(), edges.numpy(), axis=0))
+    return torch.index_select(edge_attr, 0, edges.to(edge_attr.device)).to(edges.device)
+
+
 class SamplingKeys:
     """Stream keys: one independent random stream per (seed, epoch, step, rank, hop)."""
 
@@ -102,6 +143,10 @@ class NeighborSampler:
             fan-out is drawn from its run of each node's in-edges; blocks carry ``edge_type``
             and ``node_type``, and the hops are ``typed.fanouts``' (``fanouts`` is then the
             largest fan-out of each hop, for display).
+        edge_attr: optional float32 [E, De] edge attributes aligned with ``indices`` (a
+            tensor, or a numpy array such as a memory map, used without a copy): every block
+            then carries ``edge_attr``, the rows of its sampled edges in ``edge_index`` order.
+            The draws are the same with or without it.
 
     ``sample(seeds, epoch, step, rank)`` draws exactly what :class:`DistNeighborSampler`
     draws for requester ``rank`` at the same (epoch, step), whatever the partitioning,
@@ -122,6 +167,7 @@ class NeighborSampler:
         replace: bool = False,
         edge_weight: torch.Tensor | None = None,
         typed: TypedGraph | None = None,
+        edge_attr: torch.Tensor | np.ndarray | None = None,
     ) -> None:
         self.indptr = indptr
         self.indices = indices
@@ -134,25 +180,32 @@ class NeighborSampler:
         self.replace = check_replace(replace)
         self.edge_weight = check_edge_weight(edge_weight, indices.numel(), indices.device)
         self.variant = sampling_variant(self.replace, self.edge_weight)
+        self.edge_attr = check_edge_attr(edge_attr, indices.numel())
 
     def sample(self, seeds: torch.Tensor, epoch: int = 0, step: int = 0, rank: int = 0) -> MiniBatch:
         """Sample the computation graph of ``seeds`` (int64 [B], unique global ids)."""
         check_seeds(seeds, self.num_nodes)
 
         typed = self.typed
+        attr = self.edge_attr
 
         def hop_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, ...]:
             key = self.keys(epoch, step, rank, hop)
             ids = dst if self.node_keys is None else self.node_keys[dst]
             if typed is not None:
-                counts_kr, nbrs = sample_relations(self.kernels.sample, typed, self.indices, dst, typed.node_type(dst),
-                                                   ids, hop, key, self.variant)
-                counts, etype = split_counts(counts_kr)
-                return counts, nbrs, etype
-            return self.kernels.sample(self.indptr, self.indices, dst, ids, self.fanouts[hop], key, **self.variant)
+                out = sample_relations(self.kernels.sample, typed, self.indices, dst, typed.node_type(dst),
+                                       ids, hop, key, self.variant, return_edges=attr is not None)
+                counts, etype = split_counts(out[0])
+                return (counts, out[1], etype) if attr is None else (counts, out[1], etype, out[2])
+            if attr is None:
+                return self.kernels.sample(self.indptr, self.indices, dst, ids, self.fanouts[hop], key, **self.variant)
+            counts, nbrs, edges = self.kernels.sample(self.indptr, self.indices, dst, ids, self.fanouts[hop], key,
+                                                      return_edges=True, **self.variant)
+            return counts, nbrs, None, edges
 
         return build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel,
-                               node_type=None if typed is None else typed.node_type)
+                               node_type=None if typed is None else typed.node_type,
+                               gather_edges=None if attr is None else (lambda edges: gather_edge_attr(attr, edges)))
 
 
 def sampling_variant(replace: bool, edge_weight: torch.Tensor | None) -> dict:
@@ -185,20 +238,34 @@ def check_seeds(seeds: torch.Tensor, num_nodes: int, lo: int = 0) -> None:
         )
 
 
-def build_minibatch(seeds: torch.Tensor, num_hops: int, hop_fn, relabel, leaf=None, node_type=None) -> MiniBatch:
+def build_minibatch(seeds: torch.Tensor, num_hops: int, hop_fn, relabel, leaf=None, node_type=None,
+                    gather_edges=None) -> MiniBatch:
     """Run ``hop_fn(dst_ids, hop) -> (counts, nbrs)`` hop by hop and relabel into blocks.
 
     Typed graphs: ``hop_fn`` returns ``(counts, nbrs, edge_type)`` (the relation of each drawn
     edge) and ``node_type`` (``ids -> int64 types``) types the blocks' sources.
+    Edge attributes: ``hop_fn`` returns ``(counts, nbrs, edge_type or None, edge_attr)``,
+    ``edge_attr`` float32 [M, De] the drawn edges' rows aligned with ``nbrs``; a block's
+    ``edge_index`` columns follow ``nbrs``' order (relabeling and the historical leaves'
+    reordering renumber sources, never reorder edges), so the rows become ``Block.edge_attr`` as
+    they are. With ``gather_edges`` (``int64 [M] CSC positions -> float32 [M, De] rows``), that
+    fourth element holds the drawn edges' CSC positions instead, and the rows of every hop are
+    gathered in one call after the last hop (one pass over the attribute table, out of the
+    way of the hops' relabeling: measurably faster than a gather per hop).
 
     ``leaf``: optional ``ids -> bool mask``; new sources it marks at hops before the last are
     not expanded further: they are moved to the tail of the block's sources (``num_hist``)
     and left out of the next hop's destinations (historical embeddings stand in for them).
     """
     blocks: list[Block] = []
+    positions: list[torch.Tensor] = []  # with gather_edges: each hop's CSC edge positions
     dst = seeds
     for hop in range(num_hops):
         drawn = hop_fn(dst, hop)
+        extra = drawn[3] if len(drawn) > 3 else None
+        if gather_edges is not None:
+            positions.append(extra)
+            extra = None
         counts, nbrs = drawn[0], drawn[1]
         src_ids, nbr_local = relabel(dst, nbrs)
         dst_local = torch.repeat_interleave(torch.arange(dst.numel(), device=dst.device), counts, output_size=nbrs.numel())
@@ -215,7 +282,11 @@ def build_minibatch(seeds: torch.Tensor, num_hops: int, hop_fn, relabel, leaf=No
                 src_ids, nbr_local = src_ids[perm], pos[nbr_local]
         blocks.append(Block(src_ids, dst, torch.stack([nbr_local, dst_local]), num_hist,
                             drawn[2] if len(drawn) > 2 else None,
-                            None if node_type is None else node_type(src_ids)))
+                            None if node_type is None else node_type(src_ids), extra))
         dst = src_ids[: src_ids.numel() - num_hist]
+    if gather_edges is not None and blocks:
+        rows = gather_edges(torch.cat(positions))
+        for block, part in zip(blocks, torch.split(rows, [p.numel() for p in positions])):
+            block.edge_attr = part
     blocks.reverse()
     return MiniBatch(seeds=seeds, blocks=blocks, stats={"sampled_edges": sum(b.num_edges for b in blocks)})

@@ -82,9 +82,15 @@ def relation_keys(key: int | torch.Tensor, num_relations: int, k: int) -> torch.
     return table[inv].flatten()
 
 
+def _edges_kw(return_edges: bool) -> dict:
+    """The kernels' ``return_edges`` keyword, passed only when asked (any ``sample`` callable works
+    without it)."""
+    return {"return_edges": True} if return_edges else {}
+
+
 def sample_relations(sample: Callable, typed: TypedGraph, indices: torch.Tensor, rows: torch.Tensor,
                      row_types: torch.Tensor, node_keys: torch.Tensor, hop: int, key: int | torch.Tensor,
-                     variant: dict) -> tuple[torch.Tensor, torch.Tensor]:
+                     variant: dict, return_edges: bool = False) -> tuple[torch.Tensor, ...]:
     """One hop of relation-wise sampling.
 
     Args:
@@ -95,10 +101,13 @@ def sample_relations(sample: Callable, typed: TypedGraph, indices: torch.Tensor,
         key: the hop's stream key, an int or int64 [k] (one per row: several requesters).
         variant: the kernels' variant keywords (``replace``, ``weights``; weights aligned with
             ``indices``).
+        return_edges: also return each neighbour's edge position in the CSC (its index into
+            ``indices``); the draws are the same.
 
     Returns:
         counts_kr: int64 [k, R] neighbours drawn per row and relation; nbrs: int64
-        [counts_kr.sum()] their global ids, grouped by row, then by relation.
+        [counts_kr.sum()] their global ids, grouped by row, then by relation; with
+        ``return_edges``, edges int64 [counts_kr.sum()] aligned with ``nbrs``.
     """
     R = typed.num_relations
     k = rows.numel()
@@ -108,17 +117,18 @@ def sample_relations(sample: Callable, typed: TypedGraph, indices: torch.Tensor,
         # comes out grouped by row then relation; a relation into another node type has an
         # empty run there. Draws are the per-relation calls' (same keys, same runs).
         exp_rows = (rows.unsqueeze(1) * R + torch.arange(R, dtype=torch.int64)).flatten()
-        c, nb = sample(typed.rel_indptr, indices, exp_rows, torch.repeat_interleave(node_keys, R), fan[0],
-                       relation_keys(key, R, k), **variant)
-        return c.view(k, R), nb
-    return sample_each_relation(sample, typed, indices, rows, row_types, node_keys, hop, key, variant)
+        out = sample(typed.rel_indptr, indices, exp_rows, torch.repeat_interleave(node_keys, R), fan[0],
+                     relation_keys(key, R, k), **_edges_kw(return_edges), **variant)
+        return (out[0].view(k, R),) + tuple(out[1:])
+    return sample_each_relation(sample, typed, indices, rows, row_types, node_keys, hop, key, variant, return_edges)
 
 
 def sample_each_relation(sample: Callable, typed: TypedGraph, indices: torch.Tensor, rows: torch.Tensor,
                          row_types: torch.Tensor, node_keys: torch.Tensor, hop: int, key: int | torch.Tensor,
-                         variant: dict) -> tuple[torch.Tensor, torch.Tensor]:
+                         variant: dict, return_edges: bool = False) -> tuple[torch.Tensor, ...]:
     """:func:`sample_relations` with one kernel call per relation (fan-outs that differ between
-    relations), the draws put into their (row, relation) runs."""
+    relations), the draws (and, with ``return_edges``, their CSC edge positions) put into
+    their (row, relation) runs."""
     R = typed.num_relations
     k = rows.numel()
     counts_kr = torch.zeros(k, R, dtype=torch.int64)
@@ -129,18 +139,23 @@ def sample_each_relation(sample: Callable, typed: TypedGraph, indices: torch.Ten
         if sel.numel() == 0:
             continue
         kr = relation_key(key, r) if isinstance(key, int) else relation_key(key[sel], r)
-        c, nb = sample(typed.rel_indptr, indices, rows[sel] * R + r, node_keys[sel], f, kr, **variant)
-        counts_kr[sel, r] = c
-        pieces.append((sel, r, c, nb))
+        out = sample(typed.rel_indptr, indices, rows[sel] * R + r, node_keys[sel], f, kr,
+                     **_edges_kw(return_edges), **variant)
+        counts_kr[sel, r] = out[0]
+        pieces.append((sel, r) + tuple(out))
     flat = counts_kr.flatten()
     total = int(flat.sum())
     nbrs = torch.empty(total, dtype=torch.int64)
+    edges = torch.empty(total, dtype=torch.int64) if return_edges else None
     starts = torch.cumsum(flat, 0) - flat
-    for sel, r, c, nb in pieces:  # each relation's draws into their (row, relation) runs
+    for sel, r, c, nb, *eg in pieces:  # each relation's draws into their (row, relation) runs
         first = starts[sel * R + r]
         pos = torch.repeat_interleave(first - (torch.cumsum(c, 0) - c), c, output_size=nb.numel())
-        nbrs[pos + torch.arange(nb.numel())] = nb
-    return counts_kr, nbrs
+        at = pos + torch.arange(nb.numel())
+        nbrs[at] = nb
+        if return_edges:
+            edges[at] = eg[0]
+    return (counts_kr, nbrs, edges) if return_edges else (counts_kr, nbrs)
 
 
 def split_counts(counts_kr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
