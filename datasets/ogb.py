@@ -274,16 +274,18 @@ def _guarded(ogb_dataset, ogb_url, name: str, folder: Path, allow_download: bool
 _MISSING = object()
 
 
-def _open_dataset(name: str, root: Path, options: dict):
-    nodeproppred, ogb_dataset, ogb_url = _import_ogb()
-    key, meta = _meta(name, _master(nodeproppred))
-    folder = root / "_".join(key.split("-"))
+
+def ready_folder(key: str, root: Path, folder: Path, meta: dict, options: dict, missing, expected: str) -> None:
+    """Make ``folder`` ready for ogb before it is called (ogbn-* and ogbl-* alike): files already
+    there must be complete (``missing()``: the names that are not; ``expected``: what the folder
+    should hold, for the message), else a download must be allowed and reachable; an empty
+    folder is removed (ogb would ask whether to "update" it). Raises DatasetError (one line)."""
     if _has_data(folder):
-        missing = _missing(folder, meta)
+        missing = missing()
         if missing:
             raise DatasetError(
                 f"expected a complete {key} dataset in {folder}/, found these files missing: "
-                f"{', '.join(missing)}; {_describe_expected(folder, meta)}. Copy the missing files "
+                f"{', '.join(missing)}; {expected}. Copy the missing files "
                 f"(the RELEASE file marks the ogb data version; an empty file is enough if the data "
                 f"is version {meta['version']}) or delete the folder to download it again"
             )
@@ -301,7 +303,7 @@ def _open_dataset(name: str, root: Path, options: dict):
                 reason += f"; note that {root} looks like a dataset folder itself: root must be its parent"
             raise DatasetError(
                 f"expected the {key} dataset in {folder}/, found no files there and {reason}; "
-                f"{_describe_expected(folder, meta)}. Download {meta['url']} on a machine with "
+                f"{expected}. Download {meta['url']} on a machine with "
                 f"network access and unzip it into {root}/, renaming its top folder {meta['download_name']}/ to "
                 f"{folder.name}/, "
                 "or pass root=<the OGB root that holds it> (or set $GNNSCALE_DATA)"
@@ -309,6 +311,13 @@ def _open_dataset(name: str, root: Path, options: dict):
         if folder.is_dir():
             folder.rmdir()  # empty: ogb would otherwise ask whether to "update" it
         logger.info("downloading %s into %s through ogb", key, root)
+
+
+def _open_dataset(name: str, root: Path, options: dict):
+    nodeproppred, ogb_dataset, ogb_url = _import_ogb()
+    key, meta = _meta(name, _master(nodeproppred))
+    folder = root / "_".join(key.split("-"))
+    ready_folder(key, root, folder, meta, options, lambda: _missing(folder, meta), _describe_expected(folder, meta))
     with _guarded(ogb_dataset, ogb_url, key, folder, options["download"]):
         try:
             dataset = nodeproppred.NodePropPredDataset(name=key, root=str(root))

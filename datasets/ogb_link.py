@@ -47,7 +47,7 @@ from gnnscale.datasets._data import make_data
 from gnnscale.datasets._graph import check_edge_ids, clean_edges
 from gnnscale.datasets._options import Option
 from gnnscale.datasets.link_split import LinkSplit
-from gnnscale.datasets.ogb import _guarded, _has_data, _import_ogb, _master, _probe, default_root
+from gnnscale.datasets.ogb import _guarded, _import_ogb, _master, default_root, ready_folder
 from gnnscale.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -130,36 +130,7 @@ def _open_dataset(name: str, root: Path, options: dict):
     linkproppred, ogbl_dataset, ogb_url = _import_linkproppred()
     key, meta = _meta(name, _master(linkproppred))
     folder = root / "_".join(key.split("-"))
-    if _has_data(folder):
-        missing = _missing(folder, meta)
-        if missing:
-            raise DatasetError(
-                f"expected a complete {key} dataset in {folder}/, found these files missing: {', '.join(missing)}; "
-                f"{_describe_expected(folder, meta)}. Copy the missing files (the RELEASE file marks the ogb data "
-                f"version; an empty file is enough if the data is version {meta['version']}) or delete the folder "
-                "to download it again"
-            )
-        (folder / "processed").mkdir(exist_ok=True)  # ogb saves its cache there
-    else:
-        reason = "download=false"
-        if options["download"]:
-            try:
-                _probe(meta["url"], options["download_timeout"])
-                reason = ""
-            except Exception as exc:  # no network, DNS failure, timeout, HTTP error
-                reason = f"the download of {meta['url']} failed ({type(exc).__name__}: {exc})"
-        if reason:
-            if (root / "raw").is_dir() or root.name == folder.name:
-                reason += f"; note that {root} looks like a dataset folder itself: root must be its parent"
-            raise DatasetError(
-                f"expected the {key} dataset in {folder}/, found no files there and {reason}; "
-                f"{_describe_expected(folder, meta)}. Download {meta['url']} on a machine with network access and "
-                f"unzip it into {root}/, renaming its top folder {meta['download_name']}/ to {folder.name}/, or pass "
-                "root=<the OGB root that holds it> (or set $GNNSCALE_DATA)"
-            )
-        if folder.is_dir():
-            folder.rmdir()  # empty: ogb would otherwise ask whether to "update" it
-        logger.info("downloading %s into %s through ogb", key, root)
+    ready_folder(key, root, folder, meta, options, lambda: _missing(folder, meta), _describe_expected(folder, meta))
     with _guarded(ogbl_dataset, ogb_url, key, folder, options["download"]):
         try:
             dataset = linkproppred.LinkPropPredDataset(name=key, root=str(root))

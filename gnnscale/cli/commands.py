@@ -244,19 +244,23 @@ def cmd_report(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from gnnscale.partitioning import summarize
+    from gnnscale.partitioning import load_meta, summarize
 
     summary = summarize(args.dir)
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
         return 0
     print(f"partition folder: {args.dir}")
-    for key in ("format_version", "dataset", "method", "num_parts", "num_nodes", "num_edges", "feature_dim", "num_classes", "partition_seconds"):
+    for key in ("format_version", "dataset", "method", "num_parts", "num_nodes", "num_edges", "feature_dim",
+                "num_classes", "target_kind", "edge_feature_dim", "partition_seconds"):
         if key in summary:
             print(f"  {key:18s} {summary[key]}")
     cut = summary.get("edge_cut")
     if cut is not None:
         print(f"  {'edge_cut':18s} {cut}")
+    link = load_meta(args.dir).get("link")
+    if link:  # a link-prediction split: its metric and counts
+        print(f"  {'link_split':18s} metric {link['metric']}, " + ", ".join(f"{k} {v}" for k, v in link["counts"].items()))
     typed = summary.get("typed")
     if typed:
         print(f"  {'target_type':18s} {typed.get('target_type')}")
