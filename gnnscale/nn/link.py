@@ -118,6 +118,12 @@ class LinkModel(nn.Module):
         return self.decoder(h_src, h_dst, relation)
 
 
+def gnn_of(model: nn.Module) -> nn.Module:
+    """The GNN of a model: a :class:`LinkModel`'s encoder, or the model itself (a node classifier,
+    whose own ``encoder`` attribute is its input projection, not this)."""
+    return model.encoder if isinstance(model, LinkModel) else model
+
+
 def link_loss(scores: torch.Tensor, label: torch.Tensor, neg_of_pos: torch.Tensor | None, kind: str = "bce",
               margin: float = 1.0) -> torch.Tensor:
     """The loss of a batch's scores (float32 [B + Q], positives first) with ``label`` (float32

@@ -241,7 +241,9 @@ class DataParallel(Axis):
 
         whole = self.spec.build()
         missing = whole.load_state_dict(self.net.state_dict(), strict=False).missing_keys
-        encoder = getattr(whole, "encoder", whole)  # a link model's tables are its encoder's
+        from gnnscale.nn.link import gnn_of
+
+        encoder = gnn_of(whole)  # a link model's tables are its encoder's
         for t, rows in tables.items():
             encoder.typed_encoder.embeddings[t].weight.data.copy_(rows)
         assert len(missing) == len(tables), missing  # exactly the tables, filled above

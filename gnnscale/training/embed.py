@@ -53,7 +53,9 @@ def embed_worker(parts_dir: str, cfg, model_path: str, out_dir: str) -> dict:
         net = ModelSpec(**blob["spec"]).build()
         net.load_state_dict(blob["state"])
         net.eval()
-        encoder = getattr(net, "encoder", net)
+        from gnnscale.nn.link import gnn_of
+
+        encoder = gnn_of(net)
         features = open_features(part, dims.data)
         degrees = DegreeStore(part.indptr, part.book, dims.data) if encoder.uses_degree else None
         with torch.no_grad():

@@ -101,7 +101,9 @@ def embedding_order(parts_dir: str | os.PathLike, typed: dict) -> dict[int, torc
 def tables_to_dataset_order(net: GNN, order: dict[int, torch.Tensor], inverse: bool = False) -> None:
     """Permute ``net``'s learned embedding tables in place from the partition's per-type order to
     the dataset's (``inverse``: back), by :func:`embedding_order`'s ``order``."""
-    enc = getattr(getattr(net, "encoder", net), "typed_encoder", None)  # a link model: its encoder's
+    from gnnscale.nn.link import gnn_of
+
+    enc = getattr(gnn_of(net), "typed_encoder", None)  # a link model: its encoder's
     for t, idx in order.items():
         if enc is None or str(t) not in enc.embeddings:
             continue
