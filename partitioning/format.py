@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from gnnscale.errors import DatasetError, PartitionError
+from gnnscale.errors import PartitionError
 from gnnscale.partitioning.manifest import (  # noqa: F401 - re-exported
     _MASKS,
     _RERUN_HINT,
@@ -78,6 +78,7 @@ from gnnscale.partitioning.manifest import (  # noqa: F401 - re-exported
     verify_part,
 )
 from gnnscale.partitioning.link import is_link_file, split_by_source
+from gnnscale.partitioning.inputs import edge_features, node_tensor, targets
 from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
 from gnnscale.partitioning.metrics import metrics_from_counts, ratio
 from gnnscale.partitioning.part import LocalPart, load_part  # noqa: F401 - re-exported
@@ -98,70 +99,6 @@ def _gnnscale_version() -> str:
         return version("gnnscale")
     except Exception:  # noqa: BLE001 - metadata missing in a source checkout
         return "unknown"
-
-
-def _node_tensor(data: Data, name: str, n: int, ndim: int) -> torch.Tensor:
-    value = getattr(data, name, None)
-    if value is None:
-        raise PartitionError(
-            f"expected data.{name} with {n} rows, found none; the dataset loader must provide "
-            "x, y, train_mask, val_mask and test_mask"
-        )
-    t = torch.as_tensor(value).detach().cpu()
-    if t.dim() != ndim or t.shape[0] != n:
-        want = f"[{n}, F]" if ndim == 2 else f"[{n}]"
-        raise PartitionError(
-            f"expected data.{name} of shape {want}, found {tuple(t.shape)}; fix the dataset"
-        )
-    return t
-
-
-def _targets(data: Data, n: int) -> tuple[torch.Tensor, dict[str, Any]]:
-    """``data.y`` as the parts store it (int64 [n] for class/binary, float32 [n] / [n, C] for
-    multilabel/regression) and meta.json's ``target`` entry ``{kind, num_classes, num_outputs}``
-    (``docs/targets_and_edge_features.md`` section 1: num_classes is C for class and multilabel,
-    2 for binary, D for regression).
-
-    The kind is :func:`gnnscale.datasets.targets.target_kind` (``data.target_kind``, else
-    inferred from ``y``); imported here, not at module level: the datasets package imports
-    torch_geometric, which workers that only load parts never need.
-    """
-    value = getattr(data, "y", None)
-    if value is None:
-        _node_tensor(data, "y", n, 1)  # raises its one-line error
-    from gnnscale.datasets.targets import num_outputs, target_kind
-
-    try:
-        kind, outputs = target_kind(data), num_outputs(data)
-    except DatasetError as exc:
-        raise PartitionError(f"{exc}") from None
-    t = torch.as_tensor(value).detach().cpu()
-    if kind in ("class", "binary"):
-        y = _node_tensor(data, "y", n, 1).to(torch.int64)
-        classes = 2 if kind == "binary" else getattr(data, "num_classes", None)
-        if classes is None:
-            classes = int(y.max()) + 1 if y.numel() else 0
-        return y, {"kind": kind, "num_classes": int(classes), "num_outputs": int(outputs)}
-    ndims = (2,) if kind == "multilabel" else (1, 2)
-    if t.dim() not in ndims or t.shape[0] != n:
-        want = f"[{n}, C]" if kind == "multilabel" else f"[{n}] or [{n}, D]"
-        raise PartitionError(f"expected {kind} targets data.y of shape {want}, found {tuple(t.shape)}; fix the dataset")
-    return t.to(torch.float32), {"kind": kind, "num_classes": int(outputs), "num_outputs": int(outputs)}
-
-
-def _edge_features(data: Data, num_edges: int) -> np.ndarray | None:
-    """``data.edge_attr`` as float32 numpy ``[E, De]`` (aligned with ``data.edge_index``), or None
-    without edge features (none, or De = 0)."""
-    value = getattr(data, "edge_attr", None)
-    if value is None:
-        return None
-    a = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-    if a.ndim != 2 or a.shape[0] != num_edges or a.dtype.kind != "f":
-        raise PartitionError(
-            f"expected data.edge_attr as floats of shape [{num_edges}, De] (one row per column of "
-            f"edge_index), found dtype {a.dtype} and shape {tuple(a.shape)}; fix the dataset or drop edge_attr"
-        )
-    return a.astype(np.float32, copy=False) if a.shape[1] else None
 
 
 def _remove_stale(out: Path, num_parts: int, keep: tuple[str, ...] = PART_FILES) -> None:
@@ -239,7 +176,7 @@ def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray,
                  ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """The arrays of the part owning new ids ``[lo, hi)`` by file name, and its sizes for meta.json.
 
-    ``y``: the targets as stored (:func:`_targets`: int64 or float32).
+    ``y``: the targets as stored (:func:`~gnnscale.partitioning.inputs.targets`: int64 or float32).
     ``typed``: a typed graph's extras: ``etype.npy`` and ``x_t{t}.npy`` (instead of ``x.npy``),
     and the part's per-relation edge and cut counts added to ``typed``'s running sums.
     ``edges``: ``(edge_ids_g, edge_attr)``, the original column of every stored edge (aligned
@@ -367,16 +304,16 @@ def write_partitions(
             f"{tuple(parts.shape)}; the partitioner output does not match the graph"
         )
     spec = typed_spec(data) if is_typed(data) else None
-    x = _node_tensor(data, "x", n, 2) if spec is None else None
-    y, target = _targets(data, n)
-    masks = {m: _node_tensor(data, m, n, 1).to(torch.bool) for m in _MASKS}
+    x = node_tensor(data, "x", n, 2) if spec is None else None
+    y, target = targets(data, n)
+    masks = {m: node_tensor(data, m, n, 1).to(torch.bool) for m in _MASKS}
     num_classes = target["num_classes"]
     feature_dim = int(x.shape[1]) if x is not None else 0
 
     new_of_old, old_of_new, offsets = contiguous_relabel(parts, num_parts)
     num_parts = offsets.shape[0] - 1
     ei = as_edge_array(data.edge_index, n)
-    edge_attr = _edge_features(data, int(ei.shape[1]))
+    edge_attr = edge_features(data, int(ei.shape[1]))
     cut, undirected = edge_cut(ei, parts, n)
     typed = None
     edges = None  # with edge features: (original column of every stored edge, edge_attr)

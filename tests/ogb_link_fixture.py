@@ -29,7 +29,6 @@ contains a valid/test edge, in either direction), with
 
 from __future__ import annotations
 
-import gzip
 import os
 from pathlib import Path
 
@@ -37,6 +36,7 @@ import numpy as np
 import torch
 
 from gnnscale.datasets import generate_synthetic
+from ogb_fixture import _write_csv_gz  # OGB's raw csv.gz layout, as the ogbn fixture writes it
 
 
 def _master() -> dict[str, dict[str, str]]:
@@ -45,14 +45,6 @@ def _master() -> dict[str, dict[str, str]]:
 
     path = os.path.join(os.path.dirname(ogb.linkproppred.__file__), "master.csv")
     return pd.read_csv(path, index_col=0, keep_default_na=False).to_dict()
-
-
-def _write_csv_gz(path: Path, array: np.ndarray, fmt: str) -> None:
-    array = np.asarray(array)
-    if array.ndim == 1:
-        array = array[:, None]
-    with gzip.open(path, "wt") as f:
-        np.savetxt(f, array, fmt=fmt, delimiter=",")
 
 
 def _non_edges(rng: np.random.Generator, n: int, m: int, keys: np.ndarray) -> np.ndarray:
