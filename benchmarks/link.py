@@ -17,7 +17,9 @@ DGL 2.1's edge prediction sampler, alternating, on the R-MAT graphs of ``../shar
   --task link`` on the 1-part folder, 1 worker, ``--threads`` 2), **DGL** single process
   (``benchmarks/dgl_link.py`` in the DGL venv, 2 threads: ``as_edge_prediction_sampler`` over a
   ``NeighborSampler``, ``exclude="reverse_id"``, ``negative_sampler.Uniform(1)``, ``DataLoader``
-  with ``num_workers=0``), **gnnscale 2 parts** (2 workers on the 2-part folder, 1 thread each);
+  with ``num_workers=0``), **gnnscale 2 parts** (2 workers on the 2-part folder, 1 thread each),
+  and the same with ``--host-features`` (both workers on this host read each other's feature rows
+  from the partition folder, memory-mapped, instead of exchanging them through the communicator);
 * figure: seed (positive training) edges of the timed epoch / its seconds; ratio of medians
   gnnscale / DGL for 1 process and for 2 parts. There is no DistDGL link-prediction script
   here, so the 2-part figure is set beside DGL's **single-process** run (the same 2 cores).
@@ -255,8 +257,9 @@ def seed_edges_in_epoch(counts: list[int], batch_size: int, max_steps: int) -> d
             "per_rank_per_step": first}
 
 
-def gnnscale_run(g: dict, parts: int, args, work: Path, tag: str) -> dict:
-    """``gnnscale train --task link`` on the ``parts``-part folder (one worker per part)."""
+def gnnscale_run(g: dict, parts: int, args, work: Path, tag: str, host: bool = False) -> dict:
+    """``gnnscale train --task link`` on the ``parts``-part folder (one worker per part);
+    ``host``: with ``--host-features`` (the workers read each other's rows from the folder)."""
     threads = args.threads if parts == 1 else max(1, args.threads // parts)
     steps_cap = args.max_steps if parts == 1 else math.ceil(args.max_steps / parts)
     m = work / f"m-{tag}.json"
@@ -268,6 +271,8 @@ def gnnscale_run(g: dict, parts: int, args, work: Path, tag: str) -> dict:
            "--seed", "0", "--metrics", str(m), "--no-progress"]
     if steps_cap:
         cmd += ["--max-steps", str(steps_cap)]
+    if host:
+        cmd += ["--host-features"]
     wall = run_cmd(cmd, work / f"m-{tag}.log")
     met = json.loads(m.read_text())
     sched = seed_edges_in_epoch(g["train_edges_per_part"][parts], args.batch_size, steps_cap)
@@ -277,11 +282,13 @@ def gnnscale_run(g: dict, parts: int, args, work: Path, tag: str) -> dict:
         raise SystemExit(f"gnnscale took {[e['steps'] for e in eps]} steps per epoch; the schedule says {steps}")
     sec = [e["epoch_seconds"] for e in eps]
     steady = sec[1:] if len(sec) > 1 else sec
-    return {"system": f"gnnscale_{parts}", "workers": parts, "threads_per_worker": threads, "steps": steps,
+    return {"system": f"gnnscale_{parts}" + ("_host" if host else ""), "workers": parts, "threads_per_worker": threads, "steps": steps,
             "full_epoch_steps": full, "seed_edges": edges, "seed_edges_batched": sched["batched"],
             "batch_per_rank": sched["per_rank_per_step"], "epoch_seconds": sec,
             "seed_edges_per_s": edges / statistics.median(steady),
             "loss": [e["loss"] for e in eps],
+            "feature_bytes_fetched": [e.get("feature_bytes_fetched") for e in eps],
+            "feature_bytes_host": [e.get("feature_bytes_host") for e in eps],
             "stage_seconds_max_over_ranks": [e["stage_seconds_max_over_ranks"] for e in eps],
             "bytes_sent": [e.get("bytes_sent") for e in eps], "peak_rss_mb_by_rank": eps[-1].get("peak_rss_mb_by_rank"),
             "startup_seconds": met.get("startup_seconds"), "job_wall_s": wall, "command": " ".join(cmd[1:])}
@@ -353,18 +360,19 @@ def throughput(args, work: Path) -> dict:
         "graphs": {}}
     for n in [int(v) for v in args.num_nodes.split(",")]:
         g = prepare_graph(n, args, work)
-        res = {"graph": g, "runs": {"gnnscale_1": [], "dgl": [], "gnnscale_2": []}}
+        res = {"graph": g, "runs": {"gnnscale_1": [], "dgl": [], "gnnscale_2": [], "gnnscale_2_host": []}}
         out["graphs"][g["name"]] = res
         res["gnnscale_per_batch"] = gnnscale_batch_stats(g, args)
         print(f"[{g['name']}] {g['graph_stats']['num_nodes']:,} nodes, {g['graph_stats']['num_edges']:,} edges; "
               f"{g['train_edges']:,} training edges (per part of 2: {g['train_edges_per_part'][2]})", flush=True)
         for r in range(args.repeats):
-            for what in ("gnnscale_1", "dgl", "gnnscale_2"):
+            for what in ("gnnscale_1", "dgl", "gnnscale_2", "gnnscale_2_host"):
                 if what == "dgl":
                     rec = measured(lambda: dgl_run(g, args, work, f"{n}-{r}"), benchutil)
                 else:
-                    p = int(what[-1])
-                    rec = measured(lambda: gnnscale_run(g, p, args, work, f"{n}-p{p}-{r}"), benchutil)
+                    p, host = int(what.split("_")[1]), what.endswith("_host")
+                    rec = measured(lambda: gnnscale_run(g, p, args, work, f"{n}-p{p}{'h' if host else ''}-{r}", host),
+                                   benchutil)
                 res["runs"][what].append(rec)
                 print(f"[{g['name']}] repeat {r} {what:10s}: {rec['seed_edges_per_s']:9,.0f} seed edges/s "
                       f"({rec['seed_edges']:,} edges, {rec['steps']} steps, epochs "
@@ -374,6 +382,7 @@ def throughput(args, work: Path) -> dict:
         res["median_seed_edges_per_s"] = med
         res["ratio_gnnscale_1_over_dgl"] = med["gnnscale_1"] / med["dgl"]
         res["ratio_gnnscale_2_over_dgl_single_process"] = med["gnnscale_2"] / med["dgl"]
+        res["ratio_gnnscale_2_host_over_dgl_single_process"] = med["gnnscale_2_host"] / med["dgl"]
         res["max_foreign_cpu_frac"] = max(other_frac(x) for v in res["runs"].values() for x in v)
         write_json(args.json, {"throughput": out})  # this graph's figures even if a later one fails
     out["foreign_cpu"] = benchutil.foreign_cpu(snap0)
@@ -381,14 +390,16 @@ def throughput(args, work: Path) -> dict:
           f"{out['settings']['num_layers']} layers, hidden {args.hidden}, batch {args.batch_size}, "
           f"{args.neg_mode} negatives)")
     print(f"{'graph':38s} {'gnnscale 1p':>12s} {'DGL 1p':>10s} {'ratio':>6s} {'gnnscale 2 parts':>17s} {'ratio*':>7s} "
-          f"{'max foreign CPU':>16s}")
+          f"{'2 parts, host':>14s} {'ratio*':>7s} {'max foreign CPU':>16s}")
     for name, res in out["graphs"].items():
         m = res["median_seed_edges_per_s"]
         print(f"{name:38s} {m['gnnscale_1']:12,.0f} {m['dgl']:10,.0f} {res['ratio_gnnscale_1_over_dgl']:6.2f} "
               f"{m['gnnscale_2']:17,.0f} {res['ratio_gnnscale_2_over_dgl_single_process']:7.2f} "
+              f"{m['gnnscale_2_host']:14,.0f} {res['ratio_gnnscale_2_host_over_dgl_single_process']:7.2f} "
               f"{res['max_foreign_cpu_frac']:15.1%}")
     print("* 2 parts (2 workers, 1 thread each) over DGL's single process (2 threads): there is no DistDGL "
-          "link-prediction script here.")
+          "link-prediction script here. 'host': --host-features (the workers read each other's feature rows from "
+          "the partition folder on this host instead of exchanging them).")
     for name, res in out["graphs"].items():
         r2 = res["runs"]["gnnscale_2"][0]
         print(f"{name}: training edges per part of 2 {res['graph']['train_edges_per_part'][2]}, seed edges per step "

@@ -96,6 +96,11 @@ def cases(mode: str, tmp: Path) -> dict:
                        lambda b, v, t: v["cache"]["policy"] == "file" and v["cache"]["rows"] > 0),
         "presample_epochs": ({"cache_policy": "presample", "presample_epochs": 1}, {"cache_policy": "presample"},
                              lambda b, v, t: v["cache"]["presampled_epochs"] == 1 < b["cache"]["presampled_epochs"]),
+        # the same rows, read from the folder: equal weights, no feature bytes exchanged
+        "host_features": ({"host_features": True}, {},
+                          lambda b, v, t: v["last"]["feature_rows_host"] > 0 == b["last"]["feature_rows_host"]
+                          and v["last"]["feature_bytes_fetched"] == 0 < b["last"]["feature_bytes_fetched"]
+                          and v["digest"] == b["digest"]),
         "pipeline": ({"pipeline": True}, {}, lambda b, v, t: v["last"]["prefetch_depth"] == 2
                      and b["last"]["prefetch_depth"] is None),
         "pipeline_depth": ({"pipeline": True, "pipeline_depth": 3}, {"pipeline": True},
@@ -185,7 +190,7 @@ REFUSED = {
     LAYER_PIPELINE: {"staleness", "embedding_dtype", "halo_features", "jk", "halo_gradients", "num_layers",
                      "relation_fanouts", *LINK},
     CHUNK_PIPELINE: {"eval_fanouts", "batch_size", "eval_batch_size", "max_steps", "sampler_backend", "cache_policy",
-                     "cache_size", "cache_file", "presample_epochs", "pipeline", "pipeline_depth", "exchange",
+                     "cache_size", "cache_file", "presample_epochs", "host_features", "pipeline", "pipeline_depth", "exchange",
                      "embedding_dtype", "halo_features", "eval_method", "jk", "micro_batches", "relation_fanouts", *LINK},
 }
 MODE_SELECTORS = {"pipeline_stages", "chunks"}  # they choose the mode: checked through the plan

@@ -171,6 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cache size: rows=N, bytes=64MB, fraction=0.1 or 10%% of the remote rows")
     g.add_argument("--cache-file", default=None, metavar="FILE", help="for --cache-policy file: .npy of int64 global ids")
     g.add_argument("--presample-epochs", type=int, default=2, help="epochs sampled to count accesses (presample policy)")
+    g.add_argument("--host-features", action=argparse.BooleanOptionalAction, default=False,
+                   help="workers on one host read each other's feature rows straight from the partition folder "
+                   "(memory-mapped: the host's page cache holds one copy) instead of asking their owners; owners on "
+                   "other hosts still answer through the communicator. Rows read so count as feature_rows_host")
     g.add_argument("--pipeline", action=argparse.BooleanOptionalAction, default=False,
                    help="sample and fetch the next batches in a background thread while the current one trains")
     g.add_argument("--pipeline-depth", type=int, default=2, help="batches prepared ahead (queue depth)")

@@ -6,6 +6,12 @@ buffer (:meth:`Communicator.exchange_flat`, no per-rank lists) and are placed wi
 ``index_copy_``; an owner gathers the rows it serves directly into the buffer it sends.
 On a CUDA device, the rows read on the host go into a pinned buffer and cross to the device
 with one ``non_blocking`` copy; cached rows are already there.
+
+Ranks on one host may read each other's rows straight from the partition folder
+(``--host-features``, :meth:`DistFeatureStore.read_host_parts`): every part's ``x.npy`` is
+memory-mapped read-only, so the host's page cache holds one copy, and a fetch gathers the
+owners' rows like its own, without asking them. Owners on other hosts still answer through the
+communicator; when every rank reads every part from its host, a fetch exchanges nothing.
 """
 from __future__ import annotations
 
@@ -70,7 +76,8 @@ class DistFeatureStore:
         device: where fetched rows and the cache live (the training device).
 
     Counters (cumulative in ``self.stats``): ``local_rows``, ``remote_rows`` (fetched from
-    owners) and ``cache_hits`` (remote rows served by the cache, see :meth:`fill_cache`).
+    owners), ``cache_hits`` (remote rows served by the cache, see :meth:`fill_cache`) and
+    ``host_rows`` (other parts' rows read from this host's partition folder).
     Bytes are counted by ``comm`` under ``feature_request`` (ids) and ``feature`` (rows); the
     one-time cache fill under ``cache_fill``.
     """
@@ -87,11 +94,41 @@ class DistFeatureStore:
         # True when every rank's cache holds every remote row it can ask for (historical mode's
         # halo): fetch then never communicates, and a miss is an error instead of a request.
         self.complete = False
-        self.stats = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0}
+        # --host-features: {owner: float32 [n_owner, F] memmap} of the parts read on this host, a
+        # bool [world] mask of them, and whether no rank exchanges features at all
+        self.host_parts: dict[int, np.ndarray] = {}
+        self.host_mask = torch.zeros(comm.world_size, dtype=torch.bool)
+        self.host_complete = False
+        self.stats = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0, "host_rows": 0}
 
     def reset_stats(self) -> None:
         for k in self.stats:
             self.stats[k] = 0
+
+    def read_host_parts(self, parts: dict[int, np.ndarray]) -> None:
+        """Read the rows of the parts in ``parts`` ({owner rank: float32 [n_owner, F] array or
+        read-only memmap of its ``x.npy``}) directly instead of asking their owners.
+
+        Collective (every rank calls it, with its own host's parts, possibly none): the ranks
+        agree whether each of them now reads every other part itself; then :meth:`fetch` is no
+        longer collective.
+        """
+        world, rank = self.comm.world_size, self.comm.rank
+        for k, x in parts.items():
+            n = int(self.book.offsets[k + 1] - self.book.offsets[k])
+            if k == rank or not 0 <= k < world:
+                raise GnnscaleError(f"rank {rank}: host part {k} is not another rank's part (world size {world})")
+            if x.dtype != np.float32 or x.ndim != 2 or x.shape != (n, self.feature_dim):
+                raise GnnscaleError(
+                    f"rank {rank}: part {k}'s features read on this host are {x.dtype} {tuple(x.shape)}, expected "
+                    f"float32 ({n}, {self.feature_dim}) by the partition book; the partition folder is not the "
+                    "one the run was started on, or it was rewritten: re-partition, or leave --host-features out")
+        self.host_parts = dict(parts)
+        self.host_mask = torch.zeros(world, dtype=torch.bool)
+        if parts:
+            self.host_mask[list(parts)] = True
+        everyone = self.comm.all_reduce(torch.tensor([float(len(parts) == world - 1)]), "min")
+        self.host_complete = bool(everyone.item() == 1.0)
 
     def fill_cache(self, ids: torch.Tensor) -> None:
         """Fetch rows ``ids`` (int64 [K] remote global ids) once and keep them in a FeatureCache
@@ -113,7 +150,7 @@ class DistFeatureStore:
         Owned rows come from the local part, cached rows from the cache, the rest from their
         owners in one exchange. Collective: every rank must call it the same number of times
         (``ids`` may be empty); not collective when the store is ``complete`` (set on every
-        rank or none).
+        rank or none) or every rank reads every part on its host (:meth:`read_host_parts`).
         """
         rank = self.comm.rank
         n = ids.numel()
@@ -145,8 +182,11 @@ class DistFeatureStore:
         all_mine = m == n
         self._local(ids[mine_pos] - self.offset if not all_mine else ids - self.offset, host,
                     None if (all_mine or local_at is None) else local_at)
-        if not self.complete:
-            self._fetch_remote(ids, owner, need_pos, remote_at, host, category)
+        ask_pos, ask_at = need_pos, remote_at
+        if self.host_parts and need_pos.numel():
+            ask_pos, ask_at = self._read_host(ids, owner, need_pos, remote_at, host)
+        if not self.complete and not self.host_complete:
+            self._fetch_remote(ids, owner, ask_pos, ask_at, host, category)
         if not on_host:
             out = torch.empty(n, self.feature_dim, dtype=torch.float32, device=self.device)
             if m + r:
@@ -172,6 +212,31 @@ class DistFeatureStore:
         if need_pos.numel():
             out.index_copy_(0, at[order], back)
         self.stats["remote_rows"] += int(need_pos.numel())
+
+    def _read_host(self, ids: torch.Tensor, owner: torch.Tensor, need_pos: torch.Tensor, at: torch.Tensor,
+                   out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Put the rows of ``ids[need_pos]`` whose owners' parts are read on this host at
+        ``out[at]``; returns (need_pos, at) of the rows still to ask for."""
+        own = owner[need_pos]
+        here = self.host_mask[own]
+        if not bool(here.any()):
+            return need_pos, at
+        hp = torch.nonzero(here).flatten()
+        own_h, ids_h, at_h = own[hp], ids[need_pos[hp]], at[hp]
+        for k in torch.unique(own_h).tolist():  # one compiled gather per part read (<= world size)
+            sel = own_h == k
+            x = self.host_parts[k]
+            local = ids_h[sel] - int(self.book.offsets[k])
+            if numba is not None:
+                bad = _gather_rows(x, local.numpy(), out.numpy(), at_h[sel].numpy(), True)
+                if bad:
+                    raise GnnscaleError(f"rank {self.comm.rank}: {bad} feature row(s) asked of part {k} are outside "
+                                        f"its {x.shape[0]} rows; the ids are not that part's: check the partition book")
+            else:
+                out[at_h[sel]] = torch.from_numpy(np.ascontiguousarray(x[local.numpy()]))
+        self.stats["host_rows"] += int(hp.numel())
+        keep = torch.nonzero(~here).flatten()
+        return need_pos[keep], at[keep]
 
     def _local(self, local_idx: torch.Tensor, out: torch.Tensor, pos: torch.Tensor | None) -> None:
         """Owned rows ``local_idx`` (int64 [k]) into ``out[pos]`` (``out[:k]`` when pos is None)."""
@@ -204,3 +269,24 @@ def _gather_into(src: torch.Tensor, idx: torch.Tensor, out: torch.Tensor, pos: t
         _gather_rows(src.numpy(), idx.numpy(), out.numpy(), pos.numpy(), True)
     else:
         out[pos] = src[idx]
+
+
+def open_host_parts(parts_dir, book: PartitionBook, comm: Communicator, feature_dim: int) -> dict[int, np.ndarray]:
+    """{rank: read-only float32 memmap [n_rank, F]} of the other ranks' parts on this host
+    (``--host-features``): the ranks' host names are gathered once (category ``control``), and
+    each part on this host is opened from ``parts_dir`` (rank r trains part r). Collective."""
+    import socket
+    from pathlib import Path
+
+    from gnnscale.partitioning.manifest import part_dir_name
+    from gnnscale.partitioning.validate import load_array
+
+    hosts = comm.all_gather_object(socket.gethostname())
+    me = hosts[comm.rank]
+    out = {}
+    for k, h in enumerate(hosts):
+        if k == comm.rank or h != me:
+            continue
+        n = int(book.offsets[k + 1] - book.offsets[k])
+        out[k] = load_array(Path(parts_dir) / part_dir_name(k) / "x.npy", np.float32, (n, int(feature_dim)), mmap="r")
+    return out

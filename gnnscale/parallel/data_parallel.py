@@ -18,6 +18,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.data.degrees import DegreeStore
 from gnnscale.data.feature_cache import setup_cache
+from gnnscale.data.feature_store import open_host_parts
 from gnnscale.data.typed_store import open_features
 from gnnscale.data.loader import MiniBatchLoader, build_samplers, wait_ready
 from gnnscale.history.modes import exchange_mode
@@ -91,6 +92,8 @@ class DataParallel(Axis):
         ctx.phase("groups and samplers")
         meta = part.meta
         self.features = open_features(part, dims.data, device)  # per node type for a typed graph
+        if cfg.host_features:  # the other parts on this host: read from their files, not asked for
+            self.features.read_host_parts(open_host_parts(ctx.parts_dir, part.book, dims.data, part.meta["feature_dim"]))
         # edge classification / regression: the edge head's outputs (C classes or D targets)
         self.spec = ModelSpec.of(cfg, meta.get("feature_dim", 0), getattr(task, "out_dim", meta["num_classes"]),
                                  num_layers=len(fanouts), typed=meta.get("typed"))

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from gnnscale.data.degrees import DegreeStore
 from gnnscale.data.feature_cache import setup_cache
-from gnnscale.data.feature_store import DistFeatureStore
+from gnnscale.data.feature_store import DistFeatureStore, open_host_parts
 from gnnscale.data.loader import MiniBatchLoader, build_samplers, wait_ready
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states, resumed_bounds
@@ -72,6 +72,8 @@ class LayerPipeline(Axis):
         layers = model.num_layers
         full, self.eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, fanouts, cfg.exchange)
         self.features = DistFeatureStore(part, part.book, dims.data, meta["feature_dim"])
+        if cfg.host_features:  # the other parts on this host: read from their files, not asked for
+            self.features.read_host_parts(open_host_parts(ctx.parts_dir, part.book, dims.data, meta["feature_dim"]))
         self.degrees = DegreeStore(part.indptr, part.book, dims.data) if model.uses_degree else None
         self.train_ids = torch.nonzero(part.train_mask).flatten() + part.offset
         ctx.phase("groups and samplers")

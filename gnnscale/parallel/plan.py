@@ -131,6 +131,7 @@ APPLIES: dict[str, tuple[frozenset, str]] = {
     "cache_size": (SAMPLED, "every stage holds the whole graph's features"),
     "cache_file": (SAMPLED, "every stage holds the whole graph's features"),
     "presample_epochs": (SAMPLED, "every stage holds the whole graph's features"),
+    "host_features": (SAMPLED, "every stage holds the whole graph's features"),
     "pipeline": (SAMPLED, "nothing is sampled or fetched per step"),
     "pipeline_depth": (SAMPLED, "nothing is sampled or fetched per step"),
     "exchange": (ALL, ""),  # values checked below
@@ -283,6 +284,9 @@ def check_typed_options(cfg: TrainConfig, mode: str, where: str) -> None:
     if cfg.exchange != "exact":
         raise PlanError(f"--exchange {cfg.exchange} does not apply to typed graphs ({where}) yet: their halo tables "
                         "are untyped. Use --exchange exact.")
+    if cfg.host_features:
+        raise PlanError(f"--host-features does not apply to typed graphs ({where}) yet: their rows are read per node "
+                        "type through the communicator. Leave --host-features out.")
     layer = cfg.layer if isinstance(cfg.layer, str) else ""
     if not (layer in TYPED_LAYERS or layer.startswith("rel:") or ":" in layer.replace("rel:", "", 1)):
         raise PlanError(f"--layer {cfg.layer} does not read relations, and {where} is a typed graph: use --layer "

@@ -74,7 +74,7 @@ def sum_traffic(comm, mine: dict, feat: dict, steps: int, ages: dict, bound: int
 
     Args:
         comm: the world's communicator. mine: :func:`traffic` of this rank. feat: its feature
-            store's counters (``cache_hits``, ``remote_rows``, ``local_rows``). steps: the
+            store's counters (``cache_hits``, ``remote_rows``, ``local_rows``, ``host_rows``). steps: the
             epoch's steps. ages: {age: rows read} of its stale-row tables, ages 0..``bound``.
         row_bytes: bytes of one feature row. network: the modelled link (per-rank figures too).
     """
@@ -82,7 +82,8 @@ def sum_traffic(comm, mine: dict, feat: dict, steps: int, ages: dict, bound: int
     vals = {f"sent.{c}": mine["sent"].get(c, 0) for c in cats}
     vals |= {f"received.{c}": mine["received"].get(c, 0) for c in cats}
     vals |= {"cache_hits": feat.get("cache_hits", 0), "remote_rows": feat.get("remote_rows", 0),
-             "local_rows": feat.get("local_rows", 0), "modelled_seconds": mine["modelled"]["seconds"]}
+             "local_rows": feat.get("local_rows", 0), "host_rows": feat.get("host_rows", 0),
+             "modelled_seconds": mine["modelled"]["seconds"]}
     # Ages read, as a histogram over 0..bound (a fixed set of names on every rank; reads refuse
     # older rows): the rows used and the mean, min and max ages all derive from it.
     vals |= {f"age.{a}": ages.get(a, 0) for a in range(bound + 1)}
@@ -112,6 +113,9 @@ def sum_traffic(comm, mine: dict, feat: dict, steps: int, ages: dict, bound: int
         "feature_rows_local": local,
         "feature_rows_remote_fetched": misses,
         "feature_rows_from_cache": hits,
+        # --host-features: other parts' rows read from this host's partition folder, not sent
+        "feature_rows_host": int(t["host_rows"]),
+        "feature_bytes_host": int(t["host_rows"]) * row_bytes,
         "cache_hit_rate": hits / max(hits + misses, 1),
         "cache_bytes_served": hits * row_bytes,
         "feature_bytes_fetched": received.get("feature", 0),
