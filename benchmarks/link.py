@@ -463,7 +463,7 @@ def main() -> None:
                    help="split and training seeds (the median over them)")
     c.add_argument("--workers", default="1,2,4", type=lambda t: [int(v) for v in t.split(",")],
                    help="worker counts; the first is the reference")
-    c.add_argument("--cora-epochs", type=int, default=100)
+    c.add_argument("--cora-epochs", type=int, default=200)
     m = ap.add_argument_group("memory (item 3)")
     m.add_argument("--memory-nodes", type=int, default=1_000_000)
     m.add_argument("--memory-degree", type=int, default=10)
