@@ -28,6 +28,7 @@ import torch
 from gnnscale.nn.models import GNN
 from gnnscale.parallel.schedules import schedule
 from gnnscale.process.comm import Communicator
+from gnnscale.process.eager import adam
 
 
 @dataclass
@@ -135,7 +136,7 @@ class PipelineStage:
             f"rank {comm.rank} (stage {stage} of pipeline {pipeline})"
         self.replicas = replicas if replicas is not None and replicas.world_size > 1 else None
         self.params = list(self.model.parameters())
-        self.opt = torch.optim.Adam(self.params, lr=lr, weight_decay=weight_decay)
+        self.opt = adam(self.params, lr=lr, weight_decay=weight_decay)
 
     def _send(self, tensors: list[torch.Tensor], dst: int, tag: int, category: str, stats: StepStats) -> list:
         works = self.comm.send(tensors, dst, tag, category)

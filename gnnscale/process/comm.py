@@ -358,8 +358,15 @@ class Communicator:
         except Exception as err:
             raise self._fail("barrier", "control", err) from err
 
-    def ddp_comm_hook(self):
-        """A DDP communication hook that all-reduces (averages) each bucket and counts its bytes."""
+    def ddp_comm_hook(self, per_tensor: bool = False):
+        """A DDP communication hook that all-reduces (averages) each bucket and counts its bytes.
+
+        ``per_tensor``: all-reduce each gradient of the bucket as its own tensor (asynchronously,
+        in the bucket's order, the same on every rank), so that each element's sum does not depend
+        on how DDP laid the parameters out in buckets: DDP without ``find_unused_parameters``
+        rebuilds its buckets after the first step, and a run resumed from a checkpoint would
+        otherwise reduce its first step in the other layout (bits differ beyond 2 ranks).
+        """
 
         def hook(state, bucket):
             t0 = time.perf_counter()
@@ -367,15 +374,27 @@ class Communicator:
             nbytes = buf.numel() * buf.element_size()
             # Counted as a ring all-reduce moves them: 2 (P-1)/P of the buffer each way.
             moved = ring_allreduce_bytes(nbytes, self.world_size)
-            self.stats.calls["gradient"] += 1
+            buf.div_(self.world_size)
+            if per_tensor:
+                grads = [g for g in bucket.gradients() if g.numel()]
+                self.stats.calls["gradient"] += len(grads)
+                futs = [dist.all_reduce(g, group=self.group, async_op=True).get_future() for g in grads]
+                fut = torch.futures.collect_all(futs)
+            else:
+                self.stats.calls["gradient"] += 1
+                fut = dist.all_reduce(buf, group=self.group, async_op=True).get_future()
             self.stats.sent["gradient"] += moved
             self.stats.received["gradient"] += moved
-            buf.div_(self.world_size)
-            fut = dist.all_reduce(buf, group=self.group, async_op=True).get_future()
 
             def done(f):
                 try:
-                    value = f.value()[0]
+                    value = f.value()
+                    if per_tensor:
+                        for part in value:
+                            part.value()  # raises the failed one's error
+                        value = buf
+                    else:
+                        value = value[0]
                 except Exception as err:  # timeout or dead peer: named by the trainer
                     self.collective_failed("all_reduce", "gradient", err)
                     raise

@@ -1,0 +1,82 @@
+"""Keep ``torch._dynamo`` off a worker's start-up path.
+
+torch wraps a few eager functions with ``torch._disable_dynamo`` (the optimizer's
+``add_param_group``, ``zero_grad``, ``state_dict``, ``load_state_dict``, the functional Adam,
+DDP's ``_inside_ddp_forward``): on its first call such a wrapper imports ``torch._dynamo``
+(2-3 s on 2 cores with torch 2.13) only to build a "do not trace this" guard, which does
+nothing outside ``torch.compile``; and ``Adam.step`` is wrapped by ``_use_grad_for_differentiable``,
+which imports it to place two graph breaks around a ``no_grad`` step. gnnscale's workers never
+compile, so :func:`stay_eager` gives each wrapped function its own original as the cached guard
+(the attribute the wrapper looks for before importing), and :func:`adam` builds torch's Adam
+whose step runs the undecorated ``Adam.step`` under ``torch.no_grad()`` (the same arithmetic:
+the decorator's grad mode is ``defaults["differentiable"]``, False here). The first step then
+no longer imports the compiler.
+
+DDP's constructor reads ``torch._dynamo.utils`` itself (torch 2.13), so a worker of several
+still imports the compiler once, there; a single worker (no DDP) and the pipeline stages never do.
+
+It does nothing when ``torch._dynamo`` is already imported (someone compiles in this process),
+or when ``GNNSCALE_KEEP_DYNAMO=1`` is set.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+_DONE = False
+
+
+def _wrapped_originals() -> list:
+    """The original functions behind torch's ``_disable_dynamo`` wrappers that a step calls."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.optim import adam, adamw, optimizer, sgd
+
+    found = []
+    for owner, names in ((optimizer.Optimizer, ("add_param_group", "zero_grad", "state_dict", "load_state_dict")),
+                         (DistributedDataParallel, ("_inside_ddp_forward",)),
+                         (adam, ("adam",)), (adamw, ("adamw",)), (sgd, ("sgd",))):
+        for name in names:
+            fn = getattr(owner, name, None)
+            original = getattr(fn, "__wrapped__", None)
+            if callable(original):
+                found.append(original)
+    del torch
+    return found
+
+
+def stay_eager() -> bool:
+    """Let torch's dynamo-disable wrappers call their functions directly (see the module
+    docstring). Returns whether it did (idempotent)."""
+    global _DONE
+    if _DONE:
+        return True
+    if "torch._dynamo" in sys.modules or os.environ.get("GNNSCALE_KEEP_DYNAMO") == "1":
+        return False
+    for original in _wrapped_originals():
+        # torch._compile._disable_dynamo's wrapper calls ``fn.__dynamo_disable`` when set
+        setattr(original, "__dynamo_disable", original)
+    _DONE = True
+    return True
+
+
+class _EagerAdam(torch.optim.Adam):
+    """torch's Adam, stepping without the compiler's graph breaks (see the module docstring)."""
+
+    _plain_step = getattr(torch.optim.Adam.step, "__wrapped__", None)
+
+    def step(self, closure=None):  # noqa: D102 - torch.optim.Adam.step
+        if self._plain_step is None or self.defaults.get("differentiable"):
+            return super().step(closure)
+        with torch.no_grad():
+            return self._plain_step(closure)
+
+
+def adam(params, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
+    """torch's Adam over ``params``; when :func:`stay_eager` applied, one whose step does not
+    import ``torch._dynamo`` (identical updates)."""
+    if _DONE:
+        return _EagerAdam(params, lr=lr, weight_decay=weight_decay)
+    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
