@@ -35,6 +35,7 @@ def train(
     edge_split: str | None = None,
     disjoint_train_ratio: float = 0.0,
     link_relation: str | None = None,
+    edge_to_node: str | None = None,
     **config,
 ) -> dict:
     """Train a GNN on a partitioned graph; returns the metrics of rank 0 (see ``gnnscale train --metrics``).
@@ -55,6 +56,8 @@ def train(
         edge_split, disjoint_train_ratio, link_relation: with ``task="link"`` and a ``dataset``:
             its random link split (``"0.85,0.05,0.10"`` by default; ``ogbl-*`` datasets bring their
             own; a typed graph's of the relation ``link_relation``), split with ``partition_seed``.
+        edge_to_node: with a ``dataset``: ``"mean"`` or ``"sum"`` of each node's in-edge features
+            appended to its features before the cut (``--edge-to-node``; recorded in the partition).
         **config: any :class:`gnnscale.config.TrainConfig` field: ``epochs``, ``fanouts``,
             ``batch_size``, ``hidden``, ``lr``, ``layer`` (a zoo name, ``module:Class`` or a
             layer class), ``layer_kwargs``, ``exchange``, ``cache_policy``, ``pipeline``,
@@ -75,6 +78,9 @@ def train(
         raise RuntimeSetupError(f"unknown training option(s) {unknown}; valid ones: {', '.join(sorted(known))}")
     if (dataset is None) == (parts_dir is None):
         raise RuntimeSetupError("give exactly one of dataset=... (partitioned and cached for you) or parts_dir=...")
+    if edge_to_node is not None and parts_dir is not None:
+        raise RuntimeSetupError("edge_to_node transforms a dataset before it is cut; a partition folder keeps the "
+                                "features it was written with (give it to `gnnscale partition --edge-to-node`)")
     cfg = TrainConfig(**config).check()
     target = "gnnscale.training.trainer:train_worker"
     if in_torchrun():
@@ -87,12 +93,13 @@ def train(
         from gnnscale.data.partition_cache import prepare_parts
 
         parts, workers = parts_for(cfg, workers)
-        plan_run(cfg, parts, workers, where=f"{dataset} cut into {parts} parts", typed=UNKNOWN, link=UNKNOWN)  # before cutting
+        plan_run(cfg, parts, workers, where=f"{dataset} cut into {parts} parts", typed=UNKNOWN, link=UNKNOWN, target=UNKNOWN)  # before cutting
         link = (edge_split, disjoint_train_ratio, link_relation) if cfg.task == "link" else None
         parts_dir = prepare_parts(dataset, parts, root=root, cache_dir=cache_dir, method=method, seed=partition_seed,
-                                  link=link)
+                                  link=link, edge_to_node=edge_to_node)
     meta = load_meta(parts_dir)
-    plan = plan_run(cfg, meta["num_parts"], workers, where=str(parts_dir), typed=meta.get("typed"), link=meta.get("link"))
+    plan = plan_run(cfg, meta["num_parts"], workers, where=str(parts_dir), typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"),
+                    edges=meta.get("edge_feature_dim", 0))
     if not plan.pipelined:
         launch_device(cfg.device, plan.world)
     log.info("starting %d local worker(s) on %s (%s)", plan.world, Path(parts_dir), plan.describe())

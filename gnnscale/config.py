@@ -18,6 +18,7 @@ CHOICES = {
     "sampler_backend": ("auto", "numba", "torch"), "norm": ("none", "batch", "layer"), "jk": ("none", "cat", "max"),
     "schedule": ("gpipe", "1f1b"), "task": ("node", "link", "edge"), "decoder": ("dot", "mlp", "distmult"),
     "link_loss": ("bce", "margin"), "neg_sampling": ("uniform", "per_source", "in_batch"),
+    "edge_features": ("auto", "on", "off"),
 }
 # option -> the least value it may take
 AT_LEAST = {
@@ -73,6 +74,9 @@ class TrainConfig:
     norm: str = "none"  # none | batch | layer
     residual: bool = False
     jk: str = "none"  # none | cat | max
+    # edge features (docs/targets_and_edge_features.md section 5): auto = on when the partition has them,
+    # a layer reads edge_attr and the mode runs them; on (refused where they cannot be); off
+    edge_features: str = "auto"
     pipeline_stages: int = 1  # K > 1: the layers split into K stages, one worker each (see gnnscale.parallel.layer_pipeline)
     stage_layers: Sequence[int] | None = None  # layers per stage; None: balanced
     micro_batches: int = 4  # micro-batches of batch_size seeds per optimizer step (pipeline)
@@ -96,6 +100,9 @@ class TrainConfig:
     filter_negatives: bool = False  # link: drop negatives that are edges of the graph (their owner checks)
     exclude_seed_edges: bool = True  # link/edge: a batch's own edges (and reverses) leave its sampled blocks
     link_metric: str | None = None  # link: auc | hits@K | mrr (None: the split's own, e.g. OGB's)
+    # node targets (docs/targets_and_edge_features.md section 5): what evaluation reports and selects on
+    metric: str | None = None  # accuracy | macro_f1 | micro_f1 | roc_auc | ap | mae | rmse (None: the kind's)
+    pos_weight: str | float | None = None  # binary / multilabel: auto (negatives / positives per label) or a number
 
     def model_layers(self) -> int:
         """The model's depth: ``num_layers``, else one layer per fanout."""
@@ -128,6 +135,9 @@ class TrainConfig:
         check_staleness(self.staleness)
         if self.link_metric is not None:
             parse_link_metric(self.link_metric)
+        if self.metric is not None and self.metric not in NODE_METRICS:
+            raise OptionError(f"--metric must be one of {', '.join(NODE_METRICS)}; found {self.metric!r}")
+        parse_pos_weight(self.pos_weight)
         if self.relation_fanouts:
             from gnnscale.samplers.fanouts import typed_fanouts
 
@@ -149,6 +159,33 @@ def check_staleness(staleness: int) -> int:
             "travel while the next step computes, so the freshest row a step can read is 2 steps old."
         )
     return int(staleness)
+
+
+# Node targets' metrics (docs/targets_and_edge_features.md section 5): each kind's, its default first.
+NODE_METRICS = ("accuracy", "macro_f1", "micro_f1", "roc_auc", "ap", "mae", "rmse")
+KIND_METRICS = {"class": ("accuracy", "macro_f1", "micro_f1"), "binary": ("roc_auc", "ap", "accuracy", "macro_f1"),
+                "multilabel": ("roc_auc", "ap", "micro_f1", "macro_f1"), "regression": ("rmse", "mae")}
+#: metrics where lower is better (regression targets): the best epoch has the least
+LOWER_IS_BETTER = ("rmse", "mae")
+
+
+def default_node_metric(kind: str) -> str:
+    """The metric a target ``kind`` is judged by without ``--metric``: accuracy, roc_auc, roc_auc, rmse."""
+    return KIND_METRICS.get(kind, KIND_METRICS["class"])[0]
+
+
+def parse_pos_weight(value) -> str | float | None:
+    """``--pos-weight``: None, ``"auto"`` or a positive number (a numeric string too)."""
+    if value is None or value == "auto":
+        return value
+    try:
+        number = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not number > 0 or number == float("inf"):
+        raise OptionError(f"--pos-weight must be auto or a positive number; found {value!r}. Pass --pos-weight auto "
+                          "(negatives / positives of the training labels) or e.g. --pos-weight 3.")
+    return number
 
 
 def parse_link_metric(text: str) -> tuple[str, int | None]:

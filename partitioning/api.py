@@ -256,6 +256,7 @@ def partition_graph(
     seed: int = 0,
     dataset: str | None = None,
     options: Mapping[str, Any] | None = None,
+    extra_meta: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Partition ``data`` into ``num_parts`` parts and write the folder ``out_dir``
     (format 1; format 2 for a typed graph).
@@ -278,6 +279,8 @@ def partition_graph(
         dataset: name recorded in meta.json (default: ``data.name``).
         options: the method's own keyword options (e.g. ``{"slack": 0.1}`` for fennel,
             ``{"edge_weight": False}`` for metis); recorded in meta.json.
+        extra_meta: more JSON-serializable entries for meta.json (e.g. ``{"edge_to_node": "mean"}``:
+            how the dataset was transformed before the cut).
 
     Returns:
         The meta dict written to ``out_dir/meta.json``: the format keys, the quality metrics
@@ -336,6 +339,7 @@ def partition_graph(
                 "options": json.loads(json.dumps(options, default=str)),
                 "partition_seconds": round(step.seconds, 4),
                 "partition_peak_rss_bytes": int(step.peak_rss_bytes),
+                **dict(extra_meta or {}),
             },
         )
         write_seconds = time.perf_counter() - t1

@@ -206,6 +206,11 @@ class DistNeighborSampler:
         """float32 [M, De]: edge attribute rows of CSC edge positions ``edges`` (of this sampler's CSC)."""
         return gather_edge_attr(self.edge_attr, edges if self.edge_map is None else self.edge_map[edges])
 
+    def edge_rows(self, edges: torch.Tensor) -> torch.Tensor:
+        """float32 [M, De]: the edge attributes of the edges :meth:`sample_owned` returned with
+        ``return_edges=True`` (int64 [M] positions in this sampler's CSC)."""
+        return self._attr_rows(edges)
+
     def _send_rows(self, rows: torch.Tensor, sizes: list[int]) -> list[torch.Tensor]:
         """Send ``rows`` (float32 [sum sizes, De], requester 0's first) to their requesters in one
         exchange (category ``edge_attr``); returns the rows received from each owner."""

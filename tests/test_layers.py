@@ -128,10 +128,13 @@ def test_zoo_on_sampled_block_shape_and_grads(name: str, index: int) -> None:
     torch.manual_seed(0)
     in_dim, out_dim = (8, 8) if name == "gcnii" else (6, 8)
     num_src, num_dst = 10, 4
-    layer = build_conv(name, in_dim, out_dim, index=index, num_layers=2)
+    edge_dim = 3 if name == "gine" else 0  # GINE adds each edge's features to its messages: it needs them
+    layer = build_conv(name, in_dim, out_dim, index=index, num_layers=2, edge_dim=edge_dim)
     x_src = torch.randn(num_src, in_dim, requires_grad=True)
     edge_index = random_block(num_src, num_dst)
     kwargs = {"x0": torch.randn(num_dst, out_dim, requires_grad=True)} if getattr(layer, "needs_x0", False) else {}
+    if edge_dim:
+        kwargs["edge_attr"] = torch.rand(edge_index.shape[1], edge_dim)
     out = layer((x_src, x_src[:num_dst]), edge_index, **kwargs)
     assert isinstance(out, Tensor) and out.shape == (num_dst, out_dim) and out.dtype == torch.float32
     out.pow(2).sum().backward()
@@ -140,11 +143,11 @@ def test_zoo_on_sampled_block_shape_and_grads(name: str, index: int) -> None:
         assert p.grad is not None, f"{name}: no gradient for {pname}"
         assert torch.isfinite(p.grad).all()
     assert sum(float(p.grad.abs().sum()) for p in layer.parameters()) > 0
-    check_layer(layer, in_dim, out_dim, name)  # zoo layers pass the probe too
+    check_layer(layer, in_dim, out_dim, name, edge_dim=edge_dim)  # zoo layers pass the probe too
 
 
 def test_zoo_names_and_unknown_name() -> None:
-    assert set(ZOO) == {"sage", "sage-pyg", "gcn", "gat", "gat-pyg", "gin", "gcnii"}
+    assert set(ZOO) == {"sage", "sage-pyg", "gcn", "gat", "gat-pyg", "gin", "gine", "gcnii"}
     assert all(isinstance(v, str) and v for v in ZOO.values())
     with pytest.raises(LayerError, match=r"unknown layer 'sgae' \(did you mean 'sage'\?\)"):
         build_conv("sgae", 4, 4, index=0, num_layers=1)

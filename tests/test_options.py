@@ -160,6 +160,17 @@ def cases(mode: str, tmp: Path) -> dict:
         # data parallel honours each on a link partition (test_link_training.py)
         "task": ({"task": "link"}, {}, None),
         **{name: ({"task": "link", name: value}, {}, None) for name, value in LINK_VALUES.items()},
+        # node targets: Cora's classes judged by macro-F1 instead of accuracy (the same training, another
+        # figure, selected on); --pos-weight weighs binary / multilabel positives, refused on classes
+        # (honoured in test_node_targets.py)
+        "metric": ({"metric": "macro_f1", "eval_every": 1}, {"eval_every": 1},
+                   lambda b, v, t: v["last"]["metric"] == "macro_f1" and b["last"]["metric"] == "accuracy"
+                   and v["last"]["val_acc"] == v["last"]["val_macro_f1"] != b["last"]["val_acc"]
+                   and v["digest"] == b["digest"]),
+        "pos_weight": ({"pos_weight": "auto"}, {}, None),
+        # Cora has no edge features: --edge-features on is refused in every mode (data parallel: by the
+        # partition; the pipelines by the mode); honoured on HumLoc in test_edge_feature_training.py
+        "edge_features": ({"edge_features": "on"}, {}, None),
         "log_every": ({"tensorboard": str(tmp / f"tb-steps-{mode}"), "log_every": 1},
                       {"tensorboard": str(tmp / f"tb-nosteps-{mode}")},
                       lambda b, v, t: "step/loss" in _tb_tags(t / f"tb-steps-{mode}")
@@ -170,6 +181,7 @@ def cases(mode: str, tmp: Path) -> dict:
 LINK_VALUES = {"decoder": "mlp", "link_loss": "margin", "neg_sampling": "per_source", "num_negatives": 3,
                "filter_negatives": True, "link_metric": "hits@20", "exclude_seed_edges": False}
 LINK = {"task", *LINK_VALUES}
+TARGET_ONLY = {"pos_weight"}  # refused by Cora's target kind (class), in every mode
 
 
 def _saved_digest(path: Path) -> str:
@@ -186,13 +198,16 @@ def _config(mode: str, overrides: dict) -> TrainConfig:
 # refused everywhere; --num-layers must equal the number of fanouts in the sampled modes.
 REFUSED = {
     DATA_PARALLEL: {"stage_layers", "micro_batches", "schedule", "halo_gradients", "num_layers", "relation_fanouts",
-                    *LINK},
+                    *LINK, *TARGET_ONLY},
     LAYER_PIPELINE: {"staleness", "embedding_dtype", "halo_features", "jk", "halo_gradients", "num_layers",
-                     "relation_fanouts", *LINK},
+                     "relation_fanouts", *LINK, *TARGET_ONLY},
     CHUNK_PIPELINE: {"eval_fanouts", "batch_size", "eval_batch_size", "max_steps", "sampler_backend", "cache_policy",
                      "cache_size", "cache_file", "presample_epochs", "host_features", "pipeline", "pipeline_depth", "exchange",
-                     "embedding_dtype", "halo_features", "eval_method", "jk", "micro_batches", "relation_fanouts", *LINK},
+                     "embedding_dtype", "halo_features", "eval_method", "jk", "micro_batches", "relation_fanouts", *LINK,
+                     *TARGET_ONLY},
 }
+EDGE_ONLY = {"edge_features"}  # refused on Cora's partition (no edge features) or by the mode, naming both
+REFUSED = {mode: names | EDGE_ONLY for mode, names in REFUSED.items()}
 MODE_SELECTORS = {"pipeline_stages", "chunks"}  # they choose the mode: checked through the plan
 
 
@@ -241,9 +256,11 @@ def test_every_option_is_honoured_or_refused(cora_partition, tmp_path, mode):
             (name in ("pipeline_stages", "chunks") and "--workers" in msg)
         if mode == DATA_PARALLEL and name in LINK:  # what data parallel refuses is the partition (no link split)
             named = "--task link needs a link-prediction split" in msg
+        if name in TARGET_ONLY:  # what every mode refuses is the partition's target kind
+            named = f"{flag} auto does not apply to the class targets of" in msg
         assert named, (name, msg)
         if type(err.value).__name__ == "PlanError" and name not in ("micro_batches", "pipeline_stages", "chunks") \
-                and not (mode == DATA_PARALLEL and name in LINK):
+                and not (mode == DATA_PARALLEL and name in LINK) and name not in TARGET_ONLY:
             assert MODE_NAMES[mode].split(" (")[0] in msg or "stages" in msg, (name, msg)
     # Honoured: every run for real, in the same processes; each check on its figures.
     got = launch_local(run_configs, spec["workers"], args=(parts, [_config(mode, o) for o in runs]))[0]

@@ -18,18 +18,26 @@ log = logging.getLogger("gnnscale")
 
 
 def cmd_partition(args) -> int:
+    from gnnscale.data.partition_cache import check_edge_to_node, edge_to_node_meta
     from gnnscale.datasets import load_dataset
     from gnnscale.partitioning import partition_graph
 
     data = load_dataset(args.dataset, root=args.root)
-    if args.edge_split is not None or args.disjoint_train_ratio or args.link_relation or \
-            getattr(data, "link_split", None) is not None:
+    link = args.edge_split is not None or args.disjoint_train_ratio or args.link_relation or \
+        getattr(data, "link_split", None) is not None
+    if args.edge_to_node is not None:  # aggregated in-edge features appended to x, before the cut
+        from gnnscale.datasets.edge_to_node import edge_to_node
+
+        check_edge_to_node(args.edge_to_node, bool(link))
+        data = edge_to_node(data, args.edge_to_node)
+    if link:
         from gnnscale.data.partition_cache import link_data
 
         data = link_data(data, args.edge_split, args.disjoint_train_ratio, args.link_relation, seed=args.seed)
     meta = partition_graph(
         data, args.parts, args.out, method=args.method, balance=args.balance,
         imbalance=args.imbalance, seed=args.seed, dataset=args.dataset, options=dict(args.method_opt),
+        extra_meta=edge_to_node_meta(args.edge_to_node),
     )
     log.info("wrote %d parts to %s", meta["num_parts"], args.out)
     return 0
@@ -56,6 +64,9 @@ def cmd_train(args) -> int:
                                 "link; "
                                 + ("a partition folder keeps the split it was written with (give them to `gnnscale "
                                    "partition`)" if args.parts_dir else "add --task link, or leave them out"))
+    if args.parts_dir and args.edge_to_node:
+        raise RuntimeSetupError("--edge-to-node transforms a --dataset before it is cut; a partition folder keeps the "
+                                "features it was written with (give it to `gnnscale partition --edge-to-node`)")
     if args.tensorboard:
         import importlib.util
 
@@ -84,7 +95,8 @@ def cmd_train(args) -> int:
         from gnnscale.process.launch import die_with_parent, resolve_target, thread_env
 
         meta = load_meta(args.parts_dir)
-        plan_run(cfg, meta["num_parts"], int(os.environ["WORLD_SIZE"]), where=args.parts_dir, typed=meta.get("typed"), link=meta.get("link"))
+        plan_run(cfg, meta["num_parts"], int(os.environ["WORLD_SIZE"]), where=args.parts_dir, typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"),
+                 edges=meta.get("edge_feature_dim", 0))
         die_with_parent()  # a lost agent (a host gone) takes its workers with it; the peers then name them
         # The same thread counts as launch_local's workers (cores / local workers, or --threads),
         # set before torch and numba are imported: torchrun leaves numba one thread per core, and
@@ -97,7 +109,8 @@ def cmd_train(args) -> int:
         from gnnscale.partitioning.validate import check_folder, check_meta
 
         meta = check_meta(args.parts_dir)  # every field a worker relies on, typed and consistent
-        plan = plan_run(cfg, meta["num_parts"], args.workers, where=args.parts_dir, typed=meta.get("typed"), link=meta.get("link"))
+        plan = plan_run(cfg, meta["num_parts"], args.workers, where=args.parts_dir, typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"),
+                        edges=meta.get("edge_feature_dim", 0))
         parts_dir = args.parts_dir
         if cfg.verify:  # fail fast, before any worker starts, on a corrupt part (parts hash in parallel)
             from gnnscale.partitioning import verify_parts
@@ -110,16 +123,17 @@ def cmd_train(args) -> int:
 
         args.dataset = args.dataset or DEFAULT_DATASET
         parts, workers = parts_for(cfg, args.workers)
-        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset} cut into {parts} parts", typed=UNKNOWN, link=UNKNOWN)
+        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset} cut into {parts} parts", typed=UNKNOWN, link=UNKNOWN, target=UNKNOWN)
         parts_dir = prepare_parts(args.dataset, parts, root=args.root, cache_dir=args.cache_dir, method=args.method,
                                   seed=args.seed, balance=args.balance, imbalance=args.imbalance,
                                   method_opt=args.method_opt,
                                   link=(args.edge_split, args.disjoint_train_ratio, args.link_relation)
-                                  if cfg.task == "link" else None)
+                                  if cfg.task == "link" else None, edge_to_node=args.edge_to_node)
         from gnnscale.partitioning import load_meta
 
         meta = load_meta(parts_dir)  # typed or not is known once it is cut: the typed checks now
-        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset}", typed=meta.get("typed"), link=meta.get("link"))
+        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset}", typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"),
+                        edges=meta.get("edge_feature_dim", 0))
     workers = plan.world
     device = launch_device(cfg.device, workers) if not plan.pipelined else "cpu"  # no CUDA, or too few GPUs
     log.info("starting %d local worker(s) on %s (%s, device %s)", workers, parts_dir, plan.describe(), device)
@@ -148,9 +162,10 @@ def cmd_evaluate(args) -> int:
     blob = read_model_file(args.model)
     meta = load_meta(args.parts_dir)
     link = bool(blob["spec"].get("decoder"))  # a link model: its out_dim is the embedding size, not classes
-    if int(meta["feature_dim"]) != blob["num_features"] or (not link and int(meta["num_classes"]) != blob["num_classes"]):
+    outputs = int((meta.get("target") or {}).get("num_outputs") or meta["num_classes"])  # 1 for binary targets
+    if int(meta["feature_dim"]) != blob["num_features"] or (not link and outputs != blob["num_classes"]):
         raise ModelFileError(f"{args.model} ({describe(blob)}) does not fit {args.parts_dir}: "
-                             f"{meta['feature_dim']} features, {meta['num_classes']} classes")
+                             f"{meta['feature_dim']} features, {outputs} outputs per node")
     known = set(TrainConfig.__dataclass_fields__)
     saved = {k: v for k, v in (blob.get("config") or {}).items() if k in known}
     # Evaluated as data-parallel training evaluates (one worker per part); a model trained by
@@ -181,8 +196,11 @@ def cmd_evaluate(args) -> int:
         print(f"{args.model} ({describe(blob)}) on {args.parts_dir}: val_{m} {res[f'val_{m}']:.4f} "
               f"test_{m} {res[f'test_{m}']:.4f}")
     else:
-        print(f"{args.model} ({describe(blob)}) on {args.parts_dir}: train_acc {res['train_acc']:.4f} "
-              f"val_acc {res['val_acc']:.4f} test_acc {res['test_acc']:.4f}")
+        m = res["metric"]
+        name = "acc" if m == "accuracy" else m
+        print(f"{args.model} ({describe(blob)}) on {args.parts_dir}: "
+              + " ".join(f"{s}_{name} " + ("n/a" if res[f"{s}_{m}"] is None else f"{res[f'{s}_{m}']:.4f}")
+                         for s in ("train", "val", "test")))
     return 0
 
 
@@ -220,10 +238,18 @@ def cmd_predict(args) -> int:
     model = load_model(args.model)
     data = load_dataset(args.dataset, root=args.root)
     if getattr(data, "node_types", None) is not None:  # a typed graph
-        pred = predict_typed_graph(model, data).argmax(1)
+        out = predict_typed_graph(model, data)
     else:
-        pred = predict_full_graph(model, data.x.float(), data.edge_index).argmax(1)
+        out = predict_full_graph(model, data.x.float(), data.edge_index, getattr(data, "edge_attr", None))
+    from gnnscale.datasets.targets import target_kind
+
+    kind = target_kind(data) if data.y is not None else "class"
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    if kind != "class":  # the outputs: a binary logit [N], multilabel logits [N, C], regression values
+        np.save(args.out, (out.reshape(-1) if kind == "binary" else out).numpy().astype(np.float32))
+        log.info("wrote %s: %s outputs of %d nodes (%s targets)", args.out, tuple(out.shape), out.shape[0], kind)
+        return 0
+    pred = out.argmax(1)
     np.save(args.out, pred.numpy().astype(np.int64))
     mask = getattr(data, "test_mask", None)
     extra = ""

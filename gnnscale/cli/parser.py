@@ -85,6 +85,10 @@ def _add_partition_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--disjoint-train-ratio", type=float, default=0.0, metavar="R",
                    help="link prediction: hold this fraction of the training edges out of message passing too "
                    "(supervision only, as PyG's RandomLinkSplit), so a model never reads the edge it scores")
+    p.add_argument("--edge-to-node", choices=["mean", "sum"], default=None,
+                   help="append each node's in-edge features aggregated (mean or sum over the edges into it; zeros "
+                   "for a node without any) to its features before partitioning (ogbn-proteins' baselines); the "
+                   "partition records it")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -235,14 +239,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "read it with gnnscale.load_model(FILE), `gnnscale evaluate` or `gnnscale predict`")
     m = t.add_argument_group("model")
     m.add_argument("--layer", default="sage",
-                   help="message-passing layer: sage, gcn, gat, gin, gcnii, or an import path module:Class "
-                   "(called as layer((x_src, x_dst), edge_index); see README)")
+                   help="message-passing layer: sage, gcn, gat, gin, gine (edge features), gcnii, or an import path "
+                   "module:Class (called as layer((x_src, x_dst), edge_index); see README)")
     m.add_argument("--layer-kwargs", type=_json_dict, default={}, metavar="JSON",
                    help='extra keyword arguments of every layer, e.g. \'{"heads": 4}\'')
     m.add_argument("--norm", choices=["none", "batch", "layer"], default="none", help="normalization after each hidden layer")
     m.add_argument("--residual", action=argparse.BooleanOptionalAction, default=False,
                    help="add each layer's input to its output where shapes agree")
     m.add_argument("--jk", choices=["none", "cat", "max"], default="none", help="jumping-knowledge readout")
+    m.add_argument("--edge-features", choices=["auto", "on", "off"], default="auto",
+                   help="give the layers each edge's features (the partition's edge_attr, sampled with every block, "
+                   "remote rows sent by their owners): auto = on when the partition has them and the layer reads "
+                   "edge_attr (gat, gat-pyg, gine, torch_geometric.nn:TransformerConv, ...) in data-parallel "
+                   "training of node targets, else off (logged); on (refused where it cannot be); off")
     lk = t.add_argument_group("link prediction (--task link; docs/link_prediction.md)")
     lk.add_argument("--task", choices=["node", "link", "edge"], default="node",
                     help="node: classify nodes; link: score node pairs, trained on the partition's training edges "
@@ -266,6 +275,15 @@ def build_parser() -> argparse.ArgumentParser:
     lk.add_argument("--link-metric", default=None, metavar="auc|hits@K|mrr",
                     help="what evaluation reports and selects on (default: the split's: auc and average precision "
                     "for --edge-split, OGB's Hits@K or MRR for ogbl-*)")
+    nt = t.add_argument_group("node targets (class, binary, multilabel, regression; docs/targets_and_edge_features.md)")
+    nt.add_argument("--metric", default=None,
+                    choices=["accuracy", "macro_f1", "micro_f1", "roc_auc", "ap", "mae", "rmse"],
+                    help="what evaluation reports and selects on (default: the partition's target kind's: accuracy "
+                    "for classes, ROC-AUC for binary and multilabel targets (mean over labels with both classes), "
+                    "RMSE for regression); one that does not fit the kind is refused")
+    nt.add_argument("--pos-weight", default=None, metavar="auto|FLOAT",
+                    help="binary and multilabel targets: weight of the positives in the binary cross-entropy, auto "
+                    "(negatives / positives of the training labels, per label) or a number")
 
     b = sub.add_parser(
         "bench-partition", help="compare partitioning methods: cut, balance, halo, remote bytes, time, memory",

@@ -90,14 +90,18 @@ def wait_ready(copier, mb: MiniBatch) -> None:
     blocks = [b for b in (mb.device_blocks or []) if b is not None]
     x = [mb.x.node_type, mb.x.type_index, *mb.x.rows.values()] if isinstance(mb.x, TypedInput) else [mb.x]
     tensors = [t for t in (*x, mb.y) if t is not None]
-    copier.ready(mb.ready, *tensors, *(t for b in blocks for t in (b.src_ids, b.dst_ids, b.edge_index)))
+    copier.ready(mb.ready, *tensors, *(t for b in blocks for t in (b.src_ids, b.dst_ids, b.edge_index, b.edge_attr)
+                                       if t is not None))
 
 
-def build_samplers(part, comm, cfg, fanouts, mode: str = "exact"):
+def build_samplers(part, comm, cfg, fanouts, mode: str = "exact", edge_attr: bool = False):
     """(training sampler, evaluation sampler, eval fanouts) of a part over ``comm`` (the stage's
     data group): the training fanouts in exchange ``mode``, the eval fanouts with a stream of
     their own (seed + 7919), both keyed by the nodes' original ids. A typed part is sampled by
-    relation (every relation with the hop's fan-out)."""
+    relation (every relation with the hop's fan-out). ``edge_attr``: both give every block the
+    features of its edges (``part.edge_attr`` float32 [E_p, De], owners sending remote edges'
+    rows: category ``edge_attr``), for a model whose layers read them
+    (:func:`~gnnscale.nn.edge_features.resolve_edge_dim`); the draws are the same without."""
     from gnnscale.samplers import DistNeighborSampler, check_fanouts
 
     eval_fanouts = check_fanouts(cfg.eval_fanouts or cfg.fanouts, num_layers=len(cfg.fanouts))
@@ -107,10 +111,20 @@ def build_samplers(part, comm, cfg, fanouts, mode: str = "exact"):
         # --relation-fanouts: training only; evaluation draws --eval-fanouts for every relation
         train_typed = typed_graph(part, fanouts, getattr(cfg, "relation_fanouts", None))
         eval_typed = typed_graph(part, eval_fanouts)
+    attr = None
+    if edge_attr:
+        attr = getattr(part, "edge_attr", None)
+        if attr is None:
+            from gnnscale.errors import SamplerError
+
+            raise SamplerError("the model reads edge features but this part has none (no edge_attr.npy); partition a "
+                               "dataset with edge_attr, or train with --edge-features off")
     sampler = DistNeighborSampler(part.indptr, part.indices, part.book, comm, fanouts, seed=cfg.seed,
-                                  owned_keys=part.orig_ids, backend=cfg.sampler_backend, mode=mode, typed=train_typed)
+                                  owned_keys=part.orig_ids, backend=cfg.sampler_backend, mode=mode, typed=train_typed,
+                                  edge_attr=attr)
     eval_sampler = DistNeighborSampler(part.indptr, part.indices, part.book, comm, eval_fanouts, seed=cfg.seed + 7919,
-                                       owned_keys=part.orig_ids, backend=cfg.sampler_backend, typed=eval_typed)
+                                       owned_keys=part.orig_ids, backend=cfg.sampler_backend, typed=eval_typed,
+                                       edge_attr=attr)
     return sampler, eval_sampler, eval_fanouts
 
 

@@ -1,8 +1,9 @@
 """The partition cache of ``--dataset`` runs: a dataset cut into parts once, reused by later runs.
 
 The folder is named by the dataset, the method, the part count and a hash of every option that
-changes the cut (root, balance, imbalance, seed, method options); a folder with a complete
-``meta.json`` of the right part count is reused. Torch-free until it partitions.
+changes the cut (root, balance, imbalance, seed, method options, ``--edge-to-node``); a folder
+with a complete ``meta.json`` of the right part count (and the same ``edge_to_node``) is reused.
+Torch-free until it partitions.
 """
 from __future__ import annotations
 
@@ -20,30 +21,35 @@ log = logging.getLogger("gnnscale")
 
 def cache_folder(dataset: str, parts: int, root: str | None = None, cache_dir: str | None = None,
                  method: str = "metis", seed: int = 0, balance=("nodes", "train"), imbalance: float = 0.05,
-                 method_opt=(), link: tuple | None = None) -> Path:
+                 method_opt=(), link: tuple | None = None, edge_to_node: str | None = None) -> Path:
     """Where the cut of ``dataset`` into ``parts`` parts with these options is kept (``link``:
-    the link split's ``(edge_split, disjoint_train_ratio)``, None without one)."""
+    the link split's ``(edge_split, disjoint_train_ratio)``, None without one; ``edge_to_node``:
+    ``mean``/``sum`` aggregated in-edge features appended to ``x``, None: not)."""
     base = cache_dir or os.environ.get("GNNSCALE_CACHE") or os.path.join(Path.home(), ".cache", "gnnscale", "partitions")
     key = [dataset, os.path.abspath(root) if root else None, method, sorted(balance), imbalance, seed,
            sorted(map(str, method_opt))]
-    key = json.dumps(key if link is None else key + [list(map(str, link))])  # older folders keep their names
+    key = key if link is None else key + [list(map(str, link))]
+    key = json.dumps(key if edge_to_node is None else key + [f"edge_to_node={edge_to_node}"])  # older folders keep their names
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", dataset)[:60]
     return Path(base) / f"{slug}-{method}-{parts}parts-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
 
 def prepare_parts(dataset: str, parts: int, root: str | None = None, cache_dir: str | None = None,
                   method: str = "metis", seed: int = 0, balance=("nodes", "train"), imbalance: float = 0.05,
-                  method_opt=(), link: tuple | None = None) -> str:
+                  method_opt=(), link: tuple | None = None, edge_to_node: str | None = None) -> str:
     """The cached partition of ``dataset`` into ``parts`` parts (made on first use); its folder.
     ``link``: ``(edge_split or None, disjoint_train_ratio)``: the dataset prepared for link
-    prediction (:func:`link_data`)."""
+    prediction (:func:`link_data`). ``edge_to_node``: ``mean``/``sum``: each node's aggregated
+    in-edge features appended to ``x`` first (:func:`~gnnscale.datasets.edge_to_node.edge_to_node`,
+    recorded as ``meta["edge_to_node"]``)."""
     from gnnscale.partitioning import load_meta
 
-    out = cache_folder(dataset, parts, root, cache_dir, method, seed, balance, imbalance, method_opt, link)
+    out = cache_folder(dataset, parts, root, cache_dir, method, seed, balance, imbalance, method_opt, link,
+                       edge_to_node)
     if (out / "meta.json").exists():
         try:
             meta = load_meta(out)
-            if meta["num_parts"] == parts:
+            if meta["num_parts"] == parts and meta.get("edge_to_node") == edge_to_node:
                 log.info("using cached partition %s", out)
                 return str(out)
         except GnnscaleError:
@@ -53,11 +59,30 @@ def prepare_parts(dataset: str, parts: int, root: str | None = None, cache_dir: 
     from gnnscale.partitioning import partition_graph
 
     data = load_dataset(dataset, root=root)
+    if edge_to_node is not None:
+        from gnnscale.datasets.edge_to_node import edge_to_node as aggregate
+
+        check_edge_to_node(edge_to_node, link is not None or getattr(data, "link_split", None) is not None)
+        data = aggregate(data, edge_to_node)
     if link is not None:
         data = link_data(data, *link, seed=seed)
     partition_graph(data, parts, out, method=method, balance=list(balance), imbalance=imbalance, seed=seed,
-                    dataset=dataset, options=dict(method_opt))
+                    dataset=dataset, options=dict(method_opt), extra_meta=edge_to_node_meta(edge_to_node))
     return str(out)
+
+
+def check_edge_to_node(edge_to_node: str | None, link: bool) -> None:
+    """Refuse ``--edge-to-node`` with a link split: the aggregate would read the held-out
+    validation and test edges' features into the nodes (a leak)."""
+    if edge_to_node is not None and link:
+        raise GnnscaleError(f"--edge-to-node {edge_to_node} does not apply to a link-prediction split yet: it would "
+                            "aggregate the features of the held-out validation and test edges into their nodes; leave "
+                            "it out with --task link / --edge-split")
+
+
+def edge_to_node_meta(edge_to_node: str | None) -> dict:
+    """What a partition's meta.json records of ``--edge-to-node`` (nothing without it)."""
+    return {} if edge_to_node is None else {"edge_to_node": str(edge_to_node)}
 
 
 DEFAULT_EDGE_SPLIT = "0.85,0.05,0.10"

@@ -147,12 +147,15 @@ class HistoricalMode(ExchangeMode):
         key = sampler.keys(epoch, gstep, self.comm.rank, 1000)  # a stream of its own
         fanout = self.cfg.fanouts[0]
 
+        with_attr = self.net.uses_edge_attr  # edge features: the drawn edges' positions, then their rows
+
         def sample_fn(ids: torch.Tensor):
-            return sampler.sample_owned(ids, fanout, key, kernels=kernels)
+            return sampler.sample_owned(ids, fanout, key, kernels=kernels, return_edges=with_attr)
 
         self.net.eval()
         fresh = refresh_embeddings(self.net, nodes, sample_fn, kernels.relabel, self.refresh_features, halo,
-                                   node_degree=self.refresh_degrees)
+                                   node_degree=self.refresh_degrees,
+                                   edge_rows=sampler.edge_rows if with_attr else None)
         self.net.train()
         ids, rows = [], []
         for l in range(self.net.num_layers - 1):  # loop over hidden layers
@@ -169,7 +172,8 @@ class HistoricalMode(ExchangeMode):
         from gnnscale.nn.inference import halo_inference
 
         return halo_inference(self.net, self.part.indptr, self.part.feature_rows(), self.features, self.halo,
-                              step=step, node_degree=self.degrees, backend=self.cfg.sampler_backend)
+                              step=step, node_degree=self.degrees, backend=self.cfg.sampler_backend,
+                              edge_attr=self.part.edge_attr if self.net.uses_edge_attr else None)
 
     def age_counts(self) -> dict:
         return self.halo.age_counts()

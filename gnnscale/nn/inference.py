@@ -35,15 +35,29 @@ log = logging.getLogger(__name__)
 
 def slice_layer(model: GNN, i: int, hs: torch.Tensor, num_dst: int, edge_index: torch.Tensor,
                 x0_dst: torch.Tensor | None, deg_src: torch.Tensor | None,
-                edge_type: torch.Tensor | None = None, node_type: torch.Tensor | None = None) -> torch.Tensor:
+                edge_type: torch.Tensor | None = None, node_type: torch.Tensor | None = None,
+                edge_attr: torch.Tensor | None = None) -> torch.Tensor:
     """Layer ``i`` on one slice: sources' rows ``hs`` [S, dims[i]] (the slice's ``num_dst``
     destinations first), ``edge_index`` int64 [2, M] in slice numbering -> float32
     [num_dst, dims[i + 1]] on the host. Dropout as in training (none in eval mode).
     Typed graphs: ``edge_type`` int64 [M] (relation of each edge) and ``node_type`` int64 [S]
-    (type of each source), what a typed block carries, for the relation-aware layers."""
+    (type of each source), what a typed block carries, for the relation-aware layers.
+    ``edge_attr`` float32 [M, De]: the features of the slice's edges (``edge_index`` order), for
+    the layers that read them (``model.edge_layers``)."""
     hs = model.input_dropout(i, hs)
     return model.layer_step(i, hs, hs[:num_dst], edge_index, x0_dst, deg_src,
-                            edge_type=edge_type, node_type=node_type).cpu()
+                            edge_type=edge_type, node_type=node_type, edge_attr=edge_attr).cpu()
+
+
+def _edge_rows(model: GNN, edge_attr, a: int, b: int, where: str) -> torch.Tensor | None:
+    """float32 [b - a, De]: rows ``a .. b-1`` of a part's in-edge features (aligned with its CSC;
+    a memory map is read slice by slice), or None when the model reads none."""
+    if not model.uses_edge_attr:
+        return None
+    if edge_attr is None:
+        raise ModelError(f"{where}: the model reads edge features (edge_dim {model.edge_dim}); pass the part's "
+                         "in-edge features, edge_attr=part.edge_attr")
+    return torch.as_tensor(edge_attr[a:b]).to(torch.float32)
 
 
 def _degrees(node_degree, ids: torch.Tensor) -> torch.Tensor:
@@ -71,6 +85,7 @@ def halo_inference(
     chunk_edges: int = 1 << 18,
     node_degree: torch.Tensor | None = None,
     backend: str = "auto",
+    edge_attr: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Logits float32 [n_owned, C] (on the host) of every owned node, computed on the full graph.
 
@@ -86,6 +101,8 @@ def halo_inference(
             :class:`~gnnscale.data.degrees.DegreeStore` (asks the owners: collective) or int64 [N].
         backend: sampler kernels used to relabel the neighborhoods: ``"auto"``, ``"numba"`` or
             ``"torch"`` (see :class:`Kernels`; ``--sampler-backend``). Same result with each.
+        edge_attr: float32 [E, De] features of this rank's in-edges (aligned with its CSC:
+            ``part.edge_attr``), for a model whose layers read them (each slice gets its rows).
 
     Collective: every rank calls it (one feature fetch and L - 1 embedding exchanges).
     """
@@ -115,7 +132,9 @@ def halo_inference(
             hs[~is_own] = h_halo[src[~is_own] - n].to(torch.float32)
             pieces.append(slice_layer(model, i, hs, b - a, torch.stack([nbr_local, dst_local]),
                                       x0_own[a:b] if x0_own is not None else None,
-                                      deg_local[src] if deg_local is not None else None))
+                                      deg_local[src] if deg_local is not None else None,
+                                      edge_attr=_edge_rows(model, edge_attr, int(indptr[a]), int(indptr[b]),
+                                                           "halo_inference")))
         h_own = torch.cat(pieces) if pieces else h_own[:0]
         if model.jk != "none":
             outs.append(h_own)
@@ -146,6 +165,7 @@ def streamed_inference(
     backend: str = "auto",
     edge_type: torch.Tensor | None = None,
     inputs: Callable | None = None,
+    edge_attr: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Logits float32 [n_owned, C] (on the host) of every owned node on the full graph, like
     :func:`halo_inference`, holding no halo: memory follows the part and one slice.
@@ -174,6 +194,9 @@ def streamed_inference(
         inputs: ``x -> x`` applied to layer 0's fetched rows of every slice before the encoder
             (collective: a typed run attaches its featureless types' sharded embedding rows,
             ``TypedEmbeddings.attach(x, record=False)``).
+        edge_attr: float32 [E, De] features of the in-edges, aligned with ``indices``
+            (``part.edge_attr``, may be memory-mapped: read slice by slice), for a model whose
+            layers read them: each slice's layer gets the rows of exactly its edges.
 
     Collective over ``features.comm``: every rank makes the same number of exchanges (the
     largest slice count of any rank; ranks past their last slice send and ask nothing).
@@ -221,7 +244,8 @@ def streamed_inference(
                 if edge_type is not None:
                     etype = torch.as_tensor(edge_type[e_a:e_b]).to(torch.int64)
             rows = slice_layer(model, i, hs.to(torch.float32), b - a, torch.stack([nbr_local, dst_local]),
-                               x0_own[a:b] if x0_own is not None else None, deg, etype, ntype)
+                               x0_own[a:b] if x0_own is not None else None, deg, etype, ntype,
+                               _edge_rows(model, edge_attr, e_a, e_b, "streamed_inference"))
             if h_out is None:  # every rank learns the width at its first slice (maybe empty)
                 h_out = torch.empty(n, rows.shape[1], dtype=torch.float32)
             h_out[a:b] = rows
@@ -250,6 +274,7 @@ def graph_inference(
             destinations are consecutive ids, its sources start with them (its in-neighbours
             follow, in global ids), ``edge_index`` in block numbering (chunk blocks; or one
             block of the whole graph). Historical leaves of a block are read like any source.
+            A model that reads edge features gets each block's ``edge_attr``.
         x: float32 [N, F] features. degree: int64 [N] in-degrees (degree-normalized layers).
         end: the layers to run (default all: the logits through the readout).
         after_layer: ``(i, h)`` is called with h^i, the input of layer ``i`` (float32 [N, dims[i]]),
@@ -270,7 +295,7 @@ def graph_inference(
             deg = blk.source_degrees(degree) if degree is not None and model.needs_degree[i] else None
             pieces.append(slice_layer(model, i, h[blk.src_ids], blk.num_dst, blk.edge_index,
                                       x0[lo:lo + blk.num_dst] if x0 is not None else None, deg,
-                                      blk.edge_type, blk.node_type))
+                                      blk.edge_type, blk.node_type, blk.edge_attr))
         h = torch.cat(pieces)
         if model.jk != "none":
             outs.append(h)
@@ -286,6 +311,7 @@ def refresh_embeddings(
     features: DistFeatureStore,
     halo: HaloExchange,
     node_degree: torch.Tensor | None = None,
+    edge_rows: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> list[torch.Tensor]:
     """Recompute the hidden embeddings h^1..h^{L-1} of owned ``nodes`` (int64 [k] global ids).
 
@@ -293,9 +319,18 @@ def refresh_embeddings(
     in-neighbors once; layer 1 reads their raw features (one feature fetch, collective: every
     rank calls this once per step, ``nodes`` may be empty), layer l > 1 their historical
     layer-(l-1) rows (``halo.history``); ``node_degree`` as in :func:`halo_inference`. Returns per hidden layer float32 [k, d] (on the host).
+    A model that reads edge features: ``sample_fn`` returns the drawn edges' CSC positions third,
+    and ``edge_rows(positions)`` gives their float32 [M, De] rows (every layer reads the same edges).
     """
     k = nodes.numel()
-    counts, nbrs = sample_fn(nodes)
+    drawn = sample_fn(nodes)
+    counts, nbrs = drawn[0], drawn[1]
+    attr = None
+    if model.uses_edge_attr:
+        if edge_rows is None or len(drawn) < 3:
+            raise ModelError("refresh_embeddings: the model reads edge features; sample_fn must return the drawn "
+                             "edges' positions (return_edges=True) and edge_rows must map them to their rows")
+        attr = edge_rows(drawn[2])
     src, nbr_local = relabel(nodes, nbrs)
     edge_index = torch.stack([nbr_local, torch.repeat_interleave(torch.arange(k), counts, output_size=nbrs.numel())])
     deg = _degrees(node_degree, src) if node_degree is not None and model.uses_degree else None
@@ -305,6 +340,6 @@ def refresh_embeddings(
     for i in range(model.num_layers - 1):
         if i > 0:
             h = halo.history(i, src)
-        h = model.layer_step(i, h, h[:k], edge_index, x0_dst, deg)
+        h = model.layer_step(i, h, h[:k], edge_index, x0_dst, deg, edge_attr=attr)
         out.append(h.cpu())  # pushed from the host's halo tables
     return out

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnnscale.errors import GnnscaleError
+from gnnscale.nn.edge_features import construct_kwargs, edge_layers, refuse_edge_dim_kwarg
 from gnnscale.nn.sparse_ops import dropout, relu_dropout
 from gnnscale.samplers.block import Block, TypedInput
 
@@ -130,6 +131,10 @@ class GNN(nn.Module):
         (``TypedInput.emb_rows``, from tables sharded by owner, ``gnnscale.data.embeddings``)
         instead of tables in the model.
 
+    Edge features (:mod:`gnnscale.nn.edge_features`): ``edge_dim`` De > 0 builds layers whose
+    constructor takes ``edge_dim`` with it, and every layer whose forward takes ``edge_attr`` is
+    called with its block's ``edge_attr`` float32 [M, De] (``edge_layers``, decided once here).
+
     ``forward(x, blocks, hist=None, emit=None)``: x float32 [blocks[0].num_src, F] (or a
     TypedInput) -> logits float32 [blocks[-1].num_dst, C].
     """
@@ -151,6 +156,7 @@ class GNN(nn.Module):
         feature_dims: Sequence[int] | None = None,
         num_nodes_per_type: Sequence[int] | None = None,
         external_embeddings: bool = False,
+        edge_dim: int = 0,
     ) -> None:
         super().__init__()
         from gnnscale.nn.layers import build_conv, check_layer, check_typed_layer
@@ -189,22 +195,31 @@ class GNN(nn.Module):
         first = hidden if encoder or typed is not None else in_dim
         dims = [first] + [hidden] * (num_layers - 1) + [hidden if with_head else out_dim]
         self.dims = dims
+        refuse_edge_dim_kwarg(kwargs)
+        if edge_dim and typed is not None:
+            raise ModelError("edge features (edge_dim > 0) are not passed to a typed model's relation-wise layers yet; "
+                             "build it with edge_dim=0 (--edge-features off)")
+
         def make(i: int) -> nn.Module:
             if isinstance(layer, str):
-                return build_conv(layer, dims[i], dims[i + 1], index=i, num_layers=num_layers, **kwargs)
+                return build_conv(layer, dims[i], dims[i + 1], index=i, num_layers=num_layers, edge_dim=edge_dim,
+                                  **kwargs)
             if not (isinstance(layer, type) and issubclass(layer, nn.Module)):
                 raise ModelError(f"layer must be a spec string or an nn.Module subclass; found {layer!r}")
-            conv = layer(dims[i], dims[i + 1], **kwargs)
+            conv = layer(dims[i], dims[i + 1], **construct_kwargs(layer, edge_dim, kwargs))
             if typed is not None:
                 check_typed_layer(conv, dims[i], dims[i + 1], self.spec, typed["num_node_types"], typed["relations"])
             else:
-                check_layer(conv, dims[i], dims[i + 1], self.spec)
+                check_layer(conv, dims[i], dims[i + 1], self.spec, edge_dim=edge_dim)
             return conv
 
         self.convs = nn.ModuleList(make(i) for i in range(num_layers))
         self.needs_x0 = [bool(getattr(c, "needs_x0", False)) for c in self.convs]
         self.needs_degree = [bool(getattr(c, "needs_degree", False)) for c in self.convs]
         self.needs_edge_type = [bool(getattr(c, "needs_edge_type", False)) for c in self.convs]
+        self.edge_dim = int(edge_dim)
+        self.edge_layers = edge_layers(self.convs, self.edge_dim, self.spec)  # called with edge_attr=
+        self.uses_edge_attr = any(self.edge_layers)
         self.uses_degree = any(self.needs_degree)
         self.uses_x0 = any(self.needs_x0)
         if self.uses_x0 and self.encoder is None and self.typed_encoder is None:
@@ -271,6 +286,7 @@ class GNN(nn.Module):
         activate: bool = True,
         edge_type: torch.Tensor | None = None,
         node_type: torch.Tensor | None = None,
+        edge_attr: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Layer i on one block: h^i of sources [S, dims[i]] -> h^{i+1} of destinations [D, dims[i+1]].
 
@@ -280,6 +296,8 @@ class GNN(nn.Module):
         (the caller fuses it with the next layer's dropout; only without norm and residual).
         ``edge_type`` int64 [M], ``node_type`` int64 [S]: the block's (typed graphs), required by
         layers that set ``needs_edge_type`` (called with ``node_type=(node_type, node_type[:D])``).
+        ``edge_attr`` float32 [M, De]: the block's edge features, required by the layers of
+        ``edge_layers`` (and passed to them only).
         """
         conv = self.convs[i]
         h_src, h_dst, edge_index = self._dev(h_src), self._dev(h_dst), self._dev(edge_index)
@@ -296,6 +314,12 @@ class GNN(nn.Module):
             kw["x0"] = self._dev(x0_dst)
         if self.needs_degree[i] and deg_src is not None:
             kw["deg"] = self._dev(deg_src)
+        if self.edge_layers[i]:
+            if edge_attr is None:
+                raise ModelError(f"layer {i} ({self.spec}) reads edge features (the model's edge_dim is "
+                                 f"{self.edge_dim}) but the block has none; sample with the part's edge_attr "
+                                 "(DistNeighborSampler(edge_attr=...)) or build the model with edge_dim=0")
+            kw["edge_attr"] = self._dev(edge_attr)
         out = conv((h_src, h_dst), edge_index, **kw)
         if i < self.n_post and activate:
             if self.norms is not None:
@@ -424,7 +448,8 @@ class GNN(nn.Module):
                 deg = block.source_degrees(node_degree)
             pending_relu = fuse and i + 1 < self.num_layers and i < self.n_post
             h = self.layer_step(i, h, h[:d], block.edge_index, x0[:d] if x0 is not None else None, deg,
-                                activate=not pending_relu, edge_type=block.edge_type, node_type=block.node_type)
+                                activate=not pending_relu, edge_type=block.edge_type, node_type=block.node_type,
+                                edge_attr=block.edge_attr)
             if x0 is not None:
                 x0 = x0[:d]
             if grad_hooks and i + 1 in grad_hooks and h.requires_grad:

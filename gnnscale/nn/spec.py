@@ -58,6 +58,8 @@ class ModelSpec:
             ``distmult``; :mod:`gnnscale.nn.link`), the encoder's ``out_dim`` being the
             embedding size; edge classification / regression: ``edge:<C or D>`` (an
             :class:`~gnnscale.nn.link.EdgeHead` of C logits or D targets); None: node classification.
+        edge_dim: De, the edge features per edge the layers read (0: none; see
+            :mod:`gnnscale.nn.edge_features`); left out of :meth:`record` when 0.
     """
 
     in_dim: int
@@ -75,6 +77,7 @@ class ModelSpec:
     feature_dims: tuple | None = None
     num_nodes_per_type: tuple | None = None
     decoder: str | None = None
+    edge_dim: int = 0
 
     def __post_init__(self) -> None:
         for name in TYPED_FIELDS:
@@ -91,13 +94,14 @@ class ModelSpec:
 
     @staticmethod
     def of(cfg, feature_dim: int | None, num_classes: int, num_layers: int | None = None,
-           typed: dict | None = None) -> "ModelSpec":
+           typed: dict | None = None, edge_dim: int = 0) -> "ModelSpec":
         """The spec of a run's :class:`~gnnscale.config.TrainConfig` on data of ``feature_dim``
         features and ``num_classes`` classes (``num_layers``: default ``cfg.model_layers()``).
 
         ``typed``: a typed partition's ``meta['typed']`` (see :func:`typed_from_meta`); then
         ``feature_dim`` is not used by the model (None is taken as 0). With ``cfg.task == "edge"``,
-        ``num_classes`` is the edge head's outputs (C classes or D regression targets)."""
+        ``num_classes`` is the edge head's outputs (C classes or D regression targets). ``edge_dim``:
+        the edge features per edge the run's layers read (:func:`~gnnscale.nn.edge_features.resolve_edge_dim`)."""
         extra = typed_from_meta(typed) if typed is not None else {}
         task = getattr(cfg, "task", "node")
         link = task in ("link", "edge")  # the encoder's output is the embedding (--hidden)
@@ -109,7 +113,7 @@ class ModelSpec:
                          int(cfg.hidden) if link else int(num_classes),
                          int(num_layers if num_layers is not None else cfg.model_layers()),
                          cfg.layer, dict(cfg.layer_kwargs), float(cfg.dropout), cfg.norm, bool(cfg.residual), cfg.jk,
-                         **extra)
+                         edge_dim=int(edge_dim), **extra)
 
     def build(self, seed: int | None = None, external_embeddings: bool = False) -> GNN:
         """The model; with ``seed``, torch's generator is seeded first (identical weights everywhere).
@@ -130,7 +134,7 @@ class ModelSpec:
                    layer_kwargs=dict(self.layer_kwargs), dropout=self.dropout, norm=self.norm,
                    residual=self.residual, jk=self.jk, node_types=self.node_types, relations=self.relations,
                    feature_dims=self.feature_dims, num_nodes_per_type=self.num_nodes_per_type,
-                   external_embeddings=external_embeddings)
+                   external_embeddings=external_embeddings, edge_dim=self.edge_dim)
 
     def record(self) -> dict:
         """Plain data (the layer as a printable spec, the types as lists; an untyped spec without
@@ -143,4 +147,6 @@ class ModelSpec:
                 out[name] = [list(rel) for rel in out[name]] if name == "relations" else list(out[name])
         if out["decoder"] is None:  # node classification: the record it always had
             del out["decoder"]
+        if not out["edge_dim"]:  # without edge features: the record it always had
+            del out["edge_dim"]
         return out

@@ -37,10 +37,10 @@ import logging
 from typing import Iterator, Sequence
 
 import torch
-import torch.nn.functional as F
 
 from gnnscale.history.table import StalenessError  # noqa: F401 - re-exported: what a too-old read raises
 from gnnscale.nn.inference import graph_inference
+from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.nn.models import GNN
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states, resumed_bounds
@@ -51,7 +51,8 @@ from gnnscale.parallel.costs import chunk_layer_costs, mean_over_ranks
 from gnnscale.parallel.schedules import plan_stages
 from gnnscale.parallel.stage import PipelineStage, StepStats, all_reduce_gradients, epoch_summary, rng_key
 from gnnscale.process.comm import Communicator
-from gnnscale.training.evaluation import mask_accuracy, shared
+from gnnscale.training.evaluation import mask_metric, shared
+from gnnscale.training.node_metrics import NodeTarget, label_counts
 
 log = logging.getLogger("gnnscale.pipeline")
 
@@ -64,12 +65,13 @@ class ChunkStage(PipelineStage):
 
     ``model`` is the whole model (initial weights): with more than one chunk, this stage's
     tables are filled from it (layers ``0 .. end - 1`` over the whole graph, stamped -1) before
-    it is pruned to the stage's layers.
+    it is pruned to the stage's layers. ``target``: the last stage's loss and counts (None:
+    class ids, cross-entropy).
     """
 
     def __init__(self, model: GNN, bounds, stage: int, ranks: Sequence[int], comm: Communicator, graph: ChunkGraph,
                  staleness: int = 4, lr: float = 0.003, weight_decay: float = 0.0,
-                 halo_gradients: bool = True, health=None) -> None:
+                 halo_gradients: bool = True, health=None, target: NodeTarget | None = None) -> None:
         start, end = bounds[stage]
         layers = [i for i in range(max(start, 1), end)]
         self.graph = graph
@@ -85,6 +87,7 @@ class ChunkStage(PipelineStage):
         self.encoder_params = list(self.model.encoder.parameters()) \
             if self.model.encoder is not None and self.num_stages > 1 else []
         self.correct = 0
+        self.target = target if target is not None else NodeTarget("class")
 
     def fill(self, model: GNN, end: int, version: int) -> None:
         """Write every row of this stage's tables: h^i of the whole graph for each table layer i,
@@ -133,7 +136,7 @@ class ChunkStage(PipelineStage):
 
     def forward_chunk(self, c: int, inp: list[torch.Tensor], step: int, key: int):
         """Chunk c through this stage's layers at ``step``: the tensors for the next stage, or on
-        the last stage the chunk's share of the step's loss (cross-entropy summed over its
+        the last stage the chunk's share of the step's loss (the target kind's loss summed over its
         training nodes / all training nodes)."""
         g, model = self.graph, self.model
         lo, hi = g.bounds(c)
@@ -167,8 +170,9 @@ class ChunkStage(PipelineStage):
         train = g.masks["train"][lo:hi]
         if not bool(train.any()):
             return out.sum() * 0.0
-        self.correct += int((out[train].argmax(1) == g.y[lo:hi][train]).sum())
-        return F.cross_entropy(out[train], g.y[lo:hi][train], reduction="sum") / self.num_train
+        y = g.y[lo:hi][train]
+        self.correct += self.target.correct(out[train], y)[0]
+        return self.target.loss(out[train], y, reduction="sum") / self.num_train
 
     def step(self, step: int, keys: Sequence[int], schedule_name: str) -> StepStats:
         """One pass over every chunk (one optimizer step); ``keys`` the C dropout keys."""
@@ -221,8 +225,15 @@ class ChunkPipeline(Axis):
         self.cfg, self.dims, self.plan = cfg, dims, plan
         s, k = dims.s, plan.pp
         self.graph = graph = load_chunk_graph(ctx.parts_dir, verify=cfg.verify)  # every stage: x0, the cost probe
+        resolve_edge_dim(cfg, graph.meta, plan.mode, dims.rank)  # 0: chunks read no edge features (logged)
         ctx.phase("part load")
-        self.spec = ModelSpec.of(cfg, graph.feature_dim, graph.num_classes, num_layers=plan.num_layers)
+        # the targets' kind: output width, the last stage's loss, the metric (every stage holds every label)
+        self.target = target = NodeTarget.of(graph.meta)
+        if target.kind in ("binary", "multilabel"):
+            target.weigh(cfg.pos_weight, label_counts(graph.y[graph.masks["train"]], target.kind))
+        self.metric = cfg.metric or target.default_metric()
+        self.spec = ModelSpec.of(cfg, graph.feature_dim, target.outputs or graph.num_classes,
+                                 num_layers=plan.num_layers)
         model = self.spec.build(seed=cfg.seed)  # the whole model, identical on every rank
         self.costs = None
         self.bounds = resumed_bounds(ctx, k, plan.stage_layers)  # a resumed run keeps its checkpoint's split
@@ -240,7 +251,7 @@ class ChunkPipeline(Axis):
                      plan.schedule, "on" if cfg.halo_gradients else "off")
         self.stage = ChunkStage(model, self.bounds, s, list(range(k)), dims.comm, graph, staleness=cfg.staleness,
                                 lr=cfg.lr, weight_decay=cfg.weight_decay, halo_gradients=cfg.halo_gradients,
-                                health=dims.health)
+                                health=dims.health, target=target)
         ctx.phase("stages and tables")
         self.net, self.opt = self.stage.model, self.stage.opt
         self.whole = self.spec.build() if dims.rank == 0 else None  # rank 0 evaluates the whole model
@@ -280,9 +291,11 @@ class ChunkPipeline(Axis):
         if whole is not None:
             g = self.graph
             whole.eval()
-            pred = graph_inference(whole, g.blocks, g.x, g.degree).argmax(1)
-            acc = {k: v for k, v in mask_accuracy(pred, g.y, g.masks).items() if k in splits}
-            acc["evaluation"] = {"method": "layerwise", "fanouts": None, "batches": 0}
+            out = graph_inference(whole, g.blocks, g.x, g.degree)
+            masks = {k: m for k, m in g.masks.items() if k in splits}
+            acc = mask_metric(out, g.y, masks, self.target, self.metric, str(g.meta.get("dataset") or ""))
+            acc["evaluation"] = {"method": "layerwise", "fanouts": None, "batches": 0, "metric": self.metric,
+                                 "metrics": {k: {self.metric: acc[k]} for k in masks}}
         return shared(self.dims.comm, acc)
 
     def state(self) -> dict:
@@ -315,4 +328,5 @@ class ChunkPipeline(Axis):
                 "exchange": {"mode": "chunks", "staleness": self.stage.tables.bound if self.stage.tables else
                              self.cfg.staleness},
                 "stages": [list(b) for b in self.bounds], "layer_costs": self.costs, "chunks": g.num_chunks,
-                "halos": g.halo_sizes, "halo_gradients": bool(self.cfg.halo_gradients)}
+                "halos": g.halo_sizes, "halo_gradients": bool(self.cfg.halo_gradients), "task": "node",
+                "metric": self.metric}

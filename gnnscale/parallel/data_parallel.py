@@ -22,8 +22,10 @@ from gnnscale.data.feature_store import open_host_parts
 from gnnscale.data.typed_store import open_features
 from gnnscale.data.loader import MiniBatchLoader, build_samplers, wait_ready
 from gnnscale.history.modes import exchange_mode
+from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult
+from gnnscale.process.eager import adam
 from gnnscale.partitioning import load_part
 from gnnscale.samplers import check_fanouts
 from gnnscale.samplers.seeds import SeedSchedule
@@ -64,6 +66,18 @@ def collective_step(comm, opt, compute: Callable[[], tuple[torch.Tensor, torch.T
     return out, loss
 
 
+def may_skip_parameters(net: torch.nn.Module, cfg) -> bool:
+    """Whether a step may leave some of ``net``'s parameters without a gradient (so DDP must look
+    for them): a typed model (a batch may miss a relation or a node type) or a layer that is not
+    one of the zoo's homogeneous layers (a user's layer, an import path: unknown). The zoo's
+    layers, decoders, edge heads, jumping knowledge and norms use every parameter every step."""
+    from gnnscale.nn.layers.registry import ZOO
+    from gnnscale.nn.link import gnn_of
+
+    gnn = gnn_of(net)
+    return getattr(gnn, "node_types", None) is not None or not (isinstance(cfg.layer, str) and cfg.layer in ZOO)
+
+
 def train_counts(comm, n: int) -> list[int]:
     """Every rank's training-node count (one reduction by name)."""
     mine = {f"rank{r}": n if r == comm.rank else 0 for r in range(comm.world_size)}
@@ -84,19 +98,22 @@ class DataParallel(Axis):
         self.part = part = load_part(ctx.parts_dir, dims.rank, verify=cfg.verify)
         ctx.phase("part load")
         fanouts = check_fanouts(cfg.fanouts)
-        self.sampler, self.eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, fanouts, cfg.exchange)
+        # edge features: De when the partition has them, the layers read them and the mode runs them (else 0)
+        self.edge_dim = resolve_edge_dim(cfg, part.meta, ctx.plan.mode, dims.rank)
+        self.sampler, self.eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, fanouts, cfg.exchange,
+                                                                       edge_attr=self.edge_dim > 0)
         self.sampler.kernels.warmup()
         # what is trained: nodes (the sampler's seeds) or edges (a link sampler around it)
-        self.task = task = make_task(part, cfg)
+        self.task = task = make_task(part, cfg, dims.comm)  # a node task's --pos-weight auto: every rank's labels
         self.batch_sampler = task.batch_sampler(self.sampler, dims.data)
         ctx.phase("groups and samplers")
         meta = part.meta
         self.features = open_features(part, dims.data, device)  # per node type for a typed graph
         if cfg.host_features:  # the other parts on this host: read from their files, not asked for
             self.features.read_host_parts(open_host_parts(ctx.parts_dir, part.book, dims.data, part.meta["feature_dim"]))
-        # edge classification / regression: the edge head's outputs (C classes or D targets)
+        # the outputs: a node target kind's width (C, 1, C or D), or an edge head's (C classes or D targets)
         self.spec = ModelSpec.of(cfg, meta.get("feature_dim", 0), getattr(task, "out_dim", meta["num_classes"]),
-                                 num_layers=len(fanouts), typed=meta.get("typed"))
+                                 num_layers=len(fanouts), typed=meta.get("typed"), edge_dim=self.edge_dim)
         # A typed graph's featureless node types: learned embeddings sharded by owner, pulled before
         # each forward and updated by a sparse Adam after each backward, outside DDP
         self.embeddings = typed_embeddings(part, cfg, dims.comm, device)
@@ -109,21 +126,24 @@ class DataParallel(Axis):
                                   cfg, device)
         ctx.phase("model and halo")
         if self.world > 1:
-            # find_unused_parameters=True also keeps DDP's gradient buckets as first laid out (it
-            # never rebuilds them after the first step), so a run resumed from a checkpoint reduces
-            # every gradient as the uninterrupted run does: bit-equal final weights.
+            # DDP searches the autograd graph for unused parameters after every backward only for
+            # models that may leave some without a gradient. With the search DDP keeps its buckets
+            # as first laid out; without it DDP rebuilds them after the first step, so the hook
+            # reduces each gradient on its own: either way a run resumed from a checkpoint reduces
+            # every gradient as the uninterrupted run does (bit-equal final weights).
+            search = may_skip_parameters(net, cfg)
             try:  # DDP broadcasts rank 0's weights: a peer that died before it is named, not a crash
                 self.model = DDP(net, device_ids=[device.index] if device.type == "cuda" else None,
-                                 find_unused_parameters=True)
+                                 find_unused_parameters=search)
             except RuntimeError as err:
                 if not is_collective_error(err):
                     raise
                 raise dims.comm.collective_failed("broadcast", "control", err) from err
-            self.model.register_comm_hook(None, dims.comm.ddp_comm_hook())
+            self.model.register_comm_hook(None, dims.comm.ddp_comm_hook(per_tensor=not search))
         else:
             self.model = net
         torch.manual_seed(cfg.seed * 1000 + self.rank + 1)  # distinct dropout streams per rank
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.opt = adam(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         ctx.phase("DDP and optimizer")
         self.train_ids = task.train_ids()
         self.schedule = SeedSchedule(self.train_ids, train_counts(dims.comm, self.train_ids.numel()), cfg.batch_size,
@@ -150,7 +170,7 @@ class DataParallel(Axis):
                                    cfg.eval_batch_size, self.layerwise_eval,
                                    tables=self.mode.full_logits if historical else None,
                                    backend=cfg.sampler_backend, dataset=meta.get("dataset"),
-                                   inputs=inputs)
+                                   inputs=inputs, metric=task.metric)
         self._prefetch = None
         self._held = None
 

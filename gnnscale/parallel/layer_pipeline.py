@@ -17,7 +17,8 @@ One step of stage ``s`` of pipeline ``d`` (layers ``[start, end)``, see
 - after the flush each stage averages its layers' gradients with its replicas (stage s of
   every pipeline), then steps its own optimizer.
 
-The loss of a step is the mean cross-entropy over all seeds of its M micro-batches, so a
+The loss of a step is the mean loss of the target kind (cross-entropy, binary cross-entropy,
+MSE: :class:`~gnnscale.training.node_metrics.NodeTarget`) over all seeds of its M micro-batches, so a
 pipelined step equals one unpipelined step accumulating the same M micro-batches. Dropout
 masks are keyed by (step, micro-batch, layer) (``GNN.forward_layers(rng_key=...)``), so they
 too are equal whichever process runs a layer. The seeds are the data-parallel seed schedule
@@ -29,12 +30,12 @@ import logging
 from typing import Iterator, Sequence
 
 import torch
-import torch.nn.functional as F
 
 from gnnscale.data.degrees import DegreeStore
 from gnnscale.data.feature_cache import setup_cache
 from gnnscale.data.feature_store import DistFeatureStore, open_host_parts
 from gnnscale.data.loader import MiniBatchLoader, build_samplers, wait_ready
+from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states, resumed_bounds
 from gnnscale.parallel.costs import mean_over_ranks, measure_layer_costs
@@ -46,6 +47,7 @@ from gnnscale.samplers import DistNeighborSampler, check_fanouts
 from gnnscale.samplers.block import Block, MiniBatch
 from gnnscale.samplers.seeds import SeedSchedule
 from gnnscale.training.evaluation import Evaluator, shared, use_layerwise
+from gnnscale.training.tasks import NodeTask
 
 log = logging.getLogger("gnnscale.pipeline")
 
@@ -65,9 +67,13 @@ class LayerPipeline(Axis):
         self.part = part = load_part(ctx.parts_dir, d, verify=cfg.verify)
         ctx.phase("part load")
         meta = part.meta
+        resolve_edge_dim(cfg, meta, plan.mode, dims.rank)  # 0: stages read no edge features yet (logged)
         fanouts = check_fanouts(cfg.fanouts)
-        num_classes = int(meta.get("num_classes") or int(part.y.max()) + 1)
-        self.spec = ModelSpec.of(cfg, meta["feature_dim"], num_classes, num_layers=len(fanouts))
+        # the targets' kind: output width, loss (last stage), metric (stage 0); --pos-weight auto counts
+        # every part's training labels over the stage's replicas (one per part)
+        self.task = NodeTask(part, cfg, dims.grad)
+        outputs = int(self.task.out_dim or int(part.y.max()) + 1)
+        self.spec = ModelSpec.of(cfg, meta["feature_dim"], outputs, num_layers=len(fanouts))
         model = self.spec.build(seed=cfg.seed)  # the whole model, identical on every rank
         layers = model.num_layers
         full, self.eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, fanouts, cfg.exchange)
@@ -115,7 +121,8 @@ class LayerPipeline(Axis):
                                       self.copier, dims.health)
         self.evaluator = Evaluator(part, dims.data, self.features, self.degrees, self.eval_sampler,
                                    cfg.eval_batch_size, use_layerwise(cfg.eval_method, eval_fanouts, False),
-                                   backend=cfg.sampler_backend, dataset=meta.get("dataset")) if self.first else None
+                                   backend=cfg.sampler_backend, dataset=meta.get("dataset"),
+                                   metric=self.task.metric) if self.first else None
         self.step_stats: list[StepStats] = []
         self._prefetch = None
         self._blocks = 0
@@ -162,6 +169,7 @@ class LayerPipeline(Axis):
         st, model, start, end = self.stage, self.stage.model, self.start_layer, self.end_layer
         total = sum(int(b.seeds.numel()) for b in batches)
         correct = [0]
+        target = self.task.target
 
         def recv_shapes(m: int) -> list[tuple[int, ...]]:
             block = batches[m].blocks[start]
@@ -173,8 +181,8 @@ class LayerPipeline(Axis):
             h, x0 = model.forward_layers(inp[0], inp[1] if len(inp) > 1 else None, mb.device_blocks, start, end,
                                          node_degree=mb.degrees, rng_key=keys[m])
             if st.last:
-                correct[0] += int((h.argmax(1) == mb.y).sum())
-                return F.cross_entropy(h, mb.y, reduction="sum") / total
+                correct[0] += target.correct(h, mb.y)[0]
+                return target.loss(h, mb.y, reduction="sum") / total
             return [h] + ([x0] if st.uses_x0 else [])
 
         stats = st.run(len(batches), self.plan.schedule, tag, recv_shapes, lambda m: [batches[m].x], forward)
@@ -231,7 +239,7 @@ class LayerPipeline(Axis):
     def info(self) -> dict:
         return {"cache": self.cache_info, "exchange": {"mode": self.cfg.exchange, "staleness": None},
                 "stages": [list(b) for b in self.bounds], "layer_costs": self.costs,
-                "sampler_backend": self.sampler.kernels.name}
+                "sampler_backend": self.sampler.kernels.name, "task": "node", "metric": self.task.metric}
 
     def cache_ids(self):
         cache = self.features.cache

@@ -149,6 +149,9 @@ APPLIES: dict[str, tuple[frozenset, str]] = {
     **{name: (frozenset({DP}), "link prediction trains data parallel")
        for name in ("decoder", "link_loss", "neg_sampling", "num_negatives", "filter_negatives", "link_metric")},
     "exclude_seed_edges": (frozenset({DP}), "link prediction trains data parallel"),
+    "edge_features": (ALL, ""),  # off and auto everywhere; on where check_edge_options allows it
+    # node targets: every mode; whether they fit the partition's target kind is checked below
+    "metric": (ALL, ""), "pos_weight": (ALL, ""),
 }
 # option -> (the option it needs, a predicate on the config, what it needs, in words)
 REQUIRES = {
@@ -167,6 +170,8 @@ REQUIRES = {
     **{name: ("task", lambda c: c.task == "link", "--task link")
        for name in ("decoder", "link_loss", "neg_sampling", "num_negatives", "filter_negatives", "link_metric")},
     "exclude_seed_edges": ("task", lambda c: c.task in ("link", "edge"), "--task link or edge"),
+    **{name: ("task", lambda c: c.task == "node", "--task node (--link-metric for links)")
+       for name in ("metric", "pos_weight")},
 }
 
 
@@ -271,6 +276,60 @@ def check_link_options(cfg: TrainConfig, mode: str, where: str, link: dict | str
                         "per-source negatives (ogbl-citation2's): use --link-metric mrr.")
 
 
+def check_target_options(cfg: TrainConfig, where: str, target: dict | str | None) -> None:
+    """Reject, before any worker starts, a ``--metric`` that does not fit the partition's target
+    kind and ``--pos-weight`` on targets that are not binary or multilabel
+    (``docs/targets_and_edge_features.md`` section 5). ``target``: the partition's
+    ``meta["target"]`` (None: a folder of class ids; :data:`UNKNOWN` before a dataset is cut).
+    Every mode trains every kind (one loss, one evaluation), so nothing is refused by mode."""
+    if target == UNKNOWN or cfg.task != "node":
+        return
+    from gnnscale.config import KIND_METRICS, default_node_metric, parse_pos_weight
+
+    kind = str((target or {}).get("kind", "class"))
+    fits = KIND_METRICS.get(kind, KIND_METRICS["class"])
+    if cfg.metric is not None and cfg.metric not in fits:
+        raise PlanError(f"--metric {cfg.metric} does not fit the {kind} targets of {where}: {kind} targets are "
+                        f"measured by {', '.join(fits)}; pass one of them or leave --metric out (default "
+                        f"{default_node_metric(kind)}).")
+    if parse_pos_weight(cfg.pos_weight) is not None and kind not in ("binary", "multilabel"):
+        raise PlanError(f"--pos-weight {cfg.pos_weight} does not apply to the {kind} targets of {where}: it weighs "
+                        "the positives of binary and multilabel targets in their binary cross-entropy. Leave "
+                        "--pos-weight out.")
+
+
+def edge_features_blocker(cfg: TrainConfig, mode: str, typed: dict | str | None = None) -> str | None:
+    """Why a run of ``cfg`` in ``mode`` cannot give its layers edge features (None: it can).
+    Edge features train data parallel (every exchange mode: historical mode's halo fill and
+    refresh read them too), on node targets of an untyped graph (docs/targets_and_edge_features.md,
+    section 5)."""
+    if mode != DATA_PARALLEL:
+        return f"{MODE_NAMES[mode]} does not pass edge features to its layers yet (they train data parallel)"
+    if cfg.task != "node":
+        return f"--task {cfg.task} does not pass edge features to its encoder yet (node classification does)"
+    if typed and typed != UNKNOWN:
+        return "typed graphs do not pass edge features to their relation-wise layers yet"
+    return None
+
+
+def check_edge_options(cfg: TrainConfig, mode: str, where: str, typed: dict | str | None = None,
+                       edges: int | str | None = None) -> None:
+    """Reject ``--edge-features on`` where it cannot be honoured, before any worker starts: a mode
+    or option that does not pass edge features (:func:`edge_features_blocker`), or a partition
+    without them (``edges``: its ``meta["edge_feature_dim"]``; None or :data:`UNKNOWN`: not known
+    yet). ``auto`` and ``off`` apply everywhere (auto resolves to off where ``on`` is refused)."""
+    if getattr(cfg, "edge_features", "auto") != "on":
+        return
+    why = edge_features_blocker(cfg, mode, typed)
+    if why:
+        raise PlanError(f"--edge-features on does not apply here: {why}. Use --edge-features auto (on where it "
+                        "applies) or off.")
+    if edges not in (None, UNKNOWN) and not int(edges):
+        raise PlanError(f"--edge-features on does not apply to {MODE_NAMES[mode]} on {where}: it has no edge "
+                        "features (meta edge_feature_dim 0). Partition a dataset with edge_attr (humloc:PATH, "
+                        "ogbn-proteins, a dir: folder with edge_attr.npy), or use --edge-features auto or off.")
+
+
 TYPED_LAYERS = ("rgcn", "hgt", "rel:")
 
 
@@ -298,12 +357,17 @@ UNKNOWN = "unknown"
 
 
 def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where: str = "the partition",
-             typed: dict | str | None = None, link: dict | str | None = None) -> ParallelPlan:
+             typed: dict | str | None = None, link: dict | str | None = None,
+             target: dict | str | None = None, edges: int | str | None = None) -> ParallelPlan:
     """The plan of a run of ``cfg`` on ``num_parts`` parts with ``workers`` workers (None: as the
     mode wants: a worker per part, D x K for pipelines, K in chunk mode). ``typed``: the
     partition's typed metadata (a typed graph: :func:`check_typed_options`), None for an untyped
     one, :data:`UNKNOWN` before a dataset is cut (the typed checks wait for the partition).
     ``link``: the partition's link-prediction split (``meta["link"]``; :func:`check_link_options`).
+    ``target``: the partition's ``meta["target"]`` (:func:`check_target_options`; :data:`UNKNOWN`
+    before a dataset is cut).
+    ``edges``: the partition's ``meta["edge_feature_dim"]`` (:func:`check_edge_options`; None or
+    :data:`UNKNOWN`: not checked).
 
     Raises:
         PlanError: an option the mode does not honour, or a worker count that does not fit.
@@ -314,6 +378,8 @@ def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where
     mode = _mode_of(cfg)
     check_options(cfg, mode)
     check_link_options(cfg, mode, where, link)
+    check_target_options(cfg, where, target)
+    check_edge_options(cfg, mode, where, typed, edges)
     if typed == UNKNOWN:
         pass
     elif typed:

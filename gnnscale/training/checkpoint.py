@@ -164,7 +164,7 @@ def load(found: Found, fname: str) -> Any:
 # Options that change what is trained must match on resume; run options (epochs, timeout, ...) may not.
 RESUME_KEYS = ("fanouts", "hidden", "layer", "layer_kwargs", "dropout", "norm", "residual", "jk", "lr", "weight_decay",
                "seed", "batch_size", "exchange", "staleness", "num_layers", "pipeline_stages", "stage_layers",
-               "micro_batches", "schedule", "chunks", "halo_gradients")
+               "micro_batches", "schedule", "chunks", "halo_gradients", "edge_features")
 
 
 def find_resume(cfg, comm, rank: int, world: int) -> tuple[Found | None, dict]:

@@ -45,7 +45,7 @@ def embed_worker(parts_dir: str, cfg, model_path: str, out_dir: str) -> dict:
     setup_logging(rank=int(os.environ.get("RANK", "0")))
     meta = load_meta(parts_dir)
     plan = plan_run(cfg, int(meta["num_parts"]), int(os.environ.get("WORLD_SIZE", "1")), where=str(parts_dir),
-                    typed=meta.get("typed"), link=meta.get("link"))
+                    typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"))
     dims = ParallelDims.build(plan, cfg.timeout)
     try:
         part = load_part(parts_dir, dims.rank, verify=cfg.verify)
@@ -60,7 +60,8 @@ def embed_worker(parts_dir: str, cfg, model_path: str, out_dir: str) -> dict:
         degrees = DegreeStore(part.indptr, part.book, dims.data) if encoder.uses_degree else None
         with torch.no_grad():
             h = streamed_inference(encoder, part.indptr, part.indices, features, node_degree=degrees,
-                                   backend=cfg.sampler_backend)
+                                   backend=cfg.sampler_backend,
+                                   edge_attr=part.edge_attr if encoder.uses_edge_attr else None)
         out = Path(out_dir)
         files = {f"part{dims.rank}.npy": _save(out / f"part{dims.rank}.npy", h.numpy().astype(np.float32, copy=False)),
                  f"ids{dims.rank}.npy": _save(out / f"ids{dims.rank}.npy", part.orig_ids.numpy())}

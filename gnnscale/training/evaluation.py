@@ -1,7 +1,10 @@
-"""The one evaluation: accuracy of a whole model on a part's nodes, as every mode computes it.
+"""The one evaluation: the metric of a whole model on a part's nodes, as every mode computes it.
 
-Each rank evaluates the nodes it owns; the counts (or, for ``ogbn-*`` datasets, the
-predictions, for OGB's own ``Evaluator``) are reduced over the evaluating ranks.
+Each rank evaluates the nodes it owns. Class targets judged by accuracy or F1: per-class counts
+reduced over the evaluating ranks; every other target kind or metric
+(``docs/targets_and_edge_features.md`` section 5: ROC-AUC, AP, MAE, RMSE; and ``ogbn-*``
+datasets, for OGB's own ``Evaluator``): the val/test nodes' outputs gathered from every rank,
+then :func:`~gnnscale.training.node_metrics.node_metric` (or :func:`~gnnscale.training.node_metrics.ogb_metric`).
 
 - **layer-wise** (``--eval-method layerwise``, or ``auto`` when every eval fanout is -1 or in
   historical mode): exact full-graph inference, over historical mode's halo tables when
@@ -14,7 +17,7 @@ predictions, for OGB's own ``Evaluator``) are reduced over the evaluating ranks.
 
 Data-parallel workers evaluate their replica; pipeline stages gather the stages' weights
 onto each pipeline's stage 0, whose ranks evaluate over the first stages' group; chunk
-pipelining's rank 0 evaluates the whole graph it holds (:func:`mask_accuracy`).
+pipelining's rank 0 evaluates the whole graph it holds (:func:`mask_metric`).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from typing import Callable, Sequence
 import torch
 
 from gnnscale.samplers.seeds import cut_batches
+from gnnscale.training.node_metrics import NodeTarget, node_metric, ogb_metric
 
 SPLITS = ("train", "val", "test")
 
@@ -37,8 +41,22 @@ def mask_accuracy(pred: torch.Tensor, y: torch.Tensor, masks: dict) -> dict:
     return {k: int((pred[m] == y[m]).sum()) / int(m.sum()) if bool(m.any()) else None for k, m in masks.items()}
 
 
+def mask_metric(out: torch.Tensor, y: torch.Tensor, masks: dict, target: NodeTarget, metric: str,
+                dataset: str = "") -> dict:
+    """``metric`` of a whole graph's outputs ``out`` (float [N, W]) against its targets ``y`` over
+    each mask (bool [N]; None for an empty one or an undefined figure), in one process: OGB's
+    Evaluator for ``ogbn-*`` datasets where it measures ``metric``, else
+    :func:`~gnnscale.training.node_metrics.node_metric`."""
+    kept = target.reduce(out)
+    got = {}
+    for k, m in masks.items():  # train / val / test
+        value = ogb_metric(dataset, metric, kept[m], y[m])
+        got[k] = value if value is not None else node_metric(metric, target.kind, kept[m], y[m])
+    return got
+
+
 class Evaluator:
-    """Accuracy over sets of this rank's nodes (collective over ``comm``).
+    """The metric over sets of this rank's nodes (collective over ``comm``).
 
     Args:
         part: this rank's part. comm: the evaluating ranks' communicator (reductions).
@@ -50,17 +68,20 @@ class Evaluator:
         inputs: ``x -> x`` applied to each sampled batch's fetched rows and to the streamed
             inference's layer-0 rows of every slice (collective; a typed run's sharded embedding
             rows are attached so).
+        metric: ``--metric`` (None: the target kind's default, ``part.meta["target"]``).
     """
 
     def __init__(self, part, comm, features, degrees, sampler, batch_size: int, layerwise: bool,
                  tables: Callable | None = None, backend: str = "auto", dataset: str | None = None,
-                 inputs: Callable | None = None) -> None:
+                 inputs: Callable | None = None, metric: str | None = None) -> None:
         self.part, self.comm, self.features, self.degrees, self.sampler = part, comm, features, degrees, sampler
         self.batch_size, self.layerwise, self.tables, self.backend = int(batch_size), layerwise, tables, backend
         self.dataset = str(dataset or "")
         self.inputs = inputs
         self.offset = int(part.offset)
         self.num_classes = int(part.meta.get("num_classes", 0))
+        self.target = NodeTarget.of(part.meta)
+        self.metric = metric or self.target.default_metric()
         self.last: dict = {}  # how the last evaluation ran: method, sampled fanouts, batches
 
     def ids(self, split: str) -> torch.Tensor:
@@ -69,22 +90,42 @@ class Evaluator:
 
     @torch.no_grad()
     def splits(self, net, forward, splits: Sequence[str], step: int) -> dict[str, float]:
-        """{split: accuracy} of model ``net`` (``forward``: how the sampled evaluation calls it,
-        e.g. DDP's wrapper; ``step``: the halo tables' stamp)."""
+        """{split: the metric} of model ``net`` (``forward``: how the sampled evaluation calls it,
+        e.g. DDP's wrapper; ``step``: the halo tables' stamp); in ``self.last`` how it ran, the
+        metric's name and each split's figures (``metrics``; class targets: ``macro_f1`` too)."""
         ids = [self.ids(s) for s in splits]
         self.last = {"method": "layerwise" if self.layerwise else "sampled", "batches": 0,
-                     "fanouts": None if self.layerwise else list(self.sampler.fanouts), "macro_f1": {}}
+                     "fanouts": None if self.layerwise else list(self.sampler.fanouts), "metric": self.metric,
+                     "metrics": {}}
+        if self.target.kind == "class":
+            self.last["macro_f1"] = {}
         if not self.layerwise:
             return {s: self._record(s, *self.sampled(forward, i)) for s, i in zip(splits, ids)}
         net.eval()
-        pred_all = self.full_logits(net, step).argmax(1)
-        return {s: self._record(s, pred_all[i - self.offset], self.labels(i)) for s, i in zip(splits, ids)}
+        kept = self.target.reduce(self.full_logits(net, step))
+        return {s: self._record(s, kept[i - self.offset], self.labels(i)) for s, i in zip(splits, ids)}
 
-    def _record(self, split: str, pred: torch.Tensor, true: torch.Tensor) -> float:
-        """Accuracy of ``split`` over every rank (returned) and its macro-F1 (in ``self.last``)."""
-        acc, f1 = self.scores(pred, true)
-        self.last["macro_f1"][split] = f1
-        return acc
+    def _record(self, split: str, pred: torch.Tensor, true: torch.Tensor) -> float | None:
+        """The metric of ``split`` over every rank (returned; collective) and its figures in
+        ``self.last`` (class targets: macro-F1 beside). ``pred``: :meth:`NodeTarget.reduce`'s."""
+        if self.target.kind == "class" and self.metric in ("accuracy", "macro_f1", "micro_f1"):
+            acc, f1 = self.scores(pred, true) if self.metric == "accuracy" else self.counts(pred, true)
+            self.last["macro_f1"][split] = f1
+            value = f1 if self.metric == "macro_f1" else acc  # micro-F1 of one label per node: accuracy
+        else:
+            value = self.gathered(pred, true)
+        self.last["metrics"][split] = {self.metric: value}
+        return value
+
+    def gathered(self, out: torch.Tensor, true: torch.Tensor) -> float | None:
+        """The metric of this rank's outputs (float [n, W]) and targets together with every other
+        rank's (collective: one all-gather of both): OGB's Evaluator for ``ogbn-*`` datasets where
+        it measures the metric, else :func:`~gnnscale.training.node_metrics.node_metric`."""
+        every = self.comm.all_gather_object((out, true))
+        out_all = torch.cat([g[0] for g in every])
+        true_all = torch.cat([g[1] for g in every])
+        value = ogb_metric(self.dataset, self.metric, out_all, true_all)
+        return value if value is not None else node_metric(self.metric, self.target.kind, out_all, true_all)
 
     def full_logits(self, net, step: int) -> torch.Tensor:
         """float32 [n_owned, C] logits of the owned nodes, layer-wise (collective)."""
@@ -95,14 +136,16 @@ class Evaluator:
         typed = getattr(self.part, "typed", None)
         return streamed_inference(net, self.part.indptr, self.part.indices, self.features,
                                   node_degree=self.degrees, backend=self.backend,
-                                  edge_type=typed.etype if typed is not None else None, inputs=self.inputs)
+                                  edge_type=typed.etype if typed is not None else None, inputs=self.inputs,
+                                  edge_attr=self.part.edge_attr if getattr(net, "uses_edge_attr", False) else None)
 
     def labels(self, ids: torch.Tensor) -> torch.Tensor:
         return self.part.y[ids - self.offset]
 
     def sampled(self, forward, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(predictions, labels) of this rank's nodes ``ids`` (int64 [n] each), with the sampled
-        evaluation blocks (collective: the same number of batches on every rank)."""
+        """(predictions, targets) of this rank's nodes ``ids`` with the sampled evaluation blocks
+        (collective: the same number of batches on every rank): :meth:`NodeTarget.reduce` of the
+        outputs (class ids int64 [n], else float32 [n, W]) and the nodes' targets."""
         forward.eval()
         t = torch.tensor([(ids.numel() + self.batch_size - 1) // self.batch_size], dtype=torch.int64)
         steps = int(self.comm.all_reduce(t, "max")[0])
@@ -120,10 +163,10 @@ class Evaluator:
                 degrees = degrees.to(device)
             blocks = mb.blocks if device.type == "cpu" else [b.to(device, non_blocking=True) for b in mb.blocks]
             out = forward(x, blocks, node_degree=degrees)
-            preds.append(out.argmax(1).cpu())
+            preds.append(self.target.reduce(out))
             labels.append(self.labels(seeds))
-        pred = torch.cat(preds) if preds else torch.empty(0, dtype=torch.int64)
-        true = torch.cat(labels) if labels else torch.empty(0, dtype=torch.int64)
+        pred = torch.cat(preds) if preds else self.target.reduce(torch.zeros(0, max(1, self.target.outputs)))
+        true = torch.cat(labels) if labels else self.labels(ids[:0])
         return pred, true
 
     def accuracy(self, pred: torch.Tensor, true: torch.Tensor) -> float:
@@ -132,11 +175,17 @@ class Evaluator:
 
     def scores(self, pred: torch.Tensor, true: torch.Tensor) -> tuple[float, float | None]:
         """(accuracy, macro-F1) of this rank's predictions together with every other rank's
-        (collective: one reduction of per-class counts). Macro-F1 averages each class's F1 over
-        the classes that occur among the labels or the predictions, as scikit-learn's
-        ``f1_score(average="macro")``; ``ogbn-*`` datasets: OGB's Evaluator's accuracy, no F1."""
-        if self.dataset.startswith("ogbn-"):
+        (collective: one reduction of per-class counts, :meth:`counts`); ``ogbn-*`` datasets, when
+        ``ogb`` is importable: OGB's Evaluator's accuracy, no F1."""
+        if self.dataset.startswith("ogbn-") and _has_ogb():
             return self._ogb_accuracy(pred, true), None
+        return self.counts(pred, true)
+
+    def counts(self, pred: torch.Tensor, true: torch.Tensor) -> tuple[float, float | None]:
+        """(accuracy, macro-F1) of this rank's class ids ``pred`` against ``true`` (int64 [n] each)
+        together with every other rank's (collective: one reduction of per-class counts).
+        Macro-F1 averages each class's F1 over the classes that occur among the labels or the
+        predictions, as scikit-learn's ``f1_score(average="macro")``."""
         c = max(1, self.num_classes)  # the same on every rank: the reduction's length
         if pred.numel() and max(int(pred.max()), int(true.max())) >= c:
             raise ValueError(f"expected class ids below the partition's num_classes {c}, found "
@@ -163,6 +212,12 @@ class Evaluator:
         return float(OGBEvaluator(name=self.dataset).eval({"y_true": y_true, "y_pred": y_pred})["acc"])
 
 
+def _has_ogb() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("ogb") is not None
+
+
 def shared(comm, values: dict | None, source: int = 0) -> dict:
     """``values`` of rank ``source`` (None elsewhere) on every rank of ``comm`` (one all-gather)."""
     every = comm.all_gather_object(values)
@@ -171,8 +226,10 @@ def shared(comm, values: dict | None, source: int = 0) -> dict:
 
 def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
     """One process of ``gnnscale evaluate`` (one per part): the saved model's train/val/test
-    accuracy over the parts, computed as data-parallel training evaluates (same method and
-    draws). Builds what evaluation reads and nothing else: no DDP, optimizer or cache."""
+    metric over the parts (``--metric`` of its run, else its target kind's default), computed
+    as data-parallel training evaluates (same method and draws): ``{"metric": m, "train_<m>",
+    "val_<m>", "test_<m>"}`` (accuracy: ``train_acc``/``val_acc``/``test_acc`` too). Builds what
+    evaluation reads and nothing else: no DDP, optimizer or cache."""
     import os
 
     from gnnscale.data.degrees import DegreeStore
@@ -190,7 +247,7 @@ def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
     setup_logging(rank=int(os.environ.get("RANK", "0")))
     meta = load_meta(parts_dir)
     plan = plan_run(cfg, int(meta["num_parts"]), int(os.environ.get("WORLD_SIZE", "1")), where=str(parts_dir),
-                    typed=meta.get("typed"), link=meta.get("link"))
+                    typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"))
     dims = ParallelDims.build(plan, cfg.timeout, embedding=cfg.exchange == "historical")
     try:
         part = load_part(parts_dir, dims.rank, verify=cfg.verify)
@@ -216,14 +273,18 @@ def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
             return {"metric": metric, **{f"{k}_{metric}": v for k, v in got.items()},
                     "metrics": evaluator.last["metrics"]}
         sampler, eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, check_fanouts(cfg.fanouts),
-                                                             cfg.exchange)
+                                                             cfg.exchange, edge_attr=net.uses_edge_attr)
         mode = exchange_mode(net, part, sampler, features, degrees, dims.embedding, dims.comm, cfg, torch.device("cpu"))
         historical = mode.halo is not None
         evaluator = Evaluator(part, dims.comm, features, degrees, eval_sampler, cfg.eval_batch_size,
                               use_layerwise(cfg.eval_method, eval_fanouts, historical),
                               tables=mode.full_logits if historical else None, backend=cfg.sampler_backend,
-                              dataset=meta.get("dataset"))
-        acc = evaluator.splits(net, net, SPLITS, step=-1)
-        return {f"{k}_acc": v for k, v in acc.items()}
+                              dataset=meta.get("dataset"), metric=cfg.metric)
+        got = evaluator.splits(net, net, SPLITS, step=-1)
+        metric = evaluator.metric
+        out = {"metric": metric, **{f"{k}_{metric}": v for k, v in got.items()}}
+        if metric == "accuracy":  # the keys it always had
+            out |= {f"{k}_acc": v for k, v in got.items()}
+        return out
     finally:
         dims.stop()

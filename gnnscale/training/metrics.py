@@ -25,7 +25,9 @@ ALL_CATEGORIES = list(CATEGORIES) + ["cache_fill_request", "cache_fill", "degree
                                      "embedding_pull_request", "embedding_pull", "embedding_grad_ids",
                                      "embedding_grad", "embedding_gather",
                                      # link prediction: negatives checked by their owners, evaluation's row fetches
-                                     "negative_filter_request", "negative_filter", "link_fetch_request", "link_fetch"]
+                                     "negative_filter_request", "negative_filter", "link_fetch_request", "link_fetch",
+                                     # edge features: the rows of sampled remote edges, sent by their owners
+                                     "edge_attr"]
 
 
 def process_figures() -> dict:

@@ -118,12 +118,15 @@ def tables_to_dataset_order(net: GNN, order: dict[int, torch.Tensor], inverse: b
 
 
 @torch.no_grad()
-def predict_full_graph(model: GNN, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+def predict_full_graph(model: GNN, x: torch.Tensor, edge_index: torch.Tensor,
+                       edge_attr: torch.Tensor | None = None) -> torch.Tensor:
     """Logits float32 [N, C] of every node, layer by layer over full neighbourhoods (one block
     holding the whole graph: every node a source and a destination).
 
     Args:
         x: float32 [N, F] features. edge_index: int64 [2, E] (row 0 source, row 1 target).
+        edge_attr: float32 [E, De] aligned with ``edge_index``: required by a model that reads
+            edge features (``model.uses_edge_attr``), unused otherwise.
     """
     from gnnscale.samplers.block import Block
 
@@ -136,9 +139,18 @@ def predict_full_graph(model: GNN, x: torch.Tensor, edge_index: torch.Tensor) ->
         raise ModelFileError(f"edge_index holds ids outside [0, {n})")
     from gnnscale.nn.inference import graph_inference
 
+    attr = None
+    if model.uses_edge_attr:
+        if edge_attr is None or tuple(edge_attr.shape) != (int(edge_index.shape[1]), model.edge_dim):
+            found = "none" if edge_attr is None else f"shape {tuple(edge_attr.shape)}"
+            raise ModelFileError(f"the model reads {model.edge_dim} edge features per edge, expected edge_attr "
+                                 f"[{int(edge_index.shape[1])}, {model.edge_dim}], found {found}; predict on the "
+                                 "dataset the model was trained on (with its edge features)")
+        attr = edge_attr.to(torch.float32)
     degree = torch.bincount(edge_index[1], minlength=n)
     ids = torch.arange(n, dtype=torch.int64)
-    return graph_inference(model, [Block(ids, ids, edge_index)], x, degree if model.uses_degree else None)
+    return graph_inference(model, [Block(ids, ids, edge_index, edge_attr=attr)], x,
+                           degree if model.uses_degree else None)
 
 
 def describe(blob: dict) -> str:

@@ -16,13 +16,28 @@ import torch.nn.functional as F
 
 
 class NodeTask:
-    """Node classification: seeds are the part's training nodes, labels their classes."""
+    """Node targets of any kind (``docs/targets_and_edge_features.md`` section 5): seeds are the
+    part's training nodes, labels their targets (int64 class ids or 0/1, float32 [n, C] multi-hot,
+    float32 [n] / [n, D] values); the model's output width, the loss and the training counts are
+    the kind's (:class:`~gnnscale.training.node_metrics.NodeTarget`), the evaluation's metric
+    ``--metric`` or the kind's default. ``comm``: the ranks whose training labels
+    ``--pos-weight auto`` counts (one all-reduce; None: this part's alone)."""
 
     name = "node"
-    metric = "accuracy"
 
-    def __init__(self, part, cfg) -> None:
+    def __init__(self, part, cfg, comm=None) -> None:
+        from gnnscale.training.node_metrics import NodeTarget, label_counts
+
         self.part, self.cfg = part, cfg
+        self.target = target = NodeTarget.of(part.meta)
+        self.out_dim = target.outputs  # the model's outputs: C, 1 (binary), C (multilabel) or D
+        self.metric = cfg.metric or target.default_metric()
+        counts = None
+        if cfg.pos_weight is not None and target.kind in ("binary", "multilabel"):
+            counts = label_counts(part.y[part.train_mask], target.kind)
+            if comm is not None:
+                counts = comm.all_reduce(counts)
+        target.weigh(cfg.pos_weight, counts)
 
     def train_ids(self) -> torch.Tensor:
         """int64 [n] global ids of this part's training nodes."""
@@ -39,12 +54,12 @@ class NodeTask:
         return model(x, blocks, **kw)
 
     def loss(self, out: torch.Tensor, mb) -> torch.Tensor:
-        return F.cross_entropy(out, mb.y)
+        """The kind's mean loss over the batch's seeds (cross-entropy, BCE with logits, MSE)."""
+        return self.target.loss(out, mb.y)
 
-    def correct(self, out: torch.Tensor, mb) -> tuple[int, int]:
-        """(correct, counted) of the step's outputs."""
-        n = int(mb.seeds.numel())
-        return (int((out.argmax(1) == mb.y).sum()) if n else 0), n
+    def correct(self, out: torch.Tensor, mb) -> tuple[float, int]:
+        """(right, counted) of the step's outputs (:meth:`NodeTarget.correct`)."""
+        return self.target.correct(out, mb.y)
 
 
 class LinkTask:
@@ -175,8 +190,8 @@ def edge_metric(label: dict) -> str:
     return "rmse" if label["kind"] == "regression" else "accuracy"
 
 
-def make_task(part, cfg):
-    """The task of ``cfg.task`` on ``part``."""
+def make_task(part, cfg, comm=None):
+    """The task of ``cfg.task`` on ``part`` (``comm``: a node task's ``--pos-weight auto`` counts)."""
     if cfg.task == "edge":
         return EdgeTask(part, cfg)
-    return LinkTask(part, cfg) if cfg.task == "link" else NodeTask(part, cfg)
+    return LinkTask(part, cfg) if cfg.task == "link" else NodeTask(part, cfg, comm)

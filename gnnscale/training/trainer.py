@@ -19,11 +19,12 @@ import time
 
 import torch
 
-from gnnscale.config import TrainConfig
+from gnnscale.config import LOWER_IS_BETTER, TrainConfig
 from gnnscale.errors import RuntimeSetupError
 from gnnscale.parallel.axis import RunContext, StepResult
 from gnnscale.parallel.plan import DATA_PARALLEL, LAYER_PIPELINE, plan_run
 from gnnscale.process.comm import NetworkModel
+from gnnscale.process.eager import stay_eager
 from gnnscale.process.device import DeviceCopier, process_group_backend, resolve_device
 from gnnscale.process.dims import ParallelDims, local_rank
 from gnnscale.process.groups import local_world_size
@@ -31,10 +32,6 @@ from gnnscale.training import checkpoint, metrics
 from gnnscale.training.model_io import config_record
 
 log = logging.getLogger("gnnscale.train")
-
-
-#: metrics where lower is better (``--task edge`` regression): the best epoch has the least
-LOWER_IS_BETTER = ("rmse", "mae")
 
 
 def improves(value: float, best: dict, metric: str | None) -> bool:
@@ -74,10 +71,12 @@ class Trainer:
         from gnnscale.partitioning import load_meta
 
         self._t_init = time.perf_counter()  # start-up: from here to the first step (after imports)
+        stay_eager()  # the optimizer's first step would import torch._dynamo (2-3 s), unused here
         self.cfg = cfg
         meta = load_meta(parts_dir)
         world = int(os.environ.get("WORLD_SIZE", "1"))
-        self.plan = plan = plan_run(cfg, int(meta["num_parts"]), world, where=str(parts_dir), typed=meta.get("typed"), link=meta.get("link"))
+        self.plan = plan = plan_run(cfg, int(meta["num_parts"]), world, where=str(parts_dir), typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"),
+                                    edges=meta.get("edge_feature_dim", 0))
         if plan.mode == DATA_PARALLEL:
             self.device = resolve_device(cfg.device, local_rank(), local_world_size())
         else:  # the stages exchange activations over gloo: the CPU (--device cuda was refused by the plan)
@@ -249,7 +248,8 @@ class Trainer:
                     acc = axis.evaluate(("val", "test"), self.global_step)
                 eval_peak = meter.peak_rss_bytes / 1e6
                 rec["val_acc"], rec["test_acc"], rec["evaluation"] = acc["val"], acc["test"], acc.get("evaluation")
-                rec["metric"] = info.get("metric", "accuracy")  # what val_acc/test_acc measure
+                rec["metric"] = name = info.get("metric", "accuracy")  # what val_acc/test_acc measure
+                rec[f"val_{name}"], rec[f"test_{name}"] = acc["val"], acc["test"]  # the same, by the metric's name
             dims.health.enter("epoch metrics", epoch)
             vec = torch.tensor([train_seconds, time.perf_counter() - t0] + [rec["stage_seconds"][k]
                                                                            for k in metrics.STAGES], dtype=torch.float64)
@@ -280,13 +280,15 @@ class Trainer:
         if cfg.save_model:
             self.save_model(cfg.save_model)
         last = history[-1]
+        metric = info.get("metric", "accuracy")
+        dynamo = comm.all_gather_object("torch._dynamo" in sys.modules)  # kept off the step path (process/eager.py)
         result = {
             "config": config_record(cfg),
             "plan": self.plan.record(),
             "dataset": self.meta.get("dataset"),
             "task": info.get("task", "node"),
             # what val_acc, test_acc and their best measure: accuracy, or a link split's auc, hits@K or mrr
-            "metric": info.get("metric", "accuracy"),
+            "metric": metric,
             "num_parts": int(self.meta["num_parts"]),
             "epochs": history,
             "val_acc": last.get("val_acc"),
@@ -294,6 +296,11 @@ class Trainer:
             "best_val_acc": best["val_acc"],
             "test_acc_at_best_val": best["test_acc"],
             "best_epoch": best["epoch"],
+            # the same by the metric's name (docs/targets_and_edge_features.md section 5)
+            f"val_{metric}": last.get("val_acc"),
+            f"test_{metric}": last.get("test_acc"),
+            f"best_val_{metric}": best["val_acc"],
+            f"test_{metric}_at_best_val": best["test_acc"],
             "epoch_seconds": sum(h["epoch_seconds"] for h in history) / len(history),
             "startup_seconds": startup,
             "startup_phase_seconds_max_over_ranks": phases,
@@ -312,7 +319,7 @@ class Trainer:
             # what this run's live objects used (not echoed from the options)
             "process": {"timeout": dims.comm.timeout, "progress_bar": _progress_enabled(cfg, 0),
                         "sampler_backend": info.get("sampler_backend"), "verified": bool(self.verified),
-                        "threads": torch.get_num_threads()},
+                        "threads": torch.get_num_threads(), "torch_dynamo_imported_by_rank": dynamo},
             "step_losses": self.step_losses,
         }
         if self.rank == 0 and cfg.metrics:

@@ -127,13 +127,32 @@ def load_layer_class(path: str) -> type:
     return obj
 
 
-def check_layer(layer: nn.Module, in_dim: int, out_dim: int, spec: str) -> None:
+def takes_edge_dim(cls: type) -> bool:
+    """Whether the layer class's constructor takes ``edge_dim`` (PyG's GATConv, GATv2Conv,
+    TransformerConv, GENConv, GINEConv, a user's): it is then built with the edge feature size."""
+    try:
+        return "edge_dim" in inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def forward_takes_edge_attr(layer: nn.Module | type) -> bool:
+    """Whether the layer's (or layer class's) ``forward`` has an ``edge_attr`` parameter: it is
+    then called with ``edge_attr=`` float32 [M, De] when the model has edge features."""
+    try:
+        return "edge_attr" in inspect.signature(layer.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def check_layer(layer: nn.Module, in_dim: int, out_dim: int, spec: str, edge_dim: int = 0) -> None:
     """Run ``layer`` once on a tiny probe block and check it follows the layer contract.
 
     The probe has S=4 sources, D=2 destinations and 3 edges, float32 features on the
     layer's device. The layer runs in eval mode under ``torch.no_grad``; the training
     mode of each submodule is restored afterwards. ``needs_x0`` layers also get
-    ``x0`` float32 [D, out_dim].
+    ``x0`` float32 [D, out_dim]; with ``edge_dim`` > 0, layers whose forward takes
+    ``edge_attr`` get ``edge_attr`` float32 [3, edge_dim].
 
     Args:
         layer: the layer. in_dim / out_dim: the sizes it was built for.
@@ -154,7 +173,10 @@ def check_layer(layer: nn.Module, in_dim: int, out_dim: int, spec: str) -> None:
     kwargs: dict[str, Tensor] = {}
     if needs_x0:
         kwargs["x0"] = torch.randn(num_dst, out_dim, generator=gen).to(device)
-    call = "layer((x_src, x_dst), edge_index" + (", x0=x0_dst)" if needs_x0 else ")")
+    if edge_dim and forward_takes_edge_attr(layer):
+        kwargs["edge_attr"] = torch.rand(3, edge_dim, generator=gen).to(device)
+    call = "layer((x_src, x_dst), edge_index" + (", x0=x0_dst" if needs_x0 else "") + \
+        (", edge_attr=edge_attr)" if "edge_attr" in kwargs else ")")
     expected = _SIGNATURE if not needs_x0 else _SIGNATURE.replace("edge_index: Tensor)", "edge_index: Tensor, x0: Tensor)")
     probe = f"probe block S={num_src}, D={num_dst}, 3 edges, in_dim={in_dim}"
 

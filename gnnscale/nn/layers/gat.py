@@ -144,16 +144,17 @@ class BlockGATConv(nn.Module):
 
 
 _GAT = ("GAT, attention and aggregation on the block's CSR (BlockGATConv; equal to torch_geometric.nn.GATConv, "
-        "which attention dropout or other GATConv --layer-kwargs select); heads=4, hidden layers concatenate heads, "
-        "the last averages them")
+        "which attention dropout, other GATConv --layer-kwargs or edge features select); heads=4, hidden layers "
+        "concatenate heads, the last averages them")
 
 
-@register("gat", _GAT)
+@register("gat", _GAT, edges=True)
 def _gat(spec, in_dim, out_dim, *, index, num_layers, **kwargs):
     return _build_gat(spec, "gat", in_dim, out_dim, index, num_layers, **kwargs)
 
 
-@register("gat-pyg", "GAT as torch_geometric.nn.GATConv (scatter-based; any GATConv option); heads as gat")
+@register("gat-pyg", "GAT as torch_geometric.nn.GATConv (scatter-based; any GATConv option; edge features in "
+          "the attention); heads as gat", edges=True)
 def _gat_pyg(spec, in_dim, out_dim, *, index, num_layers, **kwargs):
     return _build_gat(spec, "gat-pyg", in_dim, out_dim, index, num_layers, **kwargs)
 
