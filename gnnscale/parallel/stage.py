@@ -138,8 +138,9 @@ class PipelineStage:
         self.params = list(self.model.parameters())
         self.opt = adam(self.params, lr=lr, weight_decay=weight_decay)
 
-    def _send(self, tensors: list[torch.Tensor], dst: int, tag: int, category: str, stats: StepStats) -> list:
-        works = self.comm.send(tensors, dst, tag, category)
+    def _send(self, tensors: list[torch.Tensor], dst: int, tag: int, category: str, what: str,
+              stats: StepStats) -> list:
+        works = self.comm.send(tensors, dst, tag, category, what=what, me=self.me)
         stats.bytes_sent[category] += sum(t.numel() * t.element_size() for _, t in works)
         return works
 
@@ -212,7 +213,8 @@ class PipelineStage:
                 stats.peak_micro_batches = max(stats.peak_micro_batches, len(held))
                 stats.peak_activation_bytes = max(stats.peak_activation_bytes, sum(held_bytes.values()))
                 if not self.last:
-                    pending += self._send(out, self.next, 2 * tag, "activation", stats)
+                    pending += self._send(out, self.next, 2 * tag, "activation",
+                                          f"activations of micro-batch {m} to stage {self.stage + 1}", stats)
                     grads_posted[m] = comm.post_recv([tuple(t.shape) for t in out], self.next, 2 * (tag + 1))
             else:
                 inp, out = held.pop(m)
@@ -227,8 +229,9 @@ class PipelineStage:
                 stats.busy_seconds += time.perf_counter() - t0
                 if not self.first:
                     grads_in = [t.grad if t.grad is not None else torch.zeros_like(t) for t in inp]
-                    pending += self._send(grads_in, self.prev, 2 * (tag + 1), "activation_grad", stats)
-        stats.wait_seconds += comm.wait_sends(pending)
+                    pending += self._send(grads_in, self.prev, 2 * (tag + 1), "activation_grad",
+                                          f"gradients of micro-batch {m} to stage {self.stage - 1}", stats)
+        stats.wait_seconds += comm.wait_sends(pending, me=self.me)
         t0 = time.perf_counter()
         self.before_optimizer()  # an all-reduce: mostly waiting for the slowest replica or stage
         stats.grad_sync_seconds += time.perf_counter() - t0

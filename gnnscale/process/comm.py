@@ -291,22 +291,34 @@ class Communicator:
         return [pickle.loads(part.numpy().tobytes()) for part in torch.split(out, counts.tolist())]
 
     # -- point to point (pipeline stages) ----------------------------------------------------
-    def send(self, tensors: Sequence[torch.Tensor], dst: int, tag: int, category: str) -> list:
+    def send(self, tensors: Sequence[torch.Tensor], dst: int, tag: int, category: str,
+             what: str | None = None, me: str | None = None) -> list:
         """Start sending each of ``tensors`` to rank ``dst`` (global rank; message tags ``tag``,
-        ``tag + 1``, ...); the returned handles go to :meth:`wait_sends`. Counted as ``category``."""
+        ``tag + 1``, ...); the returned handles go to :meth:`wait_sends`. Counted as ``category``.
+
+        Raises:
+            PeerError: the receiver's connection is gone: names this rank (``me``), ``what`` was
+                being sent and the receiver.
+        """
         works = []
         for j, t in enumerate(tensors):
             t = t.detach().contiguous()
-            works.append((dist.isend(t, dst, tag=tag + j), t))  # t lives until the send is done
+            try:
+                works.append((dist.isend(t, dst, tag=tag + j), t))  # t lives until the send is done
+            except Exception as err:  # noqa: BLE001 - gloo: the receiver closed its connection
+                raise self._fail_send(me or f"rank {self.rank}", what or category, dst, err) from err
             self.stats.sent[category] += t.numel() * t.element_size()
             self.stats.calls[category] += 1
         return works
 
-    def wait_sends(self, works: list) -> float:
+    def wait_sends(self, works: list, me: str | None = None) -> float:
         """Wait until every send of ``works`` was taken, each within the timeout; the seconds waited."""
         t0 = time.perf_counter()
         for w, _ in works:
-            w.wait(datetime.timedelta(seconds=self.timeout))
+            try:
+                w.wait(datetime.timedelta(seconds=self.timeout))
+            except Exception as err:  # noqa: BLE001 - gloo: timeout or closed connection
+                raise self._fail_send(me or f"rank {self.rank}", "a message", None, err) from err
         return time.perf_counter() - t0
 
     def post_recv(self, shapes: Sequence[tuple[int, ...]], src: int, tag: int) -> tuple:
@@ -315,7 +327,10 @@ class Communicator:
         posted = []
         for j, shape in enumerate(shapes):
             t = torch.empty(shape, dtype=torch.float32)
-            posted.append((dist.irecv(t, src, tag=tag + j), t))
+            try:
+                posted.append((dist.irecv(t, src, tag=tag + j), t))
+            except Exception as err:  # noqa: BLE001 - gloo: the sender closed its connection
+                raise self._fail_recv(f"rank {self.rank}", "message", src, err) from err
         return time.perf_counter(), src, posted
 
     def wait_recv(self, posted: tuple, category: str, what: str, me: str | None = None
@@ -347,6 +362,16 @@ class Communicator:
         return PeerError(
             f"{me}: no {what} (rank {src}) within {self.timeout:.0f} s"
             f"{': ' + who if who else f'; rank {src} died or stopped answering'}. ({first}) "
+            "If it is merely slow, raise --timeout."
+        )
+
+    def _fail_send(self, me: str, what: str, dst: int | None, err: Exception) -> PeerError:
+        who = self.health.diagnose() if self.health is not None else ""
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        peer = f"rank {dst}" if dst is not None else "the receiver"
+        return PeerError(
+            f"{me}: could not send {what} ({peer}) within {self.timeout:.0f} s"
+            f"{': ' + who if who else f'; {peer} died or stopped answering'}. ({first}) "
             "If it is merely slow, raise --timeout."
         )
 
