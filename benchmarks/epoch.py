@@ -29,6 +29,15 @@ Start-up, two definitions, both sides measured the same way:
 
 Needs the DGL virtual environment of ``../shared/peers/setup_peers.sh dgl`` (/tmp/peers/dgl).
 
+Roofline (``benchmarks/roofline.py``, issue 30): for each graph and setting, the epoch's exact
+work counted from the blocks the engine samples (matrix-product FLOPs per layer forward and
+backward, aggregation FLOPs and bytes, the gathered feature bytes, sampling bytes) and the
+machine's rates measured in the same run (torch's matrix product at the layers' shapes with the
+training's threads, the copy bandwidth of a 1 GiB buffer; measured before the runs and again
+after each repeat, the best kept); per stage (sample, fetch, compute, epoch) gnnscale's seconds,
+DGL's, the bound and both ratios to it, under ``"roofline"`` in each setting's JSON.
+``--roofline-only`` counts and measures without training either side (a quick check).
+
 ``--vs-checkout DIR`` times another checkout of gnnscale (e.g. a ``git worktree`` of an
 earlier commit) instead of DGL, on the same graphs, partitions and flags, alternating which
 side runs first: the ratio of medians says whether a change made epochs slower (no DGL needed).
@@ -36,6 +45,7 @@ side runs first: the ratio of medians says whether a change made epochs slower (
     python benchmarks/epoch.py --json results/epoch.json                  # 100k and 1M
     python benchmarks/epoch.py --sizes 100000 --what 1proc,dist2 --repeats 2
     python benchmarks/epoch.py --sizes 100000 --vs-checkout ../old --repeats 3 --json results/vs_old.json
+    python benchmarks/epoch.py --sizes 100000 --what 1proc --roofline-only    # counts, rates, bounds only
 """
 from __future__ import annotations
 
@@ -155,6 +165,14 @@ def dgl_run(task: str, num_nodes: int, epochs: int, out: str) -> dict:
                         for k in ("sample", "fetch", "compute")})
 
 
+def _roofline_module():
+    """benchmarks/roofline.py (torch imported only when the roofline runs)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import roofline
+
+    return roofline
+
+
 def ratio(a: list[float], b: list[float]) -> float:
     return statistics.median(a) / statistics.median(b)
 
@@ -169,12 +187,20 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--workdir", default="/tmp/gnnscale_epoch_bench")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--roofline-only", action="store_true",
+                    help="count the epochs' work and measure the machine's rates, print the bounds; no training, no DGL")
+    ap.add_argument("--no-roofline", action="store_true", help="leave the roofline out")
+    ap.add_argument("--roofline-steps", type=int, default=None, metavar="N",
+                    help="count only each rank's first N steps, scaled to the epoch (default: every step)")
+    ap.add_argument("--roofline-buffer-mib", type=int, default=1024, help="the copy-bandwidth buffer (MiB)")
     ap.add_argument("--vs-checkout", default=None, metavar="DIR",
                     help="time this other checkout of gnnscale instead of DGL (same graphs and flags)")
     args = ap.parse_args()
     if args.vs_checkout:
         return versus_checkout(args)
-    if not os.path.exists(DGL_PY):
+    if args.roofline_only and args.no_roofline:
+        raise SystemExit("--roofline-only and --no-roofline leave nothing to do; give one of them")
+    if not args.roofline_only and not os.path.exists(DGL_PY):
         raise SystemExit(f"DGL's environment {DGL_PY} is missing: run `bash {PEERS}/setup_peers.sh dgl` first")
     sys.path.insert(0, PEERS)
     import graphgen
@@ -182,7 +208,9 @@ def main() -> None:
     os.makedirs(args.workdir, exist_ok=True)
     results = {"setup": {"model": "GraphSAGE mean, 3 layers, hidden 256, dropout 0.5, Adam 3e-3",
                          "fanouts_from_seeds": [5, 10, 15], "batch_size": 1024, "epochs_per_run": args.epochs,
-                         "repeats": args.repeats, "cpu_count": os.cpu_count()}, "graphs": []}
+                         "repeats": 0 if args.roofline_only else args.repeats, "cpu_count": os.cpu_count(),
+                         "roofline_only": args.roofline_only}, "graphs": []}
+    rl = None if args.no_roofline else _roofline_module()
     for n in (int(s) for s in args.sizes.split(",")):
         name, ddir = _rmat_dataset(graphgen, n, args.workdir)
         what = (args.what_large if n >= 1_000_000 else args.what).split(",")
@@ -197,6 +225,16 @@ def main() -> None:
             parts[p] = pd
         graph = {"graph": name, "num_nodes": n, "settings": {}}
         for w in what:
+            counts = rates = None
+            if rl is not None:
+                counts = rl.count(parts[1 if w == "1proc" else 2], 2 if w == "1proc" else 1, args.roofline_steps)
+                rates = rl.measure(counts, args.roofline_buffer_mib)
+            if args.roofline_only:
+                roof = rl.finish(counts, rates)
+                roof["table"] = rl.table(roof, None, None)[1]
+                graph["settings"][w] = {"roofline": roof}
+                print("\n".join(f"[{name} {w}] " + line for line in rl.describe(roof)), flush=True)
+                continue
             runs = []
             for r in range(args.repeats):
                 tag = f"{name}-{w}-{r}"
@@ -215,6 +253,8 @@ def main() -> None:
                     line += (f" | start-up {g['startup_s']:.2f} vs {d['startup_s']:.2f} s, job overhead "
                              f"{g['job_overhead_s']:.1f} vs {d['job_overhead_s']:.1f} s")
                 print(line, flush=True)
+                if rl is not None:  # the machine's rates again: the best of the run is its capability
+                    rates = rl.best_rates(rates, rl.measure(counts, args.roofline_buffer_mib))
             rec = {"runs": runs,
                    "epoch_ratio": ratio([x["gnnscale"]["epoch_s"] for x in runs], [x["dgl"]["epoch_s"] for x in runs]),
                    "gnnscale_epoch_median_s": statistics.median(x["gnnscale"]["epoch_s"] for x in runs),
@@ -226,6 +266,15 @@ def main() -> None:
                                              [x["dgl"]["startup_s"] for x in runs])
                 rec["job_overhead_ratio"] = ratio([x["gnnscale"]["job_overhead_s"] for x in runs],
                                                   [x["dgl"]["job_overhead_s"] for x in runs])
+            if rl is not None:
+                roof = rl.finish(counts, rates)
+                med = lambda side: dict(  # noqa: E731
+                    {k: statistics.median(x[side]["stages"][k] for x in runs) for k in ("sample", "fetch", "compute")},
+                    epoch=statistics.median(x[side]["epoch_s"] for x in runs))
+                lines, roof["table"] = rl.table(roof, med("gnnscale"), med("dgl"),
+                                                peer="DGL" if w == "1proc" else "DistDGL")
+                rec["roofline"] = roof
+                print("\n".join(f"[{name} {w}] " + line for line in rl.describe(roof) + lines), flush=True)
             graph["settings"][w] = rec
             msg = f"[{name} {w}] epoch ratio gnnscale/DGL (medians of {args.repeats}): {rec['epoch_ratio']:.2f}"
             if w == "dist2":
