@@ -59,6 +59,7 @@ class TrainConfig:
     cache_file: str | None = None
     presample_epochs: int = 2
     host_features: bool = False  # ranks on one host read each other's feature rows from the partition folder
+    host_graph: bool = False  # ranks on one host sample each other's nodes from the partition folder's CSCs
     pipeline: bool = False  # sample/fetch batch i+1 in a thread while batch i trains
     pipeline_depth: int = 2
     net_bandwidth_gbps: float | None = None  # a modelled link (benchmarks on one machine)

@@ -8,6 +8,11 @@ epoch and step, however the graph is partitioned. With edge attributes, owners a
 the rows of the edges they drew for each requester and send them right after the response
 (one more exchange per hop, category ``edge_attr``).
 
+Ranks on one host may sample each other's nodes themselves (:meth:`DistNeighborSampler.read_host_parts`,
+``--host-graph``): the owners' CSCs are read from the partition folder, and drawn with this rank's
+stream and the owner's node keys, the neighbours are the owners' answers, without asking them; when
+every rank shares the host, sampling exchanges nothing.
+
 Exchange modes (see :mod:`gnnscale.history.halo`): ``exact`` is the above; ``historical``
 expands only owned nodes (remote nodes reached before the last hop become historical leaves,
 ``Block.num_hist``), so sampling never communicates; ``local`` drops the cross-partition
@@ -15,6 +20,7 @@ edges altogether.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -40,6 +46,19 @@ from gnnscale.samplers.local import (
 
 
 MODES = ("exact", "historical", "local")
+
+
+@dataclass(frozen=True)
+class HostGraph:
+    """Another rank's part, read on this host: its CSC over its owned nodes (int64 ``indptr``
+    [n_k + 1], ``indices`` [E_k] global ids), its nodes' stream keys (int64 ``owned_keys`` [n_k],
+    their original ids) and, for a sampler with edge attributes, its in-edges' rows (float32
+    ``edge_attr`` [E_k, De], aligned with ``indices``)."""
+
+    indptr: torch.Tensor
+    indices: torch.Tensor
+    owned_keys: torch.Tensor
+    edge_attr: torch.Tensor | None = None
 
 
 class Exchange(Protocol):
@@ -141,6 +160,48 @@ class DistNeighborSampler:
         self.replace = check_replace(replace)
         self.edge_weight = check_edge_weight(edge_weight, indices.numel(), indices.device)
         self.variant = sampling_variant(self.replace, self.edge_weight)
+        self.host: dict[int, HostGraph] = {}  # read_host_parts: other ranks' parts on this host
+        self.host_complete = False
+
+    def read_host_parts(self, parts: dict[int, HostGraph], complete: bool) -> None:
+        """Sample the nodes of ``parts`` (``{rank: HostGraph}``, other ranks' parts read on this
+        host) here, with this rank's stream and their owners' node keys: the same draws as the
+        owners', without a request. ``complete``: every rank reads every other rank's part (the
+        same value on every rank); then a hop runs no exchange at all, else the exchanges run as
+        before with nothing asked of the parts read here. Exact mode, untyped, unweighted."""
+        if self.mode != "exact" or self.typed is not None or self.edge_weight is not None:
+            raise SamplerError(f"read_host_parts: expected an untyped, unweighted sampler in exact mode; found mode "
+                               f"{self.mode!r}, typed {self.typed is not None}, weighted {self.edge_weight is not None}")
+        P, rank = self.comm.world_size, self.comm.rank
+        if complete and sorted(parts) != [k for k in range(P) if k != rank]:
+            raise SamplerError(f"read_host_parts: complete=True needs every other rank's part; found {sorted(parts)} "
+                               f"of world size {P}")
+        for k, g in parts.items():
+            n = self.book.part_size(k) if 0 <= k < P and k != rank else -1
+            if n < 0 or tuple(g.indptr.shape) != (n + 1,) or tuple(g.owned_keys.shape) != (n,) \
+                    or int(g.indptr[-1]) != g.indices.numel():
+                raise SamplerError(
+                    f"rank {rank}: host part {k} does not fit the partition book (world size {P}, part size {n}): "
+                    f"indptr {tuple(g.indptr.shape)}, keys {tuple(g.owned_keys.shape)}, {g.indices.numel()} edges. "
+                    "Read the parts of the folder the run was started on.")
+            if self.edge_attr is not None and (g.edge_attr is None or tuple(g.edge_attr.shape)
+                                               != (g.indices.numel(), self.edge_attr.shape[1])):
+                raise SamplerError(f"rank {rank}: host part {k} needs edge features [{g.indices.numel()}, "
+                                   f"{self.edge_attr.shape[1]}]; found "
+                                   f"{None if g.edge_attr is None else tuple(g.edge_attr.shape)}")
+        self.host = dict(parts)
+        self.host_complete = bool(complete)
+
+    def _sample_host(self, k: int, ids: torch.Tensor, hop: int, epoch: int, step: int) -> tuple[torch.Tensor, ...]:
+        """(counts, nbrs[, edge rows]) of rank ``k``'s ids (int64 [m] global), drawn here as rank
+        ``k`` would draw them for this rank."""
+        g = self.host[k]
+        rows = ids - int(self.book.offsets[k])
+        with_attr = self.edge_attr is not None
+        out = self.kernels.sample(g.indptr, g.indices, rows, g.owned_keys[rows], self.fanouts[hop],
+                                  self.keys(epoch, step, self.comm.rank, hop),
+                                  **({"return_edges": True} if with_attr else {}), **self.variant)
+        return (out[0], out[1], gather_edge_attr(g.edge_attr, out[2])) if with_attr else (out[0], out[1], None)
 
     def sample(self, seeds: torch.Tensor, epoch: int = 0, step: int = 0) -> MiniBatch:
         """Sample the computation graph of ``seeds`` (int64 [B] unique global ids).
@@ -158,13 +219,14 @@ class DistNeighborSampler:
 
             mb = build_minibatch(seeds, len(self.fanouts), own_fn, self.kernels.relabel, leaf=leaf,
                                  gather_edges=None if self.edge_attr is None else self._attr_rows)
-            mb.stats["remote_frontier_ids"] = 0
+            mb.stats["remote_frontier_ids"] = mb.stats["host_frontier_ids"] = 0
             return mb
-        remote_ids = [0]
+        remote_ids, host_ids = [0], [0]
 
         def hop_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, ...]:
-            counts, nbrs, rows, n_remote = self._hop(dst, hop, epoch, step)
+            counts, nbrs, rows, n_remote, n_host = self._hop(dst, hop, epoch, step)
             remote_ids[0] += n_remote
+            host_ids[0] += n_host
             return (counts, nbrs) if rows is None else (counts, nbrs, None, rows)
 
         if self.typed is not None:
@@ -177,7 +239,8 @@ class DistNeighborSampler:
                                  node_type=self.typed.node_type)
         else:
             mb = build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel)
-        mb.stats["remote_frontier_ids"] = remote_ids[0]
+        mb.stats["remote_frontier_ids"] = remote_ids[0]  # asked of their owners
+        mb.stats["host_frontier_ids"] = host_ids[0]  # other ranks' nodes sampled here (read_host_parts)
         return mb
 
     def _sample_own(self, dst: torch.Tensor, hop: int, epoch: int, step: int) -> tuple[torch.Tensor, ...]:
@@ -222,19 +285,54 @@ class DistNeighborSampler:
 
     def _hop(self, dst: torch.Tensor, hop: int, epoch: int, step: int):
         comm, rank, P = self.comm, self.comm.rank, self.comm.world_size
-        fanout = self.fanouts[hop]
         route = Route.build(self.book.owner(dst), P)
         req = route.split(dst)
         own = req[rank]
         req[rank] = own.new_empty(0)  # served locally, never sent
+        here = {k: req[k] for k in self.host}  # other ranks' parts read on this host: sampled here
+        for k in here:
+            req[k] = own.new_empty(0)
+        with_attr = self.edge_attr is not None
+        back = back_rows = None
+        if not self.host_complete:
+            back, back_rows = self._serve(req, hop, epoch, step)
+        o_out = self._sample_own(own, hop, epoch, step)
+        counts_list, nbrs_list, rows_list = [], [], []
+        for r in range(P):  # loop over ranks (a handful), not over nodes
+            if r == rank:
+                counts_list.append(o_out[0])
+                nbrs_list.append(o_out[1])
+                if with_attr:
+                    rows_list.append(self._attr_rows(o_out[2]))
+            elif r in here:
+                c, nb, rows = self._sample_host(r, here[r], hop, epoch, step)
+                counts_list.append(c)
+                nbrs_list.append(nb)
+                if with_attr:
+                    rows_list.append(rows)
+            else:
+                n_r = int(route.counts[r])
+                counts_list.append(back[r][:n_r])
+                nbrs_list.append(back[r][n_r:])
+                if with_attr:
+                    rows_list.append(back_rows[r])
+        counts, nbrs = route.merge_segments(counts_list, nbrs_list)
+        rows = route.merge_segments(counts_list, rows_list)[1] if with_attr else None
+        n_here = sum(int(v.numel()) for v in here.values())
+        return counts, nbrs, rows, int(dst.numel() - own.numel()) - n_here, n_here
+
+    def _serve(self, req: list[torch.Tensor], hop: int, epoch: int, step: int):
+        """One hop's exchanges: send ``req[r]`` (ids rank r owns) to each owner, serve what the
+        others ask of this rank, each id drawn with its requester's stream key; returns the
+        answers per owner (counts then neighbours) and, with edge attributes, their rows."""
+        comm, P = self.comm, self.comm.world_size
         got = comm.exchange(req, "sample_request")
-        # Serve every requester at once: each id drawn with its requester's stream key.
         sizes = torch.tensor([g.numel() for g in got])
         keys = torch.tensor([self.keys(epoch, step, r, hop) for r in range(P)], dtype=torch.int64)
         served = torch.cat(got)
         with_attr = self.edge_attr is not None
         s_out = self.kernels.sample(
-            self.indptr, self.indices, served - self.offset, self.owned_keys[served - self.offset], fanout,
+            self.indptr, self.indices, served - self.offset, self.owned_keys[served - self.offset], self.fanouts[hop],
             torch.repeat_interleave(keys, sizes), **({"return_edges": True} if with_attr else {}), **self.variant,
         )
         s_counts, s_nbrs = s_out[0], s_out[1]
@@ -245,23 +343,7 @@ class DistNeighborSampler:
         back = comm.exchange(reply, "sample_response")
         # Edge attributes: the served edges' rows, in the order of the answers just sent.
         back_rows = self._send_rows(self._attr_rows(s_out[2]), edge_sizes) if with_attr else None
-        o_out = self._sample_own(own, hop, epoch, step)
-        counts_list, nbrs_list, rows_list = [], [], []
-        for r in range(P):  # loop over ranks (a handful), not over nodes
-            if r == rank:
-                counts_list.append(o_out[0])
-                nbrs_list.append(o_out[1])
-                if with_attr:
-                    rows_list.append(self._attr_rows(o_out[2]))
-            else:
-                n_r = int(route.counts[r])
-                counts_list.append(back[r][:n_r])
-                nbrs_list.append(back[r][n_r:])
-                if with_attr:
-                    rows_list.append(back_rows[r])
-        counts, nbrs = route.merge_segments(counts_list, nbrs_list)
-        rows = route.merge_segments(counts_list, rows_list)[1] if with_attr else None
-        return counts, nbrs, rows, int(dst.numel() - own.numel())
+        return back, back_rows
 
     def _sample_typed(self, ids: torch.Tensor, hop: int, key) -> tuple[torch.Tensor, ...]:
         """(counts_kr int64 [k, R], nbrs grouped by id then relation) of owned global ids ``ids``,

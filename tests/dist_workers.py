@@ -402,3 +402,30 @@ def dist_embedding_steps(num_rows: int, dim: int, offsets, ids_by_step, w1, w2, 
             "gather_stats": gather_stats, "nbytes": emb.nbytes, "typed": temb.gather_all(),
             "typed_state": {t: s["step"] for t, s in temb.state_dict().items()},
             "encoder_params": [n for n, _ in enc.named_parameters()]}
+
+
+def sample_asked_and_here(parts_dir: str, seeds: torch.Tensor, fanouts, seed: int, peers_of: list):
+    """Sample the global ids ``seeds`` twice on this rank: owners asked (the default), then with
+    the parts ``peers_of[rank]`` read from the folder (``read_host_parts``; complete when every
+    rank reads every other part). Edge features when the partition has them. Returns each
+    sampler's blocks (ids, edges, edge rows), its exchange counters and frontier counts."""
+    from gnnscale.data.host_parts import HostRanks, open_host_graphs
+
+    info = init_distributed(timeout=60)
+    part = load_part(parts_dir, info.rank)
+    comm = Communicator(info.rank, info.world_size, timeout=60)
+    attr = part.edge_attr
+    make = lambda: DistNeighborSampler(part.indptr, part.indices, part.book, comm, fanouts, seed=seed,  # noqa: E731
+                                       owned_keys=part.orig_ids, edge_attr=attr)
+    asked, here = make(), make()
+    complete = all(len(p) == info.world_size - 1 for p in peers_of)
+    hosts = HostRanks(tuple(peers_of[info.rank]), complete)
+    here.read_host_parts(open_host_graphs(parts_dir, part.book, hosts, part.meta, edge_attr=attr is not None), complete)
+    out = {}
+    for name, sampler in (("asked", asked), ("here", here)):
+        comm.stats.reset()
+        mb = sampler.sample(seeds, epoch=1, step=4)
+        out[name] = {"blocks": [(b.src_ids, b.dst_ids, b.edge_index, b.edge_attr) for b in mb.blocks],
+                     "stats": comm.stats.snapshot(), "remote": mb.stats["remote_frontier_ids"],
+                     "host": mb.stats["host_frontier_ids"]}
+    return out

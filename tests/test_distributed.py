@@ -197,3 +197,49 @@ def test_degree_store_answers_equal_the_true_in_degrees_on_three_parts(cora_part
     got = launch_local(degree_answers, 3, args=(parts, [a.tolist() for a in asks]), threads_per_worker=1)
     for ask, answer in zip(asks, got):
         assert torch.equal(answer, truth[ask])
+
+
+@pytest.mark.parametrize("peers", ["all", "next"])
+def test_host_parts_sample_what_their_owners_would(cora_partition, peers):
+    """--host-graph: a rank that reads other parts' CSCs from the folder draws what their owners
+    would have sent (the same blocks); reading every part, sampling exchanges nothing; reading
+    one other part of three, the hop's exchanges still run for the third."""
+    from dist_workers import sample_asked_and_here
+
+    parts_dir = cora_partition(3)
+    peers_of = [[k for k in range(3) if k != r] if peers == "all" else [(r + 1) % 3] for r in range(3)]
+    fanouts = [5, 3]
+    res = launch_local(sample_asked_and_here, 3, args=(parts_dir, SEEDS, fanouts, 5, peers_of))
+    for r, got in enumerate(res):
+        asked, here = got["asked"], got["here"]
+        for a, h in zip(asked["blocks"], here["blocks"]):
+            for x, y in zip(a[:3], h[:3]):
+                assert torch.equal(x, y), r
+        assert asked["remote"] > 0 and asked["host"] == 0
+        assert here["host"] > 0 and here["remote"] + here["host"] == asked["remote"]
+        assert asked["stats"]["rounds"] == {"sample_request": 2, "sample_response": 2}
+        if peers == "all":
+            assert here["remote"] == 0 and here["stats"]["rounds"] == {} and here["stats"]["bytes_sent"] == 0
+        else:
+            assert here["stats"]["rounds"] == asked["stats"]["rounds"]
+            assert 0 < here["stats"]["sent"]["sample_request"] < asked["stats"]["sent"]["sample_request"]
+
+
+def test_host_parts_that_do_not_fit_are_refused(cora_partition):
+    from gnnscale.data.host_parts import HostRanks, open_host_graphs
+    from gnnscale.errors import SamplerError
+    from gnnscale.samplers import DistNeighborSampler
+
+    class Solo:  # what the sampler needs of a communicator, for a rank that never exchanges here
+        rank, world_size = 0, 3
+
+    three, two = cora_partition(3), cora_partition(2)
+    part = load_part(three, 0)
+    sampler = DistNeighborSampler(part.indptr, part.indices, part.book, Solo(), [5], owned_keys=part.orig_ids)
+    other = load_part(two, 0)
+    wrong = open_host_graphs(two, other.book, HostRanks((1,), False), other.meta)  # part 1 of 2, not of 3
+    with pytest.raises(SamplerError, match="host part 1 does not fit the partition book"):
+        sampler.read_host_parts(wrong, False)
+    mine = open_host_graphs(three, part.book, HostRanks((1,), False), part.meta)
+    with pytest.raises(SamplerError, match=r"complete=True needs every other rank's part; found \[1\]"):
+        sampler.read_host_parts(mine, True)

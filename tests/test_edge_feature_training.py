@@ -271,3 +271,18 @@ def test_edge_to_node_mean_on_humloc(humloc, shared_data, tmp_path):
     # the partition cache keys the setting: no folder is reused across settings
     folders = {cache_folder("humloc", 2, cache_dir=str(tmp_path), edge_to_node=e) for e in (None, "mean", "sum")}
     assert len(folders) == 3
+
+
+def test_host_parts_bring_their_edge_features(humloc2):
+    """--host-graph with edge features: the rows of the edges drawn from a part read on this host
+    are the owner's (equal to the rows it sends), and no edge row crosses the communicator."""
+    from dist_workers import sample_asked_and_here
+
+    seeds = torch.arange(0, 3106, 7)
+    res = launch_local(sample_asked_and_here, 2, args=(humloc2, seeds, [5, 5], 3, [[1], [0]]))
+    for got in res:
+        asked, here = got["asked"], got["here"]
+        for a, h in zip(asked["blocks"], here["blocks"]):
+            assert all(torch.equal(x, y) for x, y in zip(a, h))
+            assert a[3].shape == (a[2].shape[1], 21)
+        assert asked["stats"]["sent"]["edge_attr"] > 0 and here["stats"]["bytes_sent"] == 0 and here["host"] > 0

@@ -179,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="workers on one host read each other's feature rows straight from the partition folder "
                    "(memory-mapped: the host's page cache holds one copy) instead of asking their owners; owners on "
                    "other hosts still answer through the communicator. Rows read so count as feature_rows_host")
+    g.add_argument("--host-graph", action=argparse.BooleanOptionalAction, default=False,
+                   help="workers on one host sample each other's nodes themselves from the partition folder's CSCs "
+                   "(memory-mapped), with the same draws as the owners', instead of asking them; with every worker on "
+                   "one host sampling exchanges nothing. Exact exchange, untyped graphs")
     g.add_argument("--pipeline", action=argparse.BooleanOptionalAction, default=False,
                    help="sample and fetch the next batches in a background thread while the current one trains")
     g.add_argument("--pipeline-depth", type=int, default=2, help="batches prepared ahead (queue depth)")

@@ -269,24 +269,3 @@ def _gather_into(src: torch.Tensor, idx: torch.Tensor, out: torch.Tensor, pos: t
         _gather_rows(src.numpy(), idx.numpy(), out.numpy(), pos.numpy(), True)
     else:
         out[pos] = src[idx]
-
-
-def open_host_parts(parts_dir, book: PartitionBook, comm: Communicator, feature_dim: int) -> dict[int, np.ndarray]:
-    """{rank: read-only float32 memmap [n_rank, F]} of the other ranks' parts on this host
-    (``--host-features``): the ranks' host names are gathered once (category ``control``), and
-    each part on this host is opened from ``parts_dir`` (rank r trains part r). Collective."""
-    import socket
-    from pathlib import Path
-
-    from gnnscale.partitioning.manifest import part_dir_name
-    from gnnscale.partitioning.validate import load_array
-
-    hosts = comm.all_gather_object(socket.gethostname())
-    me = hosts[comm.rank]
-    out = {}
-    for k, h in enumerate(hosts):
-        if k == comm.rank or h != me:
-            continue
-        n = int(book.offsets[k + 1] - book.offsets[k])
-        out[k] = load_array(Path(parts_dir) / part_dir_name(k) / "x.npy", np.float32, (n, int(feature_dim)), mmap="r")
-    return out

@@ -246,7 +246,9 @@ class ChunkPipeline(Axis):
             log.info("chunk pipeline: %d stages, layers %s%s, %d chunks (%s nodes, halos %s), %s, halo gradients %s",
                      k, " | ".join(f"{a}-{b - 1}" for a, b in self.bounds),
                      "" if self.costs is None else " (balanced by measured ms per layer: "
-                     + ", ".join(f"{1e3 * c:.1f}" for c in self.costs) + ")", graph.num_chunks,
+                     + ", ".join(f"{1e3 * c:.1f}" for c in self.costs) + "; the stale tables follow the split, so "
+                     "a run that splits otherwise trains otherwise: give --stage-layers to repeat a run exactly)",
+                     graph.num_chunks,
                      "/".join(str(b.num_dst) for b in graph.blocks), "/".join(map(str, graph.halo_sizes)),
                      plan.schedule, "on" if cfg.halo_gradients else "off")
         self.stage = ChunkStage(model, self.bounds, s, list(range(k)), dims.comm, graph, staleness=cfg.staleness,

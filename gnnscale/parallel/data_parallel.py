@@ -18,7 +18,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.data.degrees import DegreeStore
 from gnnscale.data.feature_cache import setup_cache
-from gnnscale.data.feature_store import open_host_parts
+from gnnscale.data.host_parts import host_ranks, open_host_features, open_host_graphs
 from gnnscale.data.typed_store import open_features
 from gnnscale.data.loader import MiniBatchLoader, build_samplers, wait_ready
 from gnnscale.history.modes import exchange_mode
@@ -109,8 +109,14 @@ class DataParallel(Axis):
         ctx.phase("groups and samplers")
         meta = part.meta
         self.features = open_features(part, dims.data, device)  # per node type for a typed graph
-        if cfg.host_features:  # the other parts on this host: read from their files, not asked for
-            self.features.read_host_parts(open_host_parts(ctx.parts_dir, part.book, dims.data, part.meta["feature_dim"]))
+        # the other parts on this host: read from their files, not asked for
+        hosts = host_ranks(dims.data) if cfg.host_features or cfg.host_graph else None
+        if cfg.host_features:
+            self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, part.meta["feature_dim"]))
+        if cfg.host_graph:
+            graphs = open_host_graphs(ctx.parts_dir, part.book, hosts, part.meta, edge_attr=self.edge_dim > 0)
+            for sampler in (self.sampler, self.eval_sampler):
+                sampler.read_host_parts(graphs, hosts.complete)
         # the outputs: a node target kind's width (C, 1, C or D), or an edge head's (C classes or D targets)
         self.spec = ModelSpec.of(cfg, meta.get("feature_dim", 0), getattr(task, "out_dim", meta["num_classes"]),
                                  num_layers=len(fanouts), typed=meta.get("typed"), edge_dim=self.edge_dim)

@@ -33,7 +33,8 @@ import torch
 
 from gnnscale.data.degrees import DegreeStore
 from gnnscale.data.feature_cache import setup_cache
-from gnnscale.data.feature_store import DistFeatureStore, open_host_parts
+from gnnscale.data.feature_store import DistFeatureStore
+from gnnscale.data.host_parts import host_ranks, open_host_features, open_host_graphs
 from gnnscale.data.loader import MiniBatchLoader, build_samplers, wait_ready
 from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.nn.spec import ModelSpec
@@ -78,8 +79,10 @@ class LayerPipeline(Axis):
         layers = model.num_layers
         full, self.eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, fanouts, cfg.exchange)
         self.features = DistFeatureStore(part, part.book, dims.data, meta["feature_dim"])
-        if cfg.host_features:  # the other parts on this host: read from their files, not asked for
-            self.features.read_host_parts(open_host_parts(ctx.parts_dir, part.book, dims.data, meta["feature_dim"]))
+        # the other parts on this host: read from their files, not asked for
+        hosts = host_ranks(dims.data) if cfg.host_features or cfg.host_graph else None
+        if cfg.host_features:
+            self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, meta["feature_dim"]))
         self.degrees = DegreeStore(part.indptr, part.book, dims.data) if model.uses_degree else None
         self.train_ids = torch.nonzero(part.train_mask).flatten() + part.offset
         ctx.phase("groups and samplers")
@@ -103,6 +106,10 @@ class LayerPipeline(Axis):
         self.sampler = full if self.start_layer == 0 else DistNeighborSampler(
             part.indptr, part.indices, part.book, dims.data, list(fanouts)[:layers - self.start_layer],
             seed=cfg.seed, owned_keys=part.orig_ids, backend=cfg.sampler_backend, mode=cfg.exchange)
+        if cfg.host_graph:
+            graphs = open_host_graphs(ctx.parts_dir, part.book, hosts, meta)
+            for sampler in {id(x): x for x in (full, self.sampler, self.eval_sampler)}.values():
+                sampler.read_host_parts(graphs, hosts.complete)
         self.first, self.last = s == 0, s == k - 1
         self.whole = self.spec.build() if self.first else None  # stage 0 evaluates the whole model
         self.stage = PipelineStage(model, self.bounds, s, plan.stage_ranks(d), dims.comm, lr=cfg.lr,

@@ -132,6 +132,7 @@ APPLIES: dict[str, tuple[frozenset, str]] = {
     "cache_file": (SAMPLED, "every stage holds the whole graph's features"),
     "presample_epochs": (SAMPLED, "every stage holds the whole graph's features"),
     "host_features": (SAMPLED, "every stage holds the whole graph's features"),
+    "host_graph": (SAMPLED, "chunk pipelining samples nothing"),
     "pipeline": (SAMPLED, "nothing is sampled or fetched per step"),
     "pipeline_depth": (SAMPLED, "nothing is sampled or fetched per step"),
     "exchange": (ALL, ""),  # values checked below
@@ -167,6 +168,8 @@ REQUIRES = {
     "embedding_dtype": ("exchange", lambda c: c.exchange == "historical", "--exchange historical"),
     "staleness": ("exchange", lambda c: c.exchange == "historical" or c.chunks, "--exchange historical (or --chunks)"),
     "halo_features": ("exchange", lambda c: c.exchange == "historical", "--exchange historical"),
+    "host_graph": ("exchange", lambda c: c.exchange == "exact",
+                   "--exchange exact (historical and local exchange never sample other parts' nodes)"),
     **{name: ("task", lambda c: c.task == "link", "--task link")
        for name in ("decoder", "link_loss", "neg_sampling", "num_negatives", "filter_negatives", "link_metric")},
     "exclude_seed_edges": ("task", lambda c: c.task in ("link", "edge"), "--task link or edge"),
@@ -346,6 +349,9 @@ def check_typed_options(cfg: TrainConfig, mode: str, where: str) -> None:
     if cfg.host_features:
         raise PlanError(f"--host-features does not apply to typed graphs ({where}) yet: their rows are read per node "
                         "type through the communicator. Leave --host-features out.")
+    if cfg.host_graph:
+        raise PlanError(f"--host-graph does not apply to typed graphs ({where}) yet: their owners sample by relation. "
+                        "Leave --host-graph out.")
     layer = cfg.layer if isinstance(cfg.layer, str) else ""
     if not (layer in TYPED_LAYERS or layer.startswith("rel:") or ":" in layer.replace("rel:", "", 1)):
         raise PlanError(f"--layer {cfg.layer} does not read relations, and {where} is a typed graph: use --layer "
