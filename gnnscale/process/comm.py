@@ -306,7 +306,7 @@ class Communicator:
             try:
                 works.append((dist.isend(t, dst, tag=tag + j), t))  # t lives until the send is done
             except Exception as err:  # noqa: BLE001 - gloo: the receiver closed its connection
-                raise self._fail_send(me or f"rank {self.rank}", what or category, dst, err) from err
+                raise self._fail_p2p(me, f"could not send {what or category}", f"rank {dst}", err) from err
             self.stats.sent[category] += t.numel() * t.element_size()
             self.stats.calls[category] += 1
         return works
@@ -318,7 +318,7 @@ class Communicator:
             try:
                 w.wait(datetime.timedelta(seconds=self.timeout))
             except Exception as err:  # noqa: BLE001 - gloo: timeout or closed connection
-                raise self._fail_send(me or f"rank {self.rank}", "a message", None, err) from err
+                raise self._fail_p2p(me, "could not send a message", "the receiver", err) from err
         return time.perf_counter() - t0
 
     def post_recv(self, shapes: Sequence[tuple[int, ...]], src: int, tag: int) -> tuple:
@@ -330,7 +330,7 @@ class Communicator:
             try:
                 posted.append((dist.irecv(t, src, tag=tag + j), t))
             except Exception as err:  # noqa: BLE001 - gloo: the sender closed its connection
-                raise self._fail_recv(f"rank {self.rank}", "message", src, err) from err
+                raise self._fail_p2p(None, "no message", f"rank {src}", err) from err
         return time.perf_counter(), src, posted
 
     def wait_recv(self, posted: tuple, category: str, what: str, me: str | None = None
@@ -349,28 +349,21 @@ class Communicator:
             try:
                 work.wait(datetime.timedelta(seconds=self.timeout))
             except Exception as err:  # noqa: BLE001 - gloo: timeout or closed connection
-                raise self._fail_recv(me or f"rank {self.rank}", what, src, err) from err
+                raise self._fail_p2p(me, f"no {what}", f"rank {src}", err) from err
             nbytes += t.numel() * t.element_size()
         self.stats.received[category] += nbytes
         self.stats.calls[category] += len(works)
         self._model(t_post, nbytes)
         return [t for _, t in works], time.perf_counter() - t0
 
-    def _fail_recv(self, me: str, what: str, src: int, err: Exception) -> PeerError:
+    def _fail_p2p(self, me: str | None, doing: str, peer: str, err: Exception) -> PeerError:
+        """A point-to-point failure as a PeerError: ``me`` (default this rank) ``doing`` (``"no
+        activations of ..."``, ``"could not send ..."``) with ``peer`` (``"rank 3"``) within the
+        timeout, and the silent rank from the heartbeats where they tell."""
         who = self.health.diagnose() if self.health is not None else ""
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         return PeerError(
-            f"{me}: no {what} (rank {src}) within {self.timeout:.0f} s"
-            f"{': ' + who if who else f'; rank {src} died or stopped answering'}. ({first}) "
-            "If it is merely slow, raise --timeout."
-        )
-
-    def _fail_send(self, me: str, what: str, dst: int | None, err: Exception) -> PeerError:
-        who = self.health.diagnose() if self.health is not None else ""
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        peer = f"rank {dst}" if dst is not None else "the receiver"
-        return PeerError(
-            f"{me}: could not send {what} ({peer}) within {self.timeout:.0f} s"
+            f"{me or f'rank {self.rank}'}: {doing} ({peer}) within {self.timeout:.0f} s"
             f"{': ' + who if who else f'; {peer} died or stopped answering'}. ({first}) "
             "If it is merely slow, raise --timeout."
         )
