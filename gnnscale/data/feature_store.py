@@ -105,15 +105,18 @@ class DistFeatureStore:
         for k in self.stats:
             self.stats[k] = 0
 
-    def read_host_parts(self, parts: dict[int, np.ndarray]) -> None:
+    def read_host_parts(self, parts: dict[int, np.ndarray], complete: bool) -> None:
         """Read the rows of the parts in ``parts`` ({owner rank: float32 [n_owner, F] array or
         read-only memmap of its ``x.npy``}) directly instead of asking their owners.
 
-        Collective (every rank calls it, with its own host's parts, possibly none): the ranks
-        agree whether each of them now reads every other part itself; then :meth:`fetch` is no
-        longer collective.
+        ``complete``: every rank reads every other rank's part itself (the same value on every
+        rank, e.g. :attr:`gnnscale.data.host_parts.HostRanks.complete`); then :meth:`fetch` is
+        no longer collective.
         """
         world, rank = self.comm.world_size, self.comm.rank
+        if complete and sorted(parts) != [k for k in range(world) if k != rank]:
+            raise GnnscaleError(f"rank {rank}: complete=True needs every other rank's part; found {sorted(parts)} of "
+                                f"world size {world}")
         for k, x in parts.items():
             n = int(self.book.offsets[k + 1] - self.book.offsets[k])
             if k == rank or not 0 <= k < world:
@@ -127,8 +130,7 @@ class DistFeatureStore:
         self.host_mask = torch.zeros(world, dtype=torch.bool)
         if parts:
             self.host_mask[list(parts)] = True
-        everyone = self.comm.all_reduce(torch.tensor([float(len(parts) == world - 1)]), "min")
-        self.host_complete = bool(everyone.item() == 1.0)
+        self.host_complete = bool(complete)
 
     def fill_cache(self, ids: torch.Tensor) -> None:
         """Fetch rows ``ids`` (int64 [K] remote global ids) once and keep them in a FeatureCache

@@ -112,7 +112,8 @@ class DataParallel(Axis):
         # the other parts on this host: read from their files, not asked for
         hosts = host_ranks(dims.data) if cfg.host_features or cfg.host_graph else None
         if cfg.host_features:
-            self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, part.meta["feature_dim"]))
+            self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, part.meta["feature_dim"]),
+                                          hosts.complete)
         if cfg.host_graph:
             graphs = open_host_graphs(ctx.parts_dir, part.book, hosts, part.meta, edge_attr=self.edge_dim > 0)
             for sampler in (self.sampler, self.eval_sampler):

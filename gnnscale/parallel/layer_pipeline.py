@@ -82,7 +82,8 @@ class LayerPipeline(Axis):
         # the other parts on this host: read from their files, not asked for
         hosts = host_ranks(dims.data) if cfg.host_features or cfg.host_graph else None
         if cfg.host_features:
-            self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, meta["feature_dim"]))
+            self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, meta["feature_dim"]),
+                                          hosts.complete)
         self.degrees = DegreeStore(part.indptr, part.book, dims.data) if model.uses_degree else None
         self.train_ids = torch.nonzero(part.train_mask).flatten() + part.offset
         ctx.phase("groups and samplers")
