@@ -196,11 +196,9 @@ class DistNeighborSampler:
         """(counts, nbrs[, edge rows]) of rank ``k``'s ids (int64 [m] global), drawn here as rank
         ``k`` would draw them for this rank."""
         g = self.host[k]
-        rows = ids - int(self.book.offsets[k])
         with_attr = self.edge_attr is not None
-        out = self.kernels.sample(g.indptr, g.indices, rows, g.owned_keys[rows], self.fanouts[hop],
-                                  self.keys(epoch, step, self.comm.rank, hop),
-                                  **({"return_edges": True} if with_attr else {}), **self.variant)
+        out = self._draw(g.indptr, g.indices, g.owned_keys, int(self.book.offsets[k]), ids, self.fanouts[hop],
+                         self.keys(epoch, step, self.comm.rank, hop), self.kernels, with_attr)
         return (out[0], out[1], gather_edge_attr(g.edge_attr, out[2])) if with_attr else (out[0], out[1], None)
 
     def sample(self, seeds: torch.Tensor, epoch: int = 0, step: int = 0) -> MiniBatch:
@@ -260,10 +258,17 @@ class DistNeighborSampler:
         compiled relabeler keeps a table per Kernels). ``return_edges``: also the drawn edges'
         positions in this sampler's CSC (rows of its edge attributes via :meth:`_attr_rows`).
         """
-        rows = dst - self.offset
+        return self._draw(self.indptr, self.indices, self.owned_keys, self.offset, dst, fanout, key,
+                          kernels or self.kernels, return_edges)
+
+    def _draw(self, indptr, indices, keys, offset: int, ids: torch.Tensor, fanout: int, key, kernels: Kernels,
+              return_edges: bool) -> tuple[torch.Tensor, ...]:
+        """Draw up to ``fanout`` in-neighbours of ``ids`` (int64 [k] global) from one part's CSC
+        (rows ``ids - offset``; ``keys`` its nodes' stream keys), with stream ``key`` and this
+        sampler's variant: (counts, nbrs[, CSC edge positions])."""
+        rows = ids - offset
         kw = {"return_edges": True} if return_edges else {}
-        return (kernels or self.kernels).sample(self.indptr, self.indices, rows, self.owned_keys[rows], fanout, key,
-                                                **kw, **self.variant)
+        return kernels.sample(indptr, indices, rows, keys[rows], fanout, key, **kw, **self.variant)
 
     def _attr_rows(self, edges: torch.Tensor) -> torch.Tensor:
         """float32 [M, De]: edge attribute rows of CSC edge positions ``edges`` (of this sampler's CSC)."""
@@ -331,10 +336,8 @@ class DistNeighborSampler:
         keys = torch.tensor([self.keys(epoch, step, r, hop) for r in range(P)], dtype=torch.int64)
         served = torch.cat(got)
         with_attr = self.edge_attr is not None
-        s_out = self.kernels.sample(
-            self.indptr, self.indices, served - self.offset, self.owned_keys[served - self.offset], self.fanouts[hop],
-            torch.repeat_interleave(keys, sizes), **({"return_edges": True} if with_attr else {}), **self.variant,
-        )
+        s_out = self._draw(self.indptr, self.indices, self.owned_keys, self.offset, served, self.fanouts[hop],
+                           torch.repeat_interleave(keys, sizes), self.kernels, with_attr)
         s_counts, s_nbrs = s_out[0], s_out[1]
         per_req_counts = list(torch.split(s_counts, sizes.tolist()))
         edge_sizes = [int(c.sum()) for c in per_req_counts]
