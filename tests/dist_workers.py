@@ -429,3 +429,13 @@ def sample_asked_and_here(parts_dir: str, seeds: torch.Tensor, fanouts, seed: in
                      "stats": comm.stats.snapshot(), "remote": mb.stats["remote_frontier_ids"],
                      "host": mb.stats["host_frontier_ids"]}
     return out
+
+
+def huge_page_probe(mb: int):
+    """A ``mb`` MB tensor written once: the worker's THP setting and the huge pages it got (kB)."""
+    import os
+
+    x = torch.ones(mb << 18)  # float32: mb MB
+    with open("/proc/self/smaps_rollup") as f:
+        anon_huge_kb = next(int(line.split()[1]) for line in f if line.startswith("AnonHugePages:"))
+    return {"env": os.environ.get("THP_MEM_ALLOC_ENABLE"), "anon_huge_kb": anon_huge_kb, "sum": float(x.sum())}

@@ -77,3 +77,27 @@ def test_default_job_on_generated_graph(tmp_path):
     metrics = json.loads(m.read_text())
     assert metrics["num_parts"] == 2
     assert metrics["test_acc"] > 0.6  # 8 classes: chance is 0.125
+
+
+def test_workers_put_large_tensors_on_huge_pages(monkeypatch):
+    """launch_local's workers run with torch's THP_MEM_ALLOC_ENABLE=1 (tensors of 2 MB and more
+    aligned and advised onto transparent huge pages: fewer TLB misses in random row reads), and
+    a value the user set is kept."""
+    from pathlib import Path
+
+    from dist_workers import huge_page_probe
+    from gnnscale.process.launch import launch_local
+
+    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
+    mode = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    text = mode.read_text() if mode.exists() else "[never]"
+    thp, advised_only = "[never]" not in text, "[madvise]" in text
+    on = launch_local(huge_page_probe, 1, args=(64,))[0]
+    assert on["env"] == "1" and on["sum"] == 64 << 18
+    if thp:
+        assert on["anon_huge_kb"] >= 32 << 10, on  # at least half of the 64 MB tensor
+    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "0")
+    off = launch_local(huge_page_probe, 1, args=(64,))[0]
+    assert off["env"] == "0"
+    if advised_only:  # (with "always", every large mapping gets them anyway)
+        assert off["anon_huge_kb"] < on["anon_huge_kb"], (on, off)

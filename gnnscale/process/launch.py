@@ -140,13 +140,18 @@ def _entry(fn: Callable | str, rank: int, world: int, port: int, threads: int, a
 
 
 def thread_env(threads: int, nprocs: int) -> dict[str, str]:
-    """A worker's thread settings. They must be in its environment before it imports torch
+    """A worker's thread and allocator settings. They must be in its environment before it imports torch
     and numba (a spawned child imports them while unpickling its target, before any of its
     code runs), or numba's pool keeps one thread per core and OpenMP threads spin."""
     env = {
         # Compiled kernels' thread pools sized to this worker's share of the cores.
         "NUMBA_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
     }
+    # torch's CPU allocator puts tensors of 2 MB and more on transparent huge pages (aligned,
+    # madvise HUGEPAGE; numpy already does so for its arrays): random row reads (sampling,
+    # feature and edge-attribute gathers) then miss the TLB far less. Measured on R-MAT 100k,
+    # 2 threads: the sampler 12-13% faster (109k -> 124k seeds/s). A value the user set wins.
+    env["THP_MEM_ALLOC_ENABLE"] = os.environ.get("THP_MEM_ALLOC_ENABLE", "1")
     if nprocs > 1:
         # Idle OpenMP threads sleep instead of spinning on cores the other workers need. (A
         # lone worker keeps them spinning: waking sleeping threads for every op cost it 30%.)
