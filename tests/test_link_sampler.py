@@ -229,8 +229,9 @@ class _TypedStub:
     """A node sampler (no ``rank``) returning one typed block over the seeds: every seed
     receives an edge from every other seed, relation = source id % 3."""
 
-    def __init__(self) -> None:
+    def __init__(self, flip: bool = False) -> None:
         self.calls = []
+        self.flip = flip  # sources in reverse order: the seeds are not the blocks' first sources
 
     def sample(self, seeds, epoch=0, step=0):
         self.calls.append((epoch, step))
@@ -238,19 +239,23 @@ class _TypedStub:
         src, dst = torch.meshgrid(torch.arange(d), torch.arange(d), indexing="ij")
         off = src != dst
         ei = torch.stack([src[off], dst[off]])
-        block = Block(seeds, seeds, ei, edge_type=seeds[ei[0]] % 3, node_type=seeds % 2)
+        src_ids = seeds.flip(0) if self.flip else seeds
+        block = Block(src_ids, seeds, ei, edge_type=src_ids[ei[0]] % 3, node_type=src_ids % 2)
         return MiniBatch(seeds=seeds, blocks=[block], stats={"sampled_edges": ei.size(1)})
 
 
-def test_exclusion_keeps_edge_types_aligned():
+@pytest.mark.parametrize("flip", [False, True], ids=["seeds first (local keys)", "seeds not first (global keys)"])
+def test_exclusion_keeps_edge_types_aligned(flip):
     pos = torch.tensor([[1, 4, 7], [2, 5, 1]])
-    stub = _TypedStub()
+    stub = _TypedStub(flip)
     mb = LinkSampler(stub, pos, NegativeSampler(10, "in_batch", k=1), rank=0).sample(torch.tensor([0, 1, 2]), 4, 6)
     assert stub.calls == [(4, 6)]
     assert mb.seeds.tolist() == [1, 2, 4, 5, 7]
     b = mb.blocks[0]
     src, dst = b.src_ids[b.edge_index[0]], b.dst_ids[b.edge_index[1]]
-    assert mb.stats["excluded_edges"] == 6 and b.num_edges == 20 - 6
+    # flipped, (7, 1) and (1, 7) are not block edges (the stub's i != j drops them instead)
+    excluded = 4 if flip else 6
+    assert mb.stats["excluded_edges"] == excluded and b.num_edges == 20 - excluded
     pairs = set(zip(src.tolist(), dst.tolist()))
     assert not pairs & {(1, 2), (2, 1), (4, 5), (5, 4), (7, 1), (1, 7)}
     assert torch.equal(b.edge_type, src % 3)
