@@ -14,7 +14,6 @@ import logging
 from typing import Callable, Iterator
 
 import torch
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.data.degrees import DegreeStore
 from gnnscale.data.feature_cache import setup_cache
@@ -25,7 +24,7 @@ from gnnscale.history.modes import exchange_mode
 from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult
-from gnnscale.process.eager import adam
+from gnnscale.process.eager import adam, ddp
 from gnnscale.partitioning import load_part
 from gnnscale.samplers import check_fanouts
 from gnnscale.samplers.seeds import SeedSchedule
@@ -140,7 +139,7 @@ class DataParallel(Axis):
             # every gradient as the uninterrupted run does (bit-equal final weights).
             search = may_skip_parameters(net, cfg)
             try:  # DDP broadcasts rank 0's weights: a peer that died before it is named, not a crash
-                self.model = DDP(net, device_ids=[device.index] if device.type == "cuda" else None,
+                self.model = ddp(net, device_ids=[device.index] if device.type == "cuda" else None,
                                  find_unused_parameters=search)
             except RuntimeError as err:
                 if not is_collective_error(err):

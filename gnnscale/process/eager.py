@@ -12,8 +12,12 @@ whose step runs the undecorated ``Adam.step`` under ``torch.no_grad()`` (the sam
 the decorator's grad mode is ``defaults["differentiable"]``, False here). The first step then
 no longer imports the compiler.
 
-DDP's constructor reads ``torch._dynamo.utils`` itself (torch 2.13), so a worker of several
-still imports the compiler once, there; a single worker (no DDP) and the pipeline stages never do.
+DDP's constructor reads one setting of the compiler itself (torch 2.13:
+``torch._dynamo.utils.get_optimize_ddp_mode()``, whether to use the compiler's Python reducer),
+so :func:`ddp` builds DDP with a stand-in ``torch._dynamo`` in ``sys.modules`` for the length of
+the constructor only, answering ``"ddp_optimizer"``: the value of the compiler's default
+``optimize_ddp = True`` (the C++ reducer, as always outside ``torch.compile``). No worker then
+imports the compiler: a single worker, the pipeline stages and a data-parallel group alike.
 
 It does nothing when ``torch._dynamo`` is already imported (someone compiles in this process),
 or when ``GNNSCALE_KEEP_DYNAMO=1`` is set.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 
 import torch
 
@@ -41,6 +46,9 @@ def _wrapped_originals() -> list:
         for name in names:
             fn = getattr(owner, name, None)
             original = getattr(fn, "__wrapped__", None)
+            # the innermost function: DDP's is a context manager around the dynamo wrapper
+            while callable(getattr(original, "__wrapped__", None)):
+                original = original.__wrapped__
             if callable(original):
                 found.append(original)
     del torch
@@ -80,3 +88,22 @@ def adam(params, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
     if _DONE:
         return _EagerAdam(params, lr=lr, weight_decay=weight_decay)
     return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+
+
+def ddp(module: torch.nn.Module, **kwargs) -> torch.nn.parallel.DistributedDataParallel:
+    """``DistributedDataParallel(module, **kwargs)``; when :func:`stay_eager` applied and the
+    compiler is not imported, built without importing it (see the module docstring)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    if not _DONE or "torch._dynamo" in sys.modules:
+        return DistributedDataParallel(module, **kwargs)
+    stand_in = types.ModuleType("torch._dynamo")
+    stand_in.utils = types.SimpleNamespace(get_optimize_ddp_mode=lambda: "ddp_optimizer")
+    sys.modules["torch._dynamo"] = stand_in
+    try:
+        return DistributedDataParallel(module, **kwargs)
+    finally:
+        if sys.modules.get("torch._dynamo") is stand_in:
+            del sys.modules["torch._dynamo"]
+        if torch.__dict__.get("_dynamo") is stand_in:
+            del torch._dynamo
