@@ -49,9 +49,8 @@ if HAVE_NUMBA:
         return x
 
     @nb.njit(inline="always", cache=True)
-    def _sort_and_gather(out, o, c, indices, start, eout, want_e):
-        """out[o:o+c] holds positions: sort them (insertion sort, c is small), then map to ids
-        (and, with ``want_e``, write their CSC edge positions to eout[o:o+c])."""
+    def _sort(out, o, c):
+        """Sort out[o:o+c] in place (insertion sort: c is a fan-out, small)."""
         for a in range(1, c):
             v = out[o + a]
             b = a - 1
@@ -59,6 +58,12 @@ if HAVE_NUMBA:
                 out[o + b + 1] = out[o + b]
                 b -= 1
             out[o + b + 1] = v
+
+    @nb.njit(inline="always", cache=True)
+    def _sort_and_gather(out, o, c, indices, start, eout, want_e):
+        """out[o:o+c] holds positions: sort them, then map to ids
+        (and, with ``want_e``, write their CSC edge positions to eout[o:o+c])."""
+        _sort(out, o, c)
         for j in range(c):
             e = start + out[o + j]
             if want_e:
@@ -69,6 +74,22 @@ if HAVE_NUMBA:
     def _count_one(indptr, rows, fanout, i):
         d = indptr[rows[i] + 1] - indptr[rows[i]]
         return d if (fanout < 0 or d < fanout) else fanout
+
+    @nb.njit(inline="always", cache=True)
+    def _floyd(out, o, d, k, h):
+        """out[o:o+k] = a uniform k-subset of 0..d-1 (Floyd's algorithm), drawn from the key h."""
+        for j in range(k):
+            bound = d - k + j
+            x = _mix64(h + _U(j + 1) * _M2)
+            u = float(x >> _U(11)) * _INV53
+            t = np.int64(u * float(bound + 1))
+            if t > bound:
+                t = bound
+            for q in range(j):
+                if out[o + q] == t:
+                    t = bound
+                    break
+            out[o + j] = t
 
     @nb.njit(inline="always", cache=True)
     def _fill_one(indptr, indices, rows, node_keys, keys, fanout, offsets, out, eout, want_e, i):
@@ -83,20 +104,37 @@ if HAVE_NUMBA:
             return
         k = fanout
         key = keys[0] if keys.shape[0] == 1 else keys[i]
-        h = _mix64(_U(node_keys[i]) * _G + _U(key))
-        for j in range(k):  # Floyd's algorithm: a uniform k-subset of 0..d-1
-            bound = d - k + j
-            x = _mix64(h + _U(j + 1) * _M2)
-            u = float(x >> _U(11)) * _INV53
-            t = np.int64(u * float(bound + 1))
-            if t > bound:
-                t = bound
-            for q in range(j):
-                if out[o + q] == t:
-                    t = bound
-                    break
-            out[o + j] = t
+        _floyd(out, o, d, k, _mix64(_U(node_keys[i]) * _G + _U(key)))
         _sort_and_gather(out, o, k, indices, start, eout, want_e)
+
+    @nb.njit(inline="always", cache=True)
+    def _take_packed(packed, e, out, aout, j):
+        """Neighbor id (int64 from two int32 words) and attribute row of packed edge e into slot j."""
+        out[j] = np.int64(np.uint32(packed[e, 0])) | (np.int64(packed[e, 1]) << 32)
+        for c in range(aout.shape[1]):
+            aout[j, c] = packed[e, 2 + c]
+
+    @nb.njit(inline="always", cache=True)
+    def _fill_packed(indptr, packed, rows, node_keys, keys, fanout, offsets, out, eout, aout, want_e, i):
+        """``_fill_one`` reading each drawn edge's neighbor and attributes from one packed row."""
+        start = indptr[rows[i]]
+        d = indptr[rows[i] + 1] - start
+        o = offsets[i]
+        if fanout < 0 or d <= fanout:
+            for j in range(d):
+                _take_packed(packed, start + j, out, aout, o + j)
+                if want_e:
+                    eout[o + j] = start + j
+            return
+        k = fanout
+        key = keys[0] if keys.shape[0] == 1 else keys[i]
+        _floyd(out, o, d, k, _mix64(_U(node_keys[i]) * _G + _U(key)))
+        _sort(out, o, k)
+        for j in range(k):
+            e = start + out[o + j]
+            if want_e:
+                eout[o + j] = e
+            _take_packed(packed, e, out, aout, o + j)
 
     @nb.njit(cache=True, nogil=True)
     def _offsets(counts):
@@ -133,6 +171,35 @@ if HAVE_NUMBA:
         for i in range(n):
             _fill_one(indptr, indices, rows, node_keys, keys, fanout, offsets, out, eout, want_e, i)
         return out, eout
+
+    # Packed edges (``pack_edges``): each row holds the neighbor id and the edge's attributes, so a
+    # drawn edge's id and attribute row are read from the same cache lines.
+
+    @nb.njit(parallel=True, cache=True, nogil=True)
+    def _sample_packed_parallel(indptr, packed, rows, node_keys, keys, fanout, counts, want_e):
+        n = rows.shape[0]
+        for i in nb.prange(n):
+            counts[i] = _count_one(indptr, rows, fanout, i)
+        offsets = _offsets(counts)
+        out = np.empty(offsets[n], dtype=np.int64)
+        eout = np.empty(offsets[n], dtype=np.int64) if want_e else out
+        aout = np.empty((offsets[n], packed.shape[1] - 2), dtype=np.int32)
+        for i in nb.prange(n):
+            _fill_packed(indptr, packed, rows, node_keys, keys, fanout, offsets, out, eout, aout, want_e, i)
+        return out, eout, aout
+
+    @nb.njit(cache=True, nogil=True)
+    def _sample_packed_serial(indptr, packed, rows, node_keys, keys, fanout, counts, want_e):
+        n = rows.shape[0]
+        for i in range(n):
+            counts[i] = _count_one(indptr, rows, fanout, i)
+        offsets = _offsets(counts)
+        out = np.empty(offsets[n], dtype=np.int64)
+        eout = np.empty(offsets[n], dtype=np.int64) if want_e else out
+        aout = np.empty((offsets[n], packed.shape[1] - 2), dtype=np.int32)
+        for i in range(n):
+            _fill_packed(indptr, packed, rows, node_keys, keys, fanout, offsets, out, eout, aout, want_e, i)
+        return out, eout, aout
 
     # ---- replacement and weighted variants (separate kernels: the uniform path above is untouched)
     # mode 1: uniform with replacement; 2: weighted without replacement; 3: weighted with replacement.
@@ -423,6 +490,45 @@ def sample_from_csc(
     nbrs, edges = kernel(indptr.numpy(), indices.numpy(), rows.numpy(), node_keys.numpy(), keys, int(fanout), mode, w,
                          cum, counts, bool(return_edges))
     return _result(counts, nbrs, edges, return_edges)
+
+
+def pack_edges(indices: torch.Tensor, edge_attr: torch.Tensor) -> np.ndarray:
+    """int32 [E, 2 + De]: row e holds ``indices[e]`` (int64, as two little-endian int32 words)
+    then the bits of ``edge_attr[e]`` (float32 [E, De]), for :func:`sample_packed`.
+
+    A drawn edge's neighbor and attribute row then share cache lines: on R-MAT 100k with 8
+    features per edge, 3 hops of 15, 10, 5 took 8.0-9.3 ms per 1024-seed batch against
+    10.9-11.1 ms for the draws then a separate gather of the rows (6.7-7.5 ms without rows).
+    Memory: ``E * (8 + 4 De)`` bytes beside the arrays it copies."""
+    if not np.little_endian:  # pragma: no cover - the supported CPUs are little-endian
+        raise RuntimeError("packed edges need a little-endian machine")
+    idx = indices.to(torch.int64).contiguous().numpy()
+    attr = edge_attr.to(torch.float32).contiguous().numpy()
+    packed = np.empty((idx.shape[0], 2 + attr.shape[1]), dtype=np.int32)
+    packed[:, :2] = idx.view(np.int32).reshape(-1, 2)
+    packed[:, 2:] = attr.view(np.int32)
+    return packed
+
+
+def sample_packed(
+    indptr: torch.Tensor,
+    packed: np.ndarray,
+    rows: torch.Tensor,
+    node_keys: torch.Tensor,
+    fanout: int,
+    key: "int | torch.Tensor",
+    return_edges: bool = False,
+) -> tuple[torch.Tensor, ...]:
+    """:func:`sample_from_csc` (uniform, without replacement) over packed edges (:func:`pack_edges`):
+    the same ``counts`` and ``nbrs`` (and ``edges`` when asked), then the drawn edges'
+    attribute rows, float32 [M, De] aligned with ``nbrs``."""
+    keys = np.asarray([key], dtype=np.int64) if isinstance(key, int) else key.numpy()
+    counts = np.empty(rows.numel(), dtype=np.int64)
+    parallel = _THREADS[0] > 1 and rows.numel() >= 4096
+    kernel = _sample_packed_parallel if parallel else _sample_packed_serial
+    nbrs, edges, attr = kernel(indptr.numpy(), packed, rows.numpy(), node_keys.numpy(), keys, int(fanout), counts,
+                               bool(return_edges))
+    return (*_result(counts, nbrs, edges, return_edges), torch.from_numpy(attr.view(np.float32)))
 
 
 def _result(counts: np.ndarray, nbrs: np.ndarray, edges: np.ndarray, return_edges: bool) -> tuple[torch.Tensor, ...]:

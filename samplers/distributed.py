@@ -41,6 +41,7 @@ from gnnscale.samplers.local import (
     check_replace,
     check_seeds,
     gather_edge_attr,
+    packed_edges,
     sampling_variant,
 )
 
@@ -160,6 +161,10 @@ class DistNeighborSampler:
         self.replace = check_replace(replace)
         self.edge_weight = check_edge_weight(edge_weight, indices.numel(), indices.device)
         self.variant = sampling_variant(self.replace, self.edge_weight)
+        # exact mode draws this part's edges with their rows beside the ids (packed_edges); the
+        # other modes gather the rows of every hop's positions after the last hop
+        self.packed = packed_edges(self.kernels, indices, self.edge_attr, self.variant, typed) \
+            if mode == "exact" else None
         self.host: dict[int, HostGraph] = {}  # read_host_parts: other ranks' parts on this host
         self.host_complete = False
 
@@ -270,6 +275,16 @@ class DistNeighborSampler:
         kw = {"return_edges": True} if return_edges else {}
         return kernels.sample(indptr, indices, rows, keys[rows], fanout, key, **kw, **self.variant)
 
+    def _draw_own(self, ids: torch.Tensor, fanout: int, key, with_rows: bool) -> tuple[torch.Tensor, ...]:
+        """(counts, nbrs[, their edge rows float32 [M, De]]) of owned ids (int64 [k] global) with
+        stream ``key``: the rows read beside the ids from the packed edges, or gathered."""
+        if with_rows and self.packed is not None:
+            return self.kernels.sample_packed(self.indptr, self.packed, ids - self.offset,
+                                              self.owned_keys[ids - self.offset], fanout, key)
+        out = self._draw(self.indptr, self.indices, self.owned_keys, self.offset, ids, fanout, key, self.kernels,
+                         with_rows)
+        return (out[0], out[1], self._attr_rows(out[2])) if with_rows else out
+
     def _attr_rows(self, edges: torch.Tensor) -> torch.Tensor:
         """float32 [M, De]: edge attribute rows of CSC edge positions ``edges`` (of this sampler's CSC)."""
         return gather_edge_attr(self.edge_attr, edges if self.edge_map is None else self.edge_map[edges])
@@ -301,14 +316,14 @@ class DistNeighborSampler:
         back = back_rows = None
         if not self.host_complete:
             back, back_rows = self._serve(req, hop, epoch, step)
-        o_out = self._sample_own(own, hop, epoch, step)
+        o_out = self._draw_own(own, self.fanouts[hop], self.keys(epoch, step, rank, hop), with_attr)
         counts_list, nbrs_list, rows_list = [], [], []
         for r in range(P):  # loop over ranks (a handful), not over nodes
             if r == rank:
                 counts_list.append(o_out[0])
                 nbrs_list.append(o_out[1])
                 if with_attr:
-                    rows_list.append(self._attr_rows(o_out[2]))
+                    rows_list.append(o_out[2])
             elif r in here:
                 c, nb, rows = self._sample_host(r, here[r], hop, epoch, step)
                 counts_list.append(c)
@@ -336,8 +351,7 @@ class DistNeighborSampler:
         keys = torch.tensor([self.keys(epoch, step, r, hop) for r in range(P)], dtype=torch.int64)
         served = torch.cat(got)
         with_attr = self.edge_attr is not None
-        s_out = self._draw(self.indptr, self.indices, self.owned_keys, self.offset, served, self.fanouts[hop],
-                           torch.repeat_interleave(keys, sizes), self.kernels, with_attr)
+        s_out = self._draw_own(served, self.fanouts[hop], torch.repeat_interleave(keys, sizes), with_attr)
         s_counts, s_nbrs = s_out[0], s_out[1]
         per_req_counts = list(torch.split(s_counts, sizes.tolist()))
         edge_sizes = [int(c.sum()) for c in per_req_counts]
@@ -345,7 +359,7 @@ class DistNeighborSampler:
         reply = [torch.cat([c, v]) for c, v in zip(per_req_counts, per_req_nbrs)]
         back = comm.exchange(reply, "sample_response")
         # Edge attributes: the served edges' rows, in the order of the answers just sent.
-        back_rows = self._send_rows(self._attr_rows(s_out[2]), edge_sizes) if with_attr else None
+        back_rows = self._send_rows(s_out[2], edge_sizes) if with_attr else None
         return back, back_rows
 
     def _sample_typed(self, ids: torch.Tensor, hop: int, key) -> tuple[torch.Tensor, ...]:

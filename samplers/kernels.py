@@ -310,9 +310,12 @@ class Kernels:
             cpu_kernels.match_torch_threads()
             self.sample = cpu_kernels.sample_from_csc
             self.relabel = cpu_kernels.Relabeler(*(held or (0, int(num_nodes))))
+            # edge attributes beside the neighbor ids (uniform draws): cpu_kernels.pack_edges
+            self.pack_edges, self.sample_packed = cpu_kernels.pack_edges, cpu_kernels.sample_packed
         else:
             self.sample = sample_from_csc
             self.relabel = relabel
+            self.pack_edges = self.sample_packed = None
 
     def warmup(self) -> None:
         """Load (or compile) the compiled kernels now, not inside the first timed step."""

@@ -181,6 +181,7 @@ class NeighborSampler:
         self.edge_weight = check_edge_weight(edge_weight, indices.numel(), indices.device)
         self.variant = sampling_variant(self.replace, self.edge_weight)
         self.edge_attr = check_edge_attr(edge_attr, indices.numel())
+        self.packed = packed_edges(self.kernels, indices, self.edge_attr, self.variant, typed)
 
     def sample(self, seeds: torch.Tensor, epoch: int = 0, step: int = 0, rank: int = 0) -> MiniBatch:
         """Sample the computation graph of ``seeds`` (int64 [B], unique global ids)."""
@@ -199,13 +200,27 @@ class NeighborSampler:
                 return (counts, out[1], etype) if attr is None else (counts, out[1], etype, out[2])
             if attr is None:
                 return self.kernels.sample(self.indptr, self.indices, dst, ids, self.fanouts[hop], key, **self.variant)
+            if self.packed is not None:  # the rows come with the draws
+                counts, nbrs, rows = self.kernels.sample_packed(self.indptr, self.packed, dst, ids, self.fanouts[hop], key)
+                return counts, nbrs, None, rows
             counts, nbrs, edges = self.kernels.sample(self.indptr, self.indices, dst, ids, self.fanouts[hop], key,
                                                       return_edges=True, **self.variant)
             return counts, nbrs, None, edges
 
+        gather = None if attr is None or self.packed is not None else (lambda edges: gather_edge_attr(attr, edges))
         return build_minibatch(seeds, len(self.fanouts), hop_fn, self.kernels.relabel,
-                               node_type=None if typed is None else typed.node_type,
-                               gather_edges=None if attr is None else (lambda edges: gather_edge_attr(attr, edges)))
+                               node_type=None if typed is None else typed.node_type, gather_edges=gather)
+
+
+def packed_edges(kernels, indices: torch.Tensor, edge_attr: torch.Tensor | None, variant: dict,
+                 typed=None):
+    """The compiled kernels' packed edges (``cpu_kernels.pack_edges``: each neighbor id beside its
+    edge's attribute row) when they serve this sampler: edge attributes, the numba backend, the
+    default uniform draws without replacement, an untyped graph. None otherwise (the draws' CSC
+    positions are gathered from ``edge_attr`` after the hops, as before)."""
+    if edge_attr is None or kernels.pack_edges is None or variant or typed is not None:
+        return None
+    return kernels.pack_edges(indices, edge_attr)
 
 
 def sampling_variant(replace: bool, edge_weight: torch.Tensor | None) -> dict:

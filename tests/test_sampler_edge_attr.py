@@ -127,6 +127,34 @@ def _check_kernels():
             assert torch.equal(x, y), (fanout, replace, weighted)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_packed_kernels_draw_the_same_edges_with_their_rows(threads):
+    """``sample_packed`` over ``pack_edges`` (serial and parallel kernels, 3 and 8 features per
+    edge): the draws of ``sample_from_csc`` and exactly the rows at their CSC positions."""
+    if not cpu_kernels.HAVE_NUMBA:
+        pytest.skip("numba is not installed")
+    _, _, indptr, indices, _ = synthetic(n=6000, seed=1)
+    rows = torch.randperm(6000, generator=torch.Generator().manual_seed(2))[:5000]
+    per_row_keys = torch.tensor([11, 12]).repeat_interleave(2500)
+    saved = cpu_kernels._THREADS[0]
+    cpu_kernels._THREADS[0] = threads
+    try:
+        for de in (3, 8):
+            attr = torch.randn(indices.numel(), de, generator=torch.Generator().manual_seed(de))
+            packed = cpu_kernels.pack_edges(indices, attr)
+            assert packed.dtype == np.int32 and packed.shape == (indices.numel(), 2 + de)
+            for fanout, key in itertools.product([-1, 1, 4, 12], [7, per_row_keys]):
+                counts, nbrs, edges = cpu_kernels.sample_from_csc(indptr, indices, rows, rows * 5 + 1, fanout, key,
+                                                                  return_edges=True)
+                got = cpu_kernels.sample_packed(indptr, packed, rows, rows * 5 + 1, fanout, key, return_edges=True)
+                assert torch.equal(got[0], counts) and torch.equal(got[1], nbrs) and torch.equal(got[2], edges)
+                assert got[3].dtype == torch.float32 and torch.equal(got[3], attr[edges]), (de, fanout)
+                plain = cpu_kernels.sample_packed(indptr, packed, rows, rows * 5 + 1, fanout, key)
+                assert len(plain) == 3 and torch.equal(plain[1], nbrs) and torch.equal(plain[2], attr[edges])
+    finally:
+        cpu_kernels._THREADS[0] = saved
+
+
 @pytest.mark.parametrize("backend", ["torch", "numba"])
 def test_typed_kernels_return_edge_positions(backend):
     from test_typed_sampling import COUNTS, ENDS, RELS, csc_by_relation, typed_graph
