@@ -70,16 +70,16 @@ epoch's batches, 10).
 Other processes' CPU during each timed run is recorded (``foreign_cpu``, ``machine_cpu``, as
 ``benchmarks/link.py``); over 5% is not a clean measurement.
 
-A check run (a shared 2-core machine, other processes at most 2% CPU during the timed runs): 153,957
-seeds/s without, 90,672 with: **0.59x, under the 0.8x target**. Per batch (243k sampled edges)
-6.65 ms without, 11.29 ms with; the sampling kernels cost the same with ``return_edges`` (2.9 ms
-for the 3 hops either way), the gather of 243k rows of 32 B from the 64 MB table (random reads,
-one ``np.take`` on one thread) takes 2.4 ms alone, and about 2 ms more in the sampler (its reads
-evict the CSC the next batch's kernels read; a 2-thread numba gather took 1.7 ms on sorted
-positions). Reaching 0.8x needs the gather under ~1.7 ms a batch in place: e.g. rows copied by the
-parallel sampling kernel as it draws each destination's edges, or 16-bit rows. The 2-part epoch
-sent 30.3 MB of edge rows (947,427 rows of 32 B) beside 9.0 MB of sampling responses and 141.9 MB
-of feature rows.
+A run at 0cfbf76 (a shared 2-core machine, other processes at most 2.2% CPU during
+the timed runs): 85,634 seeds/s without, 77,252 with: **0.90x** (target >= 0.8). Per batch (243k
+sampled edges) 11.96 ms without, 13.26 ms with (+1.30 ms), while a separate gather of the same
+rows (``np.take`` of the CSC positions from the 64 MB table) takes 4.53 ms alone: the compiled
+kernels read each drawn edge's attribute row beside its neighbor id (``cpu_kernels.pack_edges``,
+int32 rows of the id's two words then the attribute bits), so the id and the row share cache
+lines. Before (draws, then one gather of every hop's positions): 0.59-0.72x; a parallel gather,
+a preallocated output and 16-bit rows gained nothing measurable. The 2-part epoch sent 30.3 MB of
+edge rows (947,427 rows of 32 B) beside 9.0 MB of sampling responses and 155.1 MB in all without
+edge features (185.5 MB with).
 
     python benchmarks/tasks.py --json results/tasks.json                       # every item
     python benchmarks/tasks.py --what humloc --protocol mini --edge-settings on --json results/tasks_humloc_mini.json
