@@ -117,7 +117,8 @@ class DistNeighborSampler:
             requester and send them right after the hop's response (category ``edge_attr``,
             one more exchange per hop in ``exact`` mode); ``historical`` and ``local`` mode
             read their own rows (``local`` mode maps the kept edges to their rows). The draws
-            are the same with or without it.
+            are the same with or without it. In ``exact`` mode the compiled kernels read the
+            rows beside the neighbor ids from a packed copy (``E_owned * (8 + 4 De)`` bytes).
     """
 
     def __init__(

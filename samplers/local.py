@@ -146,7 +146,9 @@ class NeighborSampler:
         edge_attr: optional float32 [E, De] edge attributes aligned with ``indices`` (a
             tensor, or a numpy array such as a memory map, used without a copy): every block
             then carries ``edge_attr``, the rows of its sampled edges in ``edge_index`` order.
-            The draws are the same with or without it.
+            The draws are the same with or without it. The compiled kernels' default draws
+            keep a packed copy (each neighbor id beside its edge's row: ``E * (8 + 4 De)``
+            bytes) and read the rows as they draw.
 
     ``sample(seeds, epoch, step, rank)`` draws exactly what :class:`DistNeighborSampler`
     draws for requester ``rank`` at the same (epoch, step), whatever the partitioning,
@@ -212,8 +214,8 @@ class NeighborSampler:
                                node_type=None if typed is None else typed.node_type, gather_edges=gather)
 
 
-def packed_edges(kernels, indices: torch.Tensor, edge_attr: torch.Tensor | None, variant: dict,
-                 typed=None):
+def packed_edges(kernels: Kernels, indices: torch.Tensor, edge_attr: torch.Tensor | None, variant: dict,
+                 typed: TypedGraph | None = None) -> np.ndarray | None:
     """The compiled kernels' packed edges (``cpu_kernels.pack_edges``: each neighbor id beside its
     edge's attribute row) when they serve this sampler: edge attributes, the numba backend, the
     default uniform draws without replacement, an untyped graph. None otherwise (the draws' CSC
