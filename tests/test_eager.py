@@ -54,3 +54,37 @@ def test_the_default_job_prints_no_ddp_warning(tmp_path):
     met, text = _job(tmp_path, 2)
     assert "find_unused_parameters" not in text
     assert met["process"]["torch_dynamo_imported_by_rank"] == [False, False]
+
+
+DDP_SCRIPT = r"""
+import json, os, sys, types
+import torch, torch.distributed as dist
+from gnnscale.process import eager
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[1])
+dist.init_process_group("gloo", rank=0, world_size=1)
+assert eager.stay_eager()
+real = types.SimpleNamespace
+if sys.argv[2] == "short":  # a stand-in without what the constructor reads: torch's own path
+    types.SimpleNamespace = lambda **kw: real()
+model = eager.ddp(torch.nn.Linear(3, 2))
+types.SimpleNamespace = real
+model(torch.ones(4, 3)).sum().backward()
+print(json.dumps({"type": type(model).__name__, "dynamo": "torch._dynamo" in sys.modules,
+                  "stand_in_left": getattr(sys.modules.get("torch._dynamo"), "__file__", None) is None
+                  and "torch._dynamo" in sys.modules}))
+dist.destroy_process_group()
+"""
+
+
+def test_ddp_is_built_without_the_compiler_and_falls_back_when_the_stand_in_falls_short():
+    from gnnscale.process.launch import find_free_port
+
+    got = {}
+    for case in ("stand-in", "short"):
+        out = subprocess.run([sys.executable, "-c", DDP_SCRIPT, str(find_free_port()), case], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        got[case] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["stand-in"] == {"type": "DistributedDataParallel", "dynamo": False, "stand_in_left": False}
+    # the constructor found no get_optimize_ddp_mode: DDP built as torch builds it (importing the compiler)
+    assert got["short"] == {"type": "DistributedDataParallel", "dynamo": True, "stand_in_left": False}

@@ -100,10 +100,14 @@ def ddp(module: torch.nn.Module, **kwargs) -> torch.nn.parallel.DistributedDataP
     stand_in = types.ModuleType("torch._dynamo")
     stand_in.utils = types.SimpleNamespace(get_optimize_ddp_mode=lambda: "ddp_optimizer")
     sys.modules["torch._dynamo"] = stand_in
+    model = None
     try:
-        return DistributedDataParallel(module, **kwargs)
+        model = DistributedDataParallel(module, **kwargs)
+    except AttributeError:  # a torch whose constructor reads more of the compiler: build it as torch does
+        pass  # (every rank alike: the same torch, the same constructor)
     finally:
         if sys.modules.get("torch._dynamo") is stand_in:
             del sys.modules["torch._dynamo"]
         if torch.__dict__.get("_dynamo") is stand_in:
             del torch._dynamo
+    return model if model is not None else DistributedDataParallel(module, **kwargs)
