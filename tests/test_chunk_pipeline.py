@@ -3,6 +3,7 @@ stages; exact with one chunk, bounded staleness with several (real processes ove
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -203,6 +204,12 @@ def test_cli_chunk_pipeline_and_its_errors(cora_partition, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "done: 2 epochs, chunk pipeline of 2 stages over 4 chunks, 1f1b" in done.stderr, done.stderr[-2000:]
     assert "test_acc" in done.stderr and ", 1f1b, halo gradients off" in done.stderr
+    # a split measured by timings is logged as the flag that repeats it
+    split = re.search(r"layers 0-(\d) \| (\d)-3 \(balanced by measured ms per layer: .*to repeat this run exactly, "
+                      r"give --stage-layers (\d),(\d)\)", done.stderr)
+    assert split, done.stderr[-2000:]
+    first_end, second_start, n0, n1 = map(int, split.groups())
+    assert second_start == first_end + 1 and (n0, n1) == (first_end + 1, 3 - first_end)
     m = json.loads(metrics.read_text())
     assert m["plan"]["mode"] == "chunk_pipeline" and m["plan"]["micro_batches"] == 4 and len(m["epochs"]) == 2
     for e in m["epochs"]:

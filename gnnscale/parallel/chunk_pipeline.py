@@ -247,7 +247,8 @@ class ChunkPipeline(Axis):
                      k, " | ".join(f"{a}-{b - 1}" for a, b in self.bounds),
                      "" if self.costs is None else " (balanced by measured ms per layer: "
                      + ", ".join(f"{1e3 * c:.1f}" for c in self.costs) + "; the stale tables follow the split, so "
-                     "a run that splits otherwise trains otherwise: give --stage-layers to repeat a run exactly)",
+                     "a run that splits otherwise trains otherwise: to repeat this run exactly, give --stage-layers "
+                     + ",".join(str(b - a) for a, b in self.bounds) + ")",
                      graph.num_chunks,
                      "/".join(str(b.num_dst) for b in graph.blocks), "/".join(map(str, graph.halo_sizes)),
                      plan.schedule, "on" if cfg.halo_gradients else "off")
