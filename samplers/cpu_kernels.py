@@ -3,8 +3,8 @@
 :mod:`gnnscale.samplers.kernels` holds the reference torch implementation (which also runs on
 CUDA tensors). This module computes bit-identical results on CPU tensors with compiled
 loops: sampling in parallel over destination nodes (Floyd's algorithm per node, keyed by
-the same splitmix64 stream), relabeling in one pass through a hash table sized by the batch
-(not by the graph) instead of a sort. A test checks both paths give equal tensors.
+the same splitmix64 stream). A test checks both paths give equal tensors. The compiled
+relabeling is :mod:`gnnscale.samplers.relabel_kernels`.
 
 The default uniform-without-replacement path has its own kernels (``_fill_one``, inlined);
 sampling with replacement and weighted sampling share separate ones (``_fill_var``, chosen
@@ -145,6 +145,16 @@ if HAVE_NUMBA:
             offsets[i + 1] = offsets[i] + counts[i]
         return offsets
 
+    @nb.njit(inline="always", cache=True)
+    def _outputs(counts, want_e):
+        """(offsets int64 [n + 1], out int64 [m], eout): a kernel's row offsets and output arrays
+        for ``counts`` per row; eout is its own array only when asked (else ``out``, never written)."""
+        offsets = _offsets(counts)
+        m = offsets[counts.shape[0]]
+        out = np.empty(m, dtype=np.int64)
+        eout = np.empty(m, dtype=np.int64) if want_e else out
+        return offsets, out, eout
+
     # Every kernel returns (nbrs, edges): with want_e, edges holds the CSC edge position of each
     # neighbor; without, no array is allocated for it (edges is nbrs itself, never written).
 
@@ -153,9 +163,7 @@ if HAVE_NUMBA:
         n = rows.shape[0]
         for i in nb.prange(n):
             counts[i] = _count_one(indptr, rows, fanout, i)
-        offsets = _offsets(counts)
-        out = np.empty(offsets[n], dtype=np.int64)
-        eout = np.empty(offsets[n], dtype=np.int64) if want_e else out
+        offsets, out, eout = _outputs(counts, want_e)
         for i in nb.prange(n):
             _fill_one(indptr, indices, rows, node_keys, keys, fanout, offsets, out, eout, want_e, i)
         return out, eout
@@ -165,9 +173,7 @@ if HAVE_NUMBA:
         n = rows.shape[0]
         for i in range(n):
             counts[i] = _count_one(indptr, rows, fanout, i)
-        offsets = _offsets(counts)
-        out = np.empty(offsets[n], dtype=np.int64)
-        eout = np.empty(offsets[n], dtype=np.int64) if want_e else out
+        offsets, out, eout = _outputs(counts, want_e)
         for i in range(n):
             _fill_one(indptr, indices, rows, node_keys, keys, fanout, offsets, out, eout, want_e, i)
         return out, eout
@@ -180,9 +186,7 @@ if HAVE_NUMBA:
         n = rows.shape[0]
         for i in nb.prange(n):
             counts[i] = _count_one(indptr, rows, fanout, i)
-        offsets = _offsets(counts)
-        out = np.empty(offsets[n], dtype=np.int64)
-        eout = np.empty(offsets[n], dtype=np.int64) if want_e else out
+        offsets, out, eout = _outputs(counts, want_e)
         aout = np.empty((offsets[n], packed.shape[1] - 2), dtype=np.int32)
         for i in nb.prange(n):
             _fill_packed(indptr, packed, rows, node_keys, keys, fanout, offsets, out, eout, aout, want_e, i)
@@ -193,9 +197,7 @@ if HAVE_NUMBA:
         n = rows.shape[0]
         for i in range(n):
             counts[i] = _count_one(indptr, rows, fanout, i)
-        offsets = _offsets(counts)
-        out = np.empty(offsets[n], dtype=np.int64)
-        eout = np.empty(offsets[n], dtype=np.int64) if want_e else out
+        offsets, out, eout = _outputs(counts, want_e)
         aout = np.empty((offsets[n], packed.shape[1] - 2), dtype=np.int32)
         for i in range(n):
             _fill_packed(indptr, packed, rows, node_keys, keys, fanout, offsets, out, eout, aout, want_e, i)
@@ -340,9 +342,7 @@ if HAVE_NUMBA:
         n = rows.shape[0]
         for i in nb.prange(n):
             counts[i] = _count_var(indptr, rows, weights, cum, fanout, mode, i)
-        offsets = _offsets(counts)
-        out = np.empty(offsets[n], dtype=np.int64)
-        eout = np.empty(offsets[n], dtype=np.int64) if want_e else out
+        offsets, out, eout = _outputs(counts, want_e)
         keybuf = np.empty(offsets[n] if mode == 2 else 0, dtype=np.float64)
         for i in nb.prange(n):
             _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf,
@@ -354,74 +354,12 @@ if HAVE_NUMBA:
         n = rows.shape[0]
         for i in range(n):
             counts[i] = _count_var(indptr, rows, weights, cum, fanout, mode, i)
-        offsets = _offsets(counts)
-        out = np.empty(offsets[n], dtype=np.int64)
-        eout = np.empty(offsets[n], dtype=np.int64) if want_e else out
+        offsets, out, eout = _outputs(counts, want_e)
         keybuf = np.empty(offsets[n] if mode == 2 else 0, dtype=np.float64)
         for i in range(n):
             _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf,
                       eout, want_e, i)
         return out, eout
-
-    @nb.njit(cache=True, nogil=True)
-    def _relabel(dst, nbrs, direct, lo, table):
-        """Ids in ``[lo, lo + len(direct))`` index ``direct`` (int64, -1 where unseen); the others
-        go through ``table``, int64 [size, 2] (id, slot) pairs, id -1 where empty, size a power
-        of two. Both are left empty. Returns (unique ids, slot of each nbr, negative ids), or
-        a full flag instead of the count (-1) when the hashed ids would pass half the table."""
-        nd = dst.shape[0]
-        m = nbrs.shape[0]
-        hi = lo + direct.shape[0]
-        mask = table.shape[0] - 1
-        shift = _U(64 - np.int64(np.log2(mask + 1)))
-        uniq = np.empty(nd + m, dtype=np.int64)
-        where = np.empty(nd + m, dtype=np.int64)  # the hash entry each unique id took (to clear it)
-        local = np.empty(m, dtype=np.int64)
-        n = 0
-        bad = 0
-        hashed = 0
-        limit = (mask + 1) // 2
-        for i in range(nd + m):
-            if hashed > limit:
-                bad = -1
-                break
-            v = dst[i] if i < nd else nbrs[i - nd]
-            if v >= lo and v < hi:
-                s = direct[v - lo]
-                if s < 0:
-                    s = n
-                    direct[v - lo] = n
-                    uniq[n] = v
-                    n += 1
-            elif v < 0:
-                bad += 1
-                s = -1
-            else:
-                h = np.int64((_U(v) * _G) >> shift)
-                while True:
-                    k = table[h, 0]
-                    if k == v:
-                        s = table[h, 1]
-                        break
-                    if k == -1:
-                        table[h, 0] = v
-                        table[h, 1] = n
-                        uniq[n] = v
-                        where[n] = h
-                        s = n
-                        n += 1
-                        hashed += 1
-                        break
-                    h = (h + 1) & mask
-            if i >= nd:
-                local[i - nd] = s
-        for i in range(n):
-            v = uniq[i]
-            if v >= lo and v < hi:
-                direct[v - lo] = -1
-            else:
-                table[where[i], 0] = -1
-        return uniq[:n].copy(), local, bad
 
 
 _THREADS = [1]
@@ -452,6 +390,14 @@ _EMPTY_F32 = np.empty(0, dtype=np.float32)  # typing placeholders: mode 1 shares
 _EMPTY_F64 = np.empty(0, dtype=np.float64)
 
 
+def _frontier(rows: torch.Tensor, key: "int | torch.Tensor") -> tuple[np.ndarray, np.ndarray, bool]:
+    """A draw's stream keys (int64 [1] or [k]), its counts buffer (int64 [k]) and whether the
+    parallel kernel runs: not for small frontiers or one thread (a parallel region then costs
+    more than it saves)."""
+    keys = np.asarray([key], dtype=np.int64) if isinstance(key, int) else key.numpy()
+    return keys, np.empty(rows.numel(), dtype=np.int64), _THREADS[0] > 1 and rows.numel() >= 4096
+
+
 def sample_from_csc(
     indptr: torch.Tensor,
     indices: torch.Tensor,
@@ -465,10 +411,7 @@ def sample_from_csc(
     return_edges: bool = False,
 ) -> tuple[torch.Tensor, ...]:
     """Compiled twin of :func:`gnnscale.samplers.kernels.sample_from_csc` (same arguments and results)."""
-    keys = np.asarray([key], dtype=np.int64) if isinstance(key, int) else key.numpy()
-    counts = np.empty(rows.numel(), dtype=np.int64)
-    # Small frontiers or one thread: the serial kernel (a parallel region costs more than it saves).
-    parallel = _THREADS[0] > 1 and rows.numel() >= 4096
+    keys, counts, parallel = _frontier(rows, key)
     if weights is None and not replace:  # uniform without replacement (the default, fastest path)
         kernel = _sample_parallel if parallel else _sample_serial
         nbrs, edges = kernel(indptr.numpy(), indices.numpy(), rows.numpy(), node_keys.numpy(), keys, int(fanout), counts,
@@ -522,9 +465,7 @@ def sample_packed(
     """:func:`sample_from_csc` (uniform, without replacement) over packed edges (:func:`pack_edges`):
     the same ``counts`` and ``nbrs`` (and ``edges`` when asked), then the drawn edges'
     attribute rows, float32 [M, De] aligned with ``nbrs``."""
-    keys = np.asarray([key], dtype=np.int64) if isinstance(key, int) else key.numpy()
-    counts = np.empty(rows.numel(), dtype=np.int64)
-    parallel = _THREADS[0] > 1 and rows.numel() >= 4096
+    keys, counts, parallel = _frontier(rows, key)
     kernel = _sample_packed_parallel if parallel else _sample_packed_serial
     nbrs, edges, attr = kernel(indptr.numpy(), packed, rows.numpy(), node_keys.numpy(), keys, int(fanout), counts,
                                bool(return_edges))
@@ -535,45 +476,3 @@ def _result(counts: np.ndarray, nbrs: np.ndarray, edges: np.ndarray, return_edge
     if return_edges:
         return torch.from_numpy(counts), torch.from_numpy(nbrs), torch.from_numpy(edges)
     return torch.from_numpy(counts), torch.from_numpy(nbrs)
-
-
-class Relabeler:
-    """Compiled twin of :func:`gnnscale.samplers.kernels.relabel` with reusable tables.
-
-    Args:
-        lo, hi: the ids this process holds (its part's owned range, or a whole local graph):
-            they index a direct table, int64 [hi - lo] (8 bytes per held node).
-        capacity: other ids the first calls are expected to relabel.
-
-    Every other id goes through a hash table (int64 (id, slot) pairs, a power of two kept at
-    least twice the hashed ids of any call; Fibonacci hashing, linear probing) sized
-    by the mini-batch, not by the graph: 32 MB for a 1024-seed batch with fanouts 15,10,5
-    whatever the number of nodes. So memory follows the part, and relabeling stays one pass
-    over the ids instead of a sort. Both tables are empty between calls (a call clears only
-    what it filled).
-    """
-
-    def __init__(self, lo: int = 0, hi: int = 0, capacity: int = 1 << 12) -> None:
-        if not 0 <= lo <= hi:
-            raise ValueError(f"expected 0 <= lo <= hi for the held id range, found lo={lo}, hi={hi}")
-        self.lo = int(lo)
-        self.direct = np.full(int(hi) - int(lo), -1, dtype=np.int64)
-        self._alloc(max(int(capacity), 1))
-
-    def _alloc(self, ids: int) -> None:
-        size = 1 << max(4, int(2 * ids - 1).bit_length())  # >= 2 * ids: load factor <= 0.5
-        self.table = np.full((size, 2), -1, dtype=np.int64)
-
-    @property
-    def table_bytes(self) -> int:
-        """Bytes of both tables now."""
-        return int(self.direct.nbytes + self.table.nbytes)
-
-    def __call__(self, dst_ids: torch.Tensor, nbrs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        uniq, local, bad = _relabel(dst_ids.numpy(), nbrs.numpy(), self.direct, self.lo, self.table)
-        if bad < 0:  # the table was too small for this call's hashed ids: grow it once and redo
-            self._alloc(dst_ids.numel() + nbrs.numel())
-            uniq, local, bad = _relabel(dst_ids.numpy(), nbrs.numpy(), self.direct, self.lo, self.table)
-        if bad:
-            raise ValueError(f"relabel: expected non-negative node ids, found {bad} negative id(s)")
-        return torch.from_numpy(uniq), torch.from_numpy(local)

@@ -280,8 +280,8 @@ class DistNeighborSampler:
         """(counts, nbrs[, their edge rows float32 [M, De]]) of owned ids (int64 [k] global) with
         stream ``key``: the rows read beside the ids from the packed edges, or gathered."""
         if with_rows and self.packed is not None:
-            return self.kernels.sample_packed(self.indptr, self.packed, ids - self.offset,
-                                              self.owned_keys[ids - self.offset], fanout, key)
+            rows = ids - self.offset
+            return self.kernels.sample_packed(self.indptr, self.packed, rows, self.owned_keys[rows], fanout, key)
         out = self._draw(self.indptr, self.indices, self.owned_keys, self.offset, ids, fanout, key, self.kernels,
                          with_rows)
         return (out[0], out[1], self._attr_rows(out[2])) if with_rows else out

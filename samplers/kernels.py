@@ -298,7 +298,7 @@ class Kernels:
 
     def __init__(self, num_nodes: int, device: torch.device | str = "cpu", backend: str = "auto",
                  held: tuple[int, int] | None = None) -> None:
-        from gnnscale.samplers import cpu_kernels
+        from gnnscale.samplers import cpu_kernels, relabel_kernels
 
         if backend not in ("auto", "numba", "torch"):
             raise ValueError(f"backend must be 'auto', 'numba' or 'torch', found {backend!r}")
@@ -309,7 +309,7 @@ class Kernels:
         if self.name == "numba":
             cpu_kernels.match_torch_threads()
             self.sample = cpu_kernels.sample_from_csc
-            self.relabel = cpu_kernels.Relabeler(*(held or (0, int(num_nodes))))
+            self.relabel = relabel_kernels.Relabeler(*(held or (0, int(num_nodes))))
             # edge attributes beside the neighbor ids (uniform draws): cpu_kernels.pack_edges
             self.pack_edges, self.sample_packed = cpu_kernels.pack_edges, cpu_kernels.sample_packed
         else:
@@ -321,7 +321,7 @@ class Kernels:
         """Load (or compile) the compiled kernels now, not inside the first timed step."""
         if self.name != "numba":
             return
-        from gnnscale.samplers import cpu_kernels
+        from gnnscale.samplers import cpu_kernels, relabel_kernels
 
         indptr = torch.tensor([0, 2, 3], dtype=torch.int64)
         indices = torch.tensor([1, 0, 0], dtype=torch.int64)
@@ -330,4 +330,4 @@ class Kernels:
         if cpu_kernels.parallel_enabled():  # never start a thread pool a single-threaded worker won't use
             cpu_kernels._sample_parallel(indptr.numpy(), indices.numpy(), rows.numpy(), rows.numpy(),
                                          torch.tensor([7]).numpy(), 1, rows.numpy().copy(), False)
-        cpu_kernels.Relabeler(0, 1)(rows[:1], rows)
+        relabel_kernels.Relabeler(0, 1)(rows[:1], rows)

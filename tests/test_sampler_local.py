@@ -126,11 +126,11 @@ def test_compiled_relabeler_equals_torch_and_is_sized_by_the_batch(held):
     """The compiled relabeler (held ids direct, the others hashed) gives the torch reference's
     ids and slots call after call, grows its hash table when a batch needs it, leaves both
     tables empty, and holds 16 B per hashed slot instead of 8 B per node of the graph."""
-    cpu_kernels = pytest.importorskip("gnnscale.samplers.cpu_kernels")
-    if not cpu_kernels.HAVE_NUMBA:
+    relabel_kernels = pytest.importorskip("gnnscale.samplers.relabel_kernels")
+    if not relabel_kernels.HAVE_NUMBA:
         pytest.skip("numba is not installed")
     N = 10_000_000
-    rel = cpu_kernels.Relabeler(*held, capacity=8)
+    rel = relabel_kernels.Relabeler(*held, capacity=8)
     g = torch.Generator().manual_seed(0)
     for size in (10, 5000, 200_000, 300):  # the table grows at the third call, and is reused after
         dst = torch.randperm(N, generator=g)[: size // 5]
