@@ -71,7 +71,9 @@ Other processes' CPU during each timed run is recorded (``foreign_cpu``, ``machi
 ``benchmarks/link.py``); over 5% is not a clean measurement.
 
 A run at 0cfbf76 (a shared 2-core machine, other processes at most 2.2% CPU during
-the timed runs): 85,634 seeds/s without, 77,252 with: **0.90x** (target >= 0.8). Per batch (243k
+the timed runs): 85,634 seeds/s without, 77,252 with: 0.90x (target >= 0.8); but a quieter rerun at
+195437f gave 140,776 without and 102,111 with: **0.73x, under the target** (+2.75 ms per batch, the
+gather alone 2.58 ms): a busy machine slows the path without rows more. In the first run, per batch (243k
 sampled edges) 11.96 ms without, 13.26 ms with (+1.30 ms), while a separate gather of the same
 rows (``np.take`` of the CSC positions from the 64 MB table) takes 4.53 ms alone: the compiled
 kernels read each drawn edge's attribute row beside its neighbor id (``cpu_kernels.pack_edges``,
