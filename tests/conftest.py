@@ -10,6 +10,28 @@ import pytest
 # Worker modules (tests/dist_workers.py) must be importable by spawned processes.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# The suite launches local workers a few hundred times, mostly 2 at a time: fork those from a
+# server that has imported torch once (launch.start_workers_by_fork; the same environment as
+# spawned ones) instead of spawning interpreters that import it each time. Other launches,
+# and runs through the CLI (subprocesses), spawn as users' do. A launch whose environment
+# differs from the server's spawns too, so the libraries that set variables when imported
+# (scikit-learn: KMP_*; ogb: OUTDATED_IGNORE, TORCHINDUCTOR_CACHE_DIR) are imported first;
+# pytest's PYTEST_CURRENT_TEST, set anew for every test, is ignored.
+import ogb.nodeproppred  # noqa: E402,F401
+import sklearn.metrics  # noqa: E402,F401
+
+from gnnscale.process.launch import start_workers_by_fork  # noqa: E402
+
+start_workers_by_fork(2, ignore=("PYTEST_CURRENT_TEST",))
+
+
+def pytest_terminal_summary(terminalreporter):
+    from gnnscale.process.launch import fork_counts
+
+    counts = fork_counts()
+    terminalreporter.write_line(f"local launches: {counts['forked']} forked from the server; launches spawned "
+                                f"because these variables differed: {counts['spawned'] or 'none'}")
+
 
 def shared_data_dir() -> Path:
     """``$GNNSCALE_SHARED_DATA`` or ``<repo>/../shared/data``."""

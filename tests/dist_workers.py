@@ -439,3 +439,11 @@ def huge_page_probe(mb: int):
     with open("/proc/self/smaps_rollup") as f:
         anon_huge_kb = next(int(line.split()[1]) for line in f if line.startswith("AnonHugePages:"))
     return {"env": os.environ.get("THP_MEM_ALLOC_ENABLE"), "anon_huge_kb": anon_huge_kb, "sum": float(x.sum())}
+
+
+def launch_probe():
+    """Where a launched worker came from (its parent's pid) and the launch settings it sees."""
+    import os
+
+    keys = ("OMP_WAIT_POLICY", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "THP_MEM_ALLOC_ENABLE", "GNNSCALE_PROBE")
+    return {"ppid": os.getppid(), "threads": torch.get_num_threads(), "env": {k: os.environ.get(k) for k in keys}}
