@@ -73,7 +73,11 @@ Other processes' CPU during each timed run is recorded (``foreign_cpu``, ``machi
 A run at 0cfbf76 (a shared 2-core machine, other processes at most 2.2% CPU during
 the timed runs): 85,634 seeds/s without, 77,252 with: 0.90x (target >= 0.8); but a quieter rerun at
 195437f gave 140,776 without and 102,111 with: **0.73x, under the target** (+2.75 ms per batch, the
-gather alone 2.58 ms): a busy machine slows the path without rows more. In the first run, per batch (243k
+gather alone 2.58 ms): a busy machine slows the path without rows more. At 2986a14 (the kernels
+draw every row's positions first, then read the drawn edges in one flat loop) both paths are
+faster, the path without rows more (the same script beside 86470b4, alternating: 89k -> 131k
+seeds/s without rows, 70k -> 86k with): 143,119 without and 89,770 with (85-116k over the 5
+repeats), **0.63x** (+4.25 ms per batch; the gather alone 2.90 ms). In the first run, per batch (243k
 sampled edges) 11.96 ms without, 13.26 ms with (+1.30 ms), while a separate gather of the same
 rows (``np.take`` of the CSC positions from the 64 MB table) takes 4.53 ms alone: the compiled
 kernels read each drawn edge's attribute row beside its neighbor id (``cpu_kernels.pack_edges``,
