@@ -14,15 +14,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # server that has imported torch once (launch.start_workers_by_fork; the same environment as
 # spawned ones) instead of spawning interpreters that import it each time. Other launches,
 # and runs through the CLI (subprocesses), spawn as users' do. A launch whose environment
-# differs from the server's spawns too, so the libraries that set variables when imported
-# (scikit-learn: KMP_*; ogb: OUTDATED_IGNORE, TORCHINDUCTOR_CACHE_DIR) are imported first;
-# pytest's PYTEST_CURRENT_TEST, set anew for every test, is ignored.
-import ogb.nodeproppred  # noqa: E402,F401
+# differs from the server's spawns too, so scikit-learn, which sets KMP_* variables when
+# imported, is imported first (ogb's and inductor's variables, and pytest's test name, are
+# among those the forked workers set themselves: launch.READ_LATE).
 import sklearn.metrics  # noqa: E402,F401
 
 from gnnscale.process.launch import start_workers_by_fork  # noqa: E402
 
-start_workers_by_fork(2, ignore=("PYTEST_CURRENT_TEST",))
+start_workers_by_fork(2)
 
 
 def pytest_terminal_summary(terminalreporter):

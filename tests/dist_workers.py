@@ -445,5 +445,6 @@ def launch_probe():
     """Where a launched worker came from (its parent's pid) and the launch settings it sees."""
     import os
 
-    keys = ("OMP_WAIT_POLICY", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "THP_MEM_ALLOC_ENABLE", "GNNSCALE_PROBE")
+    keys = ("OMP_WAIT_POLICY", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "THP_MEM_ALLOC_ENABLE", "GNNSCALE_PROBE",
+            "TORCHINDUCTOR_CACHE_DIR", "PYTEST_CURRENT_TEST")
     return {"ppid": os.getppid(), "threads": torch.get_num_threads(), "env": {k: os.environ.get(k) for k in keys}}

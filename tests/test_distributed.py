@@ -144,33 +144,37 @@ def test_one_round_per_hop_and_only_remote_frontier_ids(tmp_path):
     assert [t.tolist() for t in r1["src"]] == [[5, 4, 3], [5, 4]]
 
 
-def test_forked_workers_see_what_spawned_ones_would(monkeypatch):
+def test_forked_workers_see_what_spawned_ones_would(monkeypatch, tmp_path):
     """conftest forks 2-worker launches from a server that imported torch once
     (``start_workers_by_fork``): those workers are the server's children and see a 2-worker
-    launch's settings. A 1-worker launch, and a 2-worker one after an environment change,
-    are spawned (children of this process) and see theirs."""
+    launch's settings, and the launch-time values of the variables read late (inductor's
+    cache folder, pytest's test name). A 1-worker launch, and a 2-worker one after another
+    variable changed, are spawned (children of this process) and see theirs."""
     import os
 
     from dist_workers import launch_probe
     from gnnscale.process.launch import thread_env
 
-    def want(nprocs):
+    def want(nprocs, **more):
         env = thread_env(max(1, (os.cpu_count() or 1) // nprocs), nprocs)
-        return {k: env.get(k) for k in ("OMP_WAIT_POLICY", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS",
-                                          "THP_MEM_ALLOC_ENABLE")}
+        return {**{k: env.get(k) for k in ("OMP_WAIT_POLICY", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS",
+                                           "THP_MEM_ALLOC_ENABLE")},
+                "GNNSCALE_PROBE": None, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path),
+                "PYTEST_CURRENT_TEST": os.environ["PYTEST_CURRENT_TEST"], **more}
 
     monkeypatch.delenv("GNNSCALE_PROBE", raising=False)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # read late: still forked
     two = launch_local(launch_probe, 2)
     assert two[0]["ppid"] == two[1]["ppid"] != os.getpid()  # forked by the server
     for w in two:
-        assert w["env"] == {**want(2), "GNNSCALE_PROBE": None} and w["threads"] == int(want(2)["OMP_NUM_THREADS"])
+        assert w["env"] == want(2) and w["threads"] == int(want(2)["OMP_NUM_THREADS"])
     (one,) = launch_local(launch_probe, 1)
-    assert one["ppid"] == os.getpid() and one["env"] == {**want(1), "GNNSCALE_PROBE": None}
+    assert one["ppid"] == os.getpid() and one["env"] == want(1)
     assert one["threads"] == int(want(1)["OMP_NUM_THREADS"])
     monkeypatch.setenv("GNNSCALE_PROBE", "set since")
     again = launch_local(launch_probe, 2)
     assert [w["ppid"] for w in again] == [os.getpid()] * 2
-    assert all(w["env"] == {**want(2), "GNNSCALE_PROBE": "set since"} for w in again)
+    assert all(w["env"] == want(2, GNNSCALE_PROBE="set since") for w in again)
 
 
 def test_workers_die_with_a_killed_launcher(tmp_path):

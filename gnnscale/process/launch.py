@@ -119,10 +119,13 @@ def _launcher_gone(launcher: int) -> bool:
     return False
 
 
-def _entry(fn: Callable | str, rank: int, world: int, port: int, threads: int, args: tuple, queue, parent: int) -> None:
+def _entry(fn: Callable | str, rank: int, world: int, port: int, threads: int, args: tuple, queue, parent: int,
+           late_env: dict[str, str | None] | None = None) -> None:
     die_with_parent()
     if _launcher_gone(parent):  # the launcher died before we got here
         os._exit(1)
+    if late_env:  # forked: the launch-time values of the variables read after import
+        _restore_env(late_env)
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
         LOCAL_WORLD_SIZE=str(world),
@@ -175,11 +178,17 @@ def thread_env(threads: int, nprocs: int) -> dict[str, str]:
 
 # Where local workers come from: spawned (a fresh interpreter each, the default), or forked
 # from the forkserver of start_workers_by_fork when their environment is the one it started with.
-_START: dict[str, Any] = {"env": None, "ignore": (), "forked": 0, "spawned": {}}
+_START: dict[str, Any] = {"env": None, "late": (), "forked": 0, "spawned": {}}
+
+# Variables that no module of the server reads at import (inductor computes its cache folder
+# when asked, and sets this variable to its default then; pytest names the running test; the
+# ``outdated`` package's switch): a launch that differs only in them still forks, and each
+# worker gets their launch-time values.
+READ_LATE = ("TORCHINDUCTOR_CACHE_DIR", "PYTEST_CURRENT_TEST", "OUTDATED_IGNORE")
 
 
 def start_workers_by_fork(nprocs: int = 2, preload: tuple[str, ...] = ("gnnscale.process.fork_preload",),
-                          ignore: tuple[str, ...] = ()) -> None:
+                          read_late: tuple[str, ...] = READ_LATE) -> None:
     """Start this process's later :func:`launch_local` workers by forking one server process
     that has imported ``preload`` once (multiprocessing's forkserver; by default
     :mod:`gnnscale.process.fork_preload`: torch, numba's registries, the sampling kernels),
@@ -189,12 +198,12 @@ def start_workers_by_fork(nprocs: int = 2, preload: tuple[str, ...] = ("gnnscale
     For a process that launches many runs (a test suite, a notebook); ``gnnscale train``
     launches once and keeps spawning. The server starts now, in the environment of an
     ``nprocs``-worker launch (this process's environment plus :func:`thread_env`'s), and
-    keeps it: torch and libgomp read their settings at import. So a worker still sees
-    exactly the environment a spawned one would: a launch whose environment differs (another
-    worker count or thread count, a variable set since) is spawned as before. The server
-    imports modules only (no thread runs when it forks) and exits with this process; its
-    workers die with it (``die_with_parent``). ``ignore`` names variables whose changes do not
-    matter to workers (pytest's ``PYTEST_CURRENT_TEST``, set anew for every test)."""
+    keeps it: torch and libgomp read their settings at import. So a worker sees exactly the
+    environment a spawned one would: a launch whose environment differs (another worker or
+    thread count, a variable set since) is spawned as before, except for the variables of
+    ``read_late``, which no preloaded module reads at import: those the forked worker sets
+    to their values at launch. The server imports modules only (no thread runs when it
+    forks) and exits with this process; its workers die with it (``die_with_parent``)."""
     import multiprocessing.forkserver
 
     threads = max(1, (os.cpu_count() or 1) // nprocs)
@@ -204,12 +213,13 @@ def start_workers_by_fork(nprocs: int = 2, preload: tuple[str, ...] = ("gnnscale
     os.environ.update(env)
     try:
         multiprocessing.forkserver.ensure_running()
-        _START.update(env=_without(os.environ, ignore), ignore=tuple(ignore))
+        _START.update(env=_without(os.environ, read_late), late=tuple(read_late))
     finally:
         _restore_env(saved)
 
 
 def _restore_env(saved: dict[str, str | None]) -> None:
+    """Set each variable of ``saved`` to its value there (None: unset it)."""
     for k, v in saved.items():
         if v is None:
             os.environ.pop(k, None)
@@ -217,24 +227,25 @@ def _restore_env(saved: dict[str, str | None]) -> None:
             os.environ[k] = v
 
 
-def _without(env, ignore: tuple[str, ...]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k not in ignore}
+def _without(env, names: tuple[str, ...]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k not in names}
 
 
-def _context(env: dict[str, str]):
-    """The multiprocessing context for workers whose environment will be ``env``: the
-    forkserver's when it was started in that environment (but for ignored variables), else
-    spawn's."""
+def _context(env: dict[str, str]) -> tuple[Any, dict[str, str | None] | None]:
+    """The multiprocessing context for workers whose environment will be ``env``, and what a
+    forked worker sets itself: the forkserver's context when it was started in that
+    environment (but for the variables read late), with their values in ``env``; else
+    spawn's, and None."""
     if _START["env"] is None:
-        return mp.get_context("spawn")
-    env = _without(env, _START["ignore"])
-    if env == _START["env"]:
+        return mp.get_context("spawn"), None
+    rest = _without(env, _START["late"])
+    if rest == _START["env"]:
         _START["forked"] += 1
-        return mp.get_context("forkserver")
-    for k in set(env) | set(_START["env"]):
-        if env.get(k) != _START["env"].get(k):
+        return mp.get_context("forkserver"), {k: env.get(k) for k in _START["late"]}
+    for k in set(rest) | set(_START["env"]):
+        if rest.get(k) != _START["env"].get(k):
             _START["spawned"][k] = _START["spawned"].get(k, 0) + 1
-    return mp.get_context("spawn")
+    return mp.get_context("spawn"), None
 
 
 def fork_counts() -> dict[str, Any]:
@@ -268,9 +279,10 @@ def launch_local(
         check_port_free(port)
     threads = threads_per_worker or max(1, (os.cpu_count() or 1) // nprocs)
     env = thread_env(threads, nprocs)
-    ctx = _context({**os.environ, **env})
+    ctx, late_env = _context({**os.environ, **env})
     queue = ctx.SimpleQueue()
-    procs = [ctx.Process(target=_entry, args=(fn, r, nprocs, port, threads, args, queue, os.getpid()), daemon=False) for r in range(nprocs)]
+    procs = [ctx.Process(target=_entry, args=(fn, r, nprocs, port, threads, args, queue, os.getpid(), late_env),
+                         daemon=False) for r in range(nprocs)]
     results: dict[int, tuple[str, Any]] = {}
     terminated: set[int] = set()
     failed_at: float | None = None
