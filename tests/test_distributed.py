@@ -175,6 +175,11 @@ def test_forked_workers_see_what_spawned_ones_would(monkeypatch, tmp_path):
     again = launch_local(launch_probe, 2)
     assert [w["ppid"] for w in again] == [os.getpid()] * 2
     assert all(w["env"] == want(2, GNNSCALE_PROBE="set since") for w in again)
+    from gnnscale.errors import RuntimeSetupError
+    from gnnscale.process.launch import start_workers_by_fork
+
+    with pytest.raises(RuntimeSetupError, match=r"nprocs \(the launches' worker count\) must be at least 1; found 0"):
+        start_workers_by_fork(0)
 
 
 def test_workers_die_with_a_killed_launcher(tmp_path):

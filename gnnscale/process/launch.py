@@ -206,6 +206,9 @@ def start_workers_by_fork(nprocs: int = 2, preload: tuple[str, ...] = ("gnnscale
     forks) and exits with this process; its workers die with it (``die_with_parent``)."""
     import multiprocessing.forkserver
 
+    if int(nprocs) < 1:
+        raise RuntimeSetupError(f"start_workers_by_fork: nprocs (the launches' worker count) must be at least 1; "
+                                f"found {nprocs}")
     threads = max(1, (os.cpu_count() or 1) // nprocs)
     env = thread_env(threads, nprocs)
     mp.get_context("forkserver").set_forkserver_preload(list(preload))
