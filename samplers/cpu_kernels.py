@@ -60,17 +60,6 @@ if HAVE_NUMBA:
             out[o + b + 1] = v
 
     @nb.njit(inline="always", cache=True)
-    def _sort_and_gather(out, o, c, indices, start, eout, want_e):
-        """out[o:o+c] holds positions: sort them, then map to ids
-        (and, with ``want_e``, write their CSC edge positions to eout[o:o+c])."""
-        _sort(out, o, c)
-        for j in range(c):
-            e = start + out[o + j]
-            if want_e:
-                eout[o + j] = e
-            out[o + j] = indices[e]
-
-    @nb.njit(inline="always", cache=True)
     def _count_one(indptr, rows, fanout, i):
         d = indptr[rows[i] + 1] - indptr[rows[i]]
         return d if (fanout < 0 or d < fanout) else fanout
@@ -150,12 +139,13 @@ if HAVE_NUMBA:
 
     # Every kernel returns (nbrs, edges): with want_e, edges holds the CSC edge position of each
     # neighbor; without, no array is allocated for it (edges is nbrs itself, never written).
-    # The uniform kernels run in two passes: every row's draws (positions, from indptr alone),
-    # then one flat loop reading the drawn edges. Each read in that loop is independent of the
+    # Every kernel runs in two passes: every row's draws (positions; the uniform ones read
+    # indptr alone), then one flat loop reading the drawn edges (_take_ids, _take_packed). Each read in that loop is independent of the
     # others, so the CPU keeps many cache misses in flight; interleaved with each row's draws it
     # kept few. R-MAT 100k, fan-outs 15,10,5, 2 threads, NeighborSampler.sample alternating with
     # the one-pass kernels (medians of 3, 3 rounds): 89k -> 131k seeds/s without edge attributes,
-    # 70k -> 86k with 8 per edge (packed rows).
+    # 70k -> 86k with 8 per edge (packed rows). (The weighted and replacement kernels share the
+    # second pass; their draws read weights or the cumsum, not indices.)
 
     @nb.njit(parallel=True, cache=True, nogil=True)
     def _sample_parallel(indptr, indices, rows, node_keys, keys, fanout, counts, want_e):
@@ -251,8 +241,9 @@ if HAVE_NUMBA:
         return w
 
     @nb.njit(inline="always", cache=True)
-    def _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf,
-                  eout, want_e, i):
+    def _fill_var(indptr, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf, i):
+        """Like ``_draw_one``: out[offsets[i]:offsets[i + 1]] = the CSC positions of row i's drawn
+        edges (read afterwards by :func:`_take_ids`)."""
         start = indptr[rows[i]]
         d = indptr[rows[i] + 1] - start
         o = offsets[i]
@@ -261,17 +252,13 @@ if HAVE_NUMBA:
             return
         if mode == 1 and fanout < 0:
             for j in range(d):
-                out[o + j] = indices[start + j]
-                if want_e:
-                    eout[o + j] = start + j
+                out[o + j] = start + j
             return
         if fanout < 0 or (mode == 2 and c < fanout):  # every positive-weight neighbor once
             n_in = 0
             for p in range(d):
                 if weights[start + p] > 0:
-                    out[o + n_in] = indices[start + p]
-                    if want_e:
-                        eout[o + n_in] = start + p
+                    out[o + n_in] = start + p
                     n_in += 1
             return
         key = keys[0] if keys.shape[0] == 1 else keys[i]
@@ -281,9 +268,7 @@ if HAVE_NUMBA:
                 t = np.int64(_draw(h, j) * float(d))
                 if t > d - 1:
                     t = d - 1
-                out[o + j] = indices[start + t]
-                if want_e:
-                    eout[o + j] = start + t
+                out[o + j] = start + t
             return
         if mode == 3:
             e = start + d
@@ -313,9 +298,7 @@ if HAVE_NUMBA:
                                 lo = mid + 1
                         fallback = lo
                     lo = fallback
-                out[o + j] = indices[lo]
-                if want_e:
-                    eout[o + j] = lo
+                out[o + j] = lo
             return
         # mode 2 with more than `fanout` positive-weight edges (or exactly as many): keep the
         # c = fanout smallest exponential keys -log(u_p) / w_p in a c-slot buffer (positions
@@ -342,7 +325,9 @@ if HAVE_NUMBA:
                 out[o + worst] = p
                 keybuf[o + worst] = r
                 worst = _argworst(keybuf, out, o, c)
-        _sort_and_gather(out, o, c, indices, start, eout, want_e)
+        _sort(out, o, c)
+        for j in range(c):
+            out[o + j] += start
 
     @nb.njit(parallel=True, cache=True, nogil=True)
     def _sample_var_parallel(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, counts, want_e):
@@ -352,8 +337,9 @@ if HAVE_NUMBA:
         offsets, out, eout = _outputs(counts, want_e)
         keybuf = np.empty(offsets[n] if mode == 2 else 0, dtype=np.float64)
         for i in nb.prange(n):
-            _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf,
-                      eout, want_e, i)
+            _fill_var(indptr, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf, i)
+        for j in nb.prange(offsets[n]):
+            _take_ids(indices, out, eout, want_e, j)
         return out, eout
 
     @nb.njit(cache=True, nogil=True)
@@ -364,8 +350,9 @@ if HAVE_NUMBA:
         offsets, out, eout = _outputs(counts, want_e)
         keybuf = np.empty(offsets[n] if mode == 2 else 0, dtype=np.float64)
         for i in range(n):
-            _fill_var(indptr, indices, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf,
-                      eout, want_e, i)
+            _fill_var(indptr, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf, i)
+        for j in range(offsets[n]):
+            _take_ids(indices, out, eout, want_e, j)
         return out, eout
 
 
