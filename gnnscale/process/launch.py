@@ -10,6 +10,7 @@ its import (about 3 s) off the path from the command to the first step.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import multiprocessing as mp
@@ -212,11 +213,18 @@ def start_workers_by_fork(nprocs: int = 2, preload: tuple[str, ...] = ("gnnscale
     threads = max(1, (os.cpu_count() or 1) // nprocs)
     env = thread_env(threads, nprocs)
     mp.get_context("forkserver").set_forkserver_preload(list(preload))
+    with _environ(env):  # the server keeps the environment it starts in
+        multiprocessing.forkserver.ensure_running()
+        _START.update(env=_without(os.environ, read_late), late=tuple(read_late))
+
+
+@contextlib.contextmanager
+def _environ(env: dict[str, str]):
+    """Set ``env``'s variables in this process for the block, then put back what they were."""
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        multiprocessing.forkserver.ensure_running()
-        _START.update(env=_without(os.environ, read_late), late=tuple(read_late))
+        yield
     finally:
         _restore_env(saved)
 
@@ -289,14 +297,10 @@ def launch_local(
     results: dict[int, tuple[str, Any]] = {}
     terminated: set[int] = set()
     failed_at: float | None = None
-    saved = {k: os.environ.get(k) for k in env}
     try:
-        os.environ.update(env)  # inherited by the children at start
-        try:
+        with _environ(env):  # inherited by the children at start
             for p in procs:
                 p.start()
-        finally:
-            _restore_env(saved)
         while True:
             while not queue.empty():
                 rank, status, payload = queue.get()
