@@ -109,6 +109,10 @@ from pathlib import Path
 
 import numpy as np
 
+# The sampler timed in this process runs on the memory a worker's would: the launcher puts
+# every worker's large torch tensors on transparent huge pages (launch.thread_env). torch reads
+# the setting once, at its first allocation, so it is set before torch is imported.
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import REPO, SHARED, write_json  # noqa: E402
 from link import measured, other_frac, peers_modules, provenance  # noqa: E402

@@ -25,6 +25,9 @@ import torch
 
 try:
     import numba as nb
+    from llvmlite import ir as _ir
+    from numba.core import cgutils as _cgutils
+    from numba.extending import intrinsic as _intrinsic
 
     HAVE_NUMBA = True
 except ImportError:  # pragma: no cover - numba is a dependency, but stay usable without it
@@ -37,7 +40,30 @@ _M2 = _U(0x94D049BB133111EB)
 _G = _U(0x9E3779B97F4A7C15)
 _INV53 = 1.0 / float(1 << 53)
 
+_CHUNK = 4096  # the second pass's slots per parallel task (prefetches stay inside a task's range)
+_AHEAD = 32  # how many slots ahead the second pass prefetches the edge it will read
+
 if HAVE_NUMBA:
+
+    @_intrinsic
+    def _prefetch(typingctx, arr, i, byte_offset):
+        """Hint the CPU to load the cache line at ``byte_offset`` bytes into ``arr[i]`` (its first
+        axis' entry ``i``: an element of a 1-D array, a row of a 2-D one). No effect on results:
+        a prefetch never faults."""
+        sig = nb.types.void(arr, i, byte_offset)
+
+        def codegen(context, builder, signature, args):
+            ary = context.make_array(signature.args[0])(context, builder, args[0])
+            stride = _cgutils.unpack_tuple(builder, ary.strides, signature.args[0].ndim)[0]  # bytes per arr[i]
+            off = builder.add(builder.mul(args[1], stride), args[2])
+            ptr = builder.gep(builder.bitcast(ary.data, _cgutils.voidptr_t), [off])
+            i32 = _ir.IntType(32)
+            fn = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(_ir.VoidType(), [ptr.type, i32, i32, i32]),
+                                                 "llvm.prefetch.p0")
+            builder.call(fn, [ptr, i32(0), i32(3), i32(1)])  # read, keep in every cache level, data
+            return context.get_dummy_value()
+
+        return sig, codegen
 
     @nb.njit(inline="always", cache=True)
     def _mix64(x):
@@ -118,6 +144,26 @@ if HAVE_NUMBA:
         for c in range(aout.shape[1]):
             aout[j, c] = packed[e, 2 + c]
 
+    @nb.njit(inline="always", cache=True)
+    def _take_ids_range(indices, out, eout, want_e, lo, hi):
+        """:func:`_take_ids` for slots lo..hi-1, prefetching the edge ``_AHEAD`` slots on."""
+        for j in range(lo, hi):
+            if j + _AHEAD < hi:
+                _prefetch(indices, out[j + _AHEAD], 0)
+            _take_ids(indices, out, eout, want_e, j)
+
+    @nb.njit(inline="always", cache=True)
+    def _take_packed_range(packed, out, eout, aout, want_e, lo, hi):
+        """:func:`_take_packed` for slots lo..hi-1, prefetching the row ``_AHEAD`` slots on (its
+        first and last word: a row may straddle two cache lines)."""
+        last = 4 * packed.shape[1] - 4  # the row's last word, in bytes
+        for j in range(lo, hi):
+            if j + _AHEAD < hi:
+                e = out[j + _AHEAD]
+                _prefetch(packed, e, 0)
+                _prefetch(packed, e, last)
+            _take_packed(packed, out, eout, aout, want_e, j)
+
     @nb.njit(cache=True, nogil=True)
     def _offsets(counts):
         n = counts.shape[0]
@@ -146,6 +192,11 @@ if HAVE_NUMBA:
     # the one-pass kernels (medians of 3, 3 rounds): 89k -> 131k seeds/s without edge attributes,
     # 70k -> 86k with 8 per edge (packed rows). (The weighted and replacement kernels share the
     # second pass; their draws read weights or the cumsum, not indices.)
+    # The second pass also prefetches the edge _AHEAD slots on, in tasks of _CHUNK slots (a
+    # prefetch stays in its task's range). Packed rows (76 MB on R-MAT 100k) come from DRAM, so
+    # this keeps more of their misses in flight: per 1024-seed batch, the packed kernels 7.96 ->
+    # 6.58 ms and the whole batch 12.64 -> 11.39 ms (3 runs alternating with ddb4478); without
+    # rows (the 16 MB of ids sit in the 32 MB L3) 8.59 -> 8.79 ms, within the noise.
 
     @nb.njit(parallel=True, cache=True, nogil=True)
     def _sample_parallel(indptr, indices, rows, node_keys, keys, fanout, counts, want_e):
@@ -155,8 +206,9 @@ if HAVE_NUMBA:
         offsets, out, eout = _outputs(counts, want_e)
         for i in nb.prange(n):
             _draw_one(indptr, rows, node_keys, keys, fanout, offsets, out, i)
-        for j in nb.prange(offsets[n]):
-            _take_ids(indices, out, eout, want_e, j)
+        m = offsets[n]
+        for t in nb.prange((m + _CHUNK - 1) // _CHUNK):
+            _take_ids_range(indices, out, eout, want_e, t * _CHUNK, min(m, (t + 1) * _CHUNK))
         return out, eout
 
     @nb.njit(cache=True, nogil=True)
@@ -167,8 +219,7 @@ if HAVE_NUMBA:
         offsets, out, eout = _outputs(counts, want_e)
         for i in range(n):
             _draw_one(indptr, rows, node_keys, keys, fanout, offsets, out, i)
-        for j in range(offsets[n]):
-            _take_ids(indices, out, eout, want_e, j)
+        _take_ids_range(indices, out, eout, want_e, 0, offsets[n])
         return out, eout
 
     # Packed edges (``pack_edges``): each row holds the neighbor id and the edge's attributes, so a
@@ -183,8 +234,9 @@ if HAVE_NUMBA:
         aout = np.empty((offsets[n], packed.shape[1] - 2), dtype=np.int32)
         for i in nb.prange(n):
             _draw_one(indptr, rows, node_keys, keys, fanout, offsets, out, i)
-        for j in nb.prange(offsets[n]):
-            _take_packed(packed, out, eout, aout, want_e, j)
+        m = offsets[n]
+        for t in nb.prange((m + _CHUNK - 1) // _CHUNK):
+            _take_packed_range(packed, out, eout, aout, want_e, t * _CHUNK, min(m, (t + 1) * _CHUNK))
         return out, eout, aout
 
     @nb.njit(cache=True, nogil=True)
@@ -196,8 +248,7 @@ if HAVE_NUMBA:
         aout = np.empty((offsets[n], packed.shape[1] - 2), dtype=np.int32)
         for i in range(n):
             _draw_one(indptr, rows, node_keys, keys, fanout, offsets, out, i)
-        for j in range(offsets[n]):
-            _take_packed(packed, out, eout, aout, want_e, j)
+        _take_packed_range(packed, out, eout, aout, want_e, 0, offsets[n])
         return out, eout, aout
 
     # ---- replacement and weighted variants (separate kernels: the uniform path above is untouched)
@@ -338,8 +389,9 @@ if HAVE_NUMBA:
         keybuf = np.empty(offsets[n] if mode == 2 else 0, dtype=np.float64)
         for i in nb.prange(n):
             _fill_var(indptr, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf, i)
-        for j in nb.prange(offsets[n]):
-            _take_ids(indices, out, eout, want_e, j)
+        m = offsets[n]
+        for t in nb.prange((m + _CHUNK - 1) // _CHUNK):
+            _take_ids_range(indices, out, eout, want_e, t * _CHUNK, min(m, (t + 1) * _CHUNK))
         return out, eout
 
     @nb.njit(cache=True, nogil=True)
@@ -351,8 +403,7 @@ if HAVE_NUMBA:
         keybuf = np.empty(offsets[n] if mode == 2 else 0, dtype=np.float64)
         for i in range(n):
             _fill_var(indptr, rows, node_keys, keys, fanout, mode, weights, cum, offsets, out, keybuf, i)
-        for j in range(offsets[n]):
-            _take_ids(indices, out, eout, want_e, j)
+        _take_ids_range(indices, out, eout, want_e, 0, offsets[n])
         return out, eout
 
 
