@@ -9,6 +9,7 @@ from gnnscale.datasets import generate_synthetic
 from gnnscale.errors import SamplerError
 from gnnscale.partitioning import load_part, partition_graph, to_csc
 from gnnscale.samplers import Block, EdgeFilter, LinkSampler, MiniBatch, NegativeSampler, NeighborSampler
+from gnnscale.samplers import link_kernels
 
 N_NODES = 1200
 FANOUTS = [4, 3]
@@ -199,7 +200,10 @@ def _block_keys(mb: MiniBatch, n: int) -> list[torch.Tensor]:
     return [b.src_ids[b.edge_index[0]] * n + b.dst_ids[b.edge_index[1]] for b in mb.blocks]
 
 
-def test_exclusion_removes_the_positives_and_their_reverses_only(graph):
+@pytest.mark.parametrize("kernels", ["compiled", "torch"])
+def test_exclusion_removes_the_positives_and_their_reverses_only(graph, kernels, monkeypatch):
+    if kernels == "torch":  # the fallback of samplers/link_kernels.py (no numba, or CUDA tensors)
+        monkeypatch.setattr(link_kernels, "usable", lambda *tensors: False)
     n = graph.num_nodes
     indptr, indices = _csc(graph.edge_index, n)
     node = NeighborSampler(indptr, indices, [-1, 5], seed=2)
@@ -240,12 +244,16 @@ class _TypedStub:
         off = src != dst
         ei = torch.stack([src[off], dst[off]])
         src_ids = seeds.flip(0) if self.flip else seeds
-        block = Block(src_ids, seeds, ei, edge_type=src_ids[ei[0]] % 3, node_type=src_ids % 2)
+        attr = torch.stack([src_ids[ei[0]], seeds[ei[1]]], 1).to(torch.float32)  # (source id, destination id)
+        block = Block(src_ids, seeds, ei, edge_type=src_ids[ei[0]] % 3, node_type=src_ids % 2, edge_attr=attr)
         return MiniBatch(seeds=seeds, blocks=[block], stats={"sampled_edges": ei.size(1)})
 
 
+@pytest.mark.parametrize("kernels", ["compiled", "torch"])
 @pytest.mark.parametrize("flip", [False, True], ids=["seeds first (local keys)", "seeds not first (global keys)"])
-def test_exclusion_keeps_edge_types_aligned(flip):
+def test_exclusion_keeps_edge_types_aligned(flip, kernels, monkeypatch):
+    if kernels == "torch":  # the fallback of samplers/link_kernels.py (no numba, or CUDA tensors)
+        monkeypatch.setattr(link_kernels, "usable", lambda *tensors: False)
     pos = torch.tensor([[1, 4, 7], [2, 5, 1]])
     stub = _TypedStub(flip)
     mb = LinkSampler(stub, pos, NegativeSampler(10, "in_batch", k=1), rank=0).sample(torch.tensor([0, 1, 2]), 4, 6)
@@ -259,6 +267,7 @@ def test_exclusion_keeps_edge_types_aligned(flip):
     pairs = set(zip(src.tolist(), dst.tolist()))
     assert not pairs & {(1, 2), (2, 1), (4, 5), (5, 4), (7, 1), (1, 7)}
     assert torch.equal(b.edge_type, src % 3)
+    assert torch.equal(b.edge_attr, torch.stack([src, dst], 1).to(torch.float32))
     assert torch.equal(b.node_type, b.src_ids % 2)
     # in_batch, k=1: (src_i, dst_{i+1})
     assert _scored_pairs(mb).tolist() == [[1, 4, 7, 1, 4, 7], [2, 5, 1, 5, 1, 2]]
