@@ -83,7 +83,12 @@ rows (``np.take`` of the CSC positions from the 64 MB table) takes 4.53 ms alone
 kernels read each drawn edge's attribute row beside its neighbor id (``cpu_kernels.pack_edges``,
 int32 rows of the id's two words then the attribute bits), so the id and the row share cache
 lines. Before (draws, then one gather of every hop's positions): 0.59-0.72x; a parallel gather,
-a preallocated output and 16-bit rows gained nothing measurable. The 2-part epoch sent 30.3 MB of
+a preallocated output and 16-bit rows gained nothing measurable. At 01ea41b (the kernels'
+second pass prefetches the row 32 slots ahead; this process on huge pages, as workers are):
+130,995 without and 90,972 with, **0.69x** (+3.44 ms per batch; the gather alone 3.77 ms). In
+this process, alternating: 0.78-0.83x. Why not more: the packed table (76 MB) is read from DRAM
+(about 2.3 ms per batch read alone, 243k rows) while the 16 MB of ids fit the 32 MB L3; rows
+padded to 64 B (one line each) gained nothing beyond noise, and cost 24 B per edge. The 2-part epoch sent 30.3 MB of
 edge rows (947,427 rows of 32 B) beside 9.0 MB of sampling responses and 155.1 MB in all without
 edge features (185.5 MB with).
 

@@ -25,6 +25,14 @@ from gnnscale.samplers.cpu_kernels import HAVE_NUMBA, nb, usable
 
 if HAVE_NUMBA:
 
+    @nb.njit(inline="always", cache=True)
+    def _is_hit(src, dst, S, ptr, ban_src, e):
+        if src[e] < S and dst[e] < S:
+            for q in range(ptr[dst[e]], ptr[dst[e] + 1]):
+                if ban_src[q] == src[e]:
+                    return 1
+        return 0
+
     @nb.njit(cache=True, nogil=True)
     def _hits(src, dst, S, banned):
         # the banned sources of each destination d < S: ban_src[ptr[d]:ptr[d + 1]] (a positive
@@ -42,22 +50,13 @@ if HAVE_NUMBA:
             fill[d] += 1
         n = 0
         for e in range(src.shape[0]):
-            if src[e] < S and dst[e] < S:
-                for q in range(ptr[dst[e]], ptr[dst[e] + 1]):
-                    if ban_src[q] == src[e]:
-                        n += 1
-                        break
+            n += _is_hit(src, dst, S, ptr, ban_src, e)
         out = np.empty(n, dtype=np.int64)
-        if n == 0:
-            return out
         n = 0
-        for e in range(src.shape[0]):
-            if src[e] < S and dst[e] < S:
-                for q in range(ptr[dst[e]], ptr[dst[e] + 1]):
-                    if ban_src[q] == src[e]:
-                        out[n] = e
-                        n += 1
-                        break
+        for e in range(src.shape[0] if out.shape[0] else 0):
+            if _is_hit(src, dst, S, ptr, ban_src, e):
+                out[n] = e
+                n += 1
         return out
 
     @nb.njit(cache=True, nogil=True)
