@@ -17,10 +17,11 @@ DGL 2.1's edge prediction sampler, alternating, on the R-MAT graphs of ``../shar
   --task link`` on the 1-part folder, 1 worker, ``--threads`` 2), **DGL** single process
   (``benchmarks/dgl_link.py`` in the DGL venv, 2 threads: ``as_edge_prediction_sampler`` over a
   ``NeighborSampler``, ``exclude="reverse_id"``, ``negative_sampler.Uniform(1)``, ``DataLoader``
-  with ``num_workers=0``), **gnnscale 2 parts** (2 workers on the 2-part folder, 1 thread each),
-  and the same with ``--host-features --host-graph`` (both workers on this host read each other's
-  feature rows and sample each other's nodes from the partition folder, memory-mapped, instead of
-  exchanging them through the communicator: the same draws, so the same loss);
+  with ``num_workers=0``), **gnnscale 2 parts** exchanging features and samples through the
+  communicator (2 workers on the 2-part folder, 1 thread each, ``--no-host-features
+  --no-host-graph``: as workers on two hosts would), and the same with the default host reads
+  (``host``: both workers on this host read each other's feature rows and sample each other's
+  nodes from the partition folder, memory-mapped: the same draws, so the same loss);
 * figure: seed (positive training) edges of the timed epoch / its seconds; ratio of medians
   gnnscale / DGL for 1 process and for 2 parts. There is no DistDGL link-prediction script
   here, so the 2-part figure is set beside DGL's **single-process** run (the same 2 cores).
@@ -260,8 +261,8 @@ def seed_edges_in_epoch(counts: list[int], batch_size: int, max_steps: int) -> d
 
 def gnnscale_run(g: dict, parts: int, args, work: Path, tag: str, host: bool = False) -> dict:
     """``gnnscale train --task link`` on the ``parts``-part folder (one worker per part);
-    ``host``: with ``--host-features --host-graph`` (the workers read each other's rows and CSCs
-    from the folder)."""
+    ``host``: with the default host reads (the workers read each other's rows and CSCs from the
+    folder); without, ``--no-host-features --no-host-graph`` (everything through the communicator)."""
     threads = args.threads if parts == 1 else max(1, args.threads // parts)
     steps_cap = args.max_steps if parts == 1 else math.ceil(args.max_steps / parts)
     m = work / f"m-{tag}.json"
@@ -273,8 +274,8 @@ def gnnscale_run(g: dict, parts: int, args, work: Path, tag: str, host: bool = F
            "--seed", "0", "--metrics", str(m), "--no-progress"]
     if steps_cap:
         cmd += ["--max-steps", str(steps_cap)]
-    if host:
-        cmd += ["--host-features", "--host-graph"]
+    if not host:
+        cmd += ["--no-host-features", "--no-host-graph"]
     wall = run_cmd(cmd, work / f"m-{tag}.log")
     met = json.loads(m.read_text())
     sched = seed_edges_in_epoch(g["train_edges_per_part"][parts], args.batch_size, steps_cap)
@@ -400,8 +401,9 @@ def throughput(args, work: Path) -> dict:
               f"{m['gnnscale_2_host']:14,.0f} {res['ratio_gnnscale_2_host_over_dgl_single_process']:7.2f} "
               f"{res['max_foreign_cpu_frac']:15.1%}")
     print("* 2 parts (2 workers, 1 thread each) over DGL's single process (2 threads): there is no DistDGL "
-          "link-prediction script here. 'host': --host-features --host-graph (the workers read each other's feature "
-          "rows and sample each other's nodes from the partition folder on this host instead of exchanging them).")
+          "link-prediction script here. '2 parts': --no-host-features --no-host-graph (features and samples through "
+          "gloo, as on two hosts); 'host': the default on one host (the workers read each other's feature rows and "
+          "sample each other's nodes from the partition folder instead of exchanging them).")
     for name, res in out["graphs"].items():
         r2 = res["runs"]["gnnscale_2"][0]
         print(f"{name}: training edges per part of 2 {res['graph']['train_edges_per_part'][2]}, seed edges per step "

@@ -58,8 +58,10 @@ class TrainConfig:
     cache_size: str = "10%"  # rows=N, bytes=64MB, fraction=0.1 or 10% (of the remote rows)
     cache_file: str | None = None
     presample_epochs: int = 2
-    host_features: bool = False  # ranks on one host read each other's feature rows from the partition folder
-    host_graph: bool = False  # ranks on one host sample each other's nodes from the partition folder's CSCs
+    # ranks on one host read each other's feature rows (sample each other's nodes) from the partition
+    # folder; None (auto): where it applies (parallel/plan.py host_reads), True / False as given
+    host_features: bool | None = None
+    host_graph: bool | None = None
     pipeline: bool = False  # sample/fetch batch i+1 in a thread while batch i trains
     pipeline_depth: int = 2
     net_bandwidth_gbps: float | None = None  # a modelled link (benchmarks on one machine)

@@ -17,8 +17,10 @@ from gnnscale.errors import GnnscaleError
 from gnnscale.process.launch import launch_local
 
 HIDDEN = 16
+# host_graph off: the remote edges' rows come with their owners' sampling responses (the edge_attr
+# bytes these tests count); test_host_parts_bring_their_edge_features reads them from the folder
 BASE = dict(epochs=2, fanouts=(5, 5), batch_size=128, hidden=HIDDEN, eval_every=0, verify=False, progress=False,
-            timeout=60.0, device="cpu", seed=3)
+            timeout=60.0, device="cpu", seed=3, host_graph=False)
 GAT = dict(layer="gat-pyg", layer_kwargs={"heads": 2})  # torch_geometric.nn.GATConv, built with edge_dim=21
 
 

@@ -137,7 +137,7 @@ def test_historical_holds_halo_features_and_fetches_none(cora, cora_parts, tmp_p
         metrics = tmp_path / f"m{mode}.json"
         cfg = TrainConfig(epochs=2, fanouts=[5, 5], batch_size=16, hidden=16, lr=0.01, exchange="historical",
                           staleness=4, halo_features=mode, eval_every=0, dropout=0.0, metrics=str(metrics),
-                          progress=False)
+                          progress=False, host_features=False)  # fetched from the owners, not the folder
         launch_local(train_worker, 2, args=(cora_parts[2], cfg))
         res[mode] = json.loads(metrics.read_text())
     hold, fetch = res["hold"], res["fetch"]

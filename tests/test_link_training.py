@@ -17,8 +17,10 @@ import torch
 from gnnscale.config import TrainConfig
 from gnnscale.process.launch import launch_local
 
+# host reads off: the endpoints' samples and rows come from their owners (the bytes these tests count)
 BASE = dict(task="link", layer="gcn", fanouts=(-1, -1), batch_size=256, hidden=32, epochs=30, lr=0.01, dropout=0.0,
-            verify=False, progress=False, timeout=120.0, device="cpu", eval_every=30)
+            verify=False, progress=False, timeout=120.0, device="cpu", eval_every=30, host_features=False,
+            host_graph=False)
 
 
 def _cfg(**kw) -> TrainConfig:

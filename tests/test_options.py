@@ -99,13 +99,14 @@ def cases(mode: str, tmp: Path) -> dict:
                        lambda b, v, t: v["cache"]["policy"] == "file" and v["cache"]["rows"] > 0),
         "presample_epochs": ({"cache_policy": "presample", "presample_epochs": 1}, {"cache_policy": "presample"},
                              lambda b, v, t: v["cache"]["presampled_epochs"] == 1 < b["cache"]["presampled_epochs"]),
-        # the same rows, read from the folder: equal weights, no feature bytes exchanged
-        "host_features": ({"host_features": True}, {},
+        # the same rows, read from the folder: equal weights, no feature bytes exchanged (on by
+        # default where it applies: the baseline turns it off)
+        "host_features": ({"host_features": True}, {"host_features": False},
                           lambda b, v, t: v["last"]["feature_rows_host"] > 0 == b["last"]["feature_rows_host"]
                           and v["last"]["feature_bytes_fetched"] == 0 < b["last"]["feature_bytes_fetched"]
                           and v["digest"] == b["digest"]),
         # the same draws, made here from the folder's CSCs: equal weights, no sampling request sent
-        "host_graph": ({"host_graph": True}, {},
+        "host_graph": ({"host_graph": True}, {"host_graph": False},
                        lambda b, v, t: v["last"]["bytes_sent_by_category"].get("sample_request", 0) == 0
                        < b["last"]["bytes_sent_by_category"].get("sample_request", 0)
                        and v["last"]["bytes_sent_by_category"].get("sample_response", 0) == 0
@@ -119,7 +120,8 @@ def cases(mode: str, tmp: Path) -> dict:
                                == b["last"]["modelled_network_seconds"]),
         "net_latency_ms": ({"net_bandwidth_gbps": 10.0, "net_latency_ms": 5.0}, {"net_bandwidth_gbps": 10.0},
                            lambda b, v, t: v["last"]["modelled_network_seconds"] > b["last"]["modelled_network_seconds"]),
-        "exchange": ({"exchange": "local"}, {},
+        # against exact exchange asking the owners (host reads off: with them, it asks nobody either)
+        "exchange": ({"exchange": "local"}, {"host_graph": False},
                      lambda b, v, t: v["last"]["bytes_sent_by_category"].get("sample_request", 0) == 0
                      < b["last"]["bytes_sent_by_category"].get("sample_request", 0)),
         "staleness": (({"staleness": 8}, {}, lambda b, v, t: v["exchange"]["staleness"] == 8) if cp else
@@ -277,6 +279,10 @@ def test_every_option_is_honoured_or_refused(cora_partition, tmp_path, mode):
     assert not errors, errors
     for name, (b, v, check) in plan.items():
         assert check(got[b], got[v], tmp_path), (name, runs[b], runs[v])
+    if mode != CHUNK_PIPELINE:  # host reads are on by default: the plain run read the other part from the folder
+        plain = got[index["{}"]]["last"]
+        assert plain["feature_rows_host"] > 0 and plain["feature_bytes_fetched"] == 0
+        assert plain["bytes_sent_by_category"].get("sample_request", 0) == 0
     if mode == CHUNK_PIPELINE:  # sampled fanouts mean nothing to full neighbourhoods
         with pytest.raises(GnnscaleError, match=r"--fanouts \(fanouts=\(5, 5\)\) does not apply to chunk pipelining"):
             gnnscale.train(parts_dir=parts, workers=2, **(COMMON | spec["base"] | {"fanouts": (5, 5)}))
@@ -306,3 +312,30 @@ def test_verify_is_honoured_in_every_mode(cora_partition, tmp_path):
         with pytest.raises(GnnscaleError, match="sha256"):
             gnnscale.train(parts_dir=str(bad), workers=workers, **(cfg | {"verify": True}))
         assert gnnscale.train(parts_dir=str(bad), workers=workers, **cfg)["epochs"]
+
+
+def test_host_reads_are_on_where_they_apply_and_off_is_accepted_everywhere():
+    """--host-features / --host-graph unset (auto): on in the sampled modes on untyped graphs
+    (the graph's reads with exact exchange), off in chunk mode, for typed graphs and when a
+    network is modelled; given, as given. Off is accepted in every mode, on refused where it
+    does not apply, before any worker starts."""
+    from dataclasses import replace
+
+    from gnnscale.parallel.plan import PlanError, check_options, host_reads
+
+    dp, chunk = _config(DATA_PARALLEL, {}), _config(CHUNK_PIPELINE, {})
+    assert dp.host_features is None and dp.host_graph is None
+    assert host_reads(dp, DATA_PARALLEL) == (True, True)
+    assert host_reads(_config(LAYER_PIPELINE, {}), LAYER_PIPELINE) == (True, True)
+    assert host_reads(chunk, CHUNK_PIPELINE) == (False, False)
+    assert host_reads(dp, DATA_PARALLEL, typed={"node_types": ["paper", "author"]}) == (False, False)
+    assert host_reads(replace(dp, exchange="historical"), DATA_PARALLEL) == (True, False)
+    assert host_reads(replace(dp, net_bandwidth_gbps=10.0), DATA_PARALLEL) == (False, False)
+    assert host_reads(replace(dp, host_features=False, host_graph=False), DATA_PARALLEL) == (False, False)
+    assert host_reads(replace(dp, net_bandwidth_gbps=10.0, host_features=True), DATA_PARALLEL) == (True, False)
+    check_options(replace(chunk, host_features=False, host_graph=False), CHUNK_PIPELINE)
+    check_options(replace(dp, exchange="historical", host_graph=False), DATA_PARALLEL)
+    with pytest.raises(PlanError, match=r"--host-features \(host_features=True\) does not apply to chunk pipelining"):
+        check_options(replace(chunk, host_features=True), CHUNK_PIPELINE)
+    with pytest.raises(PlanError, match=r"--host-graph \(host_graph=True\) applies only with --exchange exact"):
+        check_options(replace(dp, exchange="historical", host_graph=True), DATA_PARALLEL)

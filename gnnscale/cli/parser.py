@@ -175,14 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cache size: rows=N, bytes=64MB, fraction=0.1 or 10%% of the remote rows")
     g.add_argument("--cache-file", default=None, metavar="FILE", help="for --cache-policy file: .npy of int64 global ids")
     g.add_argument("--presample-epochs", type=int, default=2, help="epochs sampled to count accesses (presample policy)")
-    g.add_argument("--host-features", action=argparse.BooleanOptionalAction, default=False,
+    g.add_argument("--host-features", action=argparse.BooleanOptionalAction, default=None,
                    help="workers on one host read each other's feature rows straight from the partition folder "
                    "(memory-mapped: the host's page cache holds one copy) instead of asking their owners; owners on "
-                   "other hosts still answer through the communicator. Rows read so count as feature_rows_host")
-    g.add_argument("--host-graph", action=argparse.BooleanOptionalAction, default=False,
+                   "other hosts still answer through the communicator. Rows read so count as feature_rows_host. "
+                   "Default: on where it applies (sampled modes, untyped graphs, no --net-bandwidth-gbps); "
+                   "--no-host-features sends every remote row through the communicator")
+    g.add_argument("--host-graph", action=argparse.BooleanOptionalAction, default=None,
                    help="workers on one host sample each other's nodes themselves from the partition folder's CSCs "
                    "(memory-mapped), with the same draws as the owners', instead of asking them; with every worker on "
-                   "one host sampling exchanges nothing. Exact exchange, untyped graphs")
+                   "one host sampling exchanges nothing. Exact exchange, untyped graphs. Default: on where it "
+                   "applies (as --host-features, and --exchange exact); --no-host-graph asks the owners")
     g.add_argument("--pipeline", action=argparse.BooleanOptionalAction, default=False,
                    help="sample and fetch the next batches in a background thread while the current one trains")
     g.add_argument("--pipeline-depth", type=int, default=2, help="batches prepared ahead (queue depth)")

@@ -36,6 +36,26 @@ def host_ranks(comm) -> HostRanks:
     return HostRanks(tuple(k for k, h in enumerate(hosts) if k != comm.rank and h == me), len(set(hosts)) == 1)
 
 
+def host_setup(comm, parts_dir, wanted: tuple[bool, bool], auto: tuple[bool, bool]
+               ) -> tuple[bool, bool, HostRanks | None]:
+    """(read features, read graphs, the ranks on this host or None): ``wanted`` as
+    ``parallel.plan.host_reads`` resolved it; an ``auto`` one (not given) stays on only if every
+    rank finds in its partition folder the files of every part on its host (one more gathered
+    answer: the same on every rank). A folder holding only its host's parts, as on separate
+    hosts, then exchanges as before. Collective when anything is wanted."""
+    features, graph = wanted
+    if not (features or graph):
+        return False, False, None
+    hosts = host_ranks(comm)
+    if auto[0] or auto[1]:
+        found = {name: all((Path(parts_dir) / part_dir_name(k) / name).is_file() for k in hosts.peers)
+                 for name in ("x.npy", "indptr.npy", "indices.npy")}
+        ok = comm.all_gather_object((found["x.npy"], found["indptr.npy"] and found["indices.npy"]))
+        features = features and (not auto[0] or all(f for f, _ in ok))
+        graph = graph and (not auto[1] or all(g for _, g in ok))
+    return features, graph, hosts if (features or graph) else None
+
+
 def open_host_features(parts_dir, book: PartitionBook, hosts: HostRanks, feature_dim: int) -> dict[int, np.ndarray]:
     """{rank: read-only float32 memmap [n_rank, F]} of ``hosts.peers``' feature rows."""
     out = {}

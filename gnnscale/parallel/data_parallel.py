@@ -17,13 +17,14 @@ import torch
 
 from gnnscale.data.degrees import DegreeStore
 from gnnscale.data.feature_cache import setup_cache
-from gnnscale.data.host_parts import host_ranks, open_host_features, open_host_graphs
+from gnnscale.data.host_parts import host_setup, open_host_features, open_host_graphs
 from gnnscale.data.typed_store import open_features
 from gnnscale.data.loader import MiniBatchLoader, build_samplers, wait_ready
 from gnnscale.history.modes import exchange_mode
 from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult
+from gnnscale.parallel.plan import host_reads
 from gnnscale.process.eager import adam, ddp
 from gnnscale.partitioning import load_part
 from gnnscale.samplers import check_fanouts
@@ -109,11 +110,17 @@ class DataParallel(Axis):
         meta = part.meta
         self.features = open_features(part, dims.data, device)  # per node type for a typed graph
         # the other parts on this host: read from their files, not asked for
-        hosts = host_ranks(dims.data) if cfg.host_features or cfg.host_graph else None
-        if cfg.host_features:
+        wanted = host_reads(cfg, ctx.plan.mode, part.meta.get("typed"))
+        read_features, read_graph, hosts = host_setup(dims.data, ctx.parts_dir, wanted,
+                                                      (cfg.host_features is None, cfg.host_graph is None))
+        if hosts is not None and hosts.peers and dims.rank == 0:
+            log.info("on this host: %d other part(s) read from the partition folder (%s); --no-host-features / "
+                     "--no-host-graph send them through the communicator", len(hosts.peers),
+                     ", ".join(w for w, on in (("feature rows", read_features), ("sampling", read_graph)) if on))
+        if read_features:
             self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, part.meta["feature_dim"]),
                                           hosts.complete)
-        if cfg.host_graph:
+        if read_graph:
             graphs = open_host_graphs(ctx.parts_dir, part.book, hosts, part.meta, edge_attr=self.edge_dim > 0)
             for sampler in (self.sampler, self.eval_sampler):
                 sampler.read_host_parts(graphs, hosts.complete)

@@ -34,13 +34,14 @@ import torch
 from gnnscale.data.degrees import DegreeStore
 from gnnscale.data.feature_cache import setup_cache
 from gnnscale.data.feature_store import DistFeatureStore
-from gnnscale.data.host_parts import host_ranks, open_host_features, open_host_graphs
+from gnnscale.data.host_parts import host_setup, open_host_features, open_host_graphs
 from gnnscale.data.loader import MiniBatchLoader, build_samplers, wait_ready
 from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states, resumed_bounds
 from gnnscale.parallel.costs import mean_over_ranks, measure_layer_costs
 from gnnscale.parallel.data_parallel import train_counts
+from gnnscale.parallel.plan import host_reads
 from gnnscale.parallel.schedules import plan_stages
 from gnnscale.parallel.stage import PipelineStage, StepStats, epoch_summary, rng_key
 from gnnscale.partitioning import load_part
@@ -80,8 +81,10 @@ class LayerPipeline(Axis):
         full, self.eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, fanouts, cfg.exchange)
         self.features = DistFeatureStore(part, part.book, dims.data, meta["feature_dim"])
         # the other parts on this host: read from their files, not asked for
-        hosts = host_ranks(dims.data) if cfg.host_features or cfg.host_graph else None
-        if cfg.host_features:
+        wanted = host_reads(cfg, ctx.plan.mode, meta.get("typed"))
+        read_features, read_graph, hosts = host_setup(dims.data, ctx.parts_dir, wanted,
+                                                      (cfg.host_features is None, cfg.host_graph is None))
+        if read_features:
             self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, meta["feature_dim"]),
                                           hosts.complete)
         self.degrees = DegreeStore(part.indptr, part.book, dims.data) if model.uses_degree else None
@@ -107,7 +110,7 @@ class LayerPipeline(Axis):
         self.sampler = full if self.start_layer == 0 else DistNeighborSampler(
             part.indptr, part.indices, part.book, dims.data, list(fanouts)[:layers - self.start_layer],
             seed=cfg.seed, owned_keys=part.orig_ids, backend=cfg.sampler_backend, mode=cfg.exchange)
-        if cfg.host_graph:
+        if read_graph:
             graphs = open_host_graphs(ctx.parts_dir, part.book, hosts, meta)
             for sampler in {id(x): x for x in (full, self.sampler, self.eval_sampler)}.values():
                 sampler.read_host_parts(graphs, hosts.complete)

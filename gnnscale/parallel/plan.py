@@ -97,9 +97,16 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+# options whose default is auto (None) and whose False (off) applies in every mode
+_OFF_ANYWHERE = ("host_features", "host_graph")
+
+
 def _given(cfg: TrainConfig, name: str) -> bool:
-    """Whether ``name`` differs from its default (what a user set)."""
+    """Whether ``name`` differs from its default (what a user set). An auto option's off is not
+    checked: it applies everywhere."""
     value, default = getattr(cfg, name), getattr(_DEFAULTS, name)
+    if name in _OFF_ANYWHERE and value is False:
+        return False
     if isinstance(value, (list, tuple)) and isinstance(default, (list, tuple)):
         return list(value) != list(default)
     return value != default
@@ -315,6 +322,24 @@ def edge_features_blocker(cfg: TrainConfig, mode: str, typed: dict | str | None 
     return None
 
 
+def host_reads(cfg: TrainConfig, mode: str, typed: dict | str | None = None) -> tuple[bool, bool]:
+    """(read other parts' feature rows, sample other parts' nodes) from the partition folder, for
+    the ranks on this host (``--host-features``, ``--host-graph``; docs in README.md).
+
+    Given (True / False), as given: :func:`check_options` and :func:`check_typed_options` have
+    rejected them where they do not apply. Unset (None, the default: auto), on where they
+    apply: the sampled modes (data parallel, layer pipeline) on an untyped graph, the graph's
+    reads only with ``--exchange exact``; off when ``--net-bandwidth-gbps`` models a network
+    (the run then stands for workers on several hosts). As DistDGL's trainers read their
+    machine's partitions from shared memory: rows and samples a worker can read on its host are
+    never sent through the communicator, and an owner on another host still answers there. The
+    same rows and draws either way (tests/test_distributed.py), so results are unchanged."""
+    auto = mode in SAMPLED and not (typed and typed != UNKNOWN) and not cfg.net_bandwidth_gbps
+    features = cfg.host_features if cfg.host_features is not None else auto
+    graph = cfg.host_graph if cfg.host_graph is not None else auto and cfg.exchange == "exact"
+    return bool(features), bool(graph)
+
+
 def check_edge_options(cfg: TrainConfig, mode: str, where: str, typed: dict | str | None = None,
                        edges: int | str | None = None) -> None:
     """Reject ``--edge-features on`` where it cannot be honoured, before any worker starts: a mode
@@ -346,12 +371,12 @@ def check_typed_options(cfg: TrainConfig, mode: str, where: str) -> None:
     if cfg.exchange != "exact":
         raise PlanError(f"--exchange {cfg.exchange} does not apply to typed graphs ({where}) yet: their halo tables "
                         "are untyped. Use --exchange exact.")
-    if cfg.host_features:
+    if cfg.host_features:  # None (auto) is off for typed graphs
         raise PlanError(f"--host-features does not apply to typed graphs ({where}) yet: their rows are read per node "
-                        "type through the communicator. Leave --host-features out.")
+                        "type through the communicator. Leave --host-features out (or give --no-host-features).")
     if cfg.host_graph:
         raise PlanError(f"--host-graph does not apply to typed graphs ({where}) yet: their owners sample by relation. "
-                        "Leave --host-graph out.")
+                        "Leave --host-graph out (or give --no-host-graph).")
     layer = cfg.layer if isinstance(cfg.layer, str) else ""
     if not (layer in TYPED_LAYERS or layer.startswith("rel:") or ":" in layer.replace("rel:", "", 1)):
         raise PlanError(f"--layer {cfg.layer} does not read relations, and {where} is a typed graph: use --layer "
