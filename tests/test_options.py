@@ -280,6 +280,7 @@ def test_every_option_is_honoured_or_refused(cora_partition, tmp_path, mode):
     for name, (b, v, check) in plan.items():
         assert check(got[b], got[v], tmp_path), (name, runs[b], runs[v])
     if mode != CHUNK_PIPELINE:  # host reads are on by default: the plain run read the other part from the folder
+        assert got[index["{}"]]["process"]["host_reads"] == {"features": True, "graph": True, "parts": 1}
         plain = got[index["{}"]]["last"]
         assert plain["feature_rows_host"] > 0 and plain["feature_bytes_fetched"] == 0
         assert plain["bytes_sent_by_category"].get("sample_request", 0) == 0

@@ -117,6 +117,7 @@ class DataParallel(Axis):
             log.info("on this host: %d other part(s) read from the partition folder (%s); --no-host-features / "
                      "--no-host-graph send them through the communicator", len(hosts.peers),
                      ", ".join(w for w, on in (("feature rows", read_features), ("sampling", read_graph)) if on))
+        self.host_reads = {"features": read_features, "graph": read_graph, "parts": len(hosts.peers) if hosts else 0}
         if read_features:
             self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, part.meta["feature_dim"]),
                                           hosts.complete)
@@ -310,7 +311,7 @@ class DataParallel(Axis):
 
     def info(self) -> dict:
         return {"cache": self.cache_info, "exchange": self.mode.info(), "sampler_backend": self.sampler.kernels.name,
-                "task": self.task.name, "metric": self.task.metric}
+                "task": self.task.name, "metric": self.task.metric, "host_reads": self.host_reads}
 
     def cache_ids(self):
         cache = self.features.cache

@@ -84,6 +84,7 @@ class LayerPipeline(Axis):
         wanted = host_reads(cfg, ctx.plan.mode, meta.get("typed"))
         read_features, read_graph, hosts = host_setup(dims.data, ctx.parts_dir, wanted,
                                                       (cfg.host_features is None, cfg.host_graph is None))
+        self.host_reads = {"features": read_features, "graph": read_graph, "parts": len(hosts.peers) if hosts else 0}
         if read_features:
             self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, meta["feature_dim"]),
                                           hosts.complete)
@@ -250,7 +251,8 @@ class LayerPipeline(Axis):
     def info(self) -> dict:
         return {"cache": self.cache_info, "exchange": {"mode": self.cfg.exchange, "staleness": None},
                 "stages": [list(b) for b in self.bounds], "layer_costs": self.costs,
-                "sampler_backend": self.sampler.kernels.name, "task": "node", "metric": self.task.metric}
+                "sampler_backend": self.sampler.kernels.name, "task": "node", "metric": self.task.metric,
+                "host_reads": self.host_reads}
 
     def cache_ids(self):
         cache = self.features.cache

@@ -319,6 +319,8 @@ class Trainer:
             # what this run's live objects used (not echoed from the options)
             "process": {"timeout": dims.comm.timeout, "progress_bar": _progress_enabled(cfg, 0),
                         "sampler_backend": info.get("sampler_backend"), "verified": bool(self.verified),
+                        # other parts on this host read from the folder (features, graph; parts: how many)
+                        "host_reads": info.get("host_reads"),
                         "threads": torch.get_num_threads(), "torch_dynamo_imported_by_rank": dynamo},
             "step_losses": self.step_losses,
         }
