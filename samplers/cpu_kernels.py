@@ -25,9 +25,8 @@ import torch
 
 try:
     import numba as nb
-    from llvmlite import ir as _ir
-    from numba.core import cgutils as _cgutils
-    from numba.extending import intrinsic as _intrinsic
+
+    from gnnscale.samplers.prefetch import prefetch as _prefetch
 
     HAVE_NUMBA = True
 except ImportError:  # pragma: no cover - numba is a dependency, but stay usable without it
@@ -44,26 +43,6 @@ _CHUNK = 4096  # the second pass's slots per parallel task (prefetches stay insi
 _AHEAD = 32  # how many slots ahead the second pass prefetches the edge it will read
 
 if HAVE_NUMBA:
-
-    @_intrinsic
-    def _prefetch(typingctx, arr, i, byte_offset):
-        """Hint the CPU to load the cache line at ``byte_offset`` bytes into ``arr[i]`` (its first
-        axis' entry ``i``: an element of a 1-D array, a row of a 2-D one). No effect on results:
-        a prefetch never faults."""
-        sig = nb.types.void(arr, i, byte_offset)
-
-        def codegen(context, builder, signature, args):
-            ary = context.make_array(signature.args[0])(context, builder, args[0])
-            stride = _cgutils.unpack_tuple(builder, ary.strides, signature.args[0].ndim)[0]  # bytes per arr[i]
-            off = builder.add(builder.mul(args[1], stride), args[2])
-            ptr = builder.gep(builder.bitcast(ary.data, _cgutils.voidptr_t), [off])
-            i32 = _ir.IntType(32)
-            fn = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(_ir.VoidType(), [ptr.type, i32, i32, i32]),
-                                                 "llvm.prefetch.p0")
-            builder.call(fn, [ptr, i32(0), i32(3), i32(1)])  # read, keep in every cache level, data
-            return context.get_dummy_value()
-
-        return sig, codegen
 
     @nb.njit(inline="always", cache=True)
     def _mix64(x):
