@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gnnscale.parallel.plan import host_reads
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.manifest import edge_feature_dim, part_dir_name
 from gnnscale.partitioning.validate import check_pointers, load_array
@@ -36,24 +37,38 @@ def host_ranks(comm) -> HostRanks:
     return HostRanks(tuple(k for k, h in enumerate(hosts) if k != comm.rank and h == me), len(set(hosts)) == 1)
 
 
-def host_setup(comm, parts_dir, wanted: tuple[bool, bool], auto: tuple[bool, bool]
-               ) -> tuple[bool, bool, HostRanks | None]:
-    """(read features, read graphs, the ranks on this host or None): ``wanted`` as
-    ``parallel.plan.host_reads`` resolved it; an ``auto`` one (not given) stays on only if every
-    rank finds in its partition folder the files of every part on its host (one more gathered
-    answer: the same on every rank). A folder holding only its host's parts, as on separate
-    hosts, then exchanges as before. Collective when anything is wanted."""
-    features, graph = wanted
+@dataclass(frozen=True)
+class HostReads:
+    """What a rank reads from the partition folder instead of asking the owners: the other parts'
+    feature rows (``features``), their graphs (``graph``), and the ranks on its host (None when
+    it reads nothing)."""
+
+    features: bool
+    graph: bool
+    hosts: HostRanks | None
+
+    def info(self) -> dict:
+        """The metrics' ``process.host_reads``: features, graph, how many other parts are read."""
+        return {"features": self.features, "graph": self.graph, "parts": len(self.hosts.peers) if self.hosts else 0}
+
+
+def host_setup(comm, parts_dir, cfg, mode: str, typed: dict | str | None = None) -> HostReads:
+    """The host reads of a run of ``cfg`` in ``mode``, as :func:`gnnscale.parallel.plan.host_reads`
+    resolves them; an auto one (not given) stays on only if every rank finds in its partition
+    folder the files of every part on its host (one more gathered answer: the same on every
+    rank). A folder holding only its host's parts, as on separate hosts, then exchanges as
+    before. Collective when anything is wanted."""
+    features, graph = host_reads(cfg, mode, typed)
     if not (features or graph):
-        return False, False, None
+        return HostReads(False, False, None)
     hosts = host_ranks(comm)
-    if auto[0] or auto[1]:
+    if cfg.host_features is None or cfg.host_graph is None:
         found = {name: all((Path(parts_dir) / part_dir_name(k) / name).is_file() for k in hosts.peers)
                  for name in ("x.npy", "indptr.npy", "indices.npy")}
         ok = comm.all_gather_object((found["x.npy"], found["indptr.npy"] and found["indices.npy"]))
-        features = features and (not auto[0] or all(f for f, _ in ok))
-        graph = graph and (not auto[1] or all(g for _, g in ok))
-    return features, graph, hosts if (features or graph) else None
+        features = features and (cfg.host_features is not None or all(f for f, _ in ok))
+        graph = graph and (cfg.host_graph is not None or all(g for _, g in ok))
+    return HostReads(features, graph, hosts if (features or graph) else None)
 
 
 def open_host_features(parts_dir, book: PartitionBook, hosts: HostRanks, feature_dim: int) -> dict[int, np.ndarray]:

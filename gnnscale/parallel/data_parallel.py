@@ -24,7 +24,6 @@ from gnnscale.history.modes import exchange_mode
 from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult
-from gnnscale.parallel.plan import host_reads
 from gnnscale.process.eager import adam, ddp
 from gnnscale.partitioning import load_part
 from gnnscale.samplers import check_fanouts
@@ -110,18 +109,16 @@ class DataParallel(Axis):
         meta = part.meta
         self.features = open_features(part, dims.data, device)  # per node type for a typed graph
         # the other parts on this host: read from their files, not asked for
-        wanted = host_reads(cfg, ctx.plan.mode, part.meta.get("typed"))
-        read_features, read_graph, hosts = host_setup(dims.data, ctx.parts_dir, wanted,
-                                                      (cfg.host_features is None, cfg.host_graph is None))
+        self.host_reads = reads = host_setup(dims.data, ctx.parts_dir, cfg, ctx.plan.mode, part.meta.get("typed"))
+        hosts = reads.hosts
         if hosts is not None and hosts.peers and dims.rank == 0:
             log.info("on this host: %d other part(s) read from the partition folder (%s); --no-host-features / "
                      "--no-host-graph send them through the communicator", len(hosts.peers),
-                     ", ".join(w for w, on in (("feature rows", read_features), ("sampling", read_graph)) if on))
-        self.host_reads = {"features": read_features, "graph": read_graph, "parts": len(hosts.peers) if hosts else 0}
-        if read_features:
+                     ", ".join(w for w, on in (("feature rows", reads.features), ("sampling", reads.graph)) if on))
+        if reads.features:
             self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, part.meta["feature_dim"]),
                                           hosts.complete)
-        if read_graph:
+        if reads.graph:
             graphs = open_host_graphs(ctx.parts_dir, part.book, hosts, part.meta, edge_attr=self.edge_dim > 0)
             for sampler in (self.sampler, self.eval_sampler):
                 sampler.read_host_parts(graphs, hosts.complete)
@@ -311,7 +308,7 @@ class DataParallel(Axis):
 
     def info(self) -> dict:
         return {"cache": self.cache_info, "exchange": self.mode.info(), "sampler_backend": self.sampler.kernels.name,
-                "task": self.task.name, "metric": self.task.metric, "host_reads": self.host_reads}
+                "task": self.task.name, "metric": self.task.metric, "host_reads": self.host_reads.info()}
 
     def cache_ids(self):
         cache = self.features.cache

@@ -41,7 +41,6 @@ from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states, resumed_bounds
 from gnnscale.parallel.costs import mean_over_ranks, measure_layer_costs
 from gnnscale.parallel.data_parallel import train_counts
-from gnnscale.parallel.plan import host_reads
 from gnnscale.parallel.schedules import plan_stages
 from gnnscale.parallel.stage import PipelineStage, StepStats, epoch_summary, rng_key
 from gnnscale.partitioning import load_part
@@ -81,11 +80,9 @@ class LayerPipeline(Axis):
         full, self.eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, fanouts, cfg.exchange)
         self.features = DistFeatureStore(part, part.book, dims.data, meta["feature_dim"])
         # the other parts on this host: read from their files, not asked for
-        wanted = host_reads(cfg, ctx.plan.mode, meta.get("typed"))
-        read_features, read_graph, hosts = host_setup(dims.data, ctx.parts_dir, wanted,
-                                                      (cfg.host_features is None, cfg.host_graph is None))
-        self.host_reads = {"features": read_features, "graph": read_graph, "parts": len(hosts.peers) if hosts else 0}
-        if read_features:
+        self.host_reads = reads = host_setup(dims.data, ctx.parts_dir, cfg, ctx.plan.mode, meta.get("typed"))
+        hosts = reads.hosts
+        if reads.features:
             self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, meta["feature_dim"]),
                                           hosts.complete)
         self.degrees = DegreeStore(part.indptr, part.book, dims.data) if model.uses_degree else None
@@ -111,7 +108,7 @@ class LayerPipeline(Axis):
         self.sampler = full if self.start_layer == 0 else DistNeighborSampler(
             part.indptr, part.indices, part.book, dims.data, list(fanouts)[:layers - self.start_layer],
             seed=cfg.seed, owned_keys=part.orig_ids, backend=cfg.sampler_backend, mode=cfg.exchange)
-        if read_graph:
+        if reads.graph:
             graphs = open_host_graphs(ctx.parts_dir, part.book, hosts, meta)
             for sampler in {id(x): x for x in (full, self.sampler, self.eval_sampler)}.values():
                 sampler.read_host_parts(graphs, hosts.complete)
@@ -252,7 +249,7 @@ class LayerPipeline(Axis):
         return {"cache": self.cache_info, "exchange": {"mode": self.cfg.exchange, "staleness": None},
                 "stages": [list(b) for b in self.bounds], "layer_costs": self.costs,
                 "sampler_backend": self.sampler.kernels.name, "task": "node", "metric": self.task.metric,
-                "host_reads": self.host_reads}
+                "host_reads": self.host_reads.info()}
 
     def cache_ids(self):
         cache = self.features.cache
