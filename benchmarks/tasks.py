@@ -64,7 +64,8 @@ warm-up batch; the same sampler **with** ``edge_attr`` (every block gathers its 
 edge rows cost in training: the same graph as a ``dir:`` dataset with ``edge_attr.npy``, cut by
 METIS into 2 parts, one epoch of ``gnnscale train --layer gat-pyg`` (GATConv, 4 heads, hidden 64;
 edge_dim 8 with ``--edge-features on``, none with ``off``; fan-outs 15,10,5, batch 1024 per worker,
-no evaluation): ``edge_attr`` bytes sent per epoch (all ranks) beside the sampling response's
+no evaluation, host reads off so that every row crosses the communicator as between 2 hosts):
+``edge_attr`` bytes sent per epoch (all ranks) beside the sampling response's
 bytes. Also timed: the rows' gather alone (``gather_edge_attr`` of the CSC positions of one
 epoch's batches, 10).
 Other processes' CPU during each timed run is recorded (``foreign_cpu``, ``machine_cpu``, as
@@ -492,7 +493,7 @@ def edge_bytes_2_parts(args, work: Path, evd) -> dict:
         m = run_train(str(parts), 2, work / f"edge-bytes-{edges}.json",
                       ["--layer", "gat-pyg", "--edge-features", edges, "--hidden", "64", "--fanouts", args.fanouts,
                        "--batch-size", str(args.batch_size), "--epochs", "1", "--eval-every", "0", "--seed", "0",
-                       "--no-verify"])
+                       "--no-verify", "--no-host-features", "--no-host-graph"])  # the exchange itself, as on 2 hosts
         ep = m["epochs"][-1]
         sent = ep["bytes_sent_by_category"]
         out[edges] = {"edge_attr_bytes": int(sent.get("edge_attr", 0)), "sample_response_bytes": int(sent["sample_response"]),
