@@ -89,6 +89,38 @@ def test_block_matmul_is_the_dense_product_both_ways(compiled: bool, monkeypatch
     assert block_matmul(empty, h).abs().sum() == 0 and block_matmul(empty, h).shape == (3, 5)
 
 
+def test_one_pass_mean_csr_equals_the_torch_build_and_transposes_on_demand(monkeypatch) -> None:
+    """The compiled one-pass build (checks, degrees, CSR, 1 / in-degree) gives the torch path's
+    arrays bit for bit on sampled (grouped) and unsorted edges; the transpose is built only when
+    a backward into the sources asks for it; an id out of range raises the same message."""
+    import gnnscale.nn.sparse_ops as ops
+
+    n = 300
+    src, dst = _graph(n)
+    indices = src[torch.argsort(dst, stable=True)]
+    indptr = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(torch.bincount(dst, minlength=n), 0)])
+    block = NeighborSampler(indptr, indices, [5], seed=1).sample(torch.arange(0, 60)).blocks[0]
+    unsorted = _graph(n)[:, torch.randperm(_graph(n).size(1), generator=torch.Generator().manual_seed(2))]
+    for ei, s_, d_ in ((block.edge_index, block.num_src, block.num_dst), (unsorted, n, n)):
+        fast = BlockAdjacency(ei, s_, d_)
+        assert fast.compiled and fast._t is None  # nothing transposed yet
+        with monkeypatch.context() as m:
+            m.setattr(ops, "_compiled_ok", lambda t: False)
+            ref = BlockAdjacency(ei, s_, d_)
+        for name in ("crow", "col", "val", "row", "crow_t", "col_t", "val_t", "perm_t"):
+            assert torch.equal(getattr(fast, name), getattr(ref, name)), name
+    h = torch.randn(block.num_src, 4)
+    adj = BlockAdjacency(block.edge_index, block.num_src, block.num_dst)
+    block_matmul(adj, h)  # features: no gradient, no transpose
+    assert adj._t is None
+    block_matmul(adj, h.requires_grad_(True)).sum().backward()
+    assert adj._t is not None
+    bad = block.edge_index.clone()
+    bad[0, 3] = block.num_src
+    with pytest.raises(ValueError, match=rf"expected sources in 0..{block.num_src - 1} .* found sources in \d+..{block.num_src} "):
+        BlockAdjacency(bad, block.num_src, block.num_dst)
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
 def test_dropout_keeps_the_expected_fraction_and_scales(p: float) -> None:
     torch.manual_seed(0)

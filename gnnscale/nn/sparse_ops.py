@@ -72,14 +72,19 @@ class BlockAdjacency:
     def __init__(self, edge_index: Tensor, num_src: int, num_dst: int, weight: Tensor | None = None) -> None:
         src, dst = edge_index[0], edge_index[1]
         m = src.numel()
-        if m and (int(src.min()) < 0 or int(dst.min()) < 0 or int(src.max()) >= num_src or int(dst.max()) >= num_dst):
-            raise ValueError(
-                f"BlockAdjacency: expected sources in 0..{num_src - 1} and destinations in 0..{num_dst - 1}, found "
-                f"sources in {int(src.min())}..{int(src.max())} and destinations in {int(dst.min())}..{int(dst.max())}; "
-                "edge_index must be [2, M] with row 0 the sources and row 1 the destinations of the block"
-            )
         if weight is not None and weight.shape != (m,):
             raise ValueError(f"BlockAdjacency: expected weight of shape [M={m}], found {tuple(weight.shape)}")
+        self.shape = (int(num_dst), int(num_src))
+        self.compiled = _compiled_ok(src)
+        self._t: tuple[Tensor, ...] | None = None
+        if self.compiled and weight is None and m:  # one pass: checks, degrees, CSR, 1 / in-degree
+            src, dst = src.contiguous(), dst.contiguous()
+            crow, val, code = _mean_csr(src.numpy(), dst.numpy(), int(num_src), int(num_dst))
+            if code == 0:
+                self.crow, self.col, self.val, self.row = torch.from_numpy(crow), src, torch.from_numpy(val), dst
+                return
+            # code 1 (destinations not grouped: sorted below) or 2 (out of range: raised below)
+        _check_range(src, dst, num_src, num_dst)
         if m > 1 and not bool((dst[1:] >= dst[:-1]).all()):
             order = torch.argsort(dst, stable=True)
             src, dst = src[order], dst[order]
@@ -90,17 +95,26 @@ class BlockAdjacency:
         weight = weight.to(torch.float32).contiguous()
         crow = torch.zeros(num_dst + 1, dtype=torch.int64, device=src.device)
         torch.cumsum(deg, 0, out=crow[1:])
-        self.shape = (int(num_dst), int(num_src))
-        self.compiled = _compiled_ok(src)
         self.crow, self.col, self.val, self.row = crow, src.contiguous(), weight, dst.contiguous()
-        if self.compiled:  # the transpose by a counting sort, O(M + S)
-            t = _transpose(crow.numpy(), self.col.numpy(), weight.numpy(), int(num_src))
-            self.crow_t, self.col_t, self.val_t, self.perm_t = (torch.from_numpy(a) for a in t)
-        else:
-            order = torch.argsort(src, stable=True)
-            self.crow_t = torch.zeros(num_src + 1, dtype=torch.int64, device=src.device)
-            torch.cumsum(torch.bincount(src, minlength=num_src), 0, out=self.crow_t[1:])
-            self.col_t, self.val_t, self.perm_t = dst[order].contiguous(), weight[order], order
+
+    def _transposed(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(crow_t, col_t, val_t, perm_t), built on first use: only a backward into the sources
+        needs them (never the first layer's, whose sources are the input features)."""
+        if self._t is None:
+            if self.compiled:  # a counting sort, O(M + S)
+                t = _transpose(self.crow.numpy(), self.col.numpy(), self.val.numpy(), self.shape[1])
+                self._t = tuple(torch.from_numpy(a) for a in t)
+            else:
+                order = torch.argsort(self.col, stable=True)
+                crow_t = torch.zeros(self.shape[1] + 1, dtype=torch.int64, device=self.col.device)
+                torch.cumsum(torch.bincount(self.col, minlength=self.shape[1]), 0, out=crow_t[1:])
+                self._t = (crow_t, self.row[order].contiguous(), self.val[order], order)
+        return self._t
+
+    crow_t = property(lambda self: self._transposed()[0])
+    col_t = property(lambda self: self._transposed()[1])
+    val_t = property(lambda self: self._transposed()[2])
+    perm_t = property(lambda self: self._transposed()[3])
 
     @property
     def matrix(self) -> Tensor:
@@ -125,6 +139,17 @@ class BlockAdjacency:
             return out
         a = self.matrix_t if transpose else self.matrix
         return torch.sparse.mm(a if h.dtype == torch.float32 else a.to(h.dtype), h)
+
+
+def _check_range(src: Tensor, dst: Tensor, num_src: int, num_dst: int) -> None:
+    """Raise ValueError unless every source is in 0..S-1 and every destination in 0..D-1."""
+    if src.numel() and (int(src.min()) < 0 or int(dst.min()) < 0 or int(src.max()) >= num_src
+                        or int(dst.max()) >= num_dst):
+        raise ValueError(
+            f"BlockAdjacency: expected sources in 0..{num_src - 1} and destinations in 0..{num_dst - 1}, found "
+            f"sources in {int(src.min())}..{int(src.max())} and destinations in {int(dst.min())}..{int(dst.max())}; "
+            "edge_index must be [2, M] with row 0 the sources and row 1 the destinations of the block"
+        )
 
 
 def _compiled_ok(t: Tensor) -> bool:
@@ -282,19 +307,58 @@ def block_matmul_heads(adj: BlockAdjacency, h: Tensor, alpha: Tensor) -> Tensor:
 
 if numba is not None:
 
+    from gnnscale.samplers.prefetch import prefetch
+
+    _AHEAD = 16  # edges: the source row of edge e + 16 is asked for while edge e is summed
+
     @numba.njit(parallel=True, fastmath=True, cache=True)
     def _spmm(crow, col, val, h, out):  # pragma: no cover - compiled
+        """out[i] = sum over CSR row i of val[e] * h[col[e]]. Each edge's source row (a random
+        row of h) is prefetched _AHEAD edges before it is read: layer 1 of GraphSAGE on R-MAT
+        100k (305k edges, width 128) 9.0 -> 6.5 ms; the sums are unchanged (same order)."""
         n = crow.shape[0] - 1
         c = h.shape[1]
+        m = col.shape[0]
+        row_bytes = h.strides[0]
         for i in numba.prange(n):
             acc = np.zeros(c, np.float32)
             for e in range(crow[i], crow[i + 1]):
+                if e + _AHEAD < m:
+                    ahead = col[e + _AHEAD]
+                    for b in range(0, row_bytes, 64):
+                        prefetch(h, ahead, b)
                 w = val[e]
                 j = col[e]
                 for k in range(c):
                     acc[k] += w * h[j, k]
             for k in range(c):
                 out[i, k] = acc[k]
+
+    @numba.njit(cache=True)
+    def _mean_csr(src, dst, num_src, num_dst):  # pragma: no cover - compiled
+        """One pass over a block's edges: (crow int64 [D+1], val float32 [M] = 1 / in-degree of
+        each edge's destination, code): code 0 when every id is in range and the destinations
+        are grouped in order, 1 when they are not in order (the caller sorts), 2 when an id is
+        out of range (the caller raises)."""
+        m = src.shape[0]
+        crow = np.zeros(num_dst + 1, np.int64)
+        val = np.empty(m, np.float32)
+        prev = 0
+        for e in range(m):
+            s, d = src[e], dst[e]
+            if s < 0 or s >= num_src or d < 0 or d >= num_dst:
+                return crow, val, 2
+            if d < prev:
+                return crow, val, 1
+            prev = d
+            crow[d + 1] += 1
+        for i in range(num_dst):
+            crow[i + 1] += crow[i]
+        for i in range(num_dst):  # float32 division, as torch's 1.0 / deg.to(float32)
+            inv = np.float32(1.0) / np.float32(max(crow[i + 1] - crow[i], 1))
+            for e in range(crow[i], crow[i + 1]):
+                val[e] = inv
+        return crow, val, 0
 
     @numba.njit(cache=True)
     def _transpose(crow, col, val, ncols):  # pragma: no cover - compiled
