@@ -46,6 +46,7 @@ def _job(tmp_path, workers: int) -> tuple[dict, str]:
 def test_a_one_worker_job_never_imports_the_compiler(tmp_path):
     met, _ = _job(tmp_path, 1)
     assert met["process"]["torch_dynamo_imported_by_rank"] == [False]
+    assert met["process"]["heap"] == "kept"  # process/memory.py: freed memory reused, not faulted in again
 
 
 def test_the_default_job_prints_no_ddp_warning(tmp_path):

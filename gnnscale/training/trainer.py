@@ -26,6 +26,7 @@ from gnnscale.parallel.plan import DATA_PARALLEL, LAYER_PIPELINE, plan_run
 from gnnscale.process.comm import NetworkModel
 from gnnscale.process.eager import stay_eager
 from gnnscale.process.device import DeviceCopier, process_group_backend, resolve_device
+from gnnscale.process.memory import keep_freed_memory
 from gnnscale.process.dims import ParallelDims, local_rank
 from gnnscale.process.groups import local_world_size
 from gnnscale.training import checkpoint, metrics
@@ -72,6 +73,7 @@ class Trainer:
 
         self._t_init = time.perf_counter()  # start-up: from here to the first step (after imports)
         stay_eager()  # the optimizer's first step would import torch._dynamo (2-3 s), unused here
+        self.heap = keep_freed_memory()  # each step's large tensors reuse the last step's pages
         self.cfg = cfg
         meta = load_meta(parts_dir)
         world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -321,7 +323,8 @@ class Trainer:
                         "sampler_backend": info.get("sampler_backend"), "verified": bool(self.verified),
                         # other parts on this host read from the folder (features, graph; parts: how many)
                         "host_reads": info.get("host_reads"),
-                        "threads": torch.get_num_threads(), "torch_dynamo_imported_by_rank": dynamo},
+                        "threads": torch.get_num_threads(), "torch_dynamo_imported_by_rank": dynamo,
+                        "heap": self.heap},  # freed memory kept mapped (process/memory.py) or why not
             "step_losses": self.step_losses,
         }
         if self.rank == 0 and cfg.metrics:
