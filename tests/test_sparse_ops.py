@@ -121,6 +121,37 @@ def test_one_pass_mean_csr_equals_the_torch_build_and_transposes_on_demand(monke
         BlockAdjacency(bad, block.num_src, block.num_dst)
 
 
+@pytest.mark.parametrize("needs_grad", [True, False])  # a hidden layer / the first layer (features)
+def test_sage_as_one_autograd_node_equals_autograd_bit_for_bit(needs_grad: bool) -> None:
+    """BlockSAGEConv given (x, x[:D]) runs _SageMean (one node, no slice gradient, products
+    summed in place); given a copy of x[:D] it runs autograd's graph. Output, input and
+    weight gradients equal exactly, at the layers' widths (aggregation first)."""
+    import gnnscale.nn.layers.sage as sage
+
+    n = 400
+    src, dst = _graph(n, 6000)
+    indices = src[torch.argsort(dst, stable=True)]
+    indptr = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(torch.bincount(dst, minlength=n), 0)])
+    block = NeighborSampler(indptr, indices, [10], seed=1).sample(torch.arange(0, 120)).blocks[0]
+    torch.manual_seed(0)
+    layer = BlockSAGEConv(128, 256)
+    x0 = torch.randn(block.num_src, 128, generator=torch.Generator().manual_seed(4))
+    g = torch.randn(block.num_dst, 256, generator=torch.Generator().manual_seed(5))
+    runs = []
+    for fused in (True, False):
+        x = x0.clone().requires_grad_(needs_grad)
+        x_dst = x[:block.num_dst] if fused else x[:block.num_dst].clone()
+        assert sage._is_head(x_dst, x) == fused
+        layer.zero_grad()
+        out = layer((x, x_dst), block.edge_index)
+        assert (out.grad_fn.name() == "_SageMeanBackward") == fused
+        out.backward(g)
+        runs.append([out.detach(), x.grad] + [p.grad for p in layer.parameters()])
+    for a, b in zip(*runs):
+        assert (a is None and b is None) or torch.equal(a, b)
+    assert (runs[0][1] is not None) == needs_grad
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
 def test_dropout_keeps_the_expected_fraction_and_scales(p: float) -> None:
     torch.manual_seed(0)

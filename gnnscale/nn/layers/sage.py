@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -55,6 +56,9 @@ class BlockSAGEConv(nn.Module):
         x_src, x_dst = split_input(x, size)
         if adj is None:
             adj = BlockAdjacency(edge_index, x_src.size(0), x_dst.size(0))
+        if self.out_dim >= self.in_dim and _is_head(x_dst, x_src):
+            return _SageMean.apply(x_src.contiguous(), adj, x_dst.size(0), self.lin_l.weight, self.lin_l.bias,
+                                   self.lin_r.weight)
         if self.out_dim < self.in_dim:
             nbr = block_matmul(adj, F.linear(x_src, self.lin_l.weight))
             if self.lin_l.bias is not None:
@@ -66,6 +70,52 @@ class BlockSAGEConv(nn.Module):
     def extra_repr(self) -> str:
         return f"{self.in_dim}, {self.out_dim}, aggr=mean"
 
+
+
+def _is_head(x_dst: Tensor, x_src: Tensor) -> bool:
+    """Whether ``x_dst`` is ``x_src[:D]`` (a CPU float32 view of its first rows, in the same
+    autograd history): the layer then reads those rows from ``x_src`` itself."""
+    if x_src.device.type != "cpu" or x_src.dtype != torch.float32 or x_dst.dim() != 2 or x_src.dim() != 2:
+        return False
+    if (x_dst.data_ptr() != x_src.data_ptr() or x_dst.stride() != x_src.stride()
+            or x_dst.shape[1] != x_src.shape[1] or x_dst.shape[0] > x_src.shape[0]):
+        return False
+    if x_dst.requires_grad != x_src.requires_grad:
+        return False
+    return not x_src.requires_grad or x_dst._base is (x_src if x_src._base is None else x_src._base)
+
+
+class _SageMean(torch.autograd.Function):
+    """``lin_l(A @ x_src) + lin_r(x_src[:D])`` (aggregation first) as one node of the autograd
+    graph, with the products autograd would run, so the values are the same bit for bit:
+    forward ``addmm(b_l, agg, W_l^T)`` then ``x_src[:D] @ W_r^T`` added by the same product
+    (``addmm_``, beta 1) instead of a separate sum; backward the weight products
+    ``g^T @ agg``, ``g^T @ x_src[:D]``, ``g.sum(0)``, and the input gradient
+    ``A^T @ (g @ W_l)`` with ``g @ W_r`` added into its first D rows in place. Autograd's
+    own graph would slice ``x_src`` (a zero-filled [S, F] gradient, then a sum of two [S, F]
+    gradients) and add the two products in a pass of their own."""
+
+    @staticmethod
+    def forward(ctx, x_src: Tensor, adj: BlockAdjacency, num_dst: int, w_l: Tensor, b_l: Tensor | None,
+                w_r: Tensor) -> Tensor:  # type: ignore[override]
+        agg = adj.mm(x_src)
+        out = torch.addmm(b_l, agg, w_l.t()) if b_l is not None else agg.mm(w_l.t())
+        out.addmm_(x_src[:num_dst], w_r.t())
+        ctx.adj, ctx.num_dst = adj, num_dst
+        ctx.save_for_backward(x_src, agg, w_l, w_r)
+        return out
+
+    @staticmethod
+    def backward(ctx, g: Tensor):  # type: ignore[override]
+        x_src, agg, w_l, w_r = ctx.saved_tensors
+        d = ctx.num_dst
+        need_x, _, _, need_wl, need_bl, need_wr = ctx.needs_input_grad
+        grad_x = None
+        if need_x:
+            grad_x = ctx.adj.mm(g.mm(w_l), transpose=True)
+            grad_x[:d].addmm_(g, w_r)
+        return (grad_x, None, None, g.t().mm(agg) if need_wl else None, g.sum(0) if need_bl else None,
+                g.t().mm(x_src[:d]) if need_wr else None)
 
 
 _SAGE = ("GraphSAGE, mean aggregation as a CSR product, linear map first when it narrows (BlockSAGEConv; "
