@@ -28,9 +28,12 @@ S source rows first when it narrows (256->16); so per linear of ``rows`` rows:
   list read, weights written, the transpose by a counting sort) 52 B per edge. ``gathered``
   bytes, where every edge reads its whole row from memory (M * C * 4), are reported beside;
 - elementwise passes (modelled, compulsory): the fused ReLU+dropout of each hidden layer's
-  output (8 B per element forward, 12 B backward), the residual add and bias of each output,
-  the bias gradient, the accumulation of the source rows' gradient (zero fill, the D rows of
-  ``lin_r``'s input gradient, the add), the loss, Adam (28 B per parameter a step);
+  output (8 B per element forward, 12 B backward), the sum of the self term (``lin_r``) and the
+  bias of each output, the bias gradient, the self term's share of the source rows' gradient,
+  the loss, Adam (28 B per parameter a step). Layers that aggregate first run as one autograd
+  node (``BlockSAGEConv``'s ``_SageMean``): both sums happen inside the products (4 B per
+  element, C read again); layers that map first add in a pass of their own (12 B) and take the
+  slice's source gradient as autograd does (zero fill, the D rows, the sum of two gradients);
 - fetch: the input rows gathered (S of block 1 rows of 128 floats: read + written), the labels;
   over several parts a remote row costs 4x its bytes (its owner gathers it into a message, the
   requester copies it out; the sockets' own copies not counted);
@@ -267,12 +270,17 @@ def rank_counts(rs: RankSums, dims, scale: float, features: int = FEATURES) -> d
         agg_bwd_bytes = (Dn * C * F32 + S * C * F32 + M * (I64 + F32) + (S + 1) * I64) if agg_bwd else 0.0
         adj_bytes = 52 * M + (D + 1) * I64 + (S + 1) * I64
         gathered = (M * C + D * C) * F32 + ((M * C + S * C) * F32 if agg_bwd else 0.0)
-        elem = 12 * D * fo + 4 * D * fo  # residual add; bias gradient (read the output gradient)
+        # Aggregation first: one autograd node (BlockSAGEConv's _SageMean) adds lin_r's product
+        # into lin_l's output and its input gradient into the source gradient's D rows inside the
+        # products (beta 1: C read once more, 4 B per element); linear first: autograd's graph, a
+        # separate add (12 B) and the source gradient of the slice x_src[:D] (zero fill, lin_r's
+        # D rows copied, the sum of two [S, F] gradients).
+        elem = (4 if agg_first else 12) * D * fo + 4 * D * fo  # the self term's sum; bias gradient
         if not agg_first:
             elem += 8 * D * fo  # the bias added after the aggregation
         if i > 0:
             elem += 20 * S * fi  # fused ReLU + dropout of the input: 8 B forward, 12 B backward per element
-            elem += 16 * S * fi + 8 * D * fi  # the source gradient: zero fill, lin_r's D rows, the add
+            elem += 4 * D * fi if agg_first else 16 * S * fi + 8 * D * fi  # the source gradient's D rows
         if i == L - 1:
             elem += 12 * D * fo  # cross-entropy: logits read, their gradient written
         layers.append(dict(
@@ -359,6 +367,11 @@ def copy_bandwidth(threads: int, mib: int = 1024, rounds: int = 5) -> float:
 
 # ----------------------------------------------------------------------------- the check
 
+def _addmm_flops(self_shape, a_shape, b_shape, out_shape=None, **kwargs) -> int:
+    """FLOPs of ``self.addmm_(a, b)`` (torch's own table counts addmm, not its in-place form)."""
+    return 2 * a_shape[0] * a_shape[1] * b_shape[1]
+
+
 def flop_check(first, dims, dropout: float = 0.5) -> dict:
     """Matrix-product FLOPs of one real step (forward, cross-entropy, backward of the model as
     the trainer builds it) counted by torch's FlopCounterMode, beside this module's count."""
@@ -374,7 +387,9 @@ def flop_check(first, dims, dropout: float = 0.5) -> dict:
     net.train()
     x = torch.randn(mb.blocks[0].num_src, fi)  # the values do not change the count (rows may be remote)
     y = torch.as_tensor(part.y)[mb.blocks[-1].dst_ids - part.offset].clamp(min=0)
-    counter = FlopCounterMode(display=False)
+    # BlockSAGEConv's _SageMean adds the self term by an in-place product (addmm_), which torch's
+    # table leaves out: counted as addmm.
+    counter = FlopCounterMode(display=False, custom_mapping={torch.ops.aten.addmm_: _addmm_flops})
     with counter:
         loss = F.cross_entropy(net(x, mb.blocks), y)
         loss.backward()
