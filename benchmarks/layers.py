@@ -17,7 +17,7 @@ first version of this script computed it on every block, which charged the first
   not the same normalization (PyG has no bipartite GCN), so (b) compares cost, (a) function;
 - GAT (4 heads): ``gnnscale.nn.layers.BlockGATConv`` against ``torch_geometric.nn.GATConv`` with
   the same weights on the same bipartite block (equal outputs; tests/test_fast_layers.py);
-- dropout: ``gnnscale.nn.sparse_ops.dropout`` against ``torch.nn.functional.dropout``.
+- dropout: ``gnnscale.nn.dropout.dropout`` against ``torch.nn.functional.dropout``.
 
 Runs alternate (ours, baseline, ours, ...) because the machine is noisy; each figure is the
 median over repeats and the ratio is ours / baseline (below 1: ours is faster).
@@ -41,7 +41,7 @@ except ImportError:  # the ops fall back to torch
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
 from gnnscale.nn.layers import BlockGATConv, BlockGCNConv, BlockSAGEConv, block_gcn_norm
-from gnnscale.nn.sparse_ops import dropout
+from gnnscale.nn.dropout import dropout
 
 # (name, S, D, M, in, out, x grad): the three layers of the peers' 3-layer model, hidden 256;
 # x grad: the layer's input needs a gradient (not the first layer's: node features).

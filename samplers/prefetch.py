@@ -1,7 +1,9 @@
 """A prefetch hint for compiled kernels: ``llvm.prefetch`` as a numba intrinsic.
 
 The sampling kernels' second pass (:mod:`gnnscale.samplers.cpu_kernels`) asks the CPU to load the
-edge it will read some slots ahead, so that more of its cache misses are in flight. numba's
+edge it will read some slots ahead, and the engine's block aggregation
+(``gnnscale.nn.sparse_ops._spmm``) the source row of an edge some edges ahead, so that more of
+their cache misses are in flight. numba's
 on-disk cache keys a kernel on its own file: after changing this one, delete the cache
 (``__pycache__/*.nbi``, ``*.nbc``) so the kernels are compiled again.
 """

@@ -9,7 +9,8 @@ from torch_geometric.nn import SAGEConv
 
 from gnnscale.nn.layers import BlockSAGEConv, build_conv
 from gnnscale.samplers import NeighborSampler
-from gnnscale.nn.sparse_ops import BlockAdjacency, add_rows_, block_matmul, dropout
+from gnnscale.nn.dropout import dropout
+from gnnscale.nn.sparse_ops import BlockAdjacency, add_rows_, block_matmul
 
 
 def _graph(n: int = 300, m: int = 3000, seed: int = 3) -> torch.Tensor:
@@ -195,7 +196,7 @@ def test_sage_zoo_name_builds_ours_and_pyg_options_build_pyg() -> None:
 def test_relu_dropout_equals_dropout_of_relu_forward_and_backward() -> None:
     """The fused pass gives dropout(relu(x)) with the same mask (same seed stream), and the
     same gradient, although its backward reads the output instead of recomputing the mask."""
-    from gnnscale.nn.sparse_ops import dropout, relu_dropout
+    from gnnscale.nn.dropout import dropout, relu_dropout
 
     x = torch.randn(3000, 64, generator=torch.Generator().manual_seed(0))
     g = torch.randn(3000, 64, generator=torch.Generator().manual_seed(1))

@@ -25,7 +25,7 @@ from torch import nn
 
 from gnnscale.errors import GnnscaleError
 from gnnscale.nn.edge_features import construct_kwargs, edge_layers, refuse_edge_dim_kwarg
-from gnnscale.nn.sparse_ops import dropout, relu_dropout
+from gnnscale.nn.dropout import dropout, relu_dropout
 from gnnscale.samplers.block import Block, TypedInput
 
 NORMS = ("none", "batch", "layer")

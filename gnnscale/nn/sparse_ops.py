@@ -1,4 +1,4 @@
-"""Fast block aggregation and dropout: the hot operations of a sampled GNN step on CPU.
+"""Fast block aggregation: the hot sparse operation of a sampled GNN step on CPU.
 
 Aggregation
 -----------
@@ -18,22 +18,13 @@ grad_out[v, h]`` and ``grad_alpha[e, h] = <grad_out[v, h], xw[u, h]>``, a sample
 product, reading ``xw`` row by row): no [M, H, C] tensor either.
 :func:`add_self_loops` inserts one self loop per destination without a sort.
 
-Dropout
--------
-``torch.nn.functional.dropout`` on CPU draws its mask with torch's sequential generator
-(``rand_like`` alone took 32 ms on [60000, 128] here) and keeps a mask for the backward.
-:func:`dropout` hashes (seed, element index) with splitmix64 in a parallel compiled loop:
-the forward writes ``x * 1/(1-p)`` or 0 in one pass, the backward recomputes the same mask from
-the seed (nothing is stored). The seed is drawn from torch's generator, so
-``torch.manual_seed`` still makes runs repeatable. Without numba (or on CUDA) it falls back to
-``F.dropout``.
+The seeded dropout the models use lives in :mod:`gnnscale.nn.dropout`.
 """
 from __future__ import annotations
 
 import warnings
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 try:  # numba is a dependency; the fallback keeps the module importable without it
@@ -42,7 +33,7 @@ try:  # numba is a dependency; the fallback keeps the module importable without 
 except ImportError:  # pragma: no cover
     numba = None
 
-__all__ = ["BlockAdjacency", "add_self_loops", "block_matmul", "block_matmul_heads", "edge_softmax", "dropout", "relu_dropout"]
+__all__ = ["BlockAdjacency", "add_rows_", "add_self_loops", "block_matmul", "block_matmul_heads", "edge_softmax"]
 
 # torch warns once that CSR tensors are "beta"; the products used here are long-standing.
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta", category=UserWarning)
@@ -315,7 +306,8 @@ if numba is not None:
     def _spmm(crow, col, val, h, out):  # pragma: no cover - compiled
         """out[i] = sum over CSR row i of val[e] * h[col[e]]. Each edge's source row (a random
         row of h) is prefetched _AHEAD edges before it is read: layer 1 of GraphSAGE on R-MAT
-        100k (305k edges, width 128) 9.0 -> 6.5 ms; the sums are unchanged (same order)."""
+        100k (305k edges, width 128) 9.7 -> 7.8 ms (medians of 10, alternating); the sums are
+        unchanged (same order)."""
         n = crow.shape[0] - 1
         c = h.shape[1]
         m = col.shape[0]
@@ -430,40 +422,6 @@ if numba is not None:
                             acc += g[v, k, f] * h[u, k, f]
                         grad_alpha[e, k] = acc
 
-    @numba.njit(inline="always", cache=True)
-    def _kept(index, threshold):  # pragma: no cover - compiled
-        """splitmix64 of (seed + element index): True when the element is kept."""
-        z = index * np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-        return (z >> np.uint64(40)) >= threshold
-
-    @numba.njit(parallel=True, fastmath=True, cache=True)
-    def _mask_scale(x, out, seed, threshold, scale):  # pragma: no cover - compiled
-        n, c = x.shape
-        for i in numba.prange(n):
-            base = np.uint64(i) * np.uint64(c) + seed
-            for j in range(c):
-                out[i, j] = x[i, j] * scale if _kept(base + np.uint64(j), threshold) else np.float32(0.0)
-
-    @numba.njit(parallel=True, fastmath=True, cache=True)
-    def _relu_mask_scale(x, out, seed, threshold, scale):  # pragma: no cover - compiled
-        """out = relu(x) * mask * scale with _mask_scale's mask."""
-        n, c = x.shape
-        for i in numba.prange(n):
-            base = np.uint64(i) * np.uint64(c) + seed
-            for j in range(c):
-                v = x[i, j]
-                out[i, j] = v * scale if (v > 0 and _kept(base + np.uint64(j), threshold)) else np.float32(0.0)
-
-    @numba.njit(parallel=True, fastmath=True, cache=True)
-    def _scale_where_positive(out, grad, res, scale):  # pragma: no cover - compiled
-        """res = grad * scale where out > 0, else 0 (the backward of _relu_mask_scale)."""
-        n, c = out.shape
-        for i in numba.prange(n):
-            for j in range(c):
-                res[i, j] = grad[i, j] * scale if out[i, j] > 0 else np.float32(0.0)
 
 
 if numba is not None:
@@ -487,76 +445,5 @@ def add_rows_(out: Tensor, rows: Tensor, src: Tensor) -> Tensor:
     return out
 
 
-def _dropout_args(p: float) -> tuple:
-    """(seed, keep threshold in 2^-24 steps, scale): the seed drawn from torch's generator."""
-    seed = int(torch.randint(0, 1 << 62, (1,)).item())
-    return np.uint64(seed), np.uint64(int(round(p * (1 << 24)))), np.float32(1.0 / (1.0 - p))
-
-
 def _rows(t: Tensor) -> np.ndarray:
     return t.view(t.shape[0], -1).numpy()
-
-
-class _Dropout(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: Tensor, p: float) -> Tensor:  # type: ignore[override]
-        ctx.args = args = _dropout_args(p)
-        x2 = x.detach().contiguous()
-        out = torch.empty_like(x2)
-        _mask_scale(_rows(x2), _rows(out), *args)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):  # type: ignore[override]
-        g = grad.contiguous()
-        out = torch.empty_like(g)
-        _mask_scale(_rows(g), _rows(out), *ctx.args)
-        return out, None
-
-
-class _ReluDropout(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: Tensor, p: float) -> Tensor:  # type: ignore[override]
-        args = _dropout_args(p)
-        ctx.scale = args[2]
-        x2 = x.detach().contiguous()
-        out = torch.empty_like(x2)
-        _relu_mask_scale(_rows(x2), _rows(out), *args)
-        ctx.save_for_backward(out)  # out > 0 exactly where x > 0 and the element was kept
-        return out
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):  # type: ignore[override]
-        (out,) = ctx.saved_tensors
-        g = grad.contiguous()
-        res = torch.empty_like(g)
-        _scale_where_positive(_rows(out), _rows(g), _rows(res), ctx.scale)
-        return res, None
-
-
-def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
-    """Dropout of float32 x [N, ...]: each element kept with probability 1 - p (in steps of
-    2^-24) and scaled by 1/(1-p); same contract as ``F.dropout``."""
-    if not training or p == 0.0:
-        return x
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1], found {p}")
-    if p == 1.0:
-        return x * 0.0
-    if numba is None or x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() < 1 or x.numel() == 0:
-        return F.dropout(x, p, True)
-    return _Dropout.apply(x, float(p))
-
-
-def relu_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
-    """``dropout(relu(x), p, training)`` in one pass, forward and backward, with the same mask
-    and seed stream as :func:`dropout` (so the two orders give equal results); the backward
-    reads the output (kept and positive where it is > 0) instead of a stored mask."""
-    if not training or p == 0.0:
-        return F.relu(x)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1], found {p}")
-    if p == 1.0 or numba is None or x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() < 1 \
-            or x.numel() == 0:
-        return dropout(F.relu(x), p, training)
-    return _ReluDropout.apply(x, float(p))
