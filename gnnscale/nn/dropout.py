@@ -22,6 +22,8 @@ try:  # numba is a dependency; the fallback keeps the module importable without 
 except ImportError:  # pragma: no cover
     numba = None
 
+from gnnscale.nn.sparse_ops import _rows  # [N, ...] tensor -> its [N, -1] numpy view
+
 __all__ = ["dropout", "relu_dropout"]
 
 if numba is not None:
@@ -66,10 +68,6 @@ def _dropout_args(p: float) -> tuple:
     """(seed, keep threshold in 2^-24 steps, scale): the seed drawn from torch's generator."""
     seed = int(torch.randint(0, 1 << 62, (1,)).item())
     return np.uint64(seed), np.uint64(int(round(p * (1 << 24)))), np.float32(1.0 / (1.0 - p))
-
-
-def _rows(t: Tensor) -> np.ndarray:
-    return t.view(t.shape[0], -1).numpy()
 
 
 class _Dropout(torch.autograd.Function):
