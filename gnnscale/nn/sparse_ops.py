@@ -306,14 +306,16 @@ if numba is not None:
     def _spmm(crow, col, val, h, out):  # pragma: no cover - compiled
         """out[i] = sum over CSR row i of val[e] * h[col[e]]. Each edge's source row (a random
         row of h) is prefetched _AHEAD edges before it is read: layer 1 of GraphSAGE on R-MAT
-        100k (305k edges, width 128) 9.7 -> 7.8 ms (medians of 10, alternating); the sums are
-        unchanged (same order)."""
+        100k (305k edges, width 128) 9.7 -> 7.8 ms (medians of 10, alternating). Row i is summed
+        in out[i] itself, with no scratch row allocated per destination (layer 1, 5 alternating
+        timings: 6.1-7.2 -> 5.4-6.6 ms). The sums are unchanged (same order)."""
         n = crow.shape[0] - 1
         c = h.shape[1]
         m = col.shape[0]
         row_bytes = h.strides[0]
         for i in numba.prange(n):
-            acc = np.zeros(c, np.float32)
+            for k in range(c):
+                out[i, k] = np.float32(0.0)
             for e in range(crow[i], crow[i + 1]):
                 if e + _AHEAD < m:
                     ahead = col[e + _AHEAD]
@@ -322,9 +324,7 @@ if numba is not None:
                 w = val[e]
                 j = col[e]
                 for k in range(c):
-                    acc[k] += w * h[j, k]
-            for k in range(c):
-                out[i, k] = acc[k]
+                    out[i, k] += w * h[j, k]
 
     @numba.njit(cache=True)
     def _mean_csr(src, dst, num_src, num_dst):  # pragma: no cover - compiled
