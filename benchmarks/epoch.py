@@ -37,6 +37,10 @@ training's threads, the copy bandwidth of a 1 GiB buffer; measured before the ru
 after each repeat, the best kept); per stage (sample, fetch, compute, epoch) gnnscale's seconds,
 DGL's, the bound and both ratios to it, under ``"roofline"`` in each setting's JSON.
 ``--roofline-only`` counts and measures without training either side (a quick check).
+In the 1-process setting the compute stage is also split (``benchmarks/compute_split.py``): the
+epoch's real steps replayed, their matrix products timed apart from the rest, beside the
+bound's matmul and aggregation + elementwise parts (``"compute_split"`` under ``"roofline"``;
+``--no-compute-split`` leaves it out).
 
 ``--vs-checkout DIR`` times another checkout of gnnscale (e.g. a ``git worktree`` of an
 earlier commit) instead of DGL, on the same graphs, partitions and flags, alternating which
@@ -173,6 +177,25 @@ def _roofline_module():
     return roofline
 
 
+def _compute_split(parts_dir: str, roof: dict, tag: str, args) -> dict:
+    """compute_split.py on the 1-process folder, in a process of its own with a worker's thread
+    and allocator environment (``launch.thread_env``), printed beside the roofline's parts."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import compute_split
+
+    from gnnscale.process.launch import thread_env
+
+    out = os.path.join(args.workdir, "compute_split.json")
+    cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "compute_split.py"), parts_dir,
+           "--threads", "2", "--repeats", "3", "--json", out]
+    if args.roofline_steps:
+        cmd += ["--steps", str(args.roofline_steps)]
+    _run(cmd, env=dict(os.environ, **thread_env(2, 1)))
+    s = json.load(open(out))
+    print("\n".join(tag + line for line in compute_split.describe(s, roof)), flush=True)
+    return s
+
+
 def ratio(a: list[float], b: list[float]) -> float:
     return statistics.median(a) / statistics.median(b)
 
@@ -193,6 +216,9 @@ def main() -> None:
     ap.add_argument("--roofline-steps", type=int, default=None, metavar="N",
                     help="count only each rank's first N steps, scaled to the epoch (default: every step)")
     ap.add_argument("--roofline-buffer-mib", type=int, default=1024, help="the copy-bandwidth buffer (MiB)")
+    ap.add_argument("--no-compute-split", action="store_true",
+                    help="leave out the 1-process compute split (compute_split.py: the real steps' matrix products "
+                         "timed apart from the rest, beside the roofline's parts; it runs with the roofline only)")
     ap.add_argument("--vs-checkout", default=None, metavar="DIR",
                     help="time this other checkout of gnnscale instead of DGL (same graphs and flags)")
     args = ap.parse_args()
@@ -234,6 +260,8 @@ def main() -> None:
                 roof["table"] = rl.table(roof, None, None)[1]
                 graph["settings"][w] = {"roofline": roof}
                 print("\n".join(f"[{name} {w}] " + line for line in rl.describe(roof)), flush=True)
+                if w == "1proc" and not args.no_compute_split:
+                    roof["compute_split"] = _compute_split(parts[1], roof, f"[{name} {w}] ", args)
                 continue
             runs = []
             for r in range(args.repeats):
@@ -275,6 +303,8 @@ def main() -> None:
                                                 peer="DGL" if w == "1proc" else "DistDGL")
                 rec["roofline"] = roof
                 print("\n".join(f"[{name} {w}] " + line for line in rl.describe(roof) + lines), flush=True)
+                if w == "1proc" and not args.no_compute_split:
+                    roof["compute_split"] = _compute_split(parts[1], roof, f"[{name} {w}] ", args)
             graph["settings"][w] = rec
             msg = f"[{name} {w}] epoch ratio gnnscale/DGL (medians of {args.repeats}): {rec['epoch_ratio']:.2f}"
             if w == "dist2":

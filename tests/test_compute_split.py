@@ -1,0 +1,57 @@
+"""benchmarks/compute_split.py (issue 30): the matrix products it times are all of a real step's."""
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+
+import compute_split  # noqa: E402
+
+MODEL = dict(fanouts=(5, 10), batch_size=256, hidden=64, dropout=0.5)
+
+
+def test_the_clock_times_every_matrix_product_of_a_step(cora_partition):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    prev = torch.get_num_threads()
+    try:
+        r = compute_split.replay(cora_partition(1), threads=1, max_steps=2, **MODEL)
+        assert len(r["data"]) == r["steps"] == 1  # Cora's 140 training nodes: one batch of 256
+        blocks, x, y = r["data"][0]
+        assert x.shape == (blocks[0].num_src, 1433) and y.shape == (blocks[-1].num_dst,)
+        counter = FlopCounterMode(display=False, custom_mapping={
+            torch.ops.aten.addmm_: lambda s, a, b, out_shape=None, **k: 2 * a[0] * a[1] * b[1]})
+        with counter:
+            compute_split.train_step(r["net"], r["opt"], blocks, x, y)
+        with compute_split._MatmulClock() as clock:
+            compute_split.train_step(r["net"], r["opt"], blocks, x, y)
+        assert clock.flops == counter.get_total_flops() > 0
+        assert clock.seconds > 0
+    finally:
+        torch.set_num_threads(prev)
+
+
+def test_split_parts_add_up_and_name_the_setting(cora_partition, tmp_path):
+    prev = torch.get_num_threads()
+    try:
+        s = compute_split.split(cora_partition(1), threads=1, repeats=2, **MODEL)
+    finally:
+        torch.set_num_threads(prev)
+    assert s["steps"] == s["steps_timed"] == 1 and s["threads"] == 1
+    assert len(s["compute_s_runs"]) == len(s["matmul_s_runs"]) == 2
+    assert s["compute_s"] == min(s["compute_s_runs"]) and s["matmul_s"] == min(s["matmul_s_runs"])
+    assert 0 < s["matmul_s"] and math.isclose(s["rest_s"], s["compute_s"] - s["matmul_s"])
+    assert math.isclose(s["matmul_GFLOP_per_s"], s["matmul_GFLOP"] / s["matmul_s"])
+    lines = compute_split.describe(s)
+    assert lines[0].startswith("compute split, replayed (1 of 1 steps, 1 threads, best of 2)")
+
+
+def test_several_parts_are_refused_with_the_fix(cora_partition):
+    import pytest
+
+    with pytest.raises(SystemExit, match="has several parts; the split replays the 1-process setting"):
+        compute_split.replay(cora_partition(2), threads=1, **MODEL)
