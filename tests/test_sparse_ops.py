@@ -251,3 +251,53 @@ def test_add_rows_equals_index_add_with_repeats():
     got = add_rows_(out, rows, src)
     assert got is out and torch.allclose(got, want, atol=1e-5)
     assert add_rows_(out, rows[:0], src[:0]) is out  # nothing to add
+
+
+def test_a_claimed_relu_dropout_backward_gives_the_same_gradients_bit_for_bit(monkeypatch) -> None:
+    """GraphSAGE 3 x 256: layer 2 (BlockSAGEConv, aggregation first) claims the backward of
+    layer 1's ReLU-dropout and applies it in its own input gradient. Logits and every
+    parameter's gradient equal those of the unclaimed backward exactly."""
+    import torch.nn.functional as F
+
+    import gnnscale.nn.layers.sage as sage
+    from gnnscale.nn.models import GraphSAGE
+
+    n = 400
+    src, dst = _graph(n, 6000)
+    indices = src[torch.argsort(dst, stable=True)]
+    indptr = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(torch.bincount(dst, minlength=n), 0)])
+    blocks = NeighborSampler(indptr, indices, [5, 5, 5], seed=1).sample(torch.arange(0, 64)).blocks
+    x = torch.randn(blocks[0].num_src, 128, generator=torch.Generator().manual_seed(4))
+    y = torch.randint(0, 7, (blocks[-1].num_dst,), generator=torch.Generator().manual_seed(5))
+    real, claims, runs = sage.claim_relu_dropout, [], []
+    for claim in (True, False):
+        monkeypatch.setattr(sage, "claim_relu_dropout",
+                            (lambda t: claims.append(real(t)) or claims[-1]) if claim else (lambda t: None))
+        torch.manual_seed(0)
+        net = GraphSAGE(128, 256, 7, num_layers=3, dropout=0.5)
+        net.train()
+        torch.manual_seed(1)  # the same dropout seeds in both runs
+        out = net(x, blocks)
+        F.cross_entropy(out, y).backward()
+        runs.append([out.detach()] + [p.grad for p in net.parameters()])
+    assert len(claims) == 1 and claims[0] == 2.0  # layer 2 took layer 1's (scale 1 / (1 - 0.5))
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+
+
+def test_only_a_sole_consumers_relu_dropout_can_be_claimed_once() -> None:
+    from gnnscale.nn.dropout import claim_relu_dropout, relu_dropout, relu_dropout_backward_
+
+    x = torch.randn(50, 8, requires_grad=True)
+    assert claim_relu_dropout(relu_dropout(x, 0.5)) is None  # the caller did not say "one consumer"
+    h = relu_dropout(x, 0.5, sole_consumer=True)
+    assert claim_relu_dropout(h[:10]) is None  # a view is not the output
+    assert claim_relu_dropout(h) == 2.0
+    assert claim_relu_dropout(h) is None  # claimed once
+    with pytest.raises(ValueError, match=r"expected a contiguous gradient of the output's shape \(50, 8\), "
+                                         r"found \(8, 50\) \(contiguous: False\)"):
+        relu_dropout_backward_(torch.ones(50, 8).t(), h, 2.0)
+    # the claimed node hands the gradient on as it is: the claimer masked it
+    g = torch.ones(50, 8)
+    h.backward(g)
+    assert torch.equal(x.grad, g)

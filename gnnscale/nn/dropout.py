@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover
 
 from gnnscale.nn.sparse_ops import _rows  # [N, ...] tensor -> its [N, -1] numpy view
 
-__all__ = ["dropout", "relu_dropout"]
+__all__ = ["dropout", "relu_dropout", "claim_relu_dropout", "relu_dropout_backward_"]
 
 if numba is not None:
 
@@ -89,9 +89,10 @@ class _Dropout(torch.autograd.Function):
 
 class _ReluDropout(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: Tensor, p: float) -> Tensor:  # type: ignore[override]
+    def forward(ctx, x: Tensor, p: float, sole_consumer: bool) -> Tensor:  # type: ignore[override]
         args = _dropout_args(p)
         ctx.scale = args[2]
+        ctx.claimable, ctx.claimed = sole_consumer, False
         x2 = x.detach().contiguous()
         out = torch.empty_like(x2)
         _relu_mask_scale(_rows(x2), _rows(out), *args)
@@ -100,11 +101,41 @@ class _ReluDropout(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
+        if ctx.claimed:  # the only consumer applied this backward to the gradient it made
+            return grad, None, None
         (out,) = ctx.saved_tensors
         g = grad.contiguous()
         res = torch.empty_like(g)
         _scale_where_positive(_rows(out), _rows(g), _rows(res), ctx.scale)
-        return res, None
+        return res, None, None
+
+
+def claim_relu_dropout(t: Tensor) -> np.float32 | None:
+    """Take over the backward of the :func:`relu_dropout` that made ``t``, where its caller said
+    ``t`` has one consumer (``sole_consumer=True``) and the caller of this is that consumer.
+
+    Returns the dropout's scale, or None (``t`` is not such an output, or it was claimed already:
+    nothing changes). After a claim the consumer must pass its gradient for ``t`` through
+    :func:`relu_dropout_backward_` (in place, on a tensor it owns); the ReLU-dropout's own
+    backward then hands that gradient on as it is, so one pass over the rows and one buffer are
+    saved, with the same values."""
+    node = t.grad_fn
+    if (numba is None or node is None or not isinstance(node, _ReluDropout._backward_cls)
+            or not getattr(node, "claimable", False) or node.claimed or t._base is not None):
+        return None
+    node.claimed = True
+    return node.scale
+
+
+def relu_dropout_backward_(grad: Tensor, out: Tensor, scale: np.float32) -> Tensor:
+    """``grad`` float32 [N, C] (contiguous, owned by the caller) times ``scale`` where ``out`` (the
+    ReLU-dropout's output, [N, C]) is positive, else 0, in place: the backward of
+    :func:`relu_dropout` for a consumer that claimed it (:func:`claim_relu_dropout`)."""
+    if not grad.is_contiguous() or grad.shape != out.shape:
+        raise ValueError(f"relu_dropout_backward_: expected a contiguous gradient of the output's shape "
+                         f"{tuple(out.shape)}, found {tuple(grad.shape)} (contiguous: {grad.is_contiguous()})")
+    _scale_where_positive(_rows(out.detach()), _rows(grad), _rows(grad), scale)
+    return grad
 
 
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
@@ -121,10 +152,13 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     return _Dropout.apply(x, float(p))
 
 
-def relu_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+def relu_dropout(x: Tensor, p: float, training: bool = True, sole_consumer: bool = False) -> Tensor:
     """``dropout(relu(x), p, training)`` in one pass, forward and backward, with the same mask
     and seed stream as :func:`dropout` (so the two orders give equal results); the backward
-    reads the output (kept and positive where it is > 0) instead of a stored mask."""
+    reads the output (kept and positive where it is > 0) instead of a stored mask.
+
+    ``sole_consumer``: the caller guarantees that one autograd node reads the output, which may
+    then claim the backward (:func:`claim_relu_dropout`; ``BlockSAGEConv`` does)."""
     if not training or p == 0.0:
         return F.relu(x)
     if not 0.0 <= p <= 1.0:
@@ -132,4 +166,4 @@ def relu_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     if p == 1.0 or numba is None or x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() < 1 \
             or x.numel() == 0:
         return dropout(F.relu(x), p, training)
-    return _ReluDropout.apply(x, float(p))
+    return _ReluDropout.apply(x, float(p), bool(sole_consumer))

@@ -438,8 +438,9 @@ class GNN(nn.Module):
                                      "were given (historical mode needs the halo tables' rows)")
                 h = torch.cat([h, self._dev(hist[i]).to(h.dtype)])  # rows >= 0: the ReLU keeps them
             self.reseed(rng_key, i + 1)
-            if pending_relu:
-                h = relu_dropout(h, self.dropout, self.training)
+            if pending_relu:  # layer i alone reads h: a layer that reads it once may take its backward
+                h = relu_dropout(h, self.dropout, self.training,
+                                 sole_consumer="reads_input_once" in type(self.convs[i]).__dict__)
             else:
                 h = self.input_dropout(i, h)
             d = block.num_dst

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gnnscale.nn.dropout import claim_relu_dropout, relu_dropout_backward_
 from gnnscale.nn.layers.contract import construct, split_input
 from gnnscale.nn.layers.registry import register
 from gnnscale.nn.sparse_ops import BlockAdjacency, block_matmul
@@ -28,6 +29,9 @@ class BlockSAGEConv(nn.Module):
     """
 
     needs_x0 = False
+    # forward reads x_src once, in one autograd node: a ReLU-dropout before it with no other
+    # reader (the model's fused hidden layers) may leave its backward to that node
+    reads_input_once = True
 
     def __init__(self, in_dim: int, out_dim: int, bias: bool = True) -> None:
         super().__init__()
@@ -57,8 +61,11 @@ class BlockSAGEConv(nn.Module):
         if adj is None:
             adj = BlockAdjacency(edge_index, x_src.size(0), x_dst.size(0))
         if self.out_dim >= self.in_dim and _is_head(x_dst, x_src):
-            return _SageMean.apply(x_src.contiguous(), adj, x_dst.size(0), self.lin_l.weight, self.lin_l.bias,
-                                   self.lin_r.weight)
+            x_src = x_src.contiguous()
+            # x_src is read by this node only: it may apply the ReLU-dropout's backward that made x_src
+            claim = claim_relu_dropout(x_src) if x_src.requires_grad and torch.is_grad_enabled() else None
+            return _SageMean.apply(x_src, adj, x_dst.size(0), self.lin_l.weight, self.lin_l.bias, self.lin_r.weight,
+                                   claim)
         if self.out_dim < self.in_dim:
             nbr = block_matmul(adj, F.linear(x_src, self.lin_l.weight))
             if self.lin_l.bias is not None:
@@ -93,15 +100,20 @@ class _SageMean(torch.autograd.Function):
     ``g^T @ agg``, ``g^T @ x_src[:D]``, ``g.sum(0)``, and the input gradient
     ``A^T @ (g @ W_l)`` with ``g @ W_r`` added into its first D rows in place. Autograd's
     own graph would slice ``x_src`` (a zero-filled [S, F] gradient, then a sum of two [S, F]
-    gradients) and add the two products in a pass of their own."""
+    gradients) and add the two products in a pass of their own.
+
+    ``relu_scale``: x_src came from a ReLU-dropout whose backward this node claimed
+    (:func:`gnnscale.nn.dropout.claim_relu_dropout`): it is applied to the input gradient in
+    place, in the buffer the aggregation's backward just wrote (the same values as the
+    ReLU-dropout's own backward, without its [S, F] output buffer)."""
 
     @staticmethod
     def forward(ctx, x_src: Tensor, adj: BlockAdjacency, num_dst: int, w_l: Tensor, b_l: Tensor | None,
-                w_r: Tensor) -> Tensor:  # type: ignore[override]
+                w_r: Tensor, relu_scale=None) -> Tensor:  # type: ignore[override]
         agg = adj.mm(x_src)
         out = torch.addmm(b_l, agg, w_l.t()) if b_l is not None else agg.mm(w_l.t())
         out.addmm_(x_src[:num_dst], w_r.t())
-        ctx.adj, ctx.num_dst = adj, num_dst
+        ctx.adj, ctx.num_dst, ctx.relu_scale = adj, num_dst, relu_scale
         ctx.save_for_backward(x_src, agg, w_l, w_r)
         return out
 
@@ -109,13 +121,15 @@ class _SageMean(torch.autograd.Function):
     def backward(ctx, g: Tensor):  # type: ignore[override]
         x_src, agg, w_l, w_r = ctx.saved_tensors
         d = ctx.num_dst
-        need_x, _, _, need_wl, need_bl, need_wr = ctx.needs_input_grad
+        need_x, _, _, need_wl, need_bl, need_wr, _ = ctx.needs_input_grad
         grad_x = None
         if need_x:
             grad_x = ctx.adj.mm(g.mm(w_l), transpose=True)
             grad_x[:d].addmm_(g, w_r)
+            if ctx.relu_scale is not None:
+                relu_dropout_backward_(grad_x, x_src, ctx.relu_scale)
         return (grad_x, None, None, g.t().mm(agg) if need_wl else None, g.sum(0) if need_bl else None,
-                g.t().mm(x_src[:d]) if need_wr else None)
+                g.t().mm(x_src[:d]) if need_wr else None, None)
 
 
 _SAGE = ("GraphSAGE, mean aggregation as a CSR product, linear map first when it narrows (BlockSAGEConv; "
