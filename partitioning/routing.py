@@ -17,20 +17,27 @@ class Route:
 
     order: torch.Tensor
     counts: torch.Tensor
+    identity: bool = False  # one owner has every id: the order is the caller's, nothing moves
 
     @staticmethod
     def build(owner: torch.Tensor, world_size: int) -> "Route":
         """owner: int64 [n] owner rank of each id."""
-        order = torch.argsort(owner, stable=True)
         counts = torch.bincount(owner, minlength=world_size)
-        return Route(order, counts)
+        n = owner.numel()
+        if n and int(counts.max()) == n:  # a one-rank world, or all ids on one owner: no sort, no merge
+            return Route(torch.arange(n, device=owner.device), counts, identity=True)
+        return Route(torch.argsort(owner, stable=True), counts)
 
     def split(self, values: torch.Tensor) -> list[torch.Tensor]:
         """Per-owner pieces of ``values`` (rows aligned with the routed ids)."""
+        if self.identity:
+            return [values if int(c) else values[:0] for c in self.counts]
         return list(torch.split(values[self.order], self.counts.tolist()))
 
     def merge_rows(self, pieces: list[torch.Tensor]) -> torch.Tensor:
         """Inverse of :meth:`split` for one row per id: rows back in the caller's order."""
+        if self.identity:
+            return pieces[int(torch.argmax(self.counts))]
         grouped = torch.cat(pieces)
         out = torch.empty_like(grouped)
         out[self.order] = grouped
@@ -46,6 +53,10 @@ class Route:
         Returns:
             (counts int64 [n], values [sum]) with ids and their segments in the caller's order.
         """
+        if self.identity:  # the one owner's answers are in the caller's order already
+            r = int(torch.argmax(self.counts))
+            assert counts[r].numel() == self.order.numel()
+            return counts[r], values[r]
         c_grouped = torch.cat(counts)
         v_grouped = torch.cat(values)
         n = c_grouped.numel()

@@ -412,3 +412,28 @@ def test_rewrite_removes_stale_parts(tmp_path):
     part = load_part(out, 0)
     assert part.num_owned == 50
     np.testing.assert_array_equal(part.orig_ids.numpy(), np.arange(50))
+
+
+def test_a_route_to_one_owner_keeps_the_callers_order_and_equals_the_general_route():
+    """Route.build with every id on one owner (a one-rank world) skips the sort and the merges:
+    the pieces, the merged rows and the merged segments equal the general route's."""
+    from gnnscale.partitioning.routing import Route
+
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 1000, (300,), generator=g)
+    counts = torch.randint(0, 5, (300,), generator=g)
+    values = torch.arange(int(counts.sum()))
+    for world, owner_rank in ((1, 0), (3, 2)):
+        owner = torch.full((300,), owner_rank, dtype=torch.int64)
+        fast = Route.build(owner, world)
+        slow = Route(torch.argsort(owner, stable=True), torch.bincount(owner, minlength=world))
+        assert fast.identity and not slow.identity
+        assert torch.equal(fast.order, slow.order) and torch.equal(fast.counts, slow.counts)
+        for a, b in zip(fast.split(ids), slow.split(ids)):
+            assert torch.equal(a, b)
+        pieces_c, pieces_v = fast.split(counts), [values if int(c) else values[:0] for c in fast.counts]
+        for x, y in zip(fast.merge_segments(pieces_c, pieces_v), slow.merge_segments(pieces_c, pieces_v)):
+            assert torch.equal(x, y)
+        assert torch.equal(fast.merge_rows(fast.split(ids)), slow.merge_rows(slow.split(ids)))
+    mixed = Route.build(torch.tensor([0, 1, 0]), 2)
+    assert not mixed.identity and mixed.order.tolist() == [0, 2, 1]
