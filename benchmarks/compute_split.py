@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from roofline import one_part_sampler  # benchmarks/: this module's folder
+
 _MM = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.addmm_.default}
 
 
@@ -56,7 +58,6 @@ def replay(parts_dir: str, threads: int = 2, max_steps: int | None = None, fanou
     """The 1-process setting's epoch 1, ready to replay: {"net", "opt", "data": [(blocks, x
     float32 [S, F], y int64 [B])], "steps": steps in the whole epoch, "heap"}."""
     from gnnscale.config import TrainConfig
-    from gnnscale.data.loader import build_samplers
     from gnnscale.nn.spec import ModelSpec
     from gnnscale.partitioning import load_meta, load_part
     from gnnscale.process.memory import keep_freed_memory
@@ -70,13 +71,7 @@ def replay(parts_dir: str, threads: int = 2, max_steps: int | None = None, fanou
     part = load_part(parts_dir, 0, verify=False)
     cfg = TrainConfig(fanouts=list(fanouts), batch_size=batch_size, seed=0, hidden=hidden, dropout=dropout, lr=3e-3)
 
-    class _OneRank:  # the communicator of a one-rank world: nothing leaves the rank
-        rank, world_size = 0, 1
-
-        def exchange(self, send, category):
-            return [s.clone() for s in send]
-
-    sampler = build_samplers(part, _OneRank(), cfg, list(fanouts), cfg.exchange)[0]
+    sampler = one_part_sampler(part, cfg)
     train = torch.nonzero(torch.as_tensor(part.train_mask)).flatten() + part.offset
     batches = SeedSchedule(train, [train.numel()], batch_size, 0, 0).epoch(1)
     steps = len(batches)
@@ -141,8 +136,8 @@ def describe(s: dict, roof: dict | None = None) -> list[str]:
              f"{len(s['compute_s_runs'])}): compute {s['compute_s']:.3f} s = matrix products {s['matmul_s']:.3f} s "
              f"({s['matmul_GFLOP']:.1f} GFLOP at {s['matmul_GFLOP_per_s']:.0f} GFLOP/s) + the rest {s['rest_s']:.3f} s"]
     if roof is not None:
-        p = max(roof["bounds_per_rank"], key=lambda x: x["compute"])["compute_parts"]
         q = max(roof["bounds_per_rank"], key=lambda x: x["compute"])
+        p = q["compute_parts"]
         rest_bound = p["aggregation"] + p["elementwise"]
         lines.append(f"  against the bound: products {s['matmul_s']:.3f} / {p['matmul']:.3f} s = "
                      f"{s['matmul_s'] / p['matmul']:.2f}x (at the rates measured alone with {s['threads']} threads: "

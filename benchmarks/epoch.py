@@ -180,13 +180,14 @@ def _roofline_module():
 def _compute_split(parts_dir: str, roof: dict, tag: str, args) -> dict:
     """compute_split.py on the 1-process folder, in a process of its own with a worker's thread
     and allocator environment (``launch.thread_env``), printed beside the roofline's parts."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
     import compute_split
 
     from gnnscale.process.launch import thread_env
 
     out = os.path.join(args.workdir, "compute_split.json")
-    cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "compute_split.py"), parts_dir,
+    cmd = [sys.executable, os.path.join(here, "compute_split.py"), parts_dir,
            "--threads", "2", "--repeats", "3", "--json", out]
     if args.roofline_steps:
         cmd += ["--steps", str(args.roofline_steps)]

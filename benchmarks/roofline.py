@@ -166,6 +166,23 @@ def _sampling_bytes(blocks, owner_of=None, rank: int = 0, per_rank: list | None 
     return own
 
 
+class _OneRank:
+    """The communicator of a one-rank world: nothing leaves the rank."""
+
+    rank, world_size = 0, 1
+
+    def exchange(self, send, category):
+        return [s.clone() for s in send]
+
+
+def one_part_sampler(part, cfg):
+    """The trainer's training sampler (``build_samplers``) of a one-part folder's part, over a
+    one-rank world, with ``cfg.fanouts``."""
+    from gnnscale.data.loader import build_samplers
+
+    return build_samplers(part, _OneRank(), cfg, list(cfg.fanouts), cfg.exchange)[0]
+
+
 def sample_epoch(parts_dir: str, fanouts=FANOUTS, batch_size: int = BATCH, epoch: int = 1, seed: int = 0,
                  max_steps: int | None = None) -> dict:
     """Every rank's epoch ``epoch`` sampled as the trainer samples it (see the module doc).
@@ -184,15 +201,7 @@ def sample_epoch(parts_dir: str, fanouts=FANOUTS, batch_size: int = BATCH, epoch
     counts = [t.numel() for t in train]
     cfg = TrainConfig(fanouts=list(fanouts), batch_size=batch_size, seed=seed)
     if P == 1:
-        from gnnscale.data.loader import build_samplers
-
-        class _OneRank:  # the communicator of a one-rank world: nothing leaves the rank
-            rank, world_size = 0, 1
-
-            def exchange(self, send, category):
-                return [s.clone() for s in send]
-
-        sampler = build_samplers(parts[0], _OneRank(), cfg, list(fanouts), cfg.exchange)[0]
+        sampler = one_part_sampler(parts[0], cfg)
 
         def draw(seeds, step, p):
             return sampler.sample(seeds, epoch=epoch, step=step)

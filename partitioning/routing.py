@@ -13,11 +13,13 @@ class Route:
     Attributes:
         order: int64 [n] stable permutation that groups the ids by owner (owner 0 first).
         counts: int64 [P] how many ids each owner gets.
+        only: the owner of every id when one owner has them all (then ``order`` is the identity,
+            and split and merges hand tensors through without copies), else None.
     """
 
     order: torch.Tensor
     counts: torch.Tensor
-    identity: bool = False  # one owner has every id: the order is the caller's, nothing moves
+    only: int | None = None  # the owner of every id, when one has them all: nothing moves
 
     @staticmethod
     def build(owner: torch.Tensor, world_size: int) -> "Route":
@@ -25,19 +27,19 @@ class Route:
         counts = torch.bincount(owner, minlength=world_size)
         n = owner.numel()
         if n and int(counts.max()) == n:  # a one-rank world, or all ids on one owner: no sort, no merge
-            return Route(torch.arange(n, device=owner.device), counts, identity=True)
+            return Route(torch.arange(n, device=owner.device), counts, only=int(owner[0]))
         return Route(torch.argsort(owner, stable=True), counts)
 
     def split(self, values: torch.Tensor) -> list[torch.Tensor]:
         """Per-owner pieces of ``values`` (rows aligned with the routed ids)."""
-        if self.identity:
-            return [values if int(c) else values[:0] for c in self.counts]
+        if self.only is not None:
+            return [values if r == self.only else values[:0] for r in range(self.counts.numel())]
         return list(torch.split(values[self.order], self.counts.tolist()))
 
     def merge_rows(self, pieces: list[torch.Tensor]) -> torch.Tensor:
         """Inverse of :meth:`split` for one row per id: rows back in the caller's order."""
-        if self.identity:
-            return pieces[int(torch.argmax(self.counts))]
+        if self.only is not None:
+            return pieces[self.only]
         grouped = torch.cat(pieces)
         out = torch.empty_like(grouped)
         out[self.order] = grouped
@@ -53,10 +55,9 @@ class Route:
         Returns:
             (counts int64 [n], values [sum]) with ids and their segments in the caller's order.
         """
-        if self.identity:  # the one owner's answers are in the caller's order already
-            r = int(torch.argmax(self.counts))
-            assert counts[r].numel() == self.order.numel()
-            return counts[r], values[r]
+        if self.only is not None:  # the one owner's answers are in the caller's order already
+            assert counts[self.only].numel() == self.order.numel()
+            return counts[self.only], values[self.only]
         c_grouped = torch.cat(counts)
         v_grouped = torch.cat(values)
         n = c_grouped.numel()

@@ -120,7 +120,7 @@ def claim_relu_dropout(t: Tensor) -> np.float32 | None:
     backward then hands that gradient on as it is, so one pass over the rows and one buffer are
     saved, with the same values."""
     node = t.grad_fn
-    if (numba is None or node is None or not isinstance(node, _ReluDropout._backward_cls)
+    if (node is None or not isinstance(node, _ReluDropout._backward_cls)
             or not getattr(node, "claimable", False) or node.claimed or t._base is not None):
         return None
     node.claimed = True
