@@ -301,3 +301,32 @@ def test_only_a_sole_consumers_relu_dropout_can_be_claimed_once() -> None:
     g = torch.ones(50, 8)
     h.backward(g)
     assert torch.equal(x.grad, g)
+
+
+def test_an_aggregation_that_scales_where_positive_equals_the_two_passes_bit_for_bit() -> None:
+    """``mm(..., scale_where_positive=(pos, scale, first))`` (the claimed ReLU-dropout's backward
+    in the aggregation's own pass over rows first..) equals the product followed by the
+    ReLU-dropout's backward on those rows, exactly, compiled and through torch.sparse."""
+    import numpy as np
+
+    from gnnscale.nn.dropout import _scale_where_positive
+
+    n = 300
+    src, dst = _graph(n, 4000)
+    adj = BlockAdjacency(torch.stack([src, dst]), n, n)
+    g = torch.Generator().manual_seed(6)
+    h = torch.randn(n, 24, generator=g)
+    pos = torch.randn(n, 24, generator=g).clamp(min=0)  # a ReLU-dropout's output: > 0 where kept
+    for transpose in (True, False):
+        for compiled in (True, False):
+            adj.compiled = compiled
+            plain = adj.mm(h, transpose=transpose)
+            want = plain.clone()
+            _scale_where_positive(pos[40:].numpy(), plain[40:].numpy(), want[40:].numpy(), np.float32(2.0))
+            got = adj.mm(h, transpose=transpose, scale_where_positive=(pos, 2.0, 40))
+            assert torch.equal(got, want), (transpose, compiled)
+            assert torch.equal(got[:40], plain[:40]) and not torch.equal(got[40:], plain[40:])
+        adj.compiled = True
+    with pytest.raises(ValueError, match=r"expected scale_where_positive's tensor contiguous and of the output's "
+                                         r"shape \(300, 24\), found \(24, 300\) \(contiguous: False\)"):
+        adj.mm(h, transpose=True, scale_where_positive=(pos.t(), 2.0, 0))

@@ -117,19 +117,38 @@ class BlockAdjacency:
         """sparse CSR float32 [S, D]: the transpose."""
         return _csr(self.crow_t, self.col_t, self.val_t, (self.shape[1], self.shape[0]))
 
-    def mm(self, h: Tensor, transpose: bool = False) -> Tensor:
-        """float32 [D, C] = A @ h (h [S, C]), or [S, C] = A^T @ h (h [D, C]) with ``transpose``."""
+    def mm(self, h: Tensor, transpose: bool = False,
+           scale_where_positive: tuple[Tensor, float, int] | None = None) -> Tensor:
+        """float32 [D, C] = A @ h (h [S, C]), or [S, C] = A^T @ h (h [D, C]) with ``transpose``.
+
+        ``scale_where_positive``: ``(pos, scale, first)``, pos float32 of the output's shape:
+        output rows ``first..`` are then multiplied by ``scale`` where ``pos > 0`` and zeroed
+        elsewhere (a ReLU-dropout's backward, applied in the same pass over each row)."""
         crow, col, val = (self.crow_t, self.col_t, self.val_t) if transpose else (self.crow, self.col, self.val)
         rows = crow.numel() - 1
+        if scale_where_positive is not None:
+            pos, scale, first = scale_where_positive
+            if pos.shape != (rows, h.shape[1]) or not pos.is_contiguous():
+                raise ValueError(f"BlockAdjacency.mm: expected scale_where_positive's tensor contiguous and of the "
+                                 f"output's shape {(rows, h.shape[1])}, found {tuple(pos.shape)} "
+                                 f"(contiguous: {pos.is_contiguous()})")
         if h.shape[0] == 0 or col.numel() == 0:
             return h.new_zeros(rows, h.shape[1])
         if self.compiled and h.dtype == torch.float32 and h.device.type == "cpu":
             h = h.contiguous()
             out = torch.empty(rows, h.shape[1], dtype=torch.float32)
-            _spmm(crow.numpy(), col.numpy(), val.numpy(), h.numpy(), out.numpy())
+            if scale_where_positive is None:
+                _spmm(crow.numpy(), col.numpy(), val.numpy(), h.numpy(), out.numpy())
+            else:
+                _spmm_scale_where_positive(crow.numpy(), col.numpy(), val.numpy(), h.numpy(), out.numpy(),
+                                           pos.detach().numpy(), int(first), np.float32(scale))
             return out
         a = self.matrix_t if transpose else self.matrix
-        return torch.sparse.mm(a if h.dtype == torch.float32 else a.to(h.dtype), h)
+        out = torch.sparse.mm(a if h.dtype == torch.float32 else a.to(h.dtype), h)
+        if scale_where_positive is not None:
+            tail = out[first:]
+            tail.copy_(torch.where(pos[first:] > 0, tail * scale, torch.zeros((), dtype=out.dtype)))
+        return out
 
 
 def _check_range(src: Tensor, dst: Tensor, num_src: int, num_dst: int) -> None:
@@ -302,29 +321,45 @@ if numba is not None:
 
     _AHEAD = 16  # edges: the source row of edge e + 16 is asked for while edge e is summed
 
-    @numba.njit(parallel=True, fastmath=True, cache=True)
-    def _spmm(crow, col, val, h, out):  # pragma: no cover - compiled
-        """out[i] = sum over CSR row i of val[e] * h[col[e]]. Each edge's source row (a random
-        row of h) is prefetched _AHEAD edges before it is read: layer 1 of GraphSAGE on R-MAT
-        100k (305k edges, width 128) 9.7 -> 7.8 ms (medians of 10, alternating). Row i is summed
-        in out[i] itself, with no scratch row allocated per destination (layer 1, 5 alternating
-        timings: 6.1-7.2 -> 5.4-6.6 ms). The sums are unchanged (same order)."""
-        n = crow.shape[0] - 1
+    @numba.njit(inline="always", fastmath=True, cache=True)
+    def _row_sum(crow, col, val, h, out, i):  # pragma: no cover - compiled
+        """out[i] = sum over CSR row i of val[e] * h[col[e]], summed in out[i] itself. Each
+        edge's source row (a random row of h) is prefetched _AHEAD edges before it is read."""
         c = h.shape[1]
         m = col.shape[0]
         row_bytes = h.strides[0]
-        for i in numba.prange(n):
+        for k in range(c):
+            out[i, k] = np.float32(0.0)
+        for e in range(crow[i], crow[i + 1]):
+            if e + _AHEAD < m:
+                ahead = col[e + _AHEAD]
+                for b in range(0, row_bytes, 64):
+                    prefetch(h, ahead, b)
+            w = val[e]
+            j = col[e]
             for k in range(c):
-                out[i, k] = np.float32(0.0)
-            for e in range(crow[i], crow[i + 1]):
-                if e + _AHEAD < m:
-                    ahead = col[e + _AHEAD]
-                    for b in range(0, row_bytes, 64):
-                        prefetch(h, ahead, b)
-                w = val[e]
-                j = col[e]
+                out[i, k] += w * h[j, k]
+
+    @numba.njit(parallel=True, fastmath=True, cache=True)
+    def _spmm(crow, col, val, h, out):  # pragma: no cover - compiled
+        """out[i] = sum over CSR row i of val[e] * h[col[e]], rows in parallel (_row_sum).
+        Prefetching each edge's source row _AHEAD edges ahead: layer 1 of GraphSAGE on R-MAT
+        100k (305k edges, width 128) 9.7 -> 7.8 ms (medians of 10, alternating). Summing in
+        out[i] itself, with no scratch row per destination: 6.1-7.2 -> 5.4-6.6 ms (5 alternating
+        timings). The sums are unchanged (same order)."""
+        for i in numba.prange(crow.shape[0] - 1):
+            _row_sum(crow, col, val, h, out, i)
+
+    @numba.njit(parallel=True, fastmath=True, cache=True)
+    def _spmm_scale_where_positive(crow, col, val, h, out, pos, first, scale):  # pragma: no cover - compiled
+        """_spmm, then rows i >= first times scale where pos[i] > 0, else 0, while the row is
+        hot: the same values as _spmm followed by dropout's _scale_where_positive on those rows."""
+        c = h.shape[1]
+        for i in numba.prange(crow.shape[0] - 1):
+            _row_sum(crow, col, val, h, out, i)
+            if i >= first:
                 for k in range(c):
-                    out[i, k] += w * h[j, k]
+                    out[i, k] = out[i, k] * scale if pos[i, k] > 0 else np.float32(0.0)
 
     @numba.njit(cache=True)
     def _mean_csr(src, dst, num_src, num_dst):  # pragma: no cover - compiled

@@ -104,8 +104,9 @@ class _SageMean(torch.autograd.Function):
 
     ``relu_scale``: x_src came from a ReLU-dropout whose backward this node claimed
     (:func:`gnnscale.nn.dropout.claim_relu_dropout`): it is applied to the input gradient in
-    place, in the buffer the aggregation's backward just wrote (the same values as the
-    ReLU-dropout's own backward, without its [S, F] output buffer)."""
+    the buffer the aggregation's backward writes, to rows D.. in that same pass over each row
+    and to rows ..D once ``g @ W_r`` is added to them (the same values as the ReLU-dropout's
+    own backward, without its [S, F] output buffer or a pass of its own)."""
 
     @staticmethod
     def forward(ctx, x_src: Tensor, adj: BlockAdjacency, num_dst: int, w_l: Tensor, b_l: Tensor | None,
@@ -124,10 +125,14 @@ class _SageMean(torch.autograd.Function):
         need_x, _, _, need_wl, need_bl, need_wr, _ = ctx.needs_input_grad
         grad_x = None
         if need_x:
-            grad_x = ctx.adj.mm(g.mm(w_l), transpose=True)
+            scale = ctx.relu_scale
+            # rows d.. get the claimed ReLU-dropout's backward in the aggregation's own pass; rows
+            # ..d after g @ W_r is added to them
+            grad_x = ctx.adj.mm(g.mm(w_l), transpose=True,
+                                scale_where_positive=None if scale is None else (x_src, scale, d))
             grad_x[:d].addmm_(g, w_r)
-            if ctx.relu_scale is not None:
-                relu_dropout_backward_(grad_x, x_src, ctx.relu_scale)
+            if scale is not None:
+                relu_dropout_backward_(grad_x[:d], x_src[:d], scale)
         return (grad_x, None, None, g.t().mm(agg) if need_wl else None, g.sum(0) if need_bl else None,
                 g.t().mm(x_src[:d]) if need_wr else None, None)
 
