@@ -170,10 +170,33 @@ def dgl_run(task: str, num_nodes: int, epochs: int, out: str) -> dict:
 
 
 def _roofline_module():
-    """benchmarks/roofline.py (torch imported only when the roofline runs)."""
+    """benchmarks/roofline.py (torch imported only when the roofline runs), with the heap the
+    trainers run with, so its rates are the workers' rates: torch's huge-page allocation
+    (``THP_MEM_ALLOC_ENABLE``, which torch reads once, at its first allocation; unset again
+    after it so that DGL's runs do not inherit it) and freed memory kept (``keep_freed_memory``).
+    Without them a product whose output passes glibc's mmap threshold (32 MiB: layer 1's at 1M
+    nodes, [36421, 256]) faults its pages in on every call: 71-77 against 96-103 GFLOP/s on one
+    thread here, which loosened the 1M bound."""
+    if "torch" in sys.modules:
+        raise RuntimeError("epoch.py: torch was imported before the roofline could set the workers' heap")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import roofline
+    from gnnscale.process.launch import thread_env
+    from gnnscale.process.memory import keep_freed_memory
 
+    prev = os.environ.get("THP_MEM_ALLOC_ENABLE")
+    os.environ["THP_MEM_ALLOC_ENABLE"] = thread_env(1, 1)["THP_MEM_ALLOC_ENABLE"]
+    try:
+        import torch
+
+        torch.empty(1)  # the first allocation: torch reads the variable now
+        import roofline
+
+        roofline.HEAP = keep_freed_memory()
+    finally:
+        if prev is None:
+            del os.environ["THP_MEM_ALLOC_ENABLE"]
+        else:
+            os.environ["THP_MEM_ALLOC_ENABLE"] = prev
     return roofline
 
 

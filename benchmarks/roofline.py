@@ -73,6 +73,7 @@ import torch
 import torch.nn.functional as F
 
 FEATURES, HIDDEN, CLASSES = 128, 256, 16
+HEAP = "default"  # this process's heap (epoch.py sets the workers' one: gnnscale.process.memory)
 FANOUTS = [5, 10, 15]
 BATCH = 1024
 F32, I64 = 4, 8
@@ -458,7 +459,7 @@ def measure(c: dict, buffer_mib: int = 1024) -> dict:
                 matmul_GFLOP_per_s_measured={k: max(v, one.get(k, 0.0)) for k, v in shapes.items()},
                 matmul_GFLOP_per_s_at_threads=shapes, matmul_GFLOP_per_s_one_thread=one or shapes,
                 copy_GBps_per_rank=bw, machine_threads=machine_threads, copy_GBps_machine=max(bw_all, bw),
-                copy_buffer_MiB=buffer_mib, measurements=1)
+                copy_buffer_MiB=buffer_mib, measurements=1, heap=HEAP)
 
 
 def best_rates(a: dict | None, b: dict) -> dict:
@@ -546,7 +547,7 @@ def describe(r: dict) -> list[str]:
     lines.append(f"  copy bandwidth {m['copy_GBps_per_rank']:.1f} GB/s ({r['threads_per_rank']} thread(s))"
                  + (f", {m['copy_GBps_machine']:.1f} GB/s ({m['machine_threads']} threads)" if r["ranks"] > 1 else "")
                  + f"; {m['copy_buffer_MiB']} MiB buffer, read + write counted; best of {m['measurements']} "
-                 "measurement(s) in this run")
+                 f"measurement(s) in this run; heap: {m.get('heap', 'default')}")
     t = r["threads_per_rank"]
     rates = ", ".join(f"L{x['layer']} {x['linear']} {x['kind']} [{x['rows']}x{x['f_in']}x{x['f_out']}] "
                       + (f"{x['GFLOP_per_s_at_threads']:.0f}/{x['GFLOP_per_s_one_thread']:.0f}" if t > 1
