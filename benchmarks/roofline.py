@@ -73,7 +73,6 @@ import torch
 import torch.nn.functional as F
 
 FEATURES, HIDDEN, CLASSES = 128, 256, 16
-HEAP = "default"  # this process's heap (epoch.py sets the workers' one: gnnscale.process.memory)
 FANOUTS = [5, 10, 15]
 BATCH = 1024
 F32, I64 = 4, 8
@@ -444,6 +443,9 @@ def measure(c: dict, buffer_mib: int = 1024) -> dict:
     lower bound when a loaded machine leaves the second thread waiting on a busy core (here the
     measured 2-thread products often ran below one thread's rate). ``matmul_GFLOP_per_s_measured``,
     the larger of the two measured rates, gives ``matmul_at_measured_rates_s`` beside it."""
+    from gnnscale.process.memory import keep_freed_memory
+
+    heap = keep_freed_memory()  # the workers' heap where torch's huge-page allocation is on (epoch.py sets it)
     t = c["threads_per_rank"]
     shapes, one = {}, {}
     for op in c["counts"][0]["ops"]:
@@ -459,7 +461,7 @@ def measure(c: dict, buffer_mib: int = 1024) -> dict:
                 matmul_GFLOP_per_s_measured={k: max(v, one.get(k, 0.0)) for k, v in shapes.items()},
                 matmul_GFLOP_per_s_at_threads=shapes, matmul_GFLOP_per_s_one_thread=one or shapes,
                 copy_GBps_per_rank=bw, machine_threads=machine_threads, copy_GBps_machine=max(bw_all, bw),
-                copy_buffer_MiB=buffer_mib, measurements=1, heap=HEAP)
+                copy_buffer_MiB=buffer_mib, measurements=1, heap=heap)
 
 
 def best_rates(a: dict | None, b: dict) -> dict:
