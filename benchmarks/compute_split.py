@@ -13,13 +13,18 @@ same split in real training steps, so a compute stage above its bound says which
   ``aten.addmm`` and ``aten.addmm_`` call (wall clock around the call): ``matmul_s`` is the best
   epoch's sum, and ``rest_s = compute_s - matmul_s`` (the mode's own overhead falls on the other
   ops, which are not timed there); ``matmul_GFLOP_per_s`` is the products' FLOPs (counted by
-  the same mode from their shapes) over ``matmul_s``.
+  the same mode from their shapes) over ``matmul_s``;
+- in those clocked epochs every aggregation (``BlockAdjacency.mm``, forward and transposed,
+  the compiled kernels that no dispatch mode sees) is timed too: ``aggregation_s`` (best epoch),
+  and ``other_s = compute_s - matmul_s - aggregation_s``: the elementwise passes, the loss,
+  Adam and the Python between them.
 
 Run it in a worker's environment (``gnnscale.process.launch.thread_env``: thread counts, huge
 pages for torch's allocator, on which ``keep_freed_memory`` depends), as ``epoch.py`` does.
 Beside the roofline's ``compute_parts``: ``matmul_s`` against the bound's ``matmul`` (and
 against ``matmul_at_measured_rates_s``: the same products timed alone at their shapes with the
-training's threads), ``rest_s`` against ``aggregation + elementwise``.
+training's threads), ``rest_s`` against ``aggregation + elementwise``, ``aggregation_s``
+against ``aggregation`` and ``other_s`` against ``elementwise``.
 """
 from __future__ import annotations
 
@@ -51,6 +56,31 @@ class _MatmulClock(TorchDispatchMode):
         a, b = (args[0], args[1]) if func is torch.ops.aten.mm.default else (args[1], args[2])
         self.flops += 2 * a.shape[0] * a.shape[1] * b.shape[1]
         return out
+
+
+class _AggregationClock:
+    """Wall seconds of the aggregations (``BlockAdjacency.mm``) run inside it."""
+
+    def __enter__(self) -> "_AggregationClock":
+        from gnnscale.nn.sparse_ops import BlockAdjacency
+
+        self.seconds, self._mm = 0.0, BlockAdjacency.mm
+        inner = self._mm
+
+        def timed(adj, *args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return inner(adj, *args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - t0
+
+        BlockAdjacency.mm = timed
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from gnnscale.nn.sparse_ops import BlockAdjacency
+
+        BlockAdjacency.mm = self._mm
 
 
 def replay(parts_dir: str, threads: int = 2, max_steps: int | None = None, fanouts=(5, 10, 15),
@@ -98,9 +128,10 @@ def train_step(net, opt, blocks, x, y) -> None:
 def split(parts_dir: str, threads: int = 2, repeats: int = 3, max_steps: int | None = None, **model) -> dict:
     """The 1-process epoch's compute split (see the module doc) on a 1-part folder.
 
-    Returns {"steps", "steps_timed", "compute_s", "matmul_s", "rest_s", "matmul_GFLOP",
-    "matmul_GFLOP_per_s", "compute_s_runs", "matmul_s_runs", "threads", "heap"}: seconds per
-    epoch (scaled to the whole epoch when ``max_steps`` cuts it)."""
+    Returns {"steps", "steps_timed", "compute_s", "matmul_s", "rest_s", "aggregation_s",
+    "other_s", "matmul_GFLOP", "matmul_GFLOP_per_s", "compute_s_runs", "matmul_s_runs",
+    "aggregation_s_runs", "threads", "heap"}: seconds per epoch (scaled to the whole epoch when
+    ``max_steps`` cuts it)."""
     prev = torch.get_num_threads()
     try:
         r = replay(parts_dir, threads, max_steps, **model)
@@ -113,19 +144,21 @@ def split(parts_dir: str, threads: int = 2, repeats: int = 3, max_steps: int | N
         for blocks, x, y in data[:2]:  # warm-up: compiled kernels, the kept heap
             train_step(net, opt, blocks, x, y)
         scale = r["steps"] / len(data)
-        compute, matmul, flops = [], [], 0
+        compute, matmul, agg, flops = [], [], [], 0
         for _ in range(repeats):  # plain and clocked epochs alternate (a noisy machine hits both alike)
             t0 = time.perf_counter()
             epoch()
             compute.append(scale * (time.perf_counter() - t0))
-            with _MatmulClock() as clock:
+            with _MatmulClock() as clock, _AggregationClock() as aclock:
                 epoch()
             matmul.append(scale * clock.seconds)
+            agg.append(scale * aclock.seconds)
             flops = scale * clock.flops
-        c, m = min(compute), min(matmul)
+        c, m, a = min(compute), min(matmul), min(agg)
         return dict(steps=r["steps"], steps_timed=len(data), threads=threads, heap=r["heap"], compute_s=c,
-                    matmul_s=m, rest_s=c - m, matmul_GFLOP=flops / 1e9, matmul_GFLOP_per_s=flops / m / 1e9,
-                    compute_s_runs=compute, matmul_s_runs=matmul)
+                    matmul_s=m, rest_s=c - m, aggregation_s=a, other_s=c - m - a, matmul_GFLOP=flops / 1e9,
+                    matmul_GFLOP_per_s=flops / m / 1e9, compute_s_runs=compute, matmul_s_runs=matmul,
+                    aggregation_s_runs=agg)
     finally:
         torch.set_num_threads(prev)
 
@@ -134,7 +167,8 @@ def describe(s: dict, roof: dict | None = None) -> list[str]:
     """Printable lines: the split, and beside it the roofline's parts when given."""
     lines = [f"compute split, replayed ({s['steps_timed']} of {s['steps']} steps, {s['threads']} threads, best of "
              f"{len(s['compute_s_runs'])}): compute {s['compute_s']:.3f} s = matrix products {s['matmul_s']:.3f} s "
-             f"({s['matmul_GFLOP']:.1f} GFLOP at {s['matmul_GFLOP_per_s']:.0f} GFLOP/s) + the rest {s['rest_s']:.3f} s"]
+             f"({s['matmul_GFLOP']:.1f} GFLOP at {s['matmul_GFLOP_per_s']:.0f} GFLOP/s) + the rest {s['rest_s']:.3f} s"
+             f" (aggregations {s['aggregation_s']:.3f} s + other {s['other_s']:.3f} s)"]
     if roof is not None:
         q = max(roof["bounds_per_rank"], key=lambda x: x["compute"])
         p = q["compute_parts"]
@@ -142,7 +176,10 @@ def describe(s: dict, roof: dict | None = None) -> list[str]:
         lines.append(f"  against the bound: products {s['matmul_s']:.3f} / {p['matmul']:.3f} s = "
                      f"{s['matmul_s'] / p['matmul']:.2f}x (at the rates measured alone with {s['threads']} threads: "
                      f"{q['matmul_at_measured_rates_s']:.3f} s, {s['matmul_s'] / q['matmul_at_measured_rates_s']:.2f}x);"
-                     f" the rest {s['rest_s']:.3f} / {rest_bound:.3f} s = {s['rest_s'] / rest_bound:.2f}x; "
+                     f" the rest {s['rest_s']:.3f} / {rest_bound:.3f} s = {s['rest_s'] / rest_bound:.2f}x (aggregations "
+                     f"{s['aggregation_s']:.3f} / {p['aggregation']:.3f} s = {s['aggregation_s'] / p['aggregation']:.2f}x,"
+                     f" other {s['other_s']:.3f} / elementwise {p['elementwise']:.3f} s = "
+                     f"{s['other_s'] / p['elementwise']:.2f}x); "
                      f"compute {s['compute_s']:.3f} / {roof['bounds']['compute']:.3f} s = "
                      f"{s['compute_s'] / roof['bounds']['compute']:.2f}x")
     return lines

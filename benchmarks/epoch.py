@@ -35,7 +35,12 @@ backward, aggregation FLOPs and bytes, the gathered feature bytes, sampling byte
 machine's rates measured in the same run (torch's matrix product at the layers' shapes with the
 training's threads, the copy bandwidth of a 1 GiB buffer; measured before the runs and again
 after each repeat, the best kept); per stage (sample, fetch, compute, epoch) gnnscale's seconds,
-DGL's, the bound and both ratios to it, under ``"roofline"`` in each setting's JSON.
+DGL's, the bound and both ratios to it, under ``"roofline"`` in each setting's JSON. This
+machine's speed drifts within minutes (the same replayed epoch 8.0 against 10.3 s), so each run
+is also paired with the measurement next to it (``"paired"``: the one just before repeat r's
+gnnscale run, the one just after its peer's run): compute over the bound of that measurement,
+per repeat, and the spread of the compute bound over the run's measurements. Each run's share
+of CPU time stolen by the hypervisor (``/proc/stat``) is ``steal_frac``.
 ``--roofline-only`` counts and measures without training either side (a quick check).
 In the 1-process setting the compute stage is also split (``benchmarks/compute_split.py``): the
 epoch's real steps replayed, their matrix products timed apart from the rest, beside the
@@ -67,6 +72,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.path.abspath(os.path.join(ROOT, "..", "shared", "peers"))
 DGL_PY = "/tmp/peers/dgl/bin/python"
 MODEL = ["--fanouts", "5,10,15", "--batch-size", "1024", "--hidden", "256", "--lr", "3e-3", "--dropout", "0.5"]
+
+
+def _cpu_ticks() -> list[int] | None:
+    """The machine's CPU ticks by kind (``/proc/stat``'s first line: user, nice, system, idle,
+    iowait, irq, softirq, steal, ...); None where there is no /proc."""
+    try:
+        with open("/proc/stat") as f:
+            return [int(v) for v in f.readline().split()[1:]]
+    except OSError:
+        return None
+
+
+def steal_fraction(before: list[int] | None, after: list[int] | None) -> float | None:
+    """The share of the CPU time between two ``_cpu_ticks`` that the hypervisor gave to other
+    guests (steal): a run's time inflated by a busy host, not by its own work."""
+    if before is None or after is None or len(before) < 8:
+        return None
+    d = [b - a for a, b in zip(before, after)]
+    return d[7] / max(sum(d), 1)
 
 
 def _run(cmd: list[str], timeout: float = 3600, env: dict | None = None, cwd: str = ROOT) -> tuple[float, str]:
@@ -122,18 +146,29 @@ def checkout_env(path: str, workdir: str) -> tuple[dict, str]:
     return dict(os.environ, PYTHONPATH=out), out
 
 
+def _pct(frac: float | None) -> str:
+    return "-" if frac is None else f"{100 * frac:.1f}%"
+
+
+def _timed_run(cmd: list[str], env: dict | None = None, cwd: str = ROOT) -> tuple[float, float | None]:
+    """(wall seconds, steal fraction) of one training job (``_run``)."""
+    ticks = _cpu_ticks()
+    wall, _ = _run(cmd, env=env, cwd=cwd)
+    return wall, steal_fraction(ticks, _cpu_ticks())
+
+
 def gnnscale_run(parts_dir: str, workers: int, threads: int, epochs: int, metrics: str, env: dict | None = None,
                  cwd: str = ROOT) -> dict:
     cmd = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", parts_dir, "--workers", str(workers),
            "--threads", str(threads), "--epochs", str(epochs), "--eval-every", "0", "--metrics", metrics,
            "--no-progress", "--device", "cpu"] + MODEL
-    wall, _ = _run(cmd, env=env, cwd=cwd)
+    wall, steal = _timed_run(cmd, env=env, cwd=cwd)
     m = json.load(open(metrics))
     ep = [e["epoch_seconds"] for e in m["epochs"]]
     last = m["epochs"][-1]
     stages = [e["stage_seconds_max_over_ranks"] for e in m["epochs"][1:]] or [m["epochs"][0]["stage_seconds_max_over_ranks"]]
     return dict(epoch_s=_steady(ep), epochs=ep, startup_s=m["startup_seconds"], job_wall_s=wall,
-                job_overhead_s=wall - sum(ep), train_acc=last["train_acc"], loss=last["loss"],
+                job_overhead_s=wall - sum(ep), train_acc=last["train_acc"], loss=last["loss"], steal_frac=steal,
                 stages={k: statistics.median(s[k] for s in stages) for k in ("sample", "fetch", "compute", "grad_sync")})
 
 
@@ -142,13 +177,13 @@ def dgl_run(task: str, num_nodes: int, epochs: int, out: str) -> dict:
            "--fanouts", "5,10,15", "--epochs", str(epochs), "--dist-epochs", str(epochs), "--out", out]
     if task == "train":
         cmd += ["--threads", "2"]
-    wall, _ = _run(cmd)
+    wall, steal = _timed_run(cmd)
     r = json.load(open(out))
     if task == "train":
         eps = r["train"]["epochs"]
         rest = eps[1:] or eps
         return dict(epoch_s=_steady([e["time_s"] for e in eps]), epochs=[e["time_s"] for e in eps],
-                    train_acc=eps[-1]["train_acc"], loss=eps[-1]["loss"],
+                    train_acc=eps[-1]["train_acc"], loss=eps[-1]["loss"], steal_frac=steal,
                     stages={"sample": statistics.median(e["sample_s"] for e in rest),
                             "fetch": statistics.median(e["gather_s"] for e in rest),
                             "compute": statistics.median(e["compute_s"] for e in rest)},
@@ -162,7 +197,7 @@ def dgl_run(task: str, num_nodes: int, epochs: int, out: str) -> dict:
     last = per_ep[-1]
     seeds = sum(t["seeds"] for t in last)
     return dict(epoch_s=_steady(eps), epochs=eps, startup_s=d["startup_s"], job_wall_s=d["job_wall_s"],
-                job_overhead_s=d["job_wall_s"] - sum(eps), partition_s=r["dist"].get("partition_s"),
+                job_overhead_s=d["job_wall_s"] - sum(eps), partition_s=r["dist"].get("partition_s"), steal_frac=steal,
                 train_acc=sum(t["train_acc"] * t["seeds"] for t in last) / max(seeds, 1),
                 loss=statistics.mean(t["loss"] for t in last),
                 stages={k: statistics.median(max(t[k + "_s"] for t in ep) for ep in rest)
@@ -286,7 +321,7 @@ def main() -> None:
                 if w == "1proc" and not args.no_compute_split:
                     roof["compute_split"] = _compute_split(parts[1], roof, f"[{name} {w}] ", args)
                 continue
-            runs = []
+            runs, measured = [], [rates] if rates is not None else []
             for r in range(args.repeats):
                 tag = f"{name}-{w}-{r}"
                 if w == "1proc":
@@ -300,12 +335,14 @@ def main() -> None:
                         f" fetch {g['stages']['fetch']:.2f} compute {g['stages']['compute']:.2f}, train acc "
                         f"{g['train_acc']:.3f}) | DGL {d['epoch_s']:.2f} s (sample {d['stages']['sample']:.2f} fetch "
                         f"{d['stages']['fetch']:.2f} compute {d['stages']['compute']:.2f}, train acc {d['train_acc']:.3f})")
+                line += f" | steal {_pct(g['steal_frac'])} vs {_pct(d['steal_frac'])}"
                 if w == "dist2":
                     line += (f" | start-up {g['startup_s']:.2f} vs {d['startup_s']:.2f} s, job overhead "
                              f"{g['job_overhead_s']:.1f} vs {d['job_overhead_s']:.1f} s")
                 print(line, flush=True)
                 if rl is not None:  # the machine's rates again: the best of the run is its capability
-                    rates = rl.best_rates(rates, rl.measure(counts, args.roofline_buffer_mib))
+                    measured.append(rl.measure(counts, args.roofline_buffer_mib))
+                    rates = rl.best_rates(rates, measured[-1])
             rec = {"runs": runs,
                    "epoch_ratio": ratio([x["gnnscale"]["epoch_s"] for x in runs], [x["dgl"]["epoch_s"] for x in runs]),
                    "gnnscale_epoch_median_s": statistics.median(x["gnnscale"]["epoch_s"] for x in runs),
@@ -324,6 +361,9 @@ def main() -> None:
                     epoch=statistics.median(x[side]["epoch_s"] for x in runs))
                 lines, roof["table"] = rl.table(roof, med("gnnscale"), med("dgl"),
                                                 peer="DGL" if w == "1proc" else "DistDGL")
+                roof["paired"] = rl.paired(counts, measured, [x["gnnscale"]["stages"]["compute"] for x in runs],
+                                           [x["dgl"]["stages"]["compute"] for x in runs])
+                lines.append(rl.describe_paired(roof["paired"], peer="DGL" if w == "1proc" else "DistDGL"))
                 rec["roofline"] = roof
                 print("\n".join(f"[{name} {w}] " + line for line in rl.describe(roof) + lines), flush=True)
                 if w == "1proc" and not args.no_compute_split:
@@ -364,7 +404,7 @@ def versus_checkout(args) -> None:
                 _run([sys.executable, "-m", "gnnscale", "partition", "--dataset", f"dir:{ddir}", "--parts", str(p),
                       "--method", "metis", "--balance", "nodes,train,edges", "--out", pd])
             workers, threads = (1, 2) if w == "1proc" else (2, 1)
-            runs = []
+            runs, measured = [], [rates] if rates is not None else []
             for r in range(args.repeats):
                 sides = [("new", None, here), ("old", env, cwd)]
                 got = {}

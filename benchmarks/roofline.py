@@ -541,6 +541,32 @@ def finish(c: dict, m: dict) -> dict:
     return out
 
 
+def paired(c: dict, measured: list[dict], ours: list[float], peer: list[float]) -> dict:
+    """Compute stage over its bound with the rates measured beside each run, for a machine
+    whose speed drifts within minutes. ``measured``: the run's measurements in order, the first
+    before repeat 0 and one after each repeat, so that ``measured[r]`` comes just before repeat
+    r's gnnscale run and ``measured[r + 1]`` just after its peer's run; ``ours``/``peer``: each
+    repeat's compute seconds. The strict figure (``table``) divides by the bound at the best
+    rates of all measurements; this one divides each run by the bound of its neighbour."""
+    import statistics
+
+    b = [bounds(c, m)["compute"] for m in measured]
+    ours_r = [s / b[r] for r, s in enumerate(ours)]
+    peer_r = [s / b[r + 1] for r, s in enumerate(peer)]
+    return dict(compute_bound_s=b, gnnscale_ratio=ours_r, peer_ratio=peer_r,
+                gnnscale_median=statistics.median(ours_r), peer_median=statistics.median(peer_r),
+                bound_spread=max(b) / min(b))
+
+
+def describe_paired(p: dict, peer: str = "DGL") -> str:
+    """``paired``'s figures as one printable line."""
+    f = lambda xs: ", ".join(f"{x:.2f}" for x in xs)  # noqa: E731
+    return (f"  compute / bound paired with the rates measured beside each run: gnnscale {f(p['gnnscale_ratio'])} "
+            f"(median {p['gnnscale_median']:.2f}), {peer} {f(p['peer_ratio'])} (median {p['peer_median']:.2f}); "
+            f"the compute bound over the run's {len(p['compute_bound_s'])} measurements: "
+            f"{f(p['compute_bound_s'])} s (max/min {p['bound_spread']:.2f})")
+
+
 def describe(r: dict) -> list[str]:
     """The roofline's counts, rates and bounds as printable lines."""
     lines = [f"roofline: {r['steps_per_epoch']} steps per epoch, {r['sampled_steps_per_rank']} sampled per rank"

@@ -31,6 +31,20 @@ def test_the_clock_times_every_matrix_product_of_a_step(cora_partition):
             compute_split.train_step(r["net"], r["opt"], blocks, x, y)
         assert clock.flops == counter.get_total_flops() > 0
         assert clock.seconds > 0
+        from gnnscale.nn.sparse_ops import BlockAdjacency
+
+        original, calls = BlockAdjacency.mm, []
+        with compute_split._AggregationClock() as aclock:
+            inner = BlockAdjacency.mm
+            BlockAdjacency.mm = lambda adj, *a, **k: calls.append(a) or inner(adj, *a, **k)
+            try:
+                compute_split.train_step(r["net"], r["opt"], blocks, x, y)
+            finally:
+                BlockAdjacency.mm = inner
+        assert BlockAdjacency.mm is original  # put back on exit
+        # 2 layers, each aggregating forward and backward (layer 1, 1433 -> 64, aggregates after
+        # its linear map: its backward reaches that map's output, not the features)
+        assert len(calls) == 4 and aclock.seconds > 0
     finally:
         torch.set_num_threads(prev)
 
@@ -45,6 +59,8 @@ def test_split_parts_add_up_and_name_the_setting(cora_partition, tmp_path):
     assert len(s["compute_s_runs"]) == len(s["matmul_s_runs"]) == 2
     assert s["compute_s"] == min(s["compute_s_runs"]) and s["matmul_s"] == min(s["matmul_s_runs"])
     assert 0 < s["matmul_s"] and math.isclose(s["rest_s"], s["compute_s"] - s["matmul_s"])
+    assert s["aggregation_s"] == min(s["aggregation_s_runs"]) > 0 and len(s["aggregation_s_runs"]) == 2
+    assert math.isclose(s["other_s"], s["rest_s"] - s["aggregation_s"])
     assert math.isclose(s["matmul_GFLOP_per_s"], s["matmul_GFLOP"] / s["matmul_s"])
     lines = compute_split.describe(s)
     assert lines[0].startswith("compute split, replayed (1 of 1 steps, 1 threads, best of 2)")
@@ -55,3 +71,21 @@ def test_several_parts_are_refused_with_the_fix(cora_partition):
 
     with pytest.raises(SystemExit, match="has several parts; the split replays the 1-process setting"):
         compute_split.replay(cora_partition(2), threads=1, **MODEL)
+
+
+def test_paired_bounds_divide_each_run_by_the_measurement_beside_it(cora_partition):
+    c = roofline.count(cora_partition(1), threads_per_rank=1, max_steps=1)
+    keys = {roofline._shape_key(op) for op in c["counts"][0]["ops"]}
+    fast = dict(matmul_GFLOP_per_s={k: 100.0 for k in keys}, matmul_GFLOP_per_s_measured={k: 100.0 for k in keys},
+                copy_GBps_per_rank=20.0, copy_GBps_machine=20.0)
+    slow = dict(fast, matmul_GFLOP_per_s={k: 50.0 for k in keys}, matmul_GFLOP_per_s_measured={k: 50.0 for k in keys},
+                copy_GBps_per_rank=10.0, copy_GBps_machine=10.0)
+    b = roofline.bounds(c, fast)["compute"]
+    assert math.isclose(roofline.bounds(c, slow)["compute"], 2 * b)  # half the rates: twice the bound
+    # repeat 0's gnnscale run follows `fast`, its peer's run precedes `slow`; repeat 1 the same with `slow`, `fast`
+    p = roofline.paired(c, [fast, slow, fast], ours=[1.5 * b, 3.0 * b], peer=[4.0 * b, 2.0 * b])
+    assert all(math.isclose(x, y) for x, y in zip(p["compute_bound_s"], [b, 2 * b, b], strict=True))
+    assert [round(x, 9) for x in p["gnnscale_ratio"]] == [1.5, 1.5]
+    assert [round(x, 9) for x in p["peer_ratio"]] == [2.0, 2.0]
+    assert math.isclose(p["gnnscale_median"], 1.5) and math.isclose(p["bound_spread"], 2.0)
+    assert "gnnscale 1.50, 1.50 (median 1.50), DGL 2.00, 2.00" in roofline.describe_paired(p)
