@@ -567,6 +567,21 @@ def describe_paired(p: dict, peer: str = "DGL") -> str:
             f"{f(p['compute_bound_s'])} s (max/min {p['bound_spread']:.2f})")
 
 
+def best_of(r: dict, ours: float, peer: float) -> dict:
+    """The best epoch's compute stage of each side (seconds) over the bound of ``r`` (the finished
+    roofline, at the best rates of the run): the bound is the best the machine showed, these are
+    the best each system showed in the same run."""
+    b = r["bounds"]["compute"]
+    return dict(gnnscale_compute_s=ours, peer_compute_s=peer, bound_s=b, gnnscale_ratio=ours / b, peer_ratio=peer / b)
+
+
+def describe_best(p: dict, peer: str = "DGL") -> str:
+    """``best_of``'s figures as one printable line."""
+    return (f"  best epoch's compute (after the warm-up, of all repeats) / bound: gnnscale {p['gnnscale_compute_s']:.3f}"
+            f" / {p['bound_s']:.3f} s = {p['gnnscale_ratio']:.2f}x, {peer} {p['peer_compute_s']:.3f} / "
+            f"{p['bound_s']:.3f} s = {p['peer_ratio']:.2f}x")
+
+
 def describe(r: dict) -> list[str]:
     """The roofline's counts, rates and bounds as printable lines."""
     lines = [f"roofline: {r['steps_per_epoch']} steps per epoch, {r['sampled_steps_per_rank']} sampled per rank"

@@ -89,3 +89,12 @@ def test_paired_bounds_divide_each_run_by_the_measurement_beside_it(cora_partiti
     assert [round(x, 9) for x in p["peer_ratio"]] == [2.0, 2.0]
     assert math.isclose(p["gnnscale_median"], 1.5) and math.isclose(p["bound_spread"], 2.0)
     assert "gnnscale 1.50, 1.50 (median 1.50), DGL 2.00, 2.00" in roofline.describe_paired(p)
+
+
+def test_best_against_best_divides_each_side_by_the_strict_bound():
+    p = roofline.best_of({"bounds": {"compute": 0.5}}, ours=0.6, peer=1.1)
+    assert p == dict(gnnscale_compute_s=0.6, peer_compute_s=1.1, bound_s=0.5, gnnscale_ratio=0.6 / 0.5,
+                     peer_ratio=1.1 / 0.5)
+    assert roofline.describe_best(p, peer="DistDGL") == (
+        "  best epoch's compute (after the warm-up, of all repeats) / bound: gnnscale 0.600 / 0.500 s = 1.20x, "
+        "DistDGL 1.100 / 0.500 s = 2.20x")
