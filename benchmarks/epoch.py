@@ -413,7 +413,7 @@ def versus_checkout(args) -> None:
                 _run([sys.executable, "-m", "gnnscale", "partition", "--dataset", f"dir:{ddir}", "--parts", str(p),
                       "--method", "metis", "--balance", "nodes,train,edges", "--out", pd])
             workers, threads = (1, 2) if w == "1proc" else (2, 1)
-            runs, measured = [], [rates] if rates is not None else []
+            runs = []
             for r in range(args.repeats):
                 sides = [("new", None, here), ("old", env, cwd)]
                 got = {}
