@@ -98,3 +98,16 @@ def test_best_against_best_divides_each_side_by_the_strict_bound():
     assert roofline.describe_best(p, peer="DistDGL") == (
         "  best epoch's compute (after the warm-up, of all repeats) / bound: gnnscale 0.600 / 0.500 s = 1.20x, "
         "DistDGL 1.100 / 0.500 s = 2.20x")
+
+
+def test_epochs_per_run_are_8_on_small_graphs_3_on_large_and_at_least_2():
+    import subprocess
+
+    import epoch
+
+    assert [epoch.epochs_per_run(n, None) for n in (100_000, 499_999, 500_000, 1_000_000)] == [8, 8, 3, 3]
+    assert epoch.epochs_per_run(1_000_000, 5) == 5 and epoch.epochs_per_run(100_000, 2) == 2
+    script = os.path.join(os.path.dirname(compute_split.__file__), "epoch.py")
+    r = subprocess.run([sys.executable, script, "--epochs", "1"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert "--epochs: expected at least 2 (the first is a warm-up and is not timed), found 1" in r.stderr
