@@ -134,6 +134,7 @@ def _rmat_dataset(graphgen, n: int, workdir: str) -> tuple[str, str]:
 
 
 SMALL_GRAPH_NODES = 500_000  # below: 8 epochs a run by default; at or above: 3
+DEFAULT_EPOCHS = "8 under 500k nodes, 3 above"
 
 
 def epochs_per_run(num_nodes: int, requested: int | None) -> int:
@@ -315,7 +316,7 @@ def main() -> None:
     os.makedirs(args.workdir, exist_ok=True)
     results = {"setup": {"model": "GraphSAGE mean, 3 layers, hidden 256, dropout 0.5, Adam 3e-3",
                          "fanouts_from_seeds": [5, 10, 15], "batch_size": 1024,
-                         "epochs_per_run": args.epochs or "8 under 500k nodes, 3 above",
+                         "epochs_per_run": args.epochs or DEFAULT_EPOCHS,
                          "repeats": 0 if args.roofline_only else args.repeats, "cpu_count": os.cpu_count(),
                          "roofline_only": args.roofline_only}, "graphs": []}
     rl = None if args.no_roofline else _roofline_module()
@@ -421,7 +422,8 @@ def versus_checkout(args) -> None:
     os.makedirs(here, exist_ok=True)  # run this checkout from outside it too (same sys.path order)
     results = {"setup": {"model": "GraphSAGE mean, 3 layers, hidden 256, dropout 0.5, Adam 3e-3",
                          "baseline": os.path.abspath(args.vs_checkout), "repeats": args.repeats,
-                         "epochs_per_run": args.epochs or "8 under 500k nodes, 3 above", "cpu_count": os.cpu_count()}, "graphs": []}
+                         "epochs_per_run": args.epochs or DEFAULT_EPOCHS, "cpu_count": os.cpu_count()},
+               "graphs": []}
     for n in (int(v) for v in args.sizes.split(",")):
         name, ddir = _rmat_dataset(graphgen, n, args.workdir)
         epochs = epochs_per_run(n, args.epochs)
