@@ -245,7 +245,7 @@ def _roofline_module():
         import torch
 
         torch.empty(1)  # the first allocation: torch reads the variable now
-        keep_freed_memory()  # while the variable is set (it checks it); roofline.measure records the state
+        keep_freed_memory()  # while the variable is set (it checks it); measure() records the state
         import roofline
     finally:
         if prev is None:

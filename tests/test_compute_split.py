@@ -75,7 +75,7 @@ def test_several_parts_are_refused_with_the_fix(cora_partition):
 
 def test_paired_bounds_divide_each_run_by_the_measurement_beside_it(cora_partition):
     c = roofline.count(cora_partition(1), threads_per_rank=1, max_steps=1)
-    keys = {roofline._shape_key(op) for op in c["counts"][0]["ops"]}
+    keys = {roofline.shape_key(op) for op in c["counts"][0]["ops"]}
     fast = dict(matmul_GFLOP_per_s={k: 100.0 for k in keys}, matmul_GFLOP_per_s_measured={k: 100.0 for k in keys},
                 copy_GBps_per_rank=20.0, copy_GBps_machine=20.0)
     slow = dict(fast, matmul_GFLOP_per_s={k: 50.0 for k in keys}, matmul_GFLOP_per_s_measured={k: 50.0 for k in keys},
