@@ -133,8 +133,8 @@ def _rmat_dataset(graphgen, n: int, workdir: str) -> tuple[str, str]:
     return name, ddir
 
 
-SMALL_GRAPH_NODES = 500_000  # below: 8 epochs a run by default; at or above: 3
-DEFAULT_EPOCHS = "8 under 500k nodes, 3 above"
+SMALL_GRAPH_NODES, SMALL_GRAPH_EPOCHS, LARGE_GRAPH_EPOCHS = 500_000, 8, 3  # default epochs a run, below / at or above
+DEFAULT_EPOCHS = f"{SMALL_GRAPH_EPOCHS} under {SMALL_GRAPH_NODES // 1000}k nodes, {LARGE_GRAPH_EPOCHS} above"
 
 
 def epochs_per_run(num_nodes: int, requested: int | None) -> int:
@@ -142,7 +142,7 @@ def epochs_per_run(num_nodes: int, requested: int | None) -> int:
     (sub-second epochs: 7 after the warm-up make a run's median steady) and 3 above."""
     if requested is not None:
         return requested
-    return 8 if num_nodes < SMALL_GRAPH_NODES else 3
+    return SMALL_GRAPH_EPOCHS if num_nodes < SMALL_GRAPH_NODES else LARGE_GRAPH_EPOCHS
 
 
 def _steady(epochs: list[float]) -> float:
@@ -287,7 +287,7 @@ def main() -> None:
                     help="settings for sizes of 1M nodes and more (DistDGL's partitioning of 1M takes minutes)")
     ap.add_argument("--repeats", type=int, default=2, help="alternating repeats (>= 2 for a claim)")
     ap.add_argument("--epochs", type=int, default=None,
-                    help="epochs per run, the first a warm-up (default: 8 on graphs under 500k nodes, 3 above)")
+                    help=f"epochs per run, the first a warm-up (default: {DEFAULT_EPOCHS})")
     ap.add_argument("--workdir", default="/tmp/gnnscale_epoch_bench")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--roofline-only", action="store_true",
