@@ -106,10 +106,12 @@ def test_all_gather_object_counts_its_bytes():
 
 
 def test_dead_peer_ends_every_rank_with_an_error_naming_it():
-    t0 = time.monotonic()
-    with pytest.raises(PeerError, match="worker 1 of 2 failed"):
+    """Rank 1 exits; rank 0, blocked in a collective, ends with its own PeerError (the launcher
+    did not have to stop it after the grace period), and the error names rank 1 first."""
+    with pytest.raises(PeerError, match="worker 1 of 2 failed: exited with code 17") as info:
         launch_local(die_on_rank, 2, args=(1, 20.0), grace=30)
-    assert time.monotonic() - t0 < 60
+    assert "(also: worker 0: PeerError: rank 0: collective all_reduce (control) failed" in str(info.value)
+    assert "stopped by the launcher" not in str(info.value)
 
 
 def test_one_round_per_hop_and_only_remote_frontier_ids(tmp_path):

@@ -2,7 +2,7 @@
 
 Real runs of ``gnnscale train --workers 2 --timeout 10 --pipeline`` on Cora. Rank 1 stops itself
 (``GNNSCALE_FAULT``, see gnnscale/health.py) when it enters a given phase in the middle of
-epoch 1; the launcher must exit non-zero within 60 s of the stop, with rank 0's error naming
+epoch 1; the launcher must exit non-zero by a deadline 60 s after the stop, with rank 0's error naming
 rank 1 and that phase, and no worker may outlive it.
 """
 from __future__ import annotations
@@ -33,34 +33,46 @@ def cora2(shared_data, tmp_path_factory):
 
 
 def _run_with_fault(parts_dir: str, fault: str, extra: list[str]) -> dict:
-    """Run the CLI with rank 1's fault; time from the stop to the launcher's exit."""
+    """Run the CLI with rank 1's fault (see :func:`_run_cmd_with_fault`)."""
     cmd = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", parts_dir, "--workers", "2",
            "--timeout", "10", "--pipeline", "--epochs", "3", "--batch-size", "16", "--fanouts", "5,5",
            "--hidden", "16", "--eval-every", "0", "--no-progress", *extra]
     return _run_cmd_with_fault(cmd, fault)
 
 
-def _run_cmd_with_fault(cmd: list[str], fault: str) -> dict:
-    """Run ``cmd`` with ``GNNSCALE_FAULT=fault``; time from the stop to the launcher's exit."""
+def _run_cmd_with_fault(cmd: list[str], fault: str, deadline_after_stop: float = 60.0) -> dict:
+    """Run ``cmd`` with ``GNNSCALE_FAULT=fault``. Once the fault is injected, the launcher has
+    ``deadline_after_stop`` seconds to exit (a bounded wait: past it, it is killed and
+    ``ended_by_deadline`` is False); 240 s for the run to reach the fault at all."""
     env = dict(os.environ, GNNSCALE_FAULT=fault)
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    lines: list[tuple[float, str]] = []
+    lines: list[str] = []
+    injected = threading.Event()
 
     def read() -> None:
         for line in proc.stderr:
-            lines.append((time.monotonic(), line))
+            lines.append(line)
+            if "fault injection" in line:
+                injected.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     stopped_pid = None
+    ended_by_deadline = False
     try:
-        proc.wait(timeout=240)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        # Up to 240 s for the fault (or an early exit), then the launcher's deadline.
+        for _ in range(480):
+            if injected.wait(0.5) or not reader.is_alive():
+                break
+        try:
+            proc.wait(timeout=deadline_after_stop if injected.is_set() else 10)
+            ended_by_deadline = injected.is_set()
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
     finally:
         reader.join(10)
-        text = "".join(line for _, line in lines)
+        text = "".join(lines)
         m = re.search(r"fault injection \(GNNSCALE_FAULT\): stop pid (\d+)", text)
         if m:
             stopped_pid = int(m.group(1))
@@ -70,9 +82,8 @@ def _run_cmd_with_fault(cmd: list[str], fault: str) -> dict:
                 os.kill(stopped_pid, signal.SIGKILL)
         else:
             leaked = False
-    stop_at = next((t for t, line in lines if "fault injection" in line), None)
-    return {"code": proc.returncode, "text": text, "stop_at": stop_at, "end": time.monotonic(),
-            "pid": stopped_pid, "leaked": leaked, "ended_at": lines[-1][0] if lines else None}
+    return {"code": proc.returncode, "text": text, "injected": injected.is_set(), "pid": stopped_pid,
+            "leaked": leaked, "ended_by_deadline": ended_by_deadline}
 
 
 @pytest.mark.parametrize(
@@ -82,11 +93,9 @@ def _run_cmd_with_fault(cmd: list[str], fault: str) -> dict:
 def test_a_stopped_peer_ends_every_rank_naming_it(cora2, mode, phase):
     res = _run_with_fault(cora2, f"rank=1,epoch=1,step=2,phase={phase},action=stop", ["--exchange", mode])
     text = res["text"]
-    assert res["stop_at"] is not None, text[-3000:]
-    waited = res["ended_at"] - res["stop_at"]
-    print(f"{mode}: launcher exited {waited:.1f} s after rank 1 stopped; its error:\n{text.strip().splitlines()[-2]}")
+    assert res["injected"], text[-3000:]
+    assert res["ended_by_deadline"], f"the launcher was still running 60 s after rank 1 stopped:\n{text[-3000:]}"
     assert res["code"] == 2, text[-3000:]
-    assert waited < 60, f"{waited:.1f} s"
     err = next(line for line in text.splitlines() if "gnnscale train: error:" in line)
     # Rank 0's error names the silent rank, its pid and the phase it stopped in.
     assert "worker 0 of 2 failed: PeerError: rank 0: collective" in err, text[-4000:]
@@ -136,21 +145,23 @@ def test_prefetch_wait_is_bounded():
     from gnnscale.errors import PeerError
     from gnnscale.data.prefetch import Prefetcher
 
-    release = threading.Event()
+    release, came_back = threading.Event(), threading.Event()
 
     def produce(step: int):
         if step == 1:
             release.wait(30)  # stuck
+            came_back.set()
         return step
 
     feed = Prefetcher(produce, 3, timeout=1.0, describe=lambda: "prefetch: epoch 0 step 1 sampling")
     got = []
-    t0 = time.monotonic()
     with pytest.raises(PeerError, match=r"produced no batch for 1 s \(now in: prefetch: epoch 0 step 1 sampling\)"):
         for item in feed:
             got.append(item)
+    # The consumer gave up while the producer was still stuck (not once it came back).
+    stuck = not came_back.is_set()
     release.set()
-    assert got == [0] and time.monotonic() - t0 < 5
+    assert got == [0] and stuck
 
 
 def test_a_collective_failing_inside_ddp_backward_is_named_not_a_crash():
@@ -213,13 +224,11 @@ def test_a_stopped_pipeline_stage_is_named_with_its_pid_and_phase(cora_partition
            "--pipeline-stages", "2",
            "--micro-batches", "2", "--timeout", "10", "--epochs", "3", "--batch-size", "16", "--fanouts", "5,5",
            "--hidden", "16", "--eval-every", "0", "--no-progress", "--no-verify"]
-    res = _run_cmd_with_fault(cmd, f"rank=1,epoch=1,step=0,phase={phase},action=stop")
+    res = _run_cmd_with_fault(cmd, f"rank=1,epoch=1,step=0,phase={phase},action=stop", deadline_after_stop=10 + 30)
     text = res["text"]
-    assert res["stop_at"] is not None, text[-3000:]
-    waited = res["ended_at"] - res["stop_at"]
-    print(f"pipeline: launcher exited {waited:.1f} s after stage 1 stopped; its error:\n{text.strip().splitlines()[-2]}")
+    assert res["injected"], text[-3000:]
+    assert res["ended_by_deadline"], f"the launcher was still running 40 s after stage 1 stopped:\n{text[-3000:]}"
     assert res["code"] == 2, text[-3000:]
-    assert waited < 10 + 30, f"{waited:.1f} s"
     err = next(line for line in text.splitlines() if "gnnscale train: error:" in line)
     assert "PeerError: rank 0 (pipeline stage 0): no gradients of micro-batch 0 from stage 1 (rank 1) within 10 s" \
         in err, text[-4000:]

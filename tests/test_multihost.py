@@ -113,21 +113,22 @@ def test_two_hosts_train_like_one_and_a_lost_host_is_named(two_hosts, cora_parti
                     "--batch-size", "8", "--hidden", "16", "--eval-every", "0", "--timeout", str(timeout)], logs[h])
              for h in (0, 1)]
     try:
-        deadline = time.time() + 240
-        while "epoch   1 |" not in logs[0].read_text():
-            assert time.time() < deadline and procs[0].poll() is None, logs[0].read_text()[-3000:]
+        for _ in range(480):  # up to 240 s for epoch 1
+            if "epoch   1 |" in logs[0].read_text() or procs[0].poll() is not None:
+                break
             time.sleep(0.5)
+        if "epoch   1 |" not in logs[0].read_text():
+            pytest.fail("host 0 did not reach epoch 1 within 240 s:\n" + logs[0].read_text()[-3000:])
         os.killpg(procs[1].pid, signal.SIGKILL)
-        t0 = time.time()
-        procs[0].wait(timeout=timeout + 60)
-        waited = time.time() - t0
+        try:  # a bounded wait: host 0 must end by --timeout + 30 s after host 1 was lost
+            procs[0].wait(timeout=timeout + 30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"host 0 still ran {timeout + 30} s after host 1 was lost:\n" + logs[0].read_text()[-3000:])
     finally:
         for p in procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
     text = logs[0].read_text()
-    print(f"host 0 ended {waited:.1f} s after host 1 was lost (--timeout {timeout})")
     assert procs[0].returncode != 0
-    assert waited <= timeout + 30, (waited, text[-3000:])
     assert "rank 2" in text or "rank 3" in text, text[-3000:]
