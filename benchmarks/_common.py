@@ -19,6 +19,17 @@ def gnnscale(*args: str) -> None:
         raise SystemExit(f"gnnscale {' '.join(args)} failed:\n{r.stderr[-3000:]}")
 
 
+def smoke_parts(nodes: int = 2000, parts: int = 1) -> str:
+    """A folder of a small synthetic graph (16 features) cut into ``parts`` parts, for ``--smoke``
+    runs of scripts that take a partition folder; made in a temporary folder (left to the OS)."""
+    import tempfile
+
+    out = Path(tempfile.mkdtemp(prefix="gnnscale-smoke-")) / f"synthetic{nodes}-p{parts}"
+    gnnscale("partition", "--dataset", f"synthetic?num_nodes={nodes}&avg_degree=8&num_features=16",
+             "--parts", str(parts), "--out", str(out))
+    return str(out)
+
+
 def write_json(path: str | None, obj) -> None:
     """Write the benchmark's figures to ``path`` (folders made), if a path was given."""
     if path:

@@ -61,7 +61,10 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: 0,1,2)")
     ap.add_argument("--epochs", type=int, default=30, help="training epochs (default: 30)")
     ap.add_argument("--cases", default=",".join(c["name"] for c in CASES), help="subset of cases to run")
+    ap.add_argument("--smoke", action="store_true", help="Cora only, 1 seed, 1 epoch (checks that it runs)")
     args = ap.parse_args()
+    if args.smoke:
+        args.cases, args.seeds, args.epochs = "cora", "0", 1
     seeds = [int(s) for s in args.seeds.split(",")]
     COMMON[:0] = ["--epochs", str(args.epochs)]
     wanted = set(args.cases.split(","))
@@ -80,6 +83,7 @@ def main() -> None:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

@@ -277,8 +277,14 @@ def main() -> None:
     ap.add_argument("--speed-epochs", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=2, help="speed: alternating repeats; medians reported")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gnnscale_chunk_pipeline"))
+    ap.add_argument("--smoke", action="store_true",
+                    help="every part at its smallest: Cora 1 epoch 1 seed; 3,000-node graphs, 4 chunks, 1 repeat")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.smoke:
+        args.epochs, args.seeds, args.datasets = 1, 1, "cora"
+        args.comm_nodes, args.comm_chunks, args.speed_nodes, args.speed_chunks = 3000, 4, 3000, 4
+        args.speed_epochs, args.repeats = 2, 1
     out: dict = dict(setup=vars(args))
     parts = [p.strip() for p in args.what.split(",") if p.strip()]
     for part in parts:

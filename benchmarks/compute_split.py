@@ -190,13 +190,22 @@ if __name__ == "__main__":
     import json
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("parts_dir", help="a 1-part folder (gnnscale partition --parts 1)")
+    ap.add_argument("parts_dir", nargs="?", help="a 1-part folder (gnnscale partition --parts 1; with --smoke: made "
+                    "here when left out)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--steps", type=int, default=None, help="time only the first N steps (scaled to the epoch)")
+    ap.add_argument("--smoke", action="store_true", help="a 2,000-node graph in 1 part, 2 steps, 1 repeat")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
+    if a.smoke:
+        from _common import smoke_parts
+
+        a.parts_dir, a.steps, a.repeats = a.parts_dir or smoke_parts(), 2, 1
+    if not a.parts_dir:
+        ap.error("parts_dir: expected a 1-part folder, found none (or give --smoke)")
     res = split(a.parts_dir, a.threads, a.repeats, a.steps)
     print("\n".join(describe(res)))
     if a.json:
         json.dump(res, open(a.json, "w"), indent=1)
+        print(f"wrote {a.json}")

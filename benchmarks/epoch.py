@@ -301,7 +301,17 @@ def main() -> None:
                          "timed apart from the rest, beside the roofline's parts; it runs with the roofline only)")
     ap.add_argument("--vs-checkout", default=None, metavar="DIR",
                     help="time this other checkout of gnnscale instead of DGL (same graphs and flags)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a 5,000-node R-MAT graph, 1proc, 2 epochs, 1 repeat, the roofline on 2 steps; without "
+                         "DGL's environment: the roofline and gnnscale's run alone")
     args = ap.parse_args()
+    gnnscale_alone = False
+    if args.smoke:
+        args.sizes, args.what, args.epochs, args.repeats = "5000", "1proc", 2, 1
+        args.roofline_steps, args.roofline_buffer_mib, args.no_compute_split = 2, 64, True
+        if not os.path.exists(DGL_PY):
+            print(f"DGL's environment {DGL_PY} is missing: gnnscale's side alone", flush=True)
+            args.roofline_only = gnnscale_alone = True
     if args.epochs is not None and args.epochs < 2:
         ap.error(f"--epochs: expected at least 2 (the first is a warm-up and is not timed), found {args.epochs}")
     if args.vs_checkout:
@@ -344,6 +354,11 @@ def main() -> None:
                 roof["table"] = rl.table(roof, None, None)[1]
                 graph["settings"][w] = {"roofline": roof}
                 print("\n".join(f"[{name} {w}] " + line for line in rl.describe(roof)), flush=True)
+                if gnnscale_alone:
+                    g = gnnscale_run(parts[1 if w == "1proc" else 2], 1 if w == "1proc" else 2,
+                                     2 if w == "1proc" else 1, epochs, os.path.join(args.workdir, f"m-{name}-{w}.json"))
+                    graph["settings"][w]["gnnscale"] = g
+                    print(f"[{name} {w}] epoch gnnscale {g['epoch_s']:.2f} s (no DGL run to compare)", flush=True)
                 if w == "1proc" and not args.no_compute_split:
                     roof["compute_split"] = _compute_split(parts[1], roof, f"[{name} {w}] ", args)
                 continue

@@ -18,10 +18,13 @@ default. Its one-time costs (the table fill by layer-wise inference and the halo
 reported apart. A row is pushed at most once per P = S // 2 steps, so a window shorter than P
 under-counts the pushes of a long run: the per-epoch ``bound`` adds, instead of the window's
 pushes, the most they can move, ceil(steps / P) pushes of every boundary row of every
-hidden layer (sized by the fill's exchange, plus the keys).
+hidden layer (sized by the fill's exchange, plus the keys). The bytes part turns host reads off
+(``--no-host-features --no-host-graph``): with them on, as by default, the workers of one host
+read each other's parts from disk, and exact exchange would move no bytes between them at all.
 
     python benchmarks/exchange.py --json results/exchange.json
     python benchmarks/exchange.py --part accuracy --graphs cora --layers 2
+    python benchmarks/exchange.py --smoke      # Cora 1 epoch and a 3,000-node graph, 2 parts: a minute
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ GRAPHS = {
                               epochs=30, batch=64, lr=0.001),
     "generated": dict(dataset="synthetic", root=None, epochs=10, batch=256, lr=0.01),
 }
+SMOKE_BYTES_DATASET = "synthetic?num_nodes=3000&avg_degree=8&num_features=16"
 
 
 def partition(spec: dict, parts: int, out: Path) -> None:
@@ -65,8 +69,8 @@ def accuracy(args, work: Path) -> dict:
     out = {}
     for name in args.graphs.split(","):
         spec = GRAPHS[name]
-        pdir = work / f"{name}-4"
-        partition(spec, 4, pdir)
+        pdir = work / f"{name}-{args.parts}"
+        partition(spec, args.parts, pdir)
         for layers in [int(x) for x in args.layers.split(",")]:
             fan = ",".join(["10"] * layers)
             row = {}
@@ -76,7 +80,8 @@ def accuracy(args, work: Path) -> dict:
                     m = work / f"{name}-{layers}-{mode}-{seed}.json"
                     if not (args.reuse and m.exists()):
                         gnnscale("train", "--parts-dir", str(pdir), "--exchange", mode, "--seed", str(seed),
-                                 "--epochs", str(spec["epochs"]), "--batch-size", str(spec["batch"] or 1 << 20),
+                                 "--epochs", str(args.epochs or spec["epochs"]),
+                                 "--batch-size", str(spec["batch"] or 1 << 20),
                                  "--hidden", "128", "--lr", str(spec["lr"]), "--weight-decay", "5e-4",
                                  "--dropout", "0.5", "--fanouts", fan,
                                  "--eval-fanouts=" + ",".join(["-1"] * layers), "--staleness", str(args.staleness),
@@ -105,14 +110,15 @@ def _staleness(text: str, steps_per_epoch: int) -> int:
 def traffic(args, work: Path) -> dict:
     """Bytes per epoch of each mode; see the module docstring."""
     spec = {"dataset": args.bytes_dataset}
-    pdir = work / "products-4"
+    P, batch, hidden = args.parts, args.bytes_batch_size, args.bytes_hidden
+    pdir = work / f"bytes-{P}"
     t0 = time.perf_counter()
-    partition(spec, 4, pdir)
+    partition(spec, P, pdir)
     part_s = time.perf_counter() - t0
     from gnnscale.partitioning import load_part
 
     # Steps of a whole epoch: every rank runs the max over ranks of ceil(train nodes / batch).
-    steps_per_epoch = max(-(-int(load_part(pdir, p, verify=False).train_mask.sum()) // 1024) for p in range(4))
+    steps_per_epoch = max(-(-int(load_part(pdir, p, verify=False).train_mask.sum()) // batch) for p in range(P))
     rows = {}
     variants = [("exact", "exact", None, "float32", None), ("local", "local", None, "float32", None)]
     for dt in args.embedding_dtypes.split(","):
@@ -123,9 +129,11 @@ def traffic(args, work: Path) -> dict:
     for name, mode, s, dt, hf in variants:
         full = args.full_epoch and mode == "historical"
         m = work / f"bytes-{name.replace(' ', '_')}{'-epochs' if full else ''}.json"
-        cmd = ["train", "--parts-dir", str(pdir), "--exchange", mode, "--eval-every", "0", "--fanouts", "15,10,5",
-               "--batch-size", "1024", "--hidden", str(HIDDEN), "--metrics", str(m), "--no-progress", "--no-verify",
-               "--embedding-dtype", dt]
+        # Host reads off: every remote row and neighbour list through the communicator, counted.
+        cmd = ["train", "--parts-dir", str(pdir), "--exchange", mode, "--eval-every", "0",
+               "--fanouts", args.bytes_fanouts, "--batch-size", str(batch), "--hidden", str(hidden),
+               "--metrics", str(m), "--no-progress", "--no-verify", "--embedding-dtype", dt,
+               "--no-host-features", "--no-host-graph"]
         cmd += ["--epochs", "2"] if full else ["--epochs", "2", "--max-steps", str(args.max_steps)]
         if s is not None:
             cmd += ["--staleness", str(s), "--halo-features", hf]
@@ -160,6 +168,10 @@ def traffic(args, work: Path) -> dict:
         print(f"  {name:32s} {rows[name]['bytes_per_step'] / 1e6:8.1f} MB/step (features+sampling+embeddings, all "
               f"ranks), {e['sampling_rounds_per_batch']:.0f} sampling rounds/batch, {data['embedding'] / 1e6:.1f} MB "
               f"embeddings, {e['epoch_seconds']:.1f} s for {steps} steps", flush=True)
+    if "failed" in rows["exact"] or rows["exact"]["bytes_per_step"] == 0:
+        raise SystemExit("exchange.py: exact exchange moved no bytes between workers (or failed): nothing to "
+                         "compare the other modes against; are the workers reading each other's parts from disk "
+                         "(host reads)?")
     base = rows["exact"]["bytes_per_step"] * steps_per_epoch
     print(f"\nper epoch ({steps_per_epoch} steps). measured: bytes per measured step x steps. bound (historical): "
           "the measured non-embedding bytes x steps, plus the most the pushes can move: a row is pushed at most "
@@ -177,7 +189,7 @@ def traffic(args, work: Path) -> dict:
             ex = row["exchange"]
             dims_bytes = ex["fill_embedding_bytes"]  # every boundary row of every hidden layer, once
             itemsize = {"float32": 4, "bfloat16": 2, "float16": 2}[row["embedding_dtype"]]
-            key = 8 * ex["fill_embedding_bytes"] / (HIDDEN * itemsize)  # one int64 key per row and layer
+            key = 8 * ex["fill_embedding_bytes"] / (hidden * itemsize)  # one int64 key per row and layer
             full_push = dims_bytes + key
             pushes = -(-steps_per_epoch // ex["push_interval"])
             other = (row["bytes_per_step"] - row["bytes_by_category"]["embedding"] / steps) * steps_per_epoch
@@ -191,8 +203,9 @@ def traffic(args, work: Path) -> dict:
                      f"tables {ex['halo_table_bytes'] / 1e9:.2f} GB + held features "
                      f"{row['halo_feature_bytes_held'] / 1e9:.2f} GB on rank 0)")
         print(line)
-    return {"dataset": args.bytes_dataset, "parts": 4, "fanouts": [15, 10, 5], "batch_size": 1024, "hidden": HIDDEN,
-            "steps_per_epoch": steps_per_epoch, "partition_seconds": part_s, "variants": rows}
+    return {"dataset": args.bytes_dataset, "parts": P, "fanouts": [int(f) for f in args.bytes_fanouts.split(",")],
+            "batch_size": batch, "hidden": hidden, "host_reads": False, "steps_per_epoch": steps_per_epoch,
+            "partition_seconds": part_s, "variants": rows}
 
 
 def main() -> None:
@@ -212,10 +225,21 @@ def main() -> None:
     ap.add_argument("--embedding-dtypes", default="bfloat16", help="exchange dtypes in the bytes part")
     ap.add_argument("--bytes-dataset", default=PRODUCTS)
     ap.add_argument("--max-steps", type=int, default=8, help="steps measured per mode in the bytes part")
+    ap.add_argument("--bytes-batch-size", type=int, default=1024, help="seeds per step per worker in the bytes part")
+    ap.add_argument("--bytes-fanouts", default="15,10,5", help="fan-outs of the bytes part")
+    ap.add_argument("--bytes-hidden", type=int, default=HIDDEN, help="hidden size of the bytes part")
+    ap.add_argument("--parts", type=int, default=4, help="parts = workers of every run")
+    ap.add_argument("--epochs", type=int, default=None, help="accuracy part: epochs of every graph (default: GRAPHS')")
+    ap.add_argument("--smoke", action="store_true",
+                    help="Cora 1 epoch (L=2, seed 0) and a 3,000-node graph for the bytes, 2 parts, 2 steps")
     ap.add_argument("--workdir", default=None, help="keep partitions here (reused when present)")
     ap.add_argument("--reuse", action="store_true", help="reuse a run's metrics file left in --workdir")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.smoke:
+        args.graphs, args.layers, args.seeds, args.epochs, args.parts = "cora", "2", "0", 1, 2
+        args.bytes_dataset, args.bytes_batch_size, args.bytes_fanouts, args.bytes_hidden = SMOKE_BYTES_DATASET, 64, "5,5", 16
+        args.max_steps = 2
     report = {"args": vars(args)}
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp())
     work.mkdir(parents=True, exist_ok=True)
@@ -226,6 +250,7 @@ def main() -> None:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

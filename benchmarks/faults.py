@@ -40,6 +40,7 @@ from _common import SHARED, write_json  # noqa: E402
 BASE = ["--workers", "2", "--epochs", "6", "--fanouts", "5,5", "--batch-size", "16", "--hidden", "32",
         "--timeout", "30", "--eval-every", "3", "--no-verify"]
 KILL = "rank=1,epoch=3,step=1,phase=sampling,action=kill"
+CASES = ("exact_resume", "historical_resume", "damaged_checkpoint", "elastic", "saved_model", "soak", "multihost", "fuzz")
 
 
 def run(*args: str, fault: str | None = None, cmd: list[str] | None = None, timeout: float = 600) -> tuple:
@@ -64,8 +65,15 @@ def metrics(path: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gnnscale_faults"))
+    ap.add_argument("--cases", default=",".join(CASES), help="which cases to run")
+    ap.add_argument("--smoke", action="store_true", help="exact_resume, damaged_checkpoint and saved_model only")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.smoke:
+        args.cases = "exact_resume,damaged_checkpoint,saved_model"
+    cases = set(args.cases.split(","))
+    if cases - set(CASES):
+        ap.error(f"--cases: expected among {', '.join(CASES)}, found {', '.join(sorted(cases - set(CASES)))}")
     work = Path(args.workdir)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -80,7 +88,7 @@ def main() -> None:
             need(run("train", "--parts-dir", parts, *BASE, "--exchange", mode, "--metrics", str(m))[0], f"{mode} run")
         return metrics(m)
 
-    for mode in ("exact", "historical"):
+    for mode in [m for m in ("exact", "historical") if f"{m}_resume" in cases]:
         ck, m = work / f"ck_{mode}", work / f"resumed_{mode}.json"
         killed, t_killed = run("train", "--parts-dir", parts, *BASE, "--exchange", mode, "--checkpoint-dir", str(ck),
                                fault=KILL)
@@ -98,6 +106,31 @@ def main() -> None:
         print(f"{mode}_resume: {out[f'{mode}_resume']}", flush=True)
 
     ck, m = work / "ck_damaged", work / "damaged.json"
+    if "damaged_checkpoint" in cases:
+        damaged(parts, ck, m, ref, out)
+    if "elastic" in cases:
+        elastic(parts, work, ref, out)
+    if "saved_model" in cases:
+        saved_model(parts, work, root, out)
+    if "soak" in cases:
+        soak(parts, work, out)
+    # Two hosts (network namespaces) and the fuzzed inputs run as their tests do (pytest -s prints
+    # the figures they measure); the hosts' case needs root and `ip netns`, else it says skipped.
+    for case, test in [(c, t) for c, t in (("multihost", "tests/test_multihost.py"), ("fuzz", "tests/test_fuzz.py"))
+                       if c in cases]:
+        r, t = run("-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "--hypothesis-show-statistics", test,
+                   cmd=[sys.executable], timeout=900)
+        text = r.stdout + r.stderr
+        found = re.search(r"host 0 ended ([\d.]+) s after host 1 was lost", text)
+        out[case] = dict(passed=r.returncode == 0, seconds=t, summary=text.strip().splitlines()[-1][:300],
+                         generated_cases=sum(int(n) for n in re.findall(r"- (\d+) passing", text)),
+                         host0_end_seconds_after_host1_lost=float(found.group(1)) if found else None)
+        print(f"{case}: {out[case]}", flush=True)
+    write_json(args.json, out)
+
+
+def damaged(parts: str, ck: Path, m: Path, ref, out: dict) -> None:
+    """The newest checkpoint torn: --resume reports it and uses the one before."""
     need(run("train", "--parts-dir", parts, *BASE, "--epochs", "4", "--checkpoint-dir", str(ck))[0], "damaged: first run")
     newest = sorted(ck.iterdir())[-1]
     (newest / "rank1.pt").write_bytes(b"torn")
@@ -109,6 +142,9 @@ def main() -> None:
         sha256_equal=metrics(m)["final_weights_sha256"] == ref("exact")["final_weights_sha256"])
     print(f"damaged_checkpoint: {out['damaged_checkpoint']}", flush=True)
 
+
+def elastic(parts: str, work: Path, ref, out: dict) -> None:
+    """The kill under ``torchrun --max-restarts 1``."""
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
     if torchrun:
         m, once = work / "elastic.json", work / "elastic-fault-done"
@@ -122,6 +158,9 @@ def main() -> None:
         out["elastic"] = dict(skipped="torchrun not found")
     print(f"elastic: {out['elastic']}", flush=True)
 
+
+def saved_model(parts: str, work: Path, root: str, out: dict) -> None:
+    """--save-model, then ``gnnscale evaluate`` and ``gnnscale predict`` against ``load_model``."""
     model, m, npy = work / "model.pt", work / "saved.json", work / "pred.npy"
     need(run("train", "--parts-dir", parts, *BASE, "--save-model", str(model), "--metrics", str(m))[0], "save-model run")
     ev, _ = run("evaluate", "--model", str(model), "--parts-dir", parts, "--json")
@@ -143,6 +182,9 @@ def main() -> None:
                               model_file_bytes=model.stat().st_size)
     print(f"saved_model: {out['saved_model']}", flush=True)
 
+
+def soak(parts: str, work: Path, out: dict) -> None:
+    """100 epochs with checkpoints: memory and open files stay flat."""
     m, ck = work / "soak.json", work / "ck_soak"
     r, t = run("train", "--parts-dir", parts, "--workers", "2", "--epochs", "100",
                "--fanouts", "5,5", "--batch-size", "64", "--hidden", "16", "--eval-every", "10", "--checkpoint-dir",
@@ -157,19 +199,6 @@ def main() -> None:
                            max(e["open_fds_by_rank"][k] for e in ep[9:]) for k in (0, 1)],
                        checkpoints_kept=sorted(p.name for p in ck.iterdir()))
     print(f"soak: {out['soak']}", flush=True)
-    # Two hosts (network namespaces) and the fuzzed inputs run as their tests do (pytest -s prints
-    # the figures they measure); the hosts' case needs root and `ip netns`, else it says skipped.
-    for case, test in (("multihost", "tests/test_multihost.py"), ("fuzz", "tests/test_fuzz.py")):
-        r, t = run("-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "--hypothesis-show-statistics", test,
-                   cmd=[sys.executable], timeout=900)
-        text = r.stdout + r.stderr
-        found = re.search(r"host 0 ended ([\d.]+) s after host 1 was lost", text)
-        out[case] = dict(passed=r.returncode == 0, seconds=t, summary=text.strip().splitlines()[-1][:300],
-                         generated_cases=sum(int(n) for n in re.findall(r"- (\d+) passing", text)),
-                         host0_end_seconds_after_host1_lost=float(found.group(1)) if found else None)
-        print(f"{case}: {out[case]}", flush=True)
-    write_json(args.json, out)
-
 
 if __name__ == "__main__":
     main()

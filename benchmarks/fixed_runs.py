@@ -125,7 +125,10 @@ def main() -> None:
     ap.add_argument("--workdir", default=None, help="scratch folder (default: a temporary one)")
     ap.add_argument("--json", default=None, help="write the hashes here")
     ap.add_argument("--runs", default=None, help="only these runs (comma-separated names; default: all)")
+    ap.add_argument("--smoke", action="store_true", help="the first run only (dp_exact_cache_pipeline)")
     args = ap.parse_args()
+    if args.smoke:
+        args.runs = args.runs or next(iter(RUNS))
     work = args.workdir or tempfile.mkdtemp(prefix="gnnscale-fixed-")
     os.makedirs(work, exist_ok=True)
     parts = {}

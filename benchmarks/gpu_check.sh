@@ -8,7 +8,10 @@
 #
 #   bash benchmarks/gpu_check.sh [OUTDIR]      (OUTDIR default: $OUT or results/gpu_check)
 #   GPU_CHECK_NODES=20000 bash benchmarks/gpu_check.sh /tmp/x    (a dry run of the script on a CPU machine)
+#   bash benchmarks/gpu_check.sh --smoke [OUTDIR]   (2,000 nodes, 2 steps: checks that it runs)
 set -euo pipefail
+SMOKE=0
+if [ "${1:-}" = "--smoke" ]; then SMOKE=1; shift; fi
 cd "$(dirname "$0")/.."
 OUTDIR="${1:-${OUT:-results/gpu_check}}"
 mkdir -p "$OUTDIR"
@@ -27,6 +30,8 @@ timeout 240 "$PY" -m pytest -q -m gpu tests/test_device.py 2>&1 | tee "$OUTDIR/g
 
 echo "== 2. products-scale generated graph: CUDA epoch beside CPU"
 NODES="${GPU_CHECK_NODES:-2400000}"  # smaller for a dry run on a CPU machine
+STEPS=30
+if [ "$SMOKE" = 1 ]; then NODES=2000; STEPS=2; WORK="$(mktemp -d)"; fi
 DATA="synthetic?num_nodes=$NODES&avg_degree=25&num_features=100&num_classes=47&train_frac=0.08&seed=0"
 PARTS="$WORK/products-like-$NODES-p1"
 if [ ! -f "$PARTS/meta.json" ]; then
@@ -34,7 +39,7 @@ if [ ! -f "$PARTS/meta.json" ]; then
 fi
 for dev in cuda cpu; do
   timeout 150 "$PY" -m gnnscale train --parts-dir "$PARTS" --workers 1 --device "$dev" --epochs 2 \
-    --max-steps 30 --fanouts 15,10,5 --batch-size 1024 --hidden 256 --eval-every 0 --no-progress \
+    --max-steps "$STEPS" --fanouts 15,10,5 --batch-size 1024 --hidden 256 --eval-every 0 --no-progress \
     --metrics "$OUTDIR/products_$dev.json" 2>&1 | grep -E "epoch|start-up|error" || true
 done
 "$PY" - "$OUTDIR" <<'EOF'

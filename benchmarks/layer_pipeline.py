@@ -91,8 +91,12 @@ def main() -> None:
                     help="steps per epoch (2 epochs; the second is timed); D = 2 workers take half each")
     ap.add_argument("--repeats", type=int, default=2, help="alternating repeats; medians reported")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gnnscale_layer_pipeline"))
+    ap.add_argument("--smoke", action="store_true", help="a 3,000-node graph, 2 layers, hidden 16, 2 steps, 1 repeat")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.smoke:
+        args.nodes, args.layers, args.hidden, args.batch_size, args.micro_batches = 3000, 2, 16, 32, 2
+        args.max_steps, args.repeats = 2, 1
 
     spec = f"synthetic?num_nodes={args.nodes}&num_features=128&num_classes=16&avg_degree=15"
     one = _partition(spec, 1, os.path.join(args.workdir, f"n{args.nodes}-p1"))

@@ -51,6 +51,9 @@ BLOCKS = [
     ("wide-in 60000x6000, 256->64", 60_000, 6_000, 90_000, 256, 64, True),
 ]
 GAT_HEADS = 4
+DROPOUT_SHAPES = ((60_000, 128), (57_000, 256), (6_000, 256))
+# --smoke: the same code on blocks a hundredth of the size, 1 repeat
+SMOKE_BLOCKS = [("smoke 600x60, 16->32", 600, 60, 900, 16, 32, False), ("smoke 600x60, 32->16", 600, 60, 900, 32, 16, True)]
 
 
 def _timed(fn, repeats: int) -> list[float]:
@@ -150,7 +153,7 @@ def bench_gat(repeats: int) -> list[dict]:
 
 def bench_dropout(repeats: int) -> list[dict]:
     rows = []
-    for shape in ((60_000, 128), (57_000, 256), (6_000, 256)):
+    for shape in DROPOUT_SHAPES:
         x = torch.randn(*shape, requires_grad=True)
 
         def ours():
@@ -170,8 +173,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=7, help="alternating repeats per side (median)")
     ap.add_argument("--threads", type=int, default=2, help="torch and numba threads")
+    ap.add_argument("--smoke", action="store_true", help="blocks of 600 sources, 1 repeat (checks that it runs)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
+    if args.smoke:
+        global BLOCKS, DROPOUT_SHAPES
+        BLOCKS, DROPOUT_SHAPES, args.repeats = SMOKE_BLOCKS, ((600, 16),), 1
     torch.set_num_threads(args.threads)
     if numba is not None:
         numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))

@@ -474,7 +474,13 @@ def main() -> None:
     m.add_argument("--memory-test-edges", type=int, default=100_000)
     m.add_argument("--memory-negatives", type=int, default=1000, help="fixed negatives per test source (MRR)")
     m.add_argument("--memory-steps", type=int, default=30, help="training steps before the evaluation")
+    ap.add_argument("--smoke", action="store_true", help="every item at its smallest: a 5,000-node R-MAT graph, "
+                    "4 steps, 1 round; Cora 1 epoch, 1 seed, 1 and 2 workers; memory on 5,000 nodes, 2 steps")
     args = ap.parse_args()
+    if args.smoke:
+        args.what, args.num_nodes, args.repeats, args.max_steps, args.batch_size = "throughput,cora,memory", "5000", 1, 4, 128
+        args.hidden, args.graphs, args.seeds, args.workers, args.cora_epochs = 16, ["cora"], [0], [1, 2], 1
+        args.memory_nodes, args.memory_test_edges, args.memory_negatives, args.memory_steps = 5000, 500, 20, 2
     what = args.what.split(",")
     unknown = set(what) - set(WHATS)
     if unknown:

@@ -210,9 +210,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--result", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--smoke", action="store_true", help="a 5,000-node graph, 2 parts, metis and random only")
     args = ap.parse_args(argv)
     if args.child:
         return child(args)
+    if args.smoke:
+        args.num_nodes, args.avg_degree, args.num_features, args.num_classes = 5000, 8.0, 16, 4
+        args.parts, args.methods = 2, "metis,random"
     if args.avg_degree is None:
         args.avg_degree = PRODUCTS_EDGES / PRODUCTS_NODES
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]

@@ -529,12 +529,21 @@ if __name__ == "__main__":
     import json
 
     ap = argparse.ArgumentParser(description="The roofline of one partition folder's epoch (see the module doc).")
-    ap.add_argument("parts_dir")
+    ap.add_argument("parts_dir", nargs="?", help="a partition folder (with --smoke: made here when left out)")
     ap.add_argument("--threads", type=int, default=2, help="threads per rank (epoch.py: 2 for 1proc, 1 for dist2)")
     ap.add_argument("--steps", type=int, default=None, help="sample only the first N steps of each rank (scaled)")
+    ap.add_argument("--buffer-mib", type=int, default=1024, help="the copy-bandwidth buffer (MiB)")
+    ap.add_argument("--smoke", action="store_true", help="a 2,000-node graph in 1 part, 2 steps, a 64 MiB buffer")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    res = roofline(a.parts_dir, a.threads, a.steps)
+    if a.smoke:
+        from _common import smoke_parts
+
+        a.parts_dir, a.steps, a.buffer_mib = a.parts_dir or smoke_parts(), 2, 64
+    if not a.parts_dir:
+        ap.error("parts_dir: expected a partition folder, found none (or give --smoke)")
+    res = roofline(a.parts_dir, a.threads, a.steps, buffer_mib=a.buffer_mib)
     print("\n".join(describe(res)))
     if a.json:
         json.dump(res, open(a.json, "w"), indent=1)
+        print(f"wrote {a.json}")

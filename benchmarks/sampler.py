@@ -35,6 +35,7 @@ GRAPHS = {
     "1m": dict(num_nodes=1_000_000, avg_degree=20, feat_dim=128),
     "products": dict(num_nodes=2_449_029, avg_degree=25.3, feat_dim=100),
     "100k": dict(num_nodes=100_000, avg_degree=20, feat_dim=128),
+    "5k": dict(num_nodes=5_000, avg_degree=10, feat_dim=16),  # --smoke
 }
 
 
@@ -113,8 +114,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--backend", default="auto", help="gnnscale kernels: auto, numba or torch")
     ap.add_argument("--no-dgl", action="store_true", help="time gnnscale only")
+    ap.add_argument("--smoke", action="store_true", help="a 5,000-node graph, 2,048 seeds, 1 run per system")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.smoke:
+        args.graphs, args.repeats, args.min_seeds, args.batch_size = "5k", 1, 2048, 256
     fanouts = [int(v) for v in args.fanouts.split(",")]
     torch.set_num_threads(args.threads)
     try:
@@ -154,6 +158,7 @@ def main() -> None:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2))
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

@@ -120,8 +120,10 @@ def train(parts_dir: Path, workers: int, args: argparse.Namespace, work: Path, t
     cmd = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", str(parts_dir), "--workers", str(workers),
            "--epochs", "1", "--fanouts", args.fanouts, "--batch-size", str(args.batch_size),
            "--eval-every", "1" if evaluate else "0", "--eval-method", "layerwise", "--metrics", str(metrics),
-           "--timeout", "1800",
-           "--no-progress"]
+           "--timeout", "1800", "--no-progress",
+           # each worker holds its own part only: no other part of the host memory-mapped, every remote
+           # row and neighbour list asked for (and counted in bytes_sent)
+           "--no-host-features", "--no-host-graph"]
     if steps:
         cmd += ["--max-steps", str(steps)]
     with MemoryWatch() as watch:
@@ -295,7 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", default=None, help="scratch folder (default: a temp folder)")
     ap.add_argument("--graph-dir", default=None, help="reuse a graph saved by partition_scale.py or an earlier run")
     ap.add_argument("--keep", action="store_true", help="keep the graph and the parts")
+    ap.add_argument("--smoke", action="store_true", help="part 1 on a 5,000-node graph, 2 parts, 2 steps")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.num_nodes, args.avg_degree, args.num_features, args.num_classes = 5000, 8.0, 16, 4
+        args.parts, args.max_steps, args.fanouts, args.batch_size, args.ten_million = "2", 2, "5,5", 64, False
     args.parts = [int(p) for p in args.parts.split(",")]
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gnnscale-scale-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -369,7 +369,7 @@ def run_sampling(args, work: Path) -> dict:
         numba.set_num_threads(args.threads)
     except ImportError:
         pass
-    spec = sampler_bench.GRAPHS["100k"]
+    spec = sampler_bench.GRAPHS[args.sampling_graph]
     name, indptr, indices, train_idx = sampler_bench.load(spec)
     fanouts = [int(v) for v in args.fanouts.split(",")]
     attr = torch.rand(indices.numel(), args.edge_dim, generator=torch.Generator().manual_seed(0))
@@ -533,7 +533,14 @@ def main() -> None:
     s.add_argument("--edge-dim", type=int, default=8)
     s.add_argument("--threads", type=int, default=2)
     s.add_argument("--backend", default="auto", help="sampling kernels: auto, numba or torch")
+    s.add_argument("--sampling-graph", default="100k", help="the R-MAT graph of benchmarks/sampler.py's GRAPHS")
+    ap.add_argument("--smoke", action="store_true", help="every item at its smallest: HumLoc 1 epoch, 1 seed, 1 and 2 "
+                    "workers, edge features on; auc on 1 worker; sampling on a 5,000-node graph, 1 round")
     args = ap.parse_args()
+    if args.smoke:
+        args.what, args.seeds, args.workers, args.humloc_epochs, args.edge_settings = "humloc,auc,sampling", [0], [1, 2], 1, ["on"]
+        args.auc_workers, args.sampling_graph, args.repeats, args.min_seeds = [1], "5k", 1, 1024
+        args.batch_size, args.fanouts, args.hidden = 128, "5,5", 16
     what = args.what.split(",")
     unknown = set(what) - set(WHATS)
     if unknown:

@@ -61,11 +61,12 @@ def parts(dataset: str, p: int, work: Path) -> Path:
     return out
 
 
-def compare(protocol: str, seeds: list[int], work: Path) -> dict:
-    spec = PROTOCOLS[protocol]
+def compare(protocol: str, seeds: list[int], work: Path, epochs: int | None = None,
+            datasets: tuple[str, ...] = ("cora", "citeseer")) -> dict:
+    spec = dict(PROTOCOLS[protocol], epochs=epochs or PROTOCOLS[protocol]["epochs"])
     out = {"epochs": spec["epochs"], "global_batch": spec["global_batch"] or "all training nodes",
            "hyperparameters": {k: " ".join(SAMPLING + v) for k, v in spec["layers"].items()}, "pairs": {}}
-    for dataset in ("cora", "citeseer"):
+    for dataset in datasets:
         for layer, extra in spec["layers"].items():
             row = {}
             for p in (2, 1):
@@ -96,13 +97,20 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--gcnii-layers", type=int, default=16)
     ap.add_argument("--gcnii-epochs", type=int, default=30)
+    ap.add_argument("--epochs", type=int, default=None, help="epochs of the comparisons (default: the protocol's)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the minibatch protocol on Cora, 1 seed, 1 epoch; GCNII 4 layers, 1 epoch")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    datasets: tuple[str, ...] = ("cora", "citeseer")
+    if args.smoke:
+        args.protocols, args.seeds, args.epochs, args.gcnii_layers, args.gcnii_epochs = "minibatch", "0", 1, 4, 1
+        datasets = ("cora",)
     seeds = [int(s) for s in args.seeds.split(",")]
     work = Path(tempfile.mkdtemp())
     report = {"seeds": seeds, "protocols": {}}
     for protocol in args.protocols.split(","):
-        report["protocols"][protocol] = compare(protocol, seeds, work)
+        report["protocols"][protocol] = compare(protocol, seeds, work, args.epochs, datasets)
     L = args.gcnii_layers
     m = work / "gcnii.json"
     gnnscale("train", "--parts-dir", str(parts("cora", 2, work)), "--layer", "gcnii", "--layer-kwargs",
@@ -120,6 +128,7 @@ def main() -> None:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":
