@@ -324,7 +324,7 @@ def edge_features_blocker(cfg: TrainConfig, mode: str, typed: dict | str | None 
 
 def host_reads(cfg: TrainConfig, mode: str, typed: dict | str | None = None) -> tuple[bool, bool]:
     """(read other parts' feature rows, sample other parts' nodes) from the partition folder, for
-    the ranks on this host (``--host-features``, ``--host-graph``; docs in README.md).
+    the ranks on this host (``--host-features``, ``--host-graph``; docs/training.md).
 
     Given (True / False), as given: :func:`check_options` and :func:`check_typed_options` have
     rejected them where they do not apply. Unset (None, the default: auto), on where they
