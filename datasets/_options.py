@@ -54,7 +54,7 @@ def split_spec(spec: str) -> tuple[str, dict[str, Any]]:
     if not isinstance(spec, str) or not spec.strip():
         raise DatasetError(
             f"expected a dataset name such as 'planetoid:cora' or 'synthetic', found {spec!r}; "
-            "pass a non-empty string (see `gnnscale --help` for the list of names)"
+            "pass a non-empty string (`gnnscale datasets` lists the names)"
         )
     base, sep, query = spec.strip().partition("?")
     options: dict[str, Any] = {}

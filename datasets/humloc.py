@@ -65,7 +65,8 @@ def default_folder(root: str | None) -> Path:
             return folder
     raise DatasetError(
         f"expected the HumLoc folder at {' or '.join(str(c) for c in candidates)}, found nothing; "
-        "pass humloc:<folder with edge_list.csv, features.csv, labels.csv, split.pt> or root=<its parent>"
+        "pass humloc:<folder with edge_list.csv, features.csv, labels.csv, split.pt>, or its parent with --root DIR "
+        "(root= in Python)"
     )
 
 

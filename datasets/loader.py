@@ -100,7 +100,7 @@ DATASET_HELP: str = _help()
 def _unknown(name: str) -> DatasetError:
     return DatasetError(
         f"expected a dataset name among {', '.join(VALID_NAMES)}, found {name!r}; "
-        "pick one of those (see `gnnscale --help`)"
+        "pick one of those (`gnnscale datasets` describes each)"
     )
 
 

@@ -84,7 +84,7 @@ OPTIONS: dict[str, Option] = {
 }
 HELP = (
     "ogbn-arxiv | ogbn-products | ogbn-papers100M | ogbn-mag | any single-task ogbn-*\n"
-    "    OGB node property prediction via ogb.nodeproppred (pip install gnnscale[ogb]); root = OGB\n"
+    "    OGB node property prediction via ogb.nodeproppred (pip install ogb); root = OGB\n"
     "    root (default $GNNSCALE_DATA or ./data), dataset folder ROOT/ogbn_<name>/; files already\n"
     "    there are used offline. Symmetrized; NaN labels -> -1; OGB split. Heterogeneous ones\n"
     "    (ogbn-mag) load as typed graphs: target = the labelled type (paper), reverse relations\n"
@@ -115,7 +115,7 @@ def _import_ogb():
     except ImportError as exc:
         raise DatasetError(
             f"expected the 'ogb' package for dataset names ogbn-*, found it is not importable ({exc}); "
-            "install it with: pip install gnnscale[ogb]"
+            "install it with: pip install ogb (from a checkout: pip install -e '.[ogb]')"
         ) from None
     finally:
         if hide:
@@ -306,7 +306,7 @@ def ready_folder(key: str, root: Path, folder: Path, meta: dict, options: dict, 
                 f"{expected}. Download {meta['url']} on a machine with "
                 f"network access and unzip it into {root}/, renaming its top folder {meta['download_name']}/ to "
                 f"{folder.name}/, "
-                "or pass root=<the OGB root that holds it> (or set $GNNSCALE_DATA)"
+                "or give the OGB root that holds it with --root DIR (root= in Python; or set $GNNSCALE_DATA)"
             )
         if folder.is_dir():
             folder.rmdir()  # empty: ogb would otherwise ask whether to "update" it

@@ -59,7 +59,7 @@ OPTIONS: dict[str, Option] = {
 }
 HELP = (
     "ogbl-collab | ogbl-ppa | ogbl-ddi | ogbl-citation2\n"
-    "    OGB link property prediction via ogb.linkproppred (pip install gnnscale[ogb]); root = OGB root\n"
+    "    OGB link property prediction via ogb.linkproppred (pip install ogb); root = OGB root\n"
     "    (default $GNNSCALE_DATA or ./data), dataset folder ROOT/ogbl_<name>/; files already there are\n"
     "    used offline. edge_index = the train edges with their reverses (message passing); data.link_split\n"
     "    = OGB's split (hits@K negatives, or citation2's 1000 negatives per source for MRR); no node\n"
@@ -77,7 +77,7 @@ def _import_linkproppred():
     except (DatasetError, ImportError) as exc:
         raise DatasetError(
             "expected the 'ogb' package for dataset names ogbl-*, found it is not importable "
-            f"({str(exc).split(';')[0]}); install it with: pip install gnnscale[ogb]"
+            f"({str(exc).split(';')[0]}); install it with: pip install ogb (from a checkout: pip install -e '.[ogb]')"
         ) from None
     return linkproppred, ogbl_dataset, ogb_url
 

@@ -105,8 +105,8 @@ def find_folder(name: str, root: str | None) -> Path:
         if best_have == 0:
             raise DatasetError(
                 f"expected the 8 raw Planetoid files ind.{name}.{{{','.join(FILES)}}} in one folder, "
-                f"found none of them in {looked}; pass root=<folder holding them> (or its parent "
-                "with a raw/ subfolder), or set $GNNSCALE_DATA"
+                f"found none of them in {looked}; give that folder (or its parent "
+                "with a raw/ subfolder) with --root DIR (root= in Python), or set $GNNSCALE_DATA"
             )
         raise DatasetError(
             f"expected all 8 raw Planetoid files of {name!r} in {best.resolve()}, found "

@@ -6,6 +6,8 @@ Any layer callable as ``layer((x_src, x_dst), edge_index)`` works; the engine sa
 partitions, fetches features and syncs gradients around it.
 """
 import argparse
+import os
+import sys
 
 import torch
 from torch_geometric.nn import MessagePassing
@@ -27,7 +29,7 @@ class MaxSAGE(MessagePassing):
         return self.lin_self(x_dst) + self.propagate(edge_index, x=(h, h[: x_dst.size(0)]))
 
 
-if __name__ == "__main__":  # needed: workers are spawned processes that import this file
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", default=None, help="folder with the raw Planetoid files (ind.cora.*)")
     ap.add_argument("--epochs", type=int, default=20)
@@ -35,3 +37,11 @@ if __name__ == "__main__":  # needed: workers are spawned processes that import 
     result = gnnscale.train("planetoid:cora", root=args.root, workers=2, layer=MaxSAGE, epochs=args.epochs,
                             fanouts=[10, 10], eval_fanouts=[-1, -1], batch_size=32, hidden=64, lr=0.01)
     print(f"test accuracy {result['test_acc']:.3f} (best validation at epoch {result['best_epoch']})")
+
+
+if __name__ == "__main__":  # needed: workers are spawned processes that import this file
+    try:
+        main()
+    except gnnscale.GnnscaleError as err:  # a user's error: its one line, exit status 2
+        print(f"{os.path.basename(__file__)}: error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -27,6 +27,7 @@ partitioning on one machine holds the whole graph plus working copies: plan for 
 import argparse
 import logging
 import os
+import sys
 
 import gnnscale
 from gnnscale.partitioning import load_meta
@@ -36,7 +37,7 @@ def ints(text):
     return [int(v) for v in text.split(",")]
 
 
-if __name__ == "__main__":  # required: the workers are spawned processes that import this file
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", default="data/ogb", help="OGB root folder (the dataset is ROOT/ogbn_products/)")
     ap.add_argument("--parts-dir", help="an existing partition (gnnscale partition); required under torchrun")
@@ -67,3 +68,11 @@ if __name__ == "__main__":  # required: the workers are spawned processes that i
         print(f"test accuracy (OGB Evaluator): {result['test_acc']:.4f} (last epoch); "
               f"{result['test_acc_at_best_val']:.4f} at the best validation epoch {result['best_epoch']}")
         print(f"epoch seconds: {result['epoch_seconds']:.3f}")
+
+
+if __name__ == "__main__":  # required: the workers are spawned processes that import this file
+    try:
+        main()
+    except gnnscale.GnnscaleError as err:  # a user's error: its one line, exit status 2
+        print(f"{os.path.basename(__file__)}: error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -36,6 +36,7 @@ for 8-10 GB there. Fan-outs (`--fanouts 10,10,10 --batch-size 4096`) train on fa
 import argparse
 import logging
 import os
+import sys
 
 import gnnscale
 from gnnscale.partitioning import load_meta
@@ -45,7 +46,7 @@ def ints(text):
     return [int(v) for v in text.split(",")]
 
 
-if __name__ == "__main__":  # required: the workers are spawned processes that import this file
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", default="data/ogb", help="OGB root folder (the dataset is ROOT/ogbn_proteins/)")
     ap.add_argument("--parts-dir", help="an existing partition (gnnscale partition --edge-to-node mean); required "
@@ -82,3 +83,11 @@ if __name__ == "__main__":  # required: the workers are spawned processes that i
               f"{result['test_roc_auc_at_best_val']:.4f} at the best validation epoch {result['best_epoch']} "
               f"(validation {result['best_val_roc_auc']:.4f})")
         print(f"epoch seconds: {result['epoch_seconds']:.3f}")
+
+
+if __name__ == "__main__":  # required: the workers are spawned processes that import this file
+    try:
+        main()
+    except gnnscale.GnnscaleError as err:  # a user's error: its one line, exit status 2
+        print(f"{os.path.basename(__file__)}: error: {err}", file=sys.stderr)
+        sys.exit(2)

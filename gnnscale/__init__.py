@@ -8,7 +8,8 @@ Public API (small on purpose):
 - :class:`Communicator`, :class:`DistFeatureStore`, :class:`GraphSAGE`;
 - :class:`TrainConfig`, :func:`train_worker`, :func:`launch_local`;
 - :func:`train` - partition (cached) and train in one call; :class:`GNN` - the layer stack;
-- :func:`load_model` - a model saved by ``gnnscale train --save-model`` as a plain module.
+- :func:`load_model` - a model saved by ``gnnscale train --save-model`` as a plain module;
+- :func:`load_embeddings` - the embeddings written by ``gnnscale embed``, in the dataset's node order.
 """
 __version__ = "0.1.0"
 
@@ -28,6 +29,7 @@ _LAZY = {
     "GNN": "gnnscale.nn.models",
     "init_distributed": "gnnscale.process.groups",
     "load_model": "gnnscale.training.model_io",
+    "load_embeddings": "gnnscale.training.embed",
 }
 __all__ += list(_LAZY)
 

@@ -5,6 +5,7 @@ any worker, without importing torch (each worker imports it anyway).
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -26,6 +27,11 @@ AT_LEAST = {
     "presample_epochs": 1, "pipeline_depth": 1, "pipeline_stages": 1, "micro_batches": 1, "num_layers": 1,
     "checkpoint_every": 1, "keep_checkpoints": 1, "log_every": 1, "num_negatives": 1,
 }
+
+#: what works instead of a ``dgl:`` layer where DGL cannot load (its wheels need an old torch)
+DGL_ADVICE = ("DGL 2.1's wheels need torch <= 2.2.1, so install it in a separate environment with that torch "
+              "(pip install torch==2.2.1 dgl==2.1.0, then gnnscale there), or use a built-in layer (--layer sage, gcn, "
+              "gat, gin, gcnii) or a PyG layer by its import path (--layer torch_geometric.nn:SAGEConv)")
 
 
 class OptionError(GnnscaleError):
@@ -117,6 +123,12 @@ class TrainConfig:
         Raises:
             OptionError: naming the option, what it may be and what was found.
         """
+        for name in INT_LISTS:  # "10,10" as the command line takes it; anything else but integers refused
+            setattr(self, name, int_list(name, getattr(self, name)))
+        for name in ("layer_kwargs", "relation_fanouts"):
+            if not isinstance(getattr(self, name), dict):
+                raise OptionError(f"--{name.replace('_', '-')} expects a mapping, e.g. {{'heads': 4}}; found "
+                                  f"{getattr(self, name)!r}")
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise OptionError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}; found "
@@ -146,6 +158,29 @@ class TrainConfig:
 
             typed_fanouts(self.fanouts, list(self.relation_fanouts), len(self.fanouts), self.relation_fanouts)
         return self
+
+
+#: options that hold a list of integers (None: unset, where the default is None)
+INT_LISTS = ("fanouts", "eval_fanouts", "stage_layers")
+
+
+def int_list(name: str, value) -> list[int] | tuple[int, ...] | None:
+    """The list option ``name``'s value: a sequence of integers as given, a comma-separated string
+    (``"10,10"``, as ``--fanouts`` takes it) as a list, None where the option may be unset.
+
+    Raises:
+        OptionError: anything else, naming the option (``--fanouts``), what it takes and what was found.
+    """
+    if value is None and name != "fanouts":
+        return None
+    if isinstance(value, str):
+        try:
+            return [int(v) for v in value.split(",") if v.strip()]
+        except ValueError:
+            pass
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value):
+        return value
+    raise OptionError(f"--{name.replace('_', '-')} expects integers, e.g. [10, 10] or '10,10'; found {value!r}")
 
 
 def check_mode(mode: str) -> str:

@@ -12,7 +12,6 @@ from dataclasses import fields
 from pathlib import Path
 
 from gnnscale.cli.parser import DEFAULT_DATASET
-from gnnscale.errors import RuntimeSetupError
 
 log = logging.getLogger("gnnscale")
 
@@ -46,110 +45,38 @@ def cmd_partition(args) -> int:
 
 def cmd_train(args) -> int:
     # The launcher stays torch-free up to the workers' start (each worker imports torch itself):
-    # the checks below come from torch-free modules, the target travels as a "module:function".
+    # the checks (gnnscale.api.prepare_run, the same as gnnscale.train's) come from torch-free
+    # modules, the target travels as a "module:function".
+    from gnnscale.api import TARGET, Source, launch, prepare_run
     from gnnscale.cli.run_config import beside, dump, resolved
     from gnnscale.config import TrainConfig
-    from gnnscale.parallel.plan import UNKNOWN, parts_for, plan_run
-    from gnnscale.process.launch import in_torchrun, launch_device, launch_local
 
     config = resolved(args, args.parser)
     if args.print_config:
         print(dump(config), end="")
         return 0
-    if args.parts_dir and args.dataset:
-        raise RuntimeSetupError("give either --parts-dir or --dataset, not both")
-    if (args.edge_split is not None or args.disjoint_train_ratio or args.link_relation) and \
-            (args.parts_dir or args.task != "link"):
-        raise RuntimeSetupError("--edge-split, --disjoint-train-ratio and --link-relation split a --dataset for --task "
-                                "link; "
-                                + ("a partition folder keeps the split it was written with (give them to `gnnscale "
-                                   "partition`)" if args.parts_dir else "add --task link, or leave them out"))
-    if args.parts_dir and args.edge_to_node:
-        raise RuntimeSetupError("--edge-to-node transforms a --dataset before it is cut; a partition folder keeps the "
-                                "features it was written with (give it to `gnnscale partition --edge-to-node`)")
-    if args.tensorboard:
-        import importlib.util
-
-        if importlib.util.find_spec("tensorboard") is None:
-            raise RuntimeSetupError("--tensorboard needs the tensorboard package: pip install 'gnnscale[tensorboard]'")
-    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)}).check()
+    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    dataset = args.dataset or (None if args.parts_dir else DEFAULT_DATASET)
+    source = Source(dataset, args.parts_dir, args.root, args.cache_dir, args.method, args.method_opt, args.balance,
+                    args.imbalance, None, args.edge_split, args.disjoint_train_ratio, args.link_relation,
+                    args.edge_to_node)
+    run = prepare_run(cfg, source, args.workers)
     if args.metrics:
         os.makedirs(os.path.dirname(os.path.abspath(args.metrics)), exist_ok=True)
         with open(beside(args.metrics), "w") as f:
             f.write(dump(config))
-    launch_device(cfg.device, 1)  # --device cuda without CUDA: an error before partitioning or launching
-    if isinstance(cfg.layer, str) and ":" in cfg.layer and not cfg.layer.startswith("dgl:"):
-        from gnnscale.nn.layers import build_conv  # a bad layer fails here, before any worker starts
-
-        build_conv(cfg.layer, 8, 8, index=0, num_layers=2, **cfg.layer_kwargs)
-    from gnnscale.samplers import check_fanouts
-
-    check_fanouts(cfg.fanouts, num_layers=None if cfg.chunks else args.num_layers)
-    if cfg.eval_fanouts is not None:
-        check_fanouts(cfg.eval_fanouts, num_layers=len(cfg.fanouts))
-    target = "gnnscale.training.trainer:train_worker"
-    if in_torchrun():
-        if not args.parts_dir:
-            raise RuntimeSetupError("under torchrun, give --parts-dir (partition first with `gnnscale partition`)")
-        from gnnscale.partitioning import load_meta
+    if run.torchrun:
         from gnnscale.process.launch import die_with_parent, resolve_target, thread_env
 
-        meta = load_meta(args.parts_dir)
-        plan_run(cfg, meta["num_parts"], int(os.environ["WORLD_SIZE"]), where=args.parts_dir, typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"),
-                 edges=meta.get("edge_feature_dim", 0))
         die_with_parent()  # a lost agent (a host gone) takes its workers with it; the peers then name them
         # The same thread counts as launch_local's workers (cores / local workers, or --threads),
         # set before torch and numba are imported: torchrun leaves numba one thread per core, and
         # some compiled kernels sum in an order that follows the thread count (runs would differ).
         local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         os.environ.update(thread_env(args.threads or max(1, (os.cpu_count() or 1) // local), local))
-        resolve_target(target)(args.parts_dir, cfg)
+        resolve_target(TARGET)(run.parts_dir, run.cfg)
         return 0
-    if args.parts_dir:
-        from gnnscale.partitioning.validate import check_folder, check_meta
-
-        meta = check_meta(args.parts_dir)  # every field a worker relies on, typed and consistent
-        plan = plan_run(cfg, meta["num_parts"], args.workers, where=args.parts_dir, typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"),
-                        edges=meta.get("edge_feature_dim", 0))
-        parts_dir = args.parts_dir
-        if cfg.verify:  # fail fast, before any worker starts, on a corrupt part (parts hash in parallel)
-            from gnnscale.partitioning import verify_parts
-
-            verify_parts(parts_dir)
-            check_folder(parts_dir)  # and what the files hold: dtypes, shapes, ids, finite features, labels
-            cfg.verify = False
-    else:
-        from gnnscale.data.partition_cache import prepare_parts
-
-        args.dataset = args.dataset or DEFAULT_DATASET
-        parts, workers = parts_for(cfg, args.workers)
-        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset} cut into {parts} parts", typed=UNKNOWN, link=UNKNOWN, target=UNKNOWN)
-        parts_dir = prepare_parts(args.dataset, parts, root=args.root, cache_dir=args.cache_dir, method=args.method,
-                                  seed=args.seed, balance=args.balance, imbalance=args.imbalance,
-                                  method_opt=args.method_opt,
-                                  link=(args.edge_split, args.disjoint_train_ratio, args.link_relation)
-                                  if cfg.task == "link" else None, edge_to_node=args.edge_to_node)
-        from gnnscale.partitioning import load_meta
-
-        meta = load_meta(parts_dir)  # typed or not is known once it is cut: the typed checks now
-        plan = plan_run(cfg, parts, workers, where=f"--dataset {args.dataset}", typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"),
-                        edges=meta.get("edge_feature_dim", 0))
-    workers = plan.world
-    device = launch_device(cfg.device, workers) if not plan.pipelined else "cpu"  # no CUDA, or too few GPUs
-    log.info("starting %d local worker(s) on %s (%s, device %s)", workers, parts_dir, plan.describe(), device)
-    r0 = launch_local(target, workers, args=(parts_dir, cfg), port=args.port, threads_per_worker=args.threads)[0]
-    stages = "" if not r0.get("stages") or len(r0["stages"]) < 2 else \
-        " (layers " + " ".join(f"{a}-{b - 1}" for a, b in r0["stages"]) + ")"
-    last = r0["epochs"][-1]
-    summary = (f"done: {len(r0['epochs'])} epochs, {plan.describe()}{stages}, final loss {last['loss']:.4f}, "
-               f"{r0['epoch_seconds']:.2f} s/epoch, {r0['bytes_sent'] / 1e6:.1f} MB sent, "
-               f"{r0['bytes_received'] / 1e6:.1f} MB received in all")
-    if r0["val_acc"] is None:
-        log.info("%s (no evaluation)", summary)
-    else:
-        name = "acc" if r0.get("metric", "accuracy") == "accuracy" else r0["metric"]
-        log.info("%s; val_%s %.4f test_%s %.4f (best val %.4f at epoch %d, test there %.4f)", summary, name,
-                 r0["val_acc"], name, r0["test_acc"], r0["best_val_acc"], r0["best_epoch"], r0["test_acc_at_best_val"])
+    launch(run, port=args.port, threads=args.threads)
     return 0
 
 
@@ -334,8 +261,8 @@ def cmd_bench_partition(args) -> int:
 
 
 def cmd_datasets(args) -> int:
-    from gnnscale.datasets import DATASET_HELP
+    from gnnscale.cli.dataset_help import TEXT  # gnnscale.datasets.DATASET_HELP, without importing torch
 
-    print(DATASET_HELP)
+    print(TEXT, end="")
     return 0
 

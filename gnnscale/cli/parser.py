@@ -8,8 +8,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+
+from gnnscale import __version__
 
 DEFAULT_DATASET = "synthetic"
+
+
+class Parser(argparse.ArgumentParser):
+    """``gnnscale``'s parser (and its commands'): a bad flag or value is one line that says where the
+    help is, not the usage block; exit status 2."""
+
+    def error(self, message: str):  # noqa: D102  (argparse's hook)
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``(default: X)`` after an option's help once: not for a required option, not for an unset
+    (None) default, not where the help already says its default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.required or action.default is None or re.search(r"\bdefault\s*[:)]", text, re.IGNORECASE):
+            return text
+        return super()._get_help_string(action)
 
 
 def _int_list(text: str) -> list[int]:
@@ -25,8 +47,11 @@ def _str_list(text: str) -> list[str]:
 
 DATASET_NAMES = (
     "planetoid:cora|citeseer|pubmed (raw Planetoid files in --root), npz:PATH[?split=K], dir:PATH, "
-    "ogbn-arxiv|ogbn-products|ogbn-papers100M|ogbn-* (via the ogb package, --root), "
+    "humloc:PATH (multilabel targets, edge features), "
+    "ogbn-arxiv|ogbn-products|ogbn-papers100M|ogbn-proteins|ogbn-* (via the ogb package, --root), "
+    "ogbl-collab|ogbl-ppa|ogbl-ddi|ogbl-citation2 (link prediction, via ogb), "
     "synthetic[?num_nodes=N&avg_degree=D&num_classes=C&num_features=F&homophily=H&seed=S]; "
+    "typed graphs: acm:PATH, hetero-dir:PATH, synthetic-mag, ogbn-mag; "
     "`gnnscale datasets` describes every name and option"
 )
 
@@ -92,18 +117,19 @@ def _add_partition_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="gnnscale",
-        description="Distributed GNN training: partition a graph, train GraphSAGE across workers, inspect partitions.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Distributed GNN training: partition a graph, train a GNN across workers, inspect partitions.",
+        formatter_class=DefaultsFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"gnnscale {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
     p = sub.add_parser(
         "partition", help="split a dataset into parts on disk",
         description="Load a dataset, partition it (METIS by default) and write one folder per part plus meta.json.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     _add_dataset_args(p, required=True)
     p.add_argument("--parts", type=int, required=True, help="number of parts (one per worker)")
@@ -112,14 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="partitioner seed")
 
     t = sub.add_parser(
-        "train", help="train GraphSAGE with one worker per part",
+        "train", help="train a GNN on a partitioned graph, one worker per part",
         description=(
-            "Train GraphSAGE with distributed neighbor sampling and DDP. Give --parts-dir (a folder written by "
+            "Train a GNN (GraphSAGE by default; --layer picks another): data parallel with distributed neighbour "
+            "sampling and DDP, a layer pipeline (--pipeline-stages) or chunk pipelining (--chunks). Give --parts-dir (a folder written by "
             "`gnnscale partition`), or --dataset (partitioned first into --workers parts, cached), or neither "
             f"(the embedded default: a generated graph, `{DEFAULT_DATASET}`). Under torchrun, each process runs "
             "one worker and --workers is ignored."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     t.add_argument("--parts-dir", default=None, metavar="DIR", help="partition folder to train on")
     _add_dataset_args(t, required=False)
@@ -246,8 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "read it with gnnscale.load_model(FILE), `gnnscale evaluate` or `gnnscale predict`")
     m = t.add_argument_group("model")
     m.add_argument("--layer", default="sage",
-                   help="message-passing layer: sage, gcn, gat, gin, gine (edge features), gcnii, or an import path "
-                   "module:Class (called as layer((x_src, x_dst), edge_index); see README)")
+                   help="message-passing layer: sage, gcn, gat, gin, gine (edge features), gcnii, an import path "
+                   "module:Class (called as layer((x_src, x_dst), edge_index); e.g. a PyG layer, "
+                   "torch_geometric.nn:SAGEConv; see README), or dgl:Class (needs DGL, which needs torch <= 2.2.1); "
+                   "typed graphs: rgcn, hgt, rel:<layer>")
     m.add_argument("--layer-kwargs", type=_json_dict, default={}, metavar="JSON",
                    help='extra keyword arguments of every layer, e.g. \'{"heads": 4}\'')
     m.add_argument("--norm", choices=["none", "batch", "layer"], default="none", help="normalization after each hidden layer")
@@ -299,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
             "replication, the remote feature bytes one training epoch fetches (the real sampler replayed over "
             "the trainer's batches), seconds and peak memory. Prints a table; --out writes results.json and plots."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     _add_dataset_args(b, required=True)
     b.add_argument("--parts", type=_int_list, default=[2, 4, 8], help="part counts, comma-separated")
@@ -315,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate", help="accuracy of a saved model on a partition folder",
         description="Evaluate a model written by `gnnscale train --save-model` on the parts of --parts-dir, with "
                     "the training run's evaluation method (one worker per part): train/val/test accuracy.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     e.add_argument("--model", required=True, metavar="FILE", help="a --save-model file")
     e.add_argument("--parts-dir", required=True, metavar="DIR", help="a partition folder (`gnnscale partition`)")
@@ -330,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "OUT/part{p}.npy (float32 [n_p, H]) with OUT/ids{p}.npy (the nodes' original ids) and "
                     "OUT/meta.json; gnnscale.training.embed.load_embeddings(OUT) reads them back as one array "
                     "in the dataset's node order.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     em.add_argument("--model", required=True, metavar="FILE", help="a --save-model file")
     em.add_argument("--parts-dir", required=True, metavar="DIR", help="a partition folder (`gnnscale partition`)")
@@ -343,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Load a dataset and a model written by `gnnscale train --save-model`; write every node's "
                     "predicted class (int64, in the dataset's node order) with exact layer-wise inference over the "
                     "full graph, in one process.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     pr.add_argument("--model", required=True, metavar="FILE", help="a --save-model file")
     _add_dataset_args(pr, required=True)
@@ -357,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser(
         "info", help="print a partition folder's metadata and per-part sizes",
         description="Print a partition folder's metadata and per-part sizes.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     i.add_argument("dir", metavar="DIR", help="partition folder")
     i.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -367,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read --metrics files of `gnnscale train` and write PNG plots (loss and accuracy per epoch, "
                     "stage seconds per epoch stacked, bytes per epoch by category; several runs on the same axes, "
                     "labelled by the options in which they differ) and summary.txt.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     rp.add_argument("metrics", nargs="+", metavar="METRICS.json", help="metrics files written by --metrics")
     rp.add_argument("--out", required=True, metavar="DIR", help="folder for the PNGs and summary.txt")

@@ -38,6 +38,8 @@ def _is_bool_action(action: argparse.Action) -> bool:
 
 def _convert(action: argparse.Action, value: Any) -> tuple[Any, str | None]:
     """(the option's value, None) or (None, what was expected)."""
+    if value is None and action.default is None:  # unset, as --print-config writes it (null)
+        return None, None
     if _is_bool_action(action):
         return (value, None) if isinstance(value, bool) else (None, "true or false")
     kind = getattr(action.type, "__name__", None)
@@ -55,8 +57,20 @@ def _convert(action: argparse.Action, value: Any) -> tuple[Any, str | None]:
         return None, "a list of names, e.g. [nodes, train]"
     if kind == "_json_dict":
         return (dict(value), None) if isinstance(value, dict) else (None, "a mapping, e.g. {heads: 4}")
-    if kind == "_key_value":
-        return None, "KEY=VALUE items on the command line (not supported in a file)"
+    if kind == "_key_value":  # --method-opt: a mapping {slack: 0.1}, or KEY=VALUE items
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return list(value.items()), None
+        if isinstance(value, list) and all(isinstance(v, str) and "=" in v for v in value):
+            return [action.type(v) for v in value], None
+        return None, "a mapping, e.g. {slack: 0.1}"
+    if kind == "_weight_decay":  # a number, "convs=0.01,5e-4" or a mapping {convs: 0.01, "*": 5e-4}
+        from gnnscale.config import OptionError, parse_weight_decay
+
+        try:
+            rest, groups = parse_weight_decay(value)
+        except OptionError:
+            return None, "a number, PREFIX=DECAY items such as convs=0.01,5e-4, or a mapping {convs: 0.01}"
+        return (value if groups else rest), None
     if action.type is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
         return (value, None) if ok or (value is None and action.default is None) else (None, "an integer")
@@ -114,8 +128,15 @@ def load(path: str | os.PathLike, parser: argparse.ArgumentParser) -> dict[str, 
 
 
 def resolved(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
-    """Every option of the run (after the file and the flags), by flag name."""
-    return {dest.replace("_", "-"): getattr(args, dest) for dest in _options(parser) if hasattr(args, dest)}
+    """Every option of the run (after the file and the flags), by flag name, as :func:`load` reads it
+    back (KEY=VALUE options as a mapping)."""
+    out = {}
+    for dest, action in _options(parser).items():
+        if hasattr(args, dest):
+            value = getattr(args, dest)
+            out[dest.replace("_", "-")] = dict(value) if getattr(action.type, "__name__", None) == "_key_value" \
+                else value
+    return out
 
 
 def dump(config: dict[str, Any]) -> str:

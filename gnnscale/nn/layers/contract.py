@@ -206,6 +206,16 @@ def check_layer(layer: nn.Module, in_dim: int, out_dim: int, spec: str, edge_dim
             f"layer {spec!r} ({type(layer).__qualname__}) returned a {_describe(out)}, expected a Tensor "
             f"[D, out_dim]; {expected}"
         )
+    heads = getattr(layer, "heads", 1)
+    if tuple(out.shape) != (num_dst, out_dim) and getattr(layer, "concat", False) is True and isinstance(heads, int) \
+            and heads > 1 and tuple(out.shape) == (num_dst, heads * out_dim):  # PyG's GATConv, TransformerConv, ...
+        raise LayerError(
+            f"layer {spec!r} ({type(layer).__qualname__}) returned shape {tuple(out.shape)} on a {probe}: its {heads} "
+            f"heads of {out_dim} concatenated, where the model needs [D, out_dim] = [{num_dst}, {out_dim}]; pass "
+            f"concat=False with the layer options (--layer-kwargs '{{\"heads\": {heads}, \"concat\": false}}') to "
+            "average the heads, or use --layer gat-pyg (PyG's GATConv, each hidden layer's heads of out_dim // heads "
+            "concatenated)"
+        )
     if tuple(out.shape) != (num_dst, out_dim):
         raise LayerError(
             f"layer {spec!r} ({type(layer).__qualname__}) returned shape {tuple(out.shape)} on a {probe}, "

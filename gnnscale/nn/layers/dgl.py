@@ -6,10 +6,11 @@ from typing import Any, Optional
 
 from torch import Tensor, nn
 
+from gnnscale.config import DGL_ADVICE
 from gnnscale.nn.layers.contract import LayerError, check_layer, construct, split_input
 from gnnscale.nn.layers.registry import register_prefix
 
-_DGL_MISSING = "DGL is not installed; pip install 'gnnscale[dgl]' (DGL 2.1 needs torch <= 2.2.1)"
+_DGL_MISSING = f"DGL does not load here: {DGL_ADVICE}"
 
 
 def _import_dgl() -> Any:
