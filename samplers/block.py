@@ -135,6 +135,8 @@ class MiniBatch:
             negatives (aligned with ``edge_label_index``). None otherwise.
         neg_of_pos: link prediction only: int64 [Q], the positive (0 .. B-1) each negative
             belongs to (margin loss). None otherwise.
+        node_keys: per block, int64 [num_src] the original ids of its sources (the keyed
+            dropout's row keys), filled by the feature stage when the model drops out. None otherwise.
     """
 
     seeds: torch.Tensor
@@ -148,6 +150,7 @@ class MiniBatch:
     edge_label_index: torch.Tensor | None = None
     edge_label: torch.Tensor | None = None
     neg_of_pos: torch.Tensor | None = None
+    node_keys: list | None = None
 
     @property
     def input_ids(self) -> torch.Tensor:

@@ -76,6 +76,16 @@ class SeedSchedule:
         # max_steps keeps the epoch's first steps (cutting fewer steps would enlarge them)
         self.steps = min(self._cut, max_steps) if max_steps is not None else self._cut
 
+    def step_totals(self, counts: Sequence[int]) -> list[int]:
+        """Seeds per step summed over the ranks (pipelines) of ``counts`` (in rank order, this
+        schedule's ``per_step``): the same in every epoch, since a batch's size depends on the
+        counts only. Data parallelism scales each rank's mean loss by its share of the step's
+        seeds, so that DDP's average of the ranks' gradients is the gradient of the mean over
+        all of them (one process's, for batches of unequal sizes too)."""
+        sizes = [[int(b.numel()) for b in cut_batches(torch.arange(int(n)), self.per_step, self._cut, wrap=True)]
+                 for n in counts]
+        return [sum(col) for col in zip(*sizes)][: self.steps] if sizes else []
+
     def epoch(self, epoch: int) -> list:
         """The epoch's steps: seed batches (int64), or with ``micro`` > 1 lists of micro-batches."""
         batches = shuffled_batches(self.train_ids, self.per_step, self.seed, epoch, self.rank, self._cut)[: self.steps]

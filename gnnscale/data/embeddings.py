@@ -115,6 +115,10 @@ class DistEmbedding:
         comm: this rank's communicator; every exchange goes through it.
         seed, table: key of the initial values (:func:`initial_rows`); ``table`` names the table
             (the node type's name), so that two tables of one run start apart.
+        keys: int64 [n_own] the row ids the initial values of this rank's rows are drawn for
+            (default: the rows' own ids): a partition's per-type ids differ with the number of
+            parts, their original per-type ids do not, so keyed by those every partitioning
+            starts from the same table (in the dataset's order).
         lr, betas, eps: as :class:`torch.optim.SparseAdam`.
         device: where :meth:`pull` puts the rows (the table itself lives on the host).
 
@@ -125,7 +129,7 @@ class DistEmbedding:
 
     def __init__(self, num_rows: int, dim: int, book: PartitionBook, comm: Communicator, *, seed: int = 0,
                  table: int | str = 0, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, device: torch.device | str = "cpu") -> None:
+                 eps: float = 1e-8, device: torch.device | str = "cpu", keys: torch.Tensor | None = None) -> None:
         num_rows, dim = int(num_rows), int(dim)
         if dim < 1 or num_rows < 0:
             raise EmbeddingError(f"DistEmbedding: expected num_rows >= 0 and dim >= 1, found {num_rows} and {dim}")
@@ -144,7 +148,11 @@ class DistEmbedding:
         self.lr, self.betas, self.eps = float(lr), (float(betas[0]), float(betas[1])), float(eps)
         self.device = torch.device(device)
         self.lo, self.hi = book.part_range(comm.rank)
-        self.weight = initial_rows(torch.arange(self.lo, self.hi, dtype=torch.int64), dim, seed, table)
+        if keys is not None and tuple(keys.shape) != (self.hi - self.lo,):
+            raise EmbeddingError(f"DistEmbedding: expected one key per row of this rank ({self.hi - self.lo}), found "
+                                 f"keys of shape {tuple(keys.shape)}")
+        own = torch.arange(self.lo, self.hi, dtype=torch.int64) if keys is None else keys
+        self.weight = initial_rows(own, dim, seed, table)
         self.exp_avg = torch.zeros_like(self.weight)
         self.exp_avg_sq = torch.zeros_like(self.weight)
         self.step = 0
@@ -359,6 +367,8 @@ class TypedEmbeddings:
         hidden: the rows' width (the encoder's hidden size). comm: this rank's communicator.
         seed, lr, betas, eps, device: as :class:`DistEmbedding`.
         node_types: T names; table t is keyed by ``node_types[t]`` (else by t) for its initial values.
+        keys: ``{t: int64 [n_own_t]}`` the original per-type ids of this rank's rows of table t
+            (:class:`DistEmbedding`'s ``keys``; default: the partition's per-type ids).
 
     Attributes:
         types: the featureless types, in order (every collective goes through them in this order).
@@ -367,7 +377,8 @@ class TypedEmbeddings:
 
     def __init__(self, book, feature_dims: Sequence[int], hidden: int, comm: Communicator, *, seed: int = 0,
                  lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 node_types: Sequence[str] | None = None, device: torch.device | str = "cpu") -> None:
+                 node_types: Sequence[str] | None = None, device: torch.device | str = "cpu",
+                 keys: dict | None = None) -> None:
         dims = [int(f) for f in feature_dims]
         if len(dims) != book.num_types:
             raise EmbeddingError(f"TypedEmbeddings: expected feature_dims with one entry per node type "
@@ -381,7 +392,8 @@ class TypedEmbeddings:
             tb = book.type_book(t)
             self.tables[t] = DistEmbedding(tb.num_nodes, hidden, tb, comm, seed=seed,
                                            table=node_types[t] if node_types is not None else t,
-                                           lr=lr, betas=betas, eps=eps, device=device)
+                                           lr=lr, betas=betas, eps=eps, device=device,
+                                           keys=None if keys is None else keys.get(t))
 
     @property
     def nbytes(self) -> int:

@@ -29,13 +29,16 @@ class MiniBatchLoader:
         degrees: a :class:`~gnnscale.data.degrees.DegreeStore` for degree-normalized layers (None).
         copier: the worker's :class:`~gnnscale.process.device.DeviceCopier`.
         health: the heartbeat (phases ``sampling`` and ``fetching features``).
+        keys: a :class:`~gnnscale.data.node_keys.NodeKeyStore`: fills ``node_keys`` (the original
+            ids of the blocks' sources, the keyed dropout's row keys) (None: not filled).
 
     Attributes: ``times``: seconds spent in ``sample`` and ``fetch`` (reset by the caller).
     """
 
     def __init__(self, sampler, features=None, labels: Callable | None = None, degrees=None, copier=None,
-                 health=None) -> None:
+                 health=None, keys=None) -> None:
         self.sampler, self.features, self.labels, self.degrees = sampler, features, labels, degrees
+        self.keys = keys
         self.copier, self.health = copier, health
         self.times = {"sample": 0.0, "fetch": 0.0}
 
@@ -55,6 +58,8 @@ class MiniBatchLoader:
             if self.degrees is not None:
                 ids = torch.unique(torch.cat([b.src_ids for b in mb.blocks] + [mb.seeds]))
                 mb.degrees = self.degrees.lookup(ids).to(copier.device)
+            if self.keys is not None:
+                mb.node_keys = self.keys.block_keys(mb.blocks)
             if self.labels is not None:
                 mb.y = copier.move(self.labels(seeds))
             mb.device_blocks = device_blocks(mb.blocks, copier.device)

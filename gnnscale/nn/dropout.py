@@ -9,6 +9,13 @@ the seed (nothing is stored). The seed is drawn from torch's generator, so
 ``F.dropout``.
 
 :func:`relu_dropout` fuses the ReLU before it (one pass forward, one backward).
+
+Keyed masks (``keys`` and ``seed`` given): the mask of element (row i, column j) is a hash of
+(``seed``, ``keys[i]``, j) instead of (drawn seed, i, j). Data parallelism keys each row by its
+node's original id and the seed by (run seed, epoch, step, layer) (:func:`layer_seed`), so a
+node's mask does not depend on which rank holds it or where in the batch its row is: 1, 2 or 4
+workers drop the same elements (:func:`keyed_mask` is the same mask in tensor code, for CUDA and
+for checks).
 """
 from __future__ import annotations
 
@@ -24,7 +31,7 @@ except ImportError:  # pragma: no cover
 
 from gnnscale.nn.sparse_ops import _rows  # [N, ...] tensor -> its [N, -1] numpy view
 
-__all__ = ["dropout", "relu_dropout", "claim_relu_dropout", "relu_dropout_backward_"]
+__all__ = ["dropout", "relu_dropout", "claim_relu_dropout", "relu_dropout_backward_", "layer_seed", "keyed_mask"]
 
 if numba is not None:
 
@@ -56,6 +63,25 @@ if numba is not None:
                 out[i, j] = v * scale if (v > 0 and _kept(base + np.uint64(j), threshold)) else np.float32(0.0)
 
     @numba.njit(parallel=True, fastmath=True, cache=True)
+    def _mask_scale_keyed(x, out, keys, seed, threshold, scale):  # pragma: no cover - compiled
+        """_mask_scale with row i's index base keys[i] * c + seed (keys: int64 [n])."""
+        n, c = x.shape
+        for i in numba.prange(n):
+            base = np.uint64(keys[i]) * np.uint64(c) + seed
+            for j in range(c):
+                out[i, j] = x[i, j] * scale if _kept(base + np.uint64(j), threshold) else np.float32(0.0)
+
+    @numba.njit(parallel=True, fastmath=True, cache=True)
+    def _relu_mask_scale_keyed(x, out, keys, seed, threshold, scale):  # pragma: no cover - compiled
+        """_relu_mask_scale with _mask_scale_keyed's mask."""
+        n, c = x.shape
+        for i in numba.prange(n):
+            base = np.uint64(keys[i]) * np.uint64(c) + seed
+            for j in range(c):
+                v = x[i, j]
+                out[i, j] = v * scale if (v > 0 and _kept(base + np.uint64(j), threshold)) else np.float32(0.0)
+
+    @numba.njit(parallel=True, fastmath=True, cache=True)
     def _scale_where_positive(out, grad, res, scale):  # pragma: no cover - compiled
         """res = grad * scale where out > 0, else 0 (the backward of _relu_mask_scale)."""
         n, c = out.shape
@@ -64,50 +90,93 @@ if numba is not None:
                 res[i, j] = grad[i, j] * scale if out[i, j] > 0 else np.float32(0.0)
 
 
-def _dropout_args(p: float) -> tuple:
-    """(seed, keep threshold in 2^-24 steps, scale): the seed drawn from torch's generator."""
-    seed = int(torch.randint(0, 1 << 62, (1,)).item())
+_SEED_TAG = 0x44524F50  # "DROP": keeps the masks' seeds apart from the samplers' streams
+
+
+def layer_seed(rng_key: int, layer: int) -> int:
+    """The keyed masks' seed of layer ``layer`` (0: the encoder's input) under a step's ``rng_key``
+    (:func:`gnnscale.parallel.stage.rng_key`): a 63-bit int, the same in every process."""
+    from gnnscale.samplers.rng import stream_key
+
+    return stream_key(int(rng_key), int(layer), _SEED_TAG) & ((1 << 63) - 1)
+
+
+def keyed_mask(keys: Tensor, cols: int, seed: int, p: float) -> Tensor:
+    """bool [n, cols]: the elements the keyed dropout keeps (rows keyed by ``keys``, int64 [n]),
+    in tensor code (any device): the mask the compiled kernels apply."""
+    from gnnscale.samplers.rng import _signed, _srl, mix64
+
+    threshold = int(round(p * (1 << 24)))
+    index = keys.to(torch.int64).unsqueeze(1) * int(cols) + _signed(int(seed)) \
+        + torch.arange(int(cols), dtype=torch.int64, device=keys.device)
+    z = mix64(index * _signed(0x9E3779B97F4A7C15))
+    return _srl(z, 40) >= threshold
+
+
+def _dropout_args(p: float, seed: int | None = None) -> tuple:
+    """(seed, keep threshold in 2^-24 steps, scale): the seed given, or drawn from torch's generator."""
+    if seed is None:
+        seed = int(torch.randint(0, 1 << 62, (1,)).item())
     return np.uint64(seed), np.uint64(int(round(p * (1 << 24)))), np.float32(1.0 / (1.0 - p))
+
+
+def _row_keys(keys: Tensor | None, x: Tensor) -> "np.ndarray | None":
+    """``keys`` as a contiguous int64 numpy [N] for the rows of ``x`` [N, ...] (None: unkeyed)."""
+    if keys is None:
+        return None
+    if keys.dim() != 1 or keys.numel() != x.shape[0]:
+        raise ValueError(f"dropout: expected one key per row of the input ({x.shape[0]}), found keys of shape "
+                         f"{tuple(keys.shape)}")
+    return keys.detach().to("cpu", torch.int64).contiguous().numpy()
+
+
+def _apply_mask(x: np.ndarray, out: np.ndarray, keys, args: tuple, relu: bool) -> None:
+    if keys is None:
+        (_relu_mask_scale if relu else _mask_scale)(x, out, *args)
+    else:
+        (_relu_mask_scale_keyed if relu else _mask_scale_keyed)(x, out, keys, *args)
 
 
 class _Dropout(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: Tensor, p: float) -> Tensor:  # type: ignore[override]
-        ctx.args = args = _dropout_args(p)
+    def forward(ctx, x: Tensor, p: float, keys: Tensor | None, seed: int | None) -> Tensor:  # type: ignore[override]
+        ctx.args = args = _dropout_args(p, seed)
+        ctx.keys = k = _row_keys(keys, x)
         x2 = x.detach().contiguous()
         out = torch.empty_like(x2)
-        _mask_scale(_rows(x2), _rows(out), *args)
+        _apply_mask(_rows(x2), _rows(out), k, args, relu=False)
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         g = grad.contiguous()
         out = torch.empty_like(g)
-        _mask_scale(_rows(g), _rows(out), *ctx.args)
-        return out, None
+        _apply_mask(_rows(g), _rows(out), ctx.keys, ctx.args, relu=False)
+        return out, None, None, None
 
 
 class _ReluDropout(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: Tensor, p: float, sole_consumer: bool) -> Tensor:  # type: ignore[override]
-        args = _dropout_args(p)
+    def forward(ctx, x: Tensor, p: float, sole_consumer: bool, keys: Tensor | None,  # type: ignore[override]
+                seed: int | None) -> Tensor:
+        args = _dropout_args(p, seed)
         ctx.scale = args[2]
         ctx.claimable, ctx.claimed = sole_consumer, False
         x2 = x.detach().contiguous()
         out = torch.empty_like(x2)
-        _relu_mask_scale(_rows(x2), _rows(out), *args)
+        _apply_mask(_rows(x2), _rows(out), _row_keys(keys, x), args, relu=True)
         ctx.save_for_backward(out)  # out > 0 exactly where x > 0 and the element was kept
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         if ctx.claimed:  # the only consumer applied this backward to the gradient it made
-            return grad, None, None
+            return grad, None, None, None, None
         (out,) = ctx.saved_tensors
         g = grad.contiguous()
         res = torch.empty_like(g)
         _scale_where_positive(_rows(out), _rows(g), _rows(res), ctx.scale)
-        return res, None, None
+        return res, None, None, None, None
 
 
 def claim_relu_dropout(t: Tensor) -> np.float32 | None:
@@ -138,32 +207,53 @@ def relu_dropout_backward_(grad: Tensor, out: Tensor, scale: np.float32) -> Tens
     return grad
 
 
-def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+def _check_keyed(keys: Tensor | None, seed: int | None) -> None:
+    if (keys is None) != (seed is None):
+        raise ValueError("dropout: keyed masks need both keys (one per row) and seed; found only "
+                         + ("keys" if seed is None else "seed"))
+
+
+def dropout(x: Tensor, p: float, training: bool = True, keys: Tensor | None = None,
+            seed: int | None = None) -> Tensor:
     """Dropout of float32 x [N, ...]: each element kept with probability 1 - p (in steps of
-    2^-24) and scaled by 1/(1-p); same contract as ``F.dropout``."""
+    2^-24) and scaled by 1/(1-p); same contract as ``F.dropout``.
+
+    ``keys`` int64 [N] and ``seed`` (int, :func:`layer_seed`): the mask of row i is keyed by
+    ``keys[i]`` and ``seed`` (the same rows keyed alike give the same mask in any batch, order
+    or process) instead of a seed drawn from torch's generator and the row's position."""
+    _check_keyed(keys, seed)
     if not training or p == 0.0:
         return x
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must be in [0, 1], found {p}")
     if p == 1.0:
         return x * 0.0
-    if numba is None or x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() < 1 or x.numel() == 0:
-        return F.dropout(x, p, True)
-    return _Dropout.apply(x, float(p))
+    if x.dim() < 1 or x.numel() == 0:
+        return F.dropout(x, p, True) if keys is None else x
+    if numba is None or x.device.type != "cpu" or x.dtype != torch.float32:
+        if keys is None:
+            return F.dropout(x, p, True)
+        _row_keys(keys, x)
+        cols = x[0].numel()
+        mask = keyed_mask(keys.to(x.device), cols, seed, p).reshape(x.shape)
+        return x * mask.to(x.dtype) * (1.0 / (1.0 - p))
+    return _Dropout.apply(x, float(p), keys, seed)
 
 
-def relu_dropout(x: Tensor, p: float, training: bool = True, sole_consumer: bool = False) -> Tensor:
-    """``dropout(relu(x), p, training)`` in one pass, forward and backward, with the same mask
-    and seed stream as :func:`dropout` (so the two orders give equal results); the backward
-    reads the output (kept and positive where it is > 0) instead of a stored mask.
+def relu_dropout(x: Tensor, p: float, training: bool = True, sole_consumer: bool = False,
+                 keys: Tensor | None = None, seed: int | None = None) -> Tensor:
+    """``dropout(relu(x), p, training, keys, seed)`` in one pass, forward and backward, with the
+    same mask and seed stream as :func:`dropout` (so the two orders give equal results); the
+    backward reads the output (kept and positive where it is > 0) instead of a stored mask.
 
     ``sole_consumer``: the caller guarantees that one autograd node reads the output, which may
     then claim the backward (:func:`claim_relu_dropout`; ``BlockSAGEConv`` does)."""
+    _check_keyed(keys, seed)
     if not training or p == 0.0:
         return F.relu(x)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must be in [0, 1], found {p}")
     if p == 1.0 or numba is None or x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() < 1 \
             or x.numel() == 0:
-        return dropout(F.relu(x), p, training)
-    return _ReluDropout.apply(x, float(p), bool(sole_consumer))
+        return dropout(F.relu(x), p, training, keys, seed)
+    return _ReluDropout.apply(x, float(p), bool(sole_consumer), keys, seed)

@@ -25,7 +25,7 @@ from torch import nn
 
 from gnnscale.errors import GnnscaleError
 from gnnscale.nn.edge_features import construct_kwargs, edge_layers, refuse_edge_dim_kwarg
-from gnnscale.nn.dropout import dropout, relu_dropout
+from gnnscale.nn.dropout import dropout, layer_seed, relu_dropout
 from gnnscale.samplers.block import Block, TypedInput
 
 NORMS = ("none", "batch", "layer")
@@ -261,9 +261,11 @@ class GNN(nn.Module):
             return t if t.node_type.device == device else t.to(device, non_blocking=True)
         return t if t.device == device else t.to(device, non_blocking=True)
 
-    def encode(self, x: torch.Tensor | TypedInput) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def encode(self, x: torch.Tensor | TypedInput, keys: torch.Tensor | None = None,
+               seed: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Input features [n, F] (a TypedInput of n rows for a typed model) -> (h^0 [n, dims[0]],
-        x0 or None), on the model's device."""
+        x0 or None), on the model's device. ``keys`` int64 [n], ``seed``: the encoder's input
+        dropout keyed by row (:func:`~gnnscale.nn.dropout.dropout`)."""
         x = self._dev(x)
         if self.typed_encoder is not None:
             if not isinstance(x, TypedInput):
@@ -276,7 +278,7 @@ class GNN(nn.Module):
                              "graph's types (ModelSpec.of(cfg, ..., typed=meta['typed']))")
         if self.encoder is None:
             return x, None
-        h = F.relu(self.encoder(dropout(x, self.dropout, self.training)))
+        h = F.relu(self.encoder(dropout(x, self.dropout, self.training, keys, seed)))
         return h, h
 
     def layer_step(
@@ -340,10 +342,23 @@ class GNN(nn.Module):
             return self.head(torch.stack(list(outs)).max(0).values)
         return self.head(h_last)
 
-    def input_dropout(self, i: int, h: torch.Tensor) -> torch.Tensor:
+    def input_dropout(self, i: int, h: torch.Tensor, keys: torch.Tensor | None = None,
+                      seed: int | None = None) -> torch.Tensor:
         if i == 0 and self.encoder is None and self.typed_encoder is None:
             return h  # raw input features are not dropped (GraphSAGE's recipe)
-        return dropout(h, self.dropout, self.training) if self.dropout > 0 else h
+        return dropout(h, self.dropout, self.training, keys, seed) if self.dropout > 0 else h
+
+    def _keyed(self, rng_key: int | None, row_keys, i: int, block_index: int) -> tuple:
+        """(keys, seed) of the dropout of layer ``i`` (0: the encoder's input) on the rows of
+        ``blocks[block_index]``'s sources: (None, None) unless both ``rng_key`` and ``row_keys`` are
+        given and the model drops in training."""
+        if rng_key is None or row_keys is None or not self.training or self.dropout <= 0:
+            return None, None
+        keys = row_keys[block_index]
+        if keys is None:
+            raise ModelError(f"keyed dropout: block {block_index} has no row keys (row_keys must give one int64 "
+                             "tensor per block, the original ids of its sources)")
+        return keys, layer_seed(rng_key, i)
 
     def forward(
         self,
@@ -352,6 +367,8 @@ class GNN(nn.Module):
         hist: Sequence[torch.Tensor | None] | None = None,
         emit: list | None = None,
         node_degree: torch.Tensor | None = None,
+        rng_key: int | None = None,
+        row_keys: Sequence[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Logits [blocks[-1].num_dst, C] from input rows x [blocks[0].num_src, F] (a typed
         model: a TypedInput of blocks[0].num_src rows, and blocks with edge_type and node_type).
@@ -362,11 +379,12 @@ class GNN(nn.Module):
             ``blocks[l-1].dst_ids``) is appended to it, detached.
         node_degree: int64 [N] in-degree of every node by global id, for layers that set
             ``needs_degree`` (without it they normalize with degrees within the block).
+        rng_key, row_keys: the dropout's keys (:meth:`forward_layers`).
         """
         if len(blocks) != self.num_layers:
             raise ModelError(f"model has {self.num_layers} layers but the batch has {len(blocks)} blocks")
         return self.forward_layers(x, None, blocks, 0, self.num_layers, hist=hist, emit=emit,
-                                   node_degree=node_degree)[0]
+                                   node_degree=node_degree, rng_key=rng_key, row_keys=row_keys)[0]
 
     def reseed(self, rng_key: int | None, i: int) -> None:
         """Reseed torch's generator for the dropout of layer ``i`` (``i = 0``: the encoder's input)
@@ -391,6 +409,7 @@ class GNN(nn.Module):
         node_degree: torch.Tensor | None = None,
         rng_key: int | None = None,
         grad_hooks: dict | None = None,
+        row_keys: Sequence[torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Layers ``[start, end)`` of the stack: a pipeline stage's share of :meth:`forward`.
 
@@ -404,6 +423,11 @@ class GNN(nn.Module):
             rng_key: when given, the dropout of layer i draws from a generator reseeded with
                 ``(rng_key, i)``, so that its mask does not depend on which process runs the
                 layer or in what order (pipelined runs equal unpipelined ones).
+            row_keys: with ``rng_key``, int64 [blocks[i].num_src] per block: each source row's key
+                (its node's original id). The dropout of layer i is then keyed by
+                (``rng_key``, i, the row's key, the column) instead (torch's generator is not
+                reseeded): a node's mask is the same whichever process holds it and wherever
+                its row is, so 1, 2 or 4 data-parallel workers drop the same elements.
             grad_hooks: ``{i: hook}``: ``hook`` is registered on h^i, the output of layer i - 1
                 (start < i < end), as on any tensor (``grad -> grad or None``); chunk mode adds
                 there the gradients that halo reads of these rows collected.
@@ -419,9 +443,13 @@ class GNN(nn.Module):
             raise ModelError(f"jumping knowledge (jk={self.jk!r}) reads every layer's output at the seeds, so its "
                              "layers cannot be split into pipeline stages; use jk='none' with --pipeline-stages")
 
+        keyed = rng_key is not None and row_keys is not None
+        if keyed and len(row_keys) != len(blocks):
+            raise ModelError(f"row_keys must give one tensor per block ({len(blocks)}), found {len(row_keys)}")
         if start == 0:
-            self.reseed(rng_key, 0)
-            h, x0 = self.encode(h)
+            if not keyed:
+                self.reseed(rng_key, 0)
+            h, x0 = self.encode(h, *self._keyed(rng_key, row_keys, 0, 0))
         else:
             h, x0 = self._dev(h), self._dev(x0)
         num_seeds = blocks[-1].num_dst
@@ -437,12 +465,15 @@ class GNN(nn.Module):
                     raise ModelError(f"block {i} has {block.num_hist} historical leaves but no matching hist rows "
                                      "were given (historical mode needs the halo tables' rows)")
                 h = torch.cat([h, self._dev(hist[i]).to(h.dtype)])  # rows >= 0: the ReLU keeps them
-            self.reseed(rng_key, i + 1)
+            if not keyed:
+                self.reseed(rng_key, i + 1)
+            keys, seed = self._keyed(rng_key, row_keys, i + 1, i)
             if pending_relu:  # layer i alone reads h: a layer that reads it once may take its backward
                 h = relu_dropout(h, self.dropout, self.training,
-                                 sole_consumer="reads_input_once" in type(self.convs[i]).__dict__)
+                                 sole_consumer="reads_input_once" in type(self.convs[i]).__dict__,
+                                 keys=keys, seed=seed)
             else:
-                h = self.input_dropout(i, h)
+                h = self.input_dropout(i, h, keys, seed)
             d = block.num_dst
             deg = None
             if node_degree is not None and self.needs_degree[i]:

@@ -24,6 +24,7 @@ from gnnscale.history.modes import exchange_mode
 from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult
+from gnnscale.parallel.stage import rng_key
 from gnnscale.process.eager import adam, ddp
 from gnnscale.partitioning import load_part
 from gnnscale.samplers import check_fanouts
@@ -153,12 +154,16 @@ class DataParallel(Axis):
             self.model.register_comm_hook(None, dims.comm.ddp_comm_hook(per_tensor=not search))
         else:
             self.model = net
-        torch.manual_seed(cfg.seed * 1000 + self.rank + 1)  # distinct dropout streams per rank
+        # the model's dropout is keyed by node (node_keys); this seeds what else draws from torch
+        torch.manual_seed(cfg.seed * 1000 + self.rank + 1)
         self.opt = adam(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         ctx.phase("DDP and optimizer")
         self.train_ids = task.train_ids()
-        self.schedule = SeedSchedule(self.train_ids, train_counts(dims.comm, self.train_ids.numel()), cfg.batch_size,
-                                     cfg.seed, self.rank, cfg.max_steps)
+        counts = train_counts(dims.comm, self.train_ids.numel())
+        self.schedule = SeedSchedule(self.train_ids, counts, cfg.batch_size, cfg.seed, self.rank, cfg.max_steps)
+        # a node task's loss is the mean over every rank's seeds of the step (DDP averages the ranks')
+        self.step_totals = self.schedule.step_totals(counts) if task.name == "node" and self.world > 1 else None
+
         historical = self.mode.halo is not None
         # typed graphs too: streamed layer-wise inference (the sharded rows attached by ``inputs``)
         self.layerwise_eval = use_layerwise(cfg.eval_method, eval_fanouts, historical)
@@ -170,7 +175,7 @@ class DataParallel(Axis):
             self.mode.share_cache(hold)
         ctx.phase("feature cache")
         self.loader = MiniBatchLoader(self.batch_sampler, self.features, task.labels(), self.degrees, self.copier,
-                                      dims.health)
+                                      dims.health, keys=self.node_keys(reads))
         inputs = (lambda x: self.embeddings.attach(x, record=False)) if self.sharded else None
         if task.name in ("link", "edge"):  # edge: the labelled pairs scored by the same path
             self.evaluator = LinkEvaluator(part, dims.comm, self.features, self.degrees, task.metric,
@@ -184,6 +189,17 @@ class DataParallel(Axis):
                                    inputs=inputs, metric=task.metric)
         self._prefetch = None
         self._held = None
+
+    def node_keys(self, reads):
+        """The keyed dropout's :class:`~gnnscale.data.node_keys.NodeKeyStore` of a node task whose model
+        drops out (None otherwise): masks keyed by (seed, epoch, step, layer, original id, column),
+        the same whatever the number of workers (README, "The same masks on any number of workers")."""
+        if self.task.name != "node" or not self.cfg.dropout > 0:
+            return None
+        from gnnscale.data.node_keys import NodeKeyStore
+
+        host = {k: g.owned_keys for k, g in self.sampler.host.items()}
+        return NodeKeyStore(self.part.orig_ids, self.part.book, self.dims.data, host, self.sampler.host_complete)
 
     def _sample_epoch(self, epoch: int):
         for step, seeds in enumerate(self.schedule.epoch(epoch)):
@@ -218,15 +234,28 @@ class DataParallel(Axis):
 
         task = self.task
 
+        keyed = {}
+        if mb.node_keys is not None:  # dropout keyed by (seed, epoch, step, layer) and each row's node
+            keyed = {"rng_key": rng_key(self.cfg.seed, epoch, step, 0), "row_keys": mb.node_keys}
+
+        # this rank's share of the step's seeds (x world, as DDP divides by it): the ranks' scaled
+        # means average to the mean over all seeds, as one process computes it
+        share = seeds.numel() * self.world / self.step_totals[step] if self.step_totals else 1.0
+        means = []
+
         def compute():
             if hist is not None:
-                out = self.model(x, blocks, hist=hist, emit=emit, node_degree=mb.degrees)
+                out = self.model(x, blocks, hist=hist, emit=emit, node_degree=mb.degrees, **keyed)
             else:
-                out = task.forward(self.model, x, blocks, mb, node_degree=mb.degrees)
-            # a rank with no training seeds still joins DDP's gradient all-reduce
-            return out, (task.loss(out, mb) if seeds.numel() else out.sum() * 0.0)
+                out = task.forward(self.model, x, blocks, mb, node_degree=mb.degrees, **keyed)
+            if not seeds.numel():  # a rank with no training seeds still joins DDP's gradient all-reduce
+                means.append(out.sum() * 0.0)
+                return out, means[0]
+            means.append(task.loss(out, mb))
+            return out, (means[0] * share if share != 1.0 else means[0])
 
-        out, loss = collective_step(self.dims.comm, self.opt, compute)
+        out, _ = collective_step(self.dims.comm, self.opt, compute)
+        loss = means[0]  # reported: this rank's mean, as before
         if self.sharded:  # the rows' gradients to their owners, averaged over the ranks as DDP averages
             health.enter("embedding gradients", epoch, step)
             self.embeddings.push(scale=1.0 / self.world)
@@ -323,5 +352,13 @@ def typed_embeddings(part, cfg, comm, device):
         return None
     from gnnscale.data.embeddings import TypedEmbeddings
 
-    return TypedEmbeddings(typed.book, typed.meta["feature_dims"], cfg.hidden, comm, seed=cfg.seed, lr=cfg.lr,
-                           node_types=list(typed.meta["node_types"]), device=device)
+    # the rows' initial values keyed by their original per-type ids: the same table on any number of parts
+    meta = typed.meta
+    type_ptr = [0]
+    for n in meta["num_nodes_per_type"]:
+        type_ptr.append(type_ptr[-1] + int(n))
+    row = meta["type_starts"][comm.rank]
+    keys = {t: part.orig_ids[int(row[t]):int(row[t + 1])] - type_ptr[t]
+            for t, f in enumerate(meta["feature_dims"]) if int(f) == 0}
+    return TypedEmbeddings(typed.book, meta["feature_dims"], cfg.hidden, comm, seed=cfg.seed, lr=cfg.lr,
+                           node_types=list(meta["node_types"]), device=device, keys=keys)

@@ -27,7 +27,9 @@ ALL_CATEGORIES = list(CATEGORIES) + ["cache_fill_request", "cache_fill", "degree
                                      # link prediction: negatives checked by their owners, evaluation's row fetches
                                      "negative_filter_request", "negative_filter", "link_fetch_request", "link_fetch",
                                      # edge features: the rows of sampled remote edges, sent by their owners
-                                     "edge_attr"]
+                                     "edge_attr",
+                                     # keyed dropout: original ids of other parts' nodes in a batch
+                                     "node_key_request", "node_key"]
 
 
 def process_figures() -> dict:

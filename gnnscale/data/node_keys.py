@@ -1,0 +1,69 @@
+"""Each node's original id by global id, held by its owner: the keys of the keyed dropout.
+
+Data parallelism keys a node's dropout mask by its original id (:mod:`gnnscale.nn.dropout`), so
+that 1, 2 or 4 workers drop the same elements of the same node. A rank holds the original ids
+of its own nodes (``part.orig_ids``) and, where it reads them (``--host-graph``), those of the
+other parts on its host; the others' are asked of their owners in one exchange of ids and one
+of keys per batch (categories ``node_key_request`` and ``node_key``, 8 bytes an id each way),
+as :class:`~gnnscale.data.degrees.DegreeStore` asks degrees.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from gnnscale.partitioning.book import PartitionBook
+from gnnscale.partitioning.routing import Route
+from gnnscale.samplers.block import Block
+
+
+class NodeKeyStore:
+    """The original ids of this rank's nodes, and the exchange that answers the others'.
+
+    Args:
+        own: int64 [n] original id of this rank's node ``offset + i`` (``part.orig_ids``).
+        book: the partition book. comm: the communicator of the stage that asks (every rank of
+            its group asks at the same points: :meth:`fetch` is collective).
+        host: ``{rank: int64 [n_rank]}`` original ids of other parts read on this host (their
+            nodes are never asked of their owners); every rank must hold the same ranks' keys
+            or none, so that the exchange's requests agree (``host_complete``: all of them).
+    """
+
+    def __init__(self, own: torch.Tensor, book: PartitionBook, comm, host: dict | None = None,
+                 host_complete: bool = False) -> None:
+        self.own = own.to(torch.int64)
+        self.book = book
+        self.comm = comm
+        self.offset = int(book.offsets[comm.rank])
+        self.host = dict(host or {})
+        self.host_complete = bool(host_complete)
+
+    def fetch(self, ids: torch.Tensor) -> torch.Tensor:
+        """int64 [k]: the original id of every id of ``ids`` (int64 [k] global, on the host).
+        Collective unless every part is read on this host (``ids`` may be empty)."""
+        P, rank = self.comm.world_size, self.comm.rank
+        owner = self.book.owner(ids)
+        out = torch.empty(ids.numel(), dtype=torch.int64)
+        local = owner == rank
+        out[local] = self.own[ids[local] - self.offset]
+        for k, keys in self.host.items():
+            mine = owner == k
+            out[mine] = keys[ids[mine] - int(self.book.offsets[k])]
+            local |= mine
+        if self.host_complete or P == 1:
+            return out
+        need = torch.nonzero(~local).flatten()
+        route = Route.build(owner[need], P)
+        served, served_counts = self.comm.exchange_flat(ids[need[route.order]], route.counts, "node_key_request")
+        back, _ = self.comm.exchange_flat(self.own[served - self.offset], served_counts, "node_key")
+        out[need[route.order]] = back
+        return out
+
+    def block_keys(self, blocks: Sequence[Block]) -> list[torch.Tensor]:
+        """Per block, int64 [num_src]: the original ids of its sources (one :meth:`fetch` of the
+        blocks' distinct sources; collective as it is)."""
+        ids = torch.cat([b.src_ids.cpu() for b in blocks])
+        uniq, inverse = torch.unique(ids, return_inverse=True)
+        keys = self.fetch(uniq)[inverse]
+        return list(torch.split(keys, [b.num_src for b in blocks]))
