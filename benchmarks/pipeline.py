@@ -55,9 +55,9 @@ def main() -> None:
                    "--net-bandwidth-gbps", str(args.bandwidth_gbps), "--net-latency-ms", str(args.latency_ms),
                    flag, "--metrics", str(m), "--no-progress", "--no-verify",
                    "--no-host-features", "--no-host-graph"]  # every remote row over the modelled link
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode:
-                raise SystemExit(f"{' '.join(cmd[2:])} failed:\n{r.stderr[-3000:]}")
+            proc = subprocess.run(cmd, capture_output=True, text=True)  # r is the repeat
+            if proc.returncode:
+                raise SystemExit(f"{' '.join(cmd[2:])} failed:\n{proc.stderr[-3000:]}")
             e = json.loads(m.read_text())["epochs"][-1]
             rec = {"epoch_seconds": e["epoch_seconds"], "stages_max_over_ranks": e["stage_seconds_max_over_ranks"],
                    "modelled_network_seconds_all_ranks": e["modelled_network_seconds"],
