@@ -6,24 +6,90 @@ balance, halo, replication and the remote feature bytes one training epoch would
 writes ``results.json`` and PNG plots. On a typed graph every row also has ``typed``
 (per relation: edges and cut; per node type: nodes per part and balance), printed after the
 table by :func:`format_typed`.
+
+Memory: each method partitions in a process of its own (forked from a ``forkserver`` that
+imported the partitioners once), which loads the graph, resets its peak resident set size
+(Linux ``/proc/self/clear_refs``) and then partitions; ``peak_MB`` is that process's peak RSS
+minus its RSS before the method ran (the graph already loaded), i.e. what the method itself
+added. ``isolate=False`` (or a method that cannot be sent to another process, e.g. a lambda)
+measures in this process instead (``ResourceMeter``'s growth, which memory freed by an earlier
+step and reused makes an underestimate); the row's ``memory_measured`` says which.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import multiprocessing
+import pickle
+import tempfile
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
+from gnnscale.errors import PartitionError
 from gnnscale.partitioning import assign_parts, partition_metrics
-from gnnscale.partitioning.resources import ResourceMeter
+from gnnscale.partitioning.api import get_partitioner
+from gnnscale.partitioning.strategies import BUILTIN_STRATEGIES
+from gnnscale.partitioning.resources import ResourceMeter, current_rss_bytes
 
 log = logging.getLogger("gnnscale.bench")
 
 COLUMNS = (
-    ("parts", "{:>5d}"), ("method", "{:<10s}"), ("seconds", "{:>8.2f}"), ("peak_MB", "{:>8.0f}"),
+    ("parts", "{:>5d}"), ("method", "{:<10s}"), ("seconds", "{:>8.2f}"), ("peak_MB", "{:>8.1f}"),
     ("edge_cut", "{:>10d}"), ("cut_%", "{:>6.2f}"), ("bal_nodes", "{:>9.3f}"), ("bal_train", "{:>9.3f}"),
     ("bal_edges", "{:>9.3f}"), ("replication", "{:>11.3f}"), ("remote_MB/epoch", "{:>15.2f}"),
 )
+PEAK_NOTE = "peak_MB: the method's own peak memory (peak RSS of its process minus its RSS with the graph loaded)"
+
+
+def _context():
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["gnnscale.partitioning.bench_child"])
+    return ctx
+
+
+def _partition_isolated(data_file: str, method: str, fn, num_parts: int, kwargs: dict) -> tuple[np.ndarray, dict]:
+    """Run :func:`assign_parts` in a fresh process; returns (int64 ``[N]`` parts, meter dict)."""
+    from gnnscale.partitioning.bench_child import partition_in_child  # scipy, torch_geometric, libmetis
+
+    ctx = _context()
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=partition_in_child, args=(send, data_file, method, fn, num_parts, kwargs),
+                       name="gnnscale-bench-partition", daemon=True)
+    proc.start()
+    send.close()
+    try:
+        while not recv.poll(0.5):
+            if not proc.is_alive():
+                break
+        try:
+            msg = recv.recv()
+        except EOFError:
+            msg = None
+    finally:
+        recv.close()
+        proc.join(timeout=30)
+        if proc.is_alive():  # pragma: no cover - it sent its answer and hangs on exit
+            proc.kill()
+            proc.join(timeout=30)
+    if msg is None:
+        raise PartitionError(
+            f"expected the process partitioning into {num_parts} parts with {method!r} to report, found it "
+            f"exited with code {proc.exitcode} (killed for memory?); rerun with fewer methods or parts"
+        )
+    if msg[0] == "error":
+        raise msg[1]
+    return msg[1], msg[2]
+
+
+def _picklable(obj) -> bool:
+    try:
+        pickle.dumps(obj)
+        return True
+    except Exception:  # noqa: BLE001 - lambdas, local functions
+        return False
 
 
 def run_bench(
@@ -36,40 +102,89 @@ def run_bench(
     balance: Sequence[str] = ("nodes", "train"),
     imbalance: float = 0.05,
     seed: int = 0,
+    isolate: bool = True,
 ) -> list[dict]:
-    """One row (a plain dict) per (parts, method), in the order given."""
+    """One row (a plain dict) per (parts, method), in the order given.
+
+    Each row: ``parts``, ``method``, ``seconds`` and the memory of the partitioner
+    (``peak_rss_growth_bytes``: its own peak, the ``peak_MB`` column; ``peak_rss_bytes``: its
+    process's peak; ``baseline_rss_bytes``: that process before the method; ``memory_measured``:
+    ``"own process"`` or ``"this process"``), ``assignment_sha256`` (of the int64 parts), the
+    quality figures of :func:`partition_metrics` and ``communication``. Progress goes to the
+    log (stderr), one line per method; the caller prints the rows.
+    """
     rows = []
-    for p in parts_list:
-        for method in methods:
-            with ResourceMeter() as meter:
-                parts = assign_parts(data, p, method=method, balance=balance, imbalance=imbalance, seed=seed)
-            m = partition_metrics(data, parts, p, fanouts=list(fanouts), batch_size=batch_size, seed=seed)
-            comm = m.get("communication", {})
-            row = {
-                "parts": p,
-                "method": method,
-                "seconds": meter.seconds,
-                "peak_rss_bytes": meter.peak_rss_bytes,
-                "edge_cut": m["edge_cut"],
-                "edge_cut_fraction": m["edge_cut_fraction"],
-                "balance": m["balance"],
-                "halo": m["halo"],
-                "replication_factor": m["replication_factor"],
-                "remote_rows_per_epoch": comm.get("remote_rows"),
-                "remote_bytes_per_epoch": comm.get("remote_bytes"),
-                "communication": comm,
-            }
-            if "typed" in m:
-                row["typed"] = m["typed"]
-            rows.append(row)
-            log.info("%s", format_row(row))
+    total = len(parts_list) * len(methods)
+    kwargs = {"balance": balance, "imbalance": imbalance, "seed": seed}
+    with tempfile.TemporaryDirectory(prefix="gnnscale-bench-") as tmp:
+        data_file = None
+        for p in parts_list:
+            for method in methods:
+                fn = get_partitioner(method)  # unknown names fail here, in this process
+                # built-ins and plug-ins resolve in the child by name; a registered one travels
+                registered = None if BUILTIN_STRATEGIES.get(method) is fn or ":" in method else fn
+                if isolate and _picklable(registered):
+                    if data_file is None:
+                        import torch
+
+                        data_file = str(Path(tmp) / "graph.pt")
+                        torch.save(data, data_file)
+                    parts, mem = _partition_isolated(data_file, method, registered, p, kwargs)
+                    where = "own process"
+                else:
+                    baseline = current_rss_bytes()
+                    with ResourceMeter() as meter:
+                        parts = assign_parts(data, p, method=method, **kwargs)
+                    mem = {**meter.as_dict(), "start_rss_bytes": baseline}
+                    where = "this process"
+                m = partition_metrics(data, parts, p, fanouts=list(fanouts), batch_size=batch_size, seed=seed)
+                comm = m.get("communication", {})
+                row = {
+                    "parts": p,
+                    "method": method,
+                    "seconds": mem["seconds"],
+                    "peak_rss_bytes": mem["peak_rss_bytes"],
+                    "peak_rss_growth_bytes": mem["peak_rss_growth_bytes"],
+                    "baseline_rss_bytes": mem["peak_rss_bytes"] - mem["peak_rss_growth_bytes"],
+                    "memory_measured": where,
+                    "assignment_sha256": hashlib.sha256(np.ascontiguousarray(parts, dtype=np.int64).tobytes()).hexdigest(),
+                    "edge_cut": m["edge_cut"],
+                    "edge_cut_fraction": m["edge_cut_fraction"],
+                    "balance": m["balance"],
+                    "halo": m["halo"],
+                    "replication_factor": m["replication_factor"],
+                    "remote_rows_per_epoch": comm.get("remote_rows"),
+                    "remote_bytes_per_epoch": comm.get("remote_bytes"),
+                    "communication": comm,
+                }
+                if "typed" in m:
+                    row["typed"] = m["typed"]
+                rows.append(row)
+                log.info("bench-partition [%d/%d] %d parts, %s: %.2f s, own peak %.1f MB, %d edges cut",
+                         len(rows), total, p, method, row["seconds"], row["peak_rss_growth_bytes"] / 2**20,
+                         int(row["edge_cut"]))
     return rows
+
+
+def format_same(rows: list[dict]) -> str:
+    """One line per row whose assignment equals an earlier row's at the same part count
+    ('' when none): e.g. ``4 parts: fennel gave the same assignment as ldg``."""
+    lines, seen = [], {}
+    for row in rows:
+        key = (row["parts"], row.get("assignment_sha256"))
+        if key[1] is None:
+            continue
+        if key in seen:
+            lines.append(f"{row['parts']} parts: {row['method']} gave the same assignment as {seen[key]}")
+        else:
+            seen[key] = row["method"]
+    return "\n".join(lines)
 
 
 def _cells(row: dict) -> list:
     b = row["balance"]
     return [
-        row["parts"], row["method"], row["seconds"], row["peak_rss_bytes"] / 2**20, int(row["edge_cut"]),
+        row["parts"], row["method"], row["seconds"], row["peak_rss_growth_bytes"] / 2**20, int(row["edge_cut"]),
         100 * row["edge_cut_fraction"], b.get("nodes", float("nan")), b.get("train") or float("nan"),
         b.get("in_edges", float("nan")), row["replication_factor"], (row["remote_bytes_per_epoch"] or 0) / 1e6,
     ]

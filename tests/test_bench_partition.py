@@ -47,3 +47,49 @@ def test_info_json_has_quality_keys(shared_data, tmp_path):
         assert key in info, key
     assert info["method"] == "fennel" and len(info["halo"]) == 4
     assert 0 < info["edge_cut_fraction"] < 1
+
+
+HUNGRY = '''
+import numpy as np
+
+from gnnscale.partitioning.strategies import random_strategy
+
+
+def hungry(data, num_parts, seed=0):
+    """random's parts, after touching 100 MiB."""
+    block = np.ones(100 * 2**20 // 8)
+    return random_strategy(data, num_parts, seed=seed) + int(block[0]) - 1
+'''
+
+
+def test_bench_rows_printed_once_with_each_methods_own_peak(shared_data, tmp_path):
+    """Issue 44: the table once on stdout (progress lines on stderr), peak_MB the method's own
+    peak (a method touching 100 MiB shows ~100, random ~0, not the process's ~500 MB), and a note
+    where two methods gave the same assignment (ldg and fennel on Cora, see streaming.py)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "hungry_mod.py").write_text(HUNGRY)
+    env = dict(os.environ, CI="1", PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run(
+        [sys.executable, "-m", "gnnscale", "bench-partition", "--dataset", "planetoid:cora",
+         "--root", str(shared_data / "planetoid" / "raw"), "--parts", "2",
+         "--methods", "random,ldg,fennel,hungry_mod:hungry", "--out", str(tmp_path / "bench")],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [line for line in r.stdout.splitlines() if line.split()[:1] == ["2"] and "parts:" not in line]
+    assert [line.split()[1] for line in rows] == ["random", "ldg", "fennel", "hungry_mod:hungry"], r.stdout
+    mib = {line.split()[1]: float(line.split()[3]) for line in rows}  # the peak_MB column
+    assert 100 <= mib["hungry_mod:hungry"] < 130, mib
+    assert mib["random"] < 5 and mib["ldg"] < 20, mib
+    assert not any(line in r.stderr for line in rows), r.stderr  # the rows are not logged as well
+    progress = [line for line in r.stderr.splitlines() if "bench-partition [" in line]
+    assert len(progress) == 4 and "[4/4] 2 parts, hungry_mod:hungry" in progress[-1], r.stderr
+    res = {row["method"]: row for row in json.loads((tmp_path / "bench" / "results.json").read_text())["results"]}
+    for method, row in res.items():
+        assert row["memory_measured"] == "own process" and f"{row['peak_rss_growth_bytes'] / 2**20:.1f}" == f"{mib[method]:.1f}"
+    assert res["hungry_mod:hungry"]["edge_cut"] == res["random"]["edge_cut"]
+    assert "2 parts: fennel gave the same assignment as ldg" in r.stdout
+    assert "gave the same assignment as random" in r.stdout  # hungry: random's parts

@@ -238,20 +238,20 @@ def cmd_info(args) -> int:
 
 
 def cmd_bench_partition(args) -> int:
-    from gnnscale.partitioning.bench import format_table, format_typed, run_bench, save
+    from gnnscale.partitioning.bench import PEAK_NOTE, format_same, format_table, format_typed, run_bench, save
     from gnnscale.datasets import load_dataset
 
     data = load_dataset(args.dataset, root=args.root)
-    rows = run_bench(
+    rows = run_bench(  # progress on stderr (the log), one line per method; the table once, below
         data, args.parts, args.methods, fanouts=args.fanouts, batch_size=args.batch_size,
         balance=args.balance, imbalance=args.imbalance, seed=args.seed,
     )
     print(f"dataset {args.dataset}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges; "
-          f"remote bytes for fanouts {args.fanouts}, batch {args.batch_size}")
+          f"remote bytes for fanouts {args.fanouts}, batch {args.batch_size}; {PEAK_NOTE}")
     print(format_table(rows))
-    typed = format_typed(rows)  # typed graphs: cut per relation, balance per node type
-    if typed:
-        print(typed)
+    for extra in (format_typed(rows), format_same(rows)):  # typed: cut per relation, balance per type
+        if extra:
+            print(extra)
     if args.out:
         info = {"dataset": args.dataset, "num_nodes": int(data.num_nodes), "num_edges": int(data.edge_index.size(1)),
                 "fanouts": args.fanouts, "batch_size": args.batch_size, "seed": args.seed}
