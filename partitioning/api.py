@@ -354,9 +354,12 @@ def partition_graph(
     )
     write_meta(out_dir, meta)
     logger.info(
-        "partition written to %s in %.2f s (edge cut %d = %.2f%%, peak RSS %.2f GB)",
+        "wrote %d parts to %s in %.2f s (%d nodes, %d edges, edge cut %d = %.2f%%, peak RSS %.2f GB)",
+        num_parts,
         out_dir,
         write_seconds,
+        int(meta["num_nodes"]),
+        int(meta["num_edges"]),
         meta["edge_cut"],
         100.0 * meta["edge_cut_fraction"],
         total.peak_rss_bytes / 1e9,

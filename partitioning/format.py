@@ -428,7 +428,7 @@ def write_partitions(
             )
         meta.update(extra_meta)
     write_meta(out, meta)
-    logger.info(
+    logger.debug(  # partition_graph logs the one line of a write, with its time and memory
         "wrote %d parts to %s (%d nodes, %d edges, edge cut %d = %.2f%%)",
         num_parts,
         out,

@@ -280,35 +280,65 @@ def verify_part(part_dir: str | os.PathLike, part: int) -> None:
     _verify_files(Path(part_dir), load_meta(part_dir), part)
 
 
-def _verify_files(root: Path, meta: dict[str, Any], part: int) -> None:
+def part_problems(root: Path, meta: dict[str, Any], part: int) -> list[str]:
+    """What is wrong with part ``part``'s files, one "expected ..., found ..." phrase each (empty:
+    every file is there and has meta.json's sha256): its folder missing, a file missing, a file
+    without a recorded sha256, a file whose sha256 differs (truncated, corrupt or changed after
+    partitioning)."""
     prefix = part_dir_name(part) + "/"
+    pdir = root / part_dir_name(part)
+    names = part_files(meta)
+    if not pdir.is_dir():
+        return [f"expected the folder {pdir} with part {part}'s {len(names)} files, found no such folder"]
     expected = {k: v for k, v in meta["files"].items() if k.startswith(prefix)}
-    for fname in part_files(meta):
+    problems = []
+    for fname in names:  # loop over the part's few files
         rel = prefix + fname
-        if rel not in expected:
-            raise PartitionError(
-                f"expected a sha256 for {rel} in {root / META_FILE}, found none; {_RERUN_HINT}"
-            )
-        found = sha256_file(root / rel)
-        if found != expected[rel]:
-            raise PartitionError(
-                f"expected {root / rel} to have sha256 {expected[rel]}, found {found} (the file "
-                f"is corrupt or was changed after partitioning); {_RERUN_HINT}"
-            )
+        if not (root / rel).is_file():
+            problems.append(f"expected {root / rel}, found no such file")
+        elif rel not in expected:
+            problems.append(f"expected a sha256 for {rel} in {root / META_FILE}, found none")
+        else:
+            found = sha256_file(root / rel)
+            if found != expected[rel]:
+                problems.append(f"expected {root / rel} to have sha256 {expected[rel]}, found {found} "
+                                f"({(root / rel).stat().st_size} bytes: the file is truncated, corrupt or was "
+                                "changed after partitioning)")
+    return problems
 
 
-def verify_parts(part_dir: str | os.PathLike, parts: list[int] | None = None) -> None:
-    """Check the sha256 of every file of ``parts`` (default: all) against meta.json.
+def _verify_files(root: Path, meta: dict[str, Any], part: int) -> None:
+    problems = part_problems(root, meta, part)
+    if problems:
+        raise PartitionError(f"{'; '.join(problems)}; {_RERUN_HINT}")
 
-    Files hash in parallel threads (hashlib releases the GIL), one per core at most.
+
+def check_parts(part_dir: str | os.PathLike, parts: list[int] | None = None) -> dict[int, list[str]]:
+    """``{part: problems}`` (:func:`part_problems`) for ``parts`` (default: all), the parts whose
+    files are all there and intact left out. Files hash in parallel threads (hashlib releases the
+    GIL), one per core at most.
 
     Raises:
-        PartitionError: the first part (lowest id) with a missing, changed or corrupt file.
+        PartitionError: meta.json missing or malformed (:func:`load_meta`).
     """
     root = Path(part_dir)
     meta = load_meta(root)
     parts = list(range(int(meta["num_parts"]))) if parts is None else [int(p) for p in parts]
     with ThreadPoolExecutor(max_workers=max(1, min(len(parts), os.cpu_count() or 1))) as pool:
-        futures = [pool.submit(_verify_files, root, meta, p) for p in parts]
-        for f in futures:  # in part order: the lowest failing part's error wins
-            f.result()
+        found = list(pool.map(lambda p: part_problems(root, meta, p), parts))
+    return {p: probs for p, probs in zip(parts, found) if probs}
+
+
+def verify_parts(part_dir: str | os.PathLike, parts: list[int] | None = None) -> None:
+    """Check the sha256 of every file of ``parts`` (default: all) against meta.json.
+
+    Raises:
+        PartitionError: the first part (lowest id) with a missing folder, a missing, changed or
+            corrupt file, naming each of its files that fails (:func:`part_problems`).
+    """
+    root = Path(part_dir)
+    bad = check_parts(root, parts)
+    if bad:
+        part = min(bad)
+        more = f" (and {len(bad) - 1} other part(s) fail too: `gnnscale info {root}` lists them)" if len(bad) > 1 else ""
+        raise PartitionError(f"{'; '.join(bad[part])}{more}; {_RERUN_HINT}")

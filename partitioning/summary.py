@@ -32,7 +32,8 @@ def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
         ``parts`` and the old ``edge_cut`` dict converted. A typed folder (format 2) adds
         ``typed``: meta.json's ``typed`` entry plus ``relations`` (per relation: name, src,
         dst, edges, cut, cut_fraction) and ``types`` (per node type: name, nodes,
-        feature_dim, balance, nodes per part).
+        feature_dim, balance, nodes per part) and ``feature_dims`` ``{node type: F_t}`` (0: a
+        type without features, a learned embedding; the folder's ``feature_dim`` is 0).
     """
     root = Path(part_dir)
     meta = load_meta(root)
@@ -98,6 +99,8 @@ def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
         out["halo"] = [int(s["remote_sources"]) for s in parts]
     if isinstance(meta.get("typed"), dict):
         out["typed"] = typed_summary(meta["typed"])
+        # a typed folder keeps its features per node type (feature_dim, 0, is not one of them)
+        out["feature_dims"] = {str(row["type"]): row["feature_dim"] for row in out["typed"]["types"]}
     out["path"] = str(root)
     out["parts"] = parts
     return out

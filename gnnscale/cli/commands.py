@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -33,13 +34,12 @@ def cmd_partition(args) -> int:
         from gnnscale.data.partition_cache import link_data
 
         data = link_data(data, args.edge_split, args.disjoint_train_ratio, args.link_relation, seed=args.seed)
-    meta = partition_graph(
+    partition_graph(
         data, args.parts, args.out, method=args.method, balance=args.balance,
         imbalance=args.imbalance, seed=args.seed, dataset=args.dataset, options=dict(args.method_opt),
         extra_meta=edge_to_node_meta(args.edge_to_node),
     )
-    log.info("wrote %d parts to %s", meta["num_parts"], args.out)
-    return 0
+    return 0  # partition_graph logged the one line of the write
 
 
 
@@ -198,15 +198,21 @@ def cmd_report(args) -> int:
 
 def cmd_info(args) -> int:
     from gnnscale.partitioning import load_meta, summarize
+    from gnnscale.partitioning.manifest import check_parts
 
     summary = summarize(args.dir)
+    bad = check_parts(args.dir)  # every part's files against meta.json's sha256
+    summary["check"] = {"ok": not bad, "problems": {str(p): probs for p, probs in bad.items()}}
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
-        return 0
+        return _check_failed(args.dir, bad)
     print(f"partition folder: {args.dir}")
     for key in ("format_version", "dataset", "method", "num_parts", "num_nodes", "num_edges", "feature_dim",
                 "num_classes", "target_kind", "edge_feature_dim", "partition_seconds"):
-        if key in summary:
+        if key == "feature_dim" and "feature_dims" in summary:  # typed: each node type's own
+            print(f"  {'feature_dim':18s} per node type: " + ", ".join(
+                f"{t} {d}" + (" (learned embedding)" if not d else "") for t, d in summary["feature_dims"].items()))
+        elif key in summary:
             print(f"  {key:18s} {summary[key]}")
     cut = summary.get("edge_cut")
     if cut is not None:
@@ -233,7 +239,23 @@ def cmd_info(args) -> int:
         print("  " + " ".join(f"{c:>12s}" for c in cols))
         for row in parts:
             print("  " + " ".join(f"{str(row[c]):>12s}" for c in cols))
-    return 0
+    print(f"  {'files':18s} " + ("every part's files match meta.json's sha256" if not bad else
+                                 f"{sum(map(len, bad.values()))} problem(s) in part(s) {sorted(bad)}:"))
+    for p, probs in bad.items():
+        for problem in probs:
+            print(f"    part {p}: {problem}")
+    return _check_failed(args.dir, bad)
+
+
+def _check_failed(folder, bad: dict) -> int:
+    """``gnnscale info``'s exit status: 0 when every part's files pass their check, else 2 (and
+    one line on stderr)."""
+    if not bad:
+        return 0
+    print(f"gnnscale info: error: expected every file of the partition folder {folder} to match meta.json's "
+          f"sha256, found {sum(map(len, bad.values()))} that do not (part(s) {sorted(bad)}, listed above); re-run "
+          "`gnnscale partition` to rewrite the partition folder", file=sys.stderr)
+    return 2
 
 
 
