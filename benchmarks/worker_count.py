@@ -80,6 +80,8 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="2 seeds, 3 epochs, workers 1,2 (a check that it runs)")
     ap.add_argument("--work", default=None, help="folder for partitions and metrics (default: a temporary one)")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--deadline", default=None,
+                    help="HH:MM (local time, today): start no run after it; the JSON keeps what finished")
     args = ap.parse_args()
     if args.smoke:
         args.seeds, args.epochs, args.workers = 2, 3, "1,2"
@@ -88,6 +90,10 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--datasets: unknown {unknown}; choose among {', '.join(DATASETS)}")
     counts = [int(w) for w in args.workers.split(",")]
+    deadline = None
+    if args.deadline:
+        h, m = (int(x) for x in args.deadline.split(":"))
+        deadline = time.mktime(time.localtime()[:3] + (h, m, 0, 0, 0, -1))
     work = Path(args.work or tempfile.mkdtemp(prefix="worker_count_"))
     work.mkdir(parents=True, exist_ok=True)
     out: dict = {"hyperparameters": HPARAMS | {"epochs": args.epochs}, "seeds": list(range(args.seeds)),
@@ -104,6 +110,10 @@ def main() -> None:
                 gnnscale("partition", "--dataset", d["spec"], *extra, "--parts", str(w), "--out", str(pdir))
         for s in range(args.seeds):  # seeds outside: a cut-short run still has every worker count
             for w in counts:
+                if deadline is not None and time.time() >= deadline:
+                    print(f"  {name} {w} worker(s) seed={s}: not started (past --deadline {args.deadline})", flush=True)
+                    res["stopped_at_deadline"] = args.deadline
+                    continue
                 r = run(name, work / f"{name}{w}", w, s, args.epochs, work)
                 res["runs"][str(w)].append(r)
                 print(f"  {name} {w} worker(s) seed={s} test acc at best val {r['test_acc_at_best_val']:.4f} "
