@@ -2,7 +2,9 @@
 
 The keys are the flags' names, with dashes or underscores (``batch-size`` or ``batch_size``),
 the values YAML's types: ``fanouts: [15, 10, 5]``, ``pipeline: true``, ``layer-kwargs:
-{heads: 4}``. The file's values become the defaults of ``train``'s options, so a flag given on
+{heads: 4}``, ``method-opt: {slack: 0.1}``; ``null`` leaves an option unset where its default is
+unset (``eval-fanouts: null``), so what ``--print-config`` prints (and ``--metrics`` writes
+beside its file) loads back as the same run. The file's values become the defaults of ``train``'s options, so a flag given on
 the command line overrides them. An unknown key or a value of the wrong type is an error that
 names the key, the file and the line. The resolved configuration (every option, after the file
 and the flags) is what :func:`resolved` returns and :func:`dump` writes.
