@@ -111,6 +111,9 @@ def test_typed_runs_honour_their_options(acm, acm_partition, tmp_path):
     (dict(layer="sage"), "--layer sage does not read relations"),
     (dict(relation_fanouts={"cites": [1, 1]}), r"names relation\(s\) \['cites'\] that the graph does not have"),
     (dict(relation_fanouts={"writes": [1]}), "relation 'writes' has 1 fan-outs"),
+    # given explicitly (auto is off for typed graphs): refused, not silently dropped (issue 44)
+    (dict(host_graph=True), "--host-graph does not apply to typed graphs"),
+    (dict(host_features=True), "--host-features does not apply to typed graphs"),
 ])
 def test_what_typed_graphs_do_not_run_is_refused_before_any_worker(acm_partition, kw, message):
     with pytest.raises(GnnscaleError, match=message):
