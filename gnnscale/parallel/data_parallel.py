@@ -193,7 +193,7 @@ class DataParallel(Axis):
     def node_keys(self, reads):
         """The keyed dropout's :class:`~gnnscale.data.node_keys.NodeKeyStore` of a node task whose model
         drops out (None otherwise): masks keyed by (seed, epoch, step, layer, original id, column),
-        the same whatever the number of workers (README, "The same masks on any number of workers")."""
+        the same whatever the number of workers (ARCHITECTURE.md, "The same masks on any number of workers")."""
         if self.task.name != "node" or not self.cfg.dropout > 0:
             return None
         from gnnscale.data.node_keys import NodeKeyStore
