@@ -193,6 +193,33 @@ def test_sparse_step_equals_dense_adam_on_touched_rows():
     assert torch.equal(emb.gather(), ref)
 
 
+@pytest.mark.parametrize("scale", [0.5, 1 / 3])
+def test_push_scale_reaches_the_moments(scale):
+    """``push(scale)`` (1/world in DDP runs) equals SparseAdam fed the scaled gradient in the moments
+    too: Adam's step barely changes under a constant factor (weights agree to ~1e-6 without it),
+    but ``exp_avg`` would be off by 1/scale and ``exp_avg_sq`` by 1/scale^2, and checkpoints carry them."""
+    comm = Communicator(0, 1)
+    emb = DistEmbedding(NUM_ROWS, DIM, PartitionBook([0, NUM_ROWS]), comm, seed=SEED, table=3, lr=LR)
+    w1, w2 = weights()
+    ref = nn.Embedding.from_pretrained(emb.weight.clone(), freeze=False, sparse=True)
+    opt = torch.optim.SparseAdam([ref.weight], lr=LR)
+    for ids in ([4, 9, 4, 31, 9, 9, 0], [1, 2, 2, 9]):
+        ids = torch.tensor(ids)
+        opt.zero_grad()
+        (scale * loss_of(ref(ids), w1, w2)).backward()  # the scaled gradient
+        opt.step()
+        loss_of(emb.pull(ids), w1, w2).backward()
+        emb.push(scale=scale)
+    state = opt.state[ref.weight]
+    touched = state["exp_avg_sq"].abs().sum(1) > 0
+    assert int(touched.sum()) == 6
+    assert torch.allclose(emb.exp_avg, state["exp_avg"], atol=1e-7, rtol=1e-5)
+    assert torch.allclose(emb.exp_avg_sq, state["exp_avg_sq"], atol=1e-9, rtol=1e-5)
+    assert torch.allclose(emb.weight, ref.weight.detach(), atol=1e-6, rtol=0)
+    saved = emb.state_dict()  # what a checkpoint carries
+    assert torch.allclose(saved["exp_avg"], state["exp_avg"], atol=1e-7, rtol=1e-5)
+
+
 def test_state_dict_round_trip_and_errors():
     comm = Communicator(0, 1)
     book = PartitionBook([0, NUM_ROWS])
