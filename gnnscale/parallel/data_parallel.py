@@ -45,25 +45,64 @@ def is_collective_error(err: Exception) -> bool:
     return any(m in text for m in _COLLECTIVE_MARKERS)
 
 
-def collective_step(comm, opt, compute: Callable[[], tuple[torch.Tensor, torch.Tensor]]) -> tuple:
+def collective_step(comm, opt, compute: Callable[[], tuple[torch.Tensor, torch.Tensor]],
+                    complete: "Callable[[], None] | None" = None) -> tuple:
     """``compute()`` (forward and loss), backward (DDP's gradient all-reduce) and the optimizer step.
 
-    Returns ``compute``'s (output, loss). A failed collective of DDP's (a gradient bucket's
-    all-reduce; with ``find_unused_parameters`` its unused-parameter map's, which bypasses the
-    comm hook; its buffer broadcast in forward) surfaces as a plain RuntimeError; on more than
-    one rank it is re-raised as the communicator's PeerError, which names the silent rank.
-    A layer's own error stays itself.
+    Returns ``compute``'s (output, loss). ``complete``: called after the backward, before the
+    optimizer (a :class:`FullGradients`: the gradients of the parameters the step left unused).
+    A failed collective of DDP's (a gradient bucket's all-reduce; its buffer broadcast in
+    forward) surfaces as a plain RuntimeError; on more than one rank it is re-raised as the
+    communicator's PeerError, which names the silent rank. A layer's own error stays itself.
     """
     try:
         out, loss = compute()
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if complete is not None:
+            complete()
     except RuntimeError as err:
         if comm.failure is None and (comm.world_size == 1 or not is_collective_error(err)):
             raise  # a layer's own error stays itself
         raise comm.collective_failed("all_reduce", "gradient", err) from err
     opt.step()
     return out, loss
+
+
+class FullGradients:
+    """What DDP's ``find_unused_parameters`` does, without its search of the autograd graph after
+    every backward (nor its warning, printed by every rank whenever a step used every parameter).
+
+    DDP built without the search all-reduces a bucket once every parameter in it has a gradient.
+    After the backward, ``self()`` (every rank, every step):
+
+    1. gives the parameters this rank's step left without a gradient (``grad`` None) a zero
+       gradient through a second backward of ``0 * sum(p.sum())``: their buckets all-reduce, in
+       bucket order on every rank, as DDP's search marks them ready with zeros;
+    2. all-reduces how many ranks used each parameter (int32 [P], ``control``: after DDP's
+       buckets, so on the same group as they); a parameter no rank used gets ``grad`` None again,
+       as DDP leaves it (the optimizer skips it). One used elsewhere keeps the average, with this
+       rank's zeros in it, as with the search.
+
+    Args:
+        params: the DDP module's parameters that require a gradient, in a fixed order.
+        comm: the Communicator of DDP's group (its ``all_reduce``).
+    """
+
+    def __init__(self, params: list, comm) -> None:
+        self.params, self.comm = list(params), comm
+
+    def __call__(self) -> None:
+        params = self.params
+        used = [p.grad is not None for p in params]
+        missing = [p for p, u in zip(params, used) if not u]
+        if missing:
+            torch.autograd.backward(torch.stack([p.sum() for p in missing]).sum() * 0.0)
+        users = self.comm.all_reduce(torch.tensor(used, dtype=torch.int32), "sum", "control")
+        if bool((users == 0).any()):
+            for p, n in zip(params, users.tolist()):
+                if n == 0:
+                    p.grad = None
 
 
 def may_skip_parameters(net: torch.nn.Module, cfg) -> bool:
@@ -137,21 +176,23 @@ class DataParallel(Axis):
         self.mode = exchange_mode(net, part, self.sampler, self.features, self.degrees, dims.embedding, dims.comm,
                                   cfg, device)
         ctx.phase("model and halo")
+        self.complete = None
         if self.world > 1:
-            # DDP searches the autograd graph for unused parameters after every backward only for
-            # models that may leave some without a gradient. With the search DDP keeps its buckets
-            # as first laid out; without it DDP rebuilds them after the first step, so the hook
-            # reduces each gradient on its own: either way a run resumed from a checkpoint reduces
+            # DDP without its search for unused parameters (and its warning): models that may leave
+            # some without a gradient in a step get them from FullGradients after the backward, as
+            # the search would. Without the search DDP rebuilds its buckets after the first step,
+            # so the hook reduces each gradient on its own: a run resumed from a checkpoint reduces
             # every gradient as the uninterrupted run does (bit-equal final weights).
-            search = may_skip_parameters(net, cfg)
             try:  # DDP broadcasts rank 0's weights: a peer that died before it is named, not a crash
                 self.model = ddp(net, device_ids=[device.index] if device.type == "cuda" else None,
-                                 find_unused_parameters=search)
+                                 find_unused_parameters=False)
             except RuntimeError as err:
                 if not is_collective_error(err):
                     raise
                 raise dims.comm.collective_failed("broadcast", "control", err) from err
-            self.model.register_comm_hook(None, dims.comm.ddp_comm_hook(per_tensor=not search))
+            self.model.register_comm_hook(None, dims.comm.ddp_comm_hook(per_tensor=True))
+            if may_skip_parameters(net, cfg):
+                self.complete = FullGradients([p for p in net.parameters() if p.requires_grad], dims.comm)
         else:
             self.model = net
         # the model's dropout is keyed by node (node_keys); this seeds what else draws from torch
@@ -254,7 +295,7 @@ class DataParallel(Axis):
             means.append(task.loss(out, mb))
             return out, (means[0] * share if share != 1.0 else means[0])
 
-        out, _ = collective_step(self.dims.comm, self.opt, compute)
+        out, _ = collective_step(self.dims.comm, self.opt, compute, self.complete)
         loss = means[0]  # reported: this rank's mean, as before
         if self.sharded:  # the rows' gradients to their owners, averaged over the ranks as DDP averages
             health.enter("embedding gradients", epoch, step)
