@@ -138,6 +138,14 @@ def parse_name(name: str) -> tuple[str, str, str, dict[str, Any]]:
     return scheme, arg, f"{scheme}:{arg}", query
 
 
+def check_dataset_name(name: str, **options: Any) -> None:
+    """Check a dataset name and its options without reading any file (what :func:`load_dataset`
+    checks first): DatasetError naming the valid names, or the valid options, if not."""
+    source, _arg, _base, query = parse_name(name)
+    query.pop("root", None)
+    resolve_options(source, _SOURCES[source].OPTIONS, query, options)
+
+
 def load_dataset(name: str, root: str | None = None, **options: Any) -> Data:
     """Load a dataset by name (see :data:`DATASET_HELP` for names and options).
 

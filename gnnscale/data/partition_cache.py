@@ -54,8 +54,11 @@ def prepare_parts(dataset: str, parts: int, root: str | None = None, cache_dir: 
                 return str(out)
         except GnnscaleError:
             pass
-    log.info("partitioning %s into %d parts (cache folder: %s)", dataset, parts, out)
     from gnnscale.datasets import load_dataset
+    from gnnscale.datasets.loader import check_dataset_name
+
+    check_dataset_name(dataset)  # an unknown name or option: its one line, before this one
+    log.info("partitioning %s into %d parts (cache folder: %s)", dataset, parts, out)
     from gnnscale.partitioning import partition_graph
 
     data = load_dataset(dataset, root=root)

@@ -253,8 +253,8 @@ def streamed_inference(
             outs.append(h_out)
         store = DistFeatureStore(_RowsPart(h_out), book, comm, h_out.shape[1])
         if comm.rank == 0:
-            log.info("layer-wise inference: layer %d of %d in %.1f s (%d rounds of about %d in-edges)",
-                     i + 1, model.num_layers, time.perf_counter() - t0, rounds, chunk_edges)
+            log.debug("layer-wise inference: layer %d of %d in %.1f s (%d rounds of about %d in-edges)",
+                      i + 1, model.num_layers, time.perf_counter() - t0, rounds, chunk_edges)
     return model.readout(h_out, outs).cpu()
 
 

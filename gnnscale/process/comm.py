@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import pickle
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -32,6 +33,19 @@ import torch.distributed as dist
 from gnnscale.errors import PeerError
 
 NO_DIAGNOSIS = "A peer process died or stopped answering; see the other ranks' logs for the first error. "
+_SOURCE_TAG = re.compile(r"\[[^\]\s]*\.(?:cc|cpp|h|hpp):\d+\]\s*")  # gloo's "[/__w/.../pair.cc:553] "
+_TRANSPORT_ADVICE = " This is typically caused by"  # gloo's advice and banner ("... GLHF! ...") after the reason
+
+
+def transport_reason(err: BaseException) -> str:
+    """The reason a collective or a receive failed, as the transport gives it, in a few words: the
+    first line of ``err`` without gloo's source position and the advice it appends (which ends
+    in a "GLHF!" banner); e.g. ``Connection closed by peer [127.0.0.1]:9089.``."""
+    text = str(err).strip()
+    first = text.splitlines()[0] if text else type(err).__name__
+    first = _SOURCE_TAG.sub("", first)
+    cut = first.find(_TRANSPORT_ADVICE)
+    return (first[:cut] if cut > 0 else first).strip()
 CATEGORIES = ("sample_request", "sample_response", "feature_request", "feature", "embedding", "gradient",
               "encoder_gradient", "activation", "activation_grad", "control")
 GRADIENTS = ("gradient", "encoder_gradient")  # all-reduces counted as a ring moves them
@@ -165,7 +179,7 @@ class Communicator:
     # -- helpers ---------------------------------------------------------------------------
     def _fail(self, op: str, category: str, err: Exception) -> PeerError:
         who = self.health.diagnose() if self.health is not None else ""
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = transport_reason(err)
         return PeerError(
             f"rank {self.rank}: collective {op} ({category}) failed after at most {self.timeout:.0f} s"
             f"{': ' + who if who else ''}. ({first}) "
@@ -361,7 +375,7 @@ class Communicator:
         activations of ..."``, ``"could not send ..."``) with ``peer`` (``"rank 3"``) within the
         timeout, and the silent rank from the heartbeats where they tell."""
         who = self.health.diagnose() if self.health is not None else ""
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = transport_reason(err)
         return PeerError(
             f"{me or f'rank {self.rank}'}: {doing} ({peer}) within {self.timeout:.0f} s"
             f"{': ' + who if who else f'; {peer} died or stopped answering'}. ({first}) "

@@ -303,7 +303,8 @@ class Trainer:
             f"test_{metric}": last.get("test_acc"),
             f"best_val_{metric}": best["val_acc"],
             f"test_{metric}_at_best_val": best["test_acc"],
-            "epoch_seconds": sum(h["epoch_seconds"] for h in history) / len(history),
+            "epoch_seconds": sum(h["epoch_seconds"] for h in history) / len(history),  # the mean, first included
+            **epoch_timing(history),
             "startup_seconds": startup,
             "startup_phase_seconds_max_over_ranks": phases,
             "startup_rss_mb_by_rank": [p["rss_mb"] for p in startup_memory],
@@ -369,3 +370,15 @@ def _row_width(meta: dict) -> int:
     """Floats in a feature row (a typed graph: its widest type's, what sizes cache figures)."""
     typed = meta.get("typed") or {}
     return int(meta.get("feature_dim") or max(typed.get("feature_dims") or [0]))
+
+
+def epoch_timing(history: list[dict]) -> dict[str, float]:
+    """``first_epoch_seconds`` (the first epoch of this run, which pays numba's compilation and the
+    first touches of memory) and ``steady_epoch_seconds`` (the median of the later epochs; the
+    first's own when there is one epoch only)."""
+    times = [float(h["epoch_seconds"]) for h in history]
+    later = sorted(times[1:]) or times[:1]
+    mid = len(later) // 2
+    steady = later[mid] if len(later) % 2 else (later[mid - 1] + later[mid]) / 2
+    return {"first_epoch_seconds": times[0], "steady_epoch_seconds": steady}
+
