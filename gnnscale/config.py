@@ -50,7 +50,9 @@ class TrainConfig:
     eval_batch_size: int = 2048
     hidden: int = 128
     lr: float = 0.003
-    weight_decay: float = 0.0
+    # Adam's L2 decay: one number for every parameter, or by parameter-name prefix, e.g. "convs=0.01,5e-4"
+    # (a mapping {"convs": 0.01, "": 5e-4} too): see parse_weight_decay
+    weight_decay: float | str | dict = 0.0
     dropout: float = 0.5
     seed: int = 0
     eval_every: int = 1  # 0: never evaluate (benchmarks)
@@ -139,7 +141,7 @@ class TrainConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise OptionError(f"--{name.replace('_', '-')} must be an integer of at least {least}; found {value!r}")
-        for name, lo, hi in (("lr", 0.0, None), ("weight_decay", 0.0, None), ("dropout", 0.0, 1.0),
+        for name, lo, hi in (("lr", 0.0, None), ("dropout", 0.0, 1.0),
                              ("timeout", 1e-9, None), ("net_latency_ms", 0.0, None)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < lo or (hi is not None and value >= hi):
@@ -147,6 +149,9 @@ class TrainConfig:
                 raise OptionError(f"--{name.replace('_', '-')} must be a number {span}; found {value!r}")
         if self.net_bandwidth_gbps is not None and not self.net_bandwidth_gbps > 0:
             raise OptionError(f"--net-bandwidth-gbps must be above 0; found {self.net_bandwidth_gbps!r}")
+        default, groups = parse_weight_decay(self.weight_decay)
+        if not groups:  # one decay for all: the number, however it was given
+            self.weight_decay = default
         check_staleness(self.staleness)
         if self.link_metric is not None:
             parse_link_metric(self.link_metric)
@@ -235,3 +240,61 @@ def parse_link_metric(text: str) -> tuple[str, int | None]:
         return "hits", int(t[5:])
     raise OptionError(f"--link-metric must be auc, mrr or hits@K with K a positive integer; found {text!r}. "
                       "Pass e.g. --link-metric auc, --link-metric mrr or --link-metric hits@50.")
+
+
+def _decay(text, item: str) -> float:
+    """One decay of ``--weight-decay``: a finite number of at least 0."""
+    try:
+        value = float(text) if not isinstance(text, bool) else None
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not 0.0 <= value < float("inf"):
+        raise OptionError(f"--weight-decay must be a number of at least 0 or PREFIX=DECAY items; found {item!r} in it. "
+                          "Pass e.g. --weight-decay 5e-4 or --weight-decay convs=0.01,5e-4")
+    return value
+
+
+def parse_weight_decay(value) -> tuple[float, dict[str, float]]:
+    """``--weight-decay``: (the decay of the parameters no prefix names, {prefix: decay}).
+
+    ``value`` is a number (one decay for every parameter: ``(value, {})``), or items
+    ``PREFIX=DECAY`` separated by commas, with at most one plain number for the parameters no
+    prefix names (0 without one): ``"convs=0.01,5e-4"`` -> ``(5e-4, {"convs": 0.01})``; or the
+    same as a mapping (the key ``""`` or ``"*"`` for the rest). A prefix names the parameters whose
+    dotted name (``model.named_parameters()``: ``convs.3.weight1``, ``encoder.weight``,
+    ``head.bias``) is the prefix or starts with it and a dot; where several name one parameter, the
+    longest wins. Whether each prefix names a parameter of the model is checked where the model is
+    built (:func:`gnnscale.process.eager.param_groups`).
+
+    Raises:
+        OptionError: an item that is neither a number nor ``PREFIX=DECAY``, a decay below 0, a
+            prefix given twice or two plain numbers.
+    """
+    if isinstance(value, dict):
+        items = [(str(k), v) for k, v in value.items()]
+    elif isinstance(value, str):
+        items = []
+        for part in value.split(","):
+            key, eq, decay = part.strip().rpartition("=")
+            items.append((key.strip() if eq else "", decay.strip()))
+    else:
+        return _decay(value, value), {}
+    rest: float | None = None
+    groups: dict[str, float] = {}
+    for key, decay in items:
+        item = f"{key}={decay}" if key else str(decay)
+        number = _decay(decay, item)
+        if key in ("", "*"):
+            if rest is not None:
+                raise OptionError(f"--weight-decay takes at most one plain number (the decay of the parameters no "
+                                  f"prefix names); found two in {value!r}. Keep one, e.g. convs=0.01,5e-4")
+            rest = number
+            continue
+        parts = key.split(".")
+        if not all(p and (p.replace("_", "").isalnum()) and p.isascii() for p in parts):
+            raise OptionError(f"--weight-decay prefix {key!r} is not a parameter name's leading part (names and "
+                              "indices joined by dots, e.g. convs or convs.0); pass e.g. convs=0.01,5e-4")
+        if key in groups:
+            raise OptionError(f"--weight-decay names the prefix {key!r} twice in {value!r}; give each prefix once")
+        groups[key] = number
+    return (rest if rest is not None else 0.0), groups

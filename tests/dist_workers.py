@@ -448,3 +448,36 @@ def launch_probe():
     keys = ("OMP_WAIT_POLICY", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "THP_MEM_ALLOC_ENABLE", "GNNSCALE_PROBE",
             "TORCHINDUCTOR_CACHE_DIR", "PYTEST_CURRENT_TEST")
     return {"ppid": os.getppid(), "threads": torch.get_num_threads(), "env": {k: os.environ.get(k) for k in keys}}
+
+
+def host_reads_from_views(views: list, seeds: torch.Tensor, fanouts, seed: int):
+    """Rank r sees the partition folder ``views[r]`` (its own part whole, a peer's files perhaps
+    missing, as on hosts holding different copies): the auto host reads (``host_setup``, options
+    unset), then what a data-parallel step's data path does with them: open the reads decided,
+    sample ``seeds`` (global new ids) and fetch the first block's rows. Returns the reads, the
+    blocks (and those of a sampler asking the owners), the rows and the step's exchange rounds."""
+    from gnnscale.config import TrainConfig
+    from gnnscale.data.host_parts import host_setup, open_host_features, open_host_graphs
+    from gnnscale.parallel.plan import DATA_PARALLEL
+
+    info = init_distributed(timeout=60)
+    parts_dir = views[info.rank]
+    part = load_part(parts_dir, info.rank)
+    comm = Communicator(info.rank, info.world_size, timeout=60)
+    reads = host_setup(comm, parts_dir, TrainConfig(), DATA_PARALLEL)
+    make = lambda: DistNeighborSampler(part.indptr, part.indices, part.book, comm, fanouts, seed=seed,  # noqa: E731
+                                       owned_keys=part.orig_ids)
+    sampler, asked = make(), make()
+    store = DistFeatureStore(part, part.book, comm, part.meta["feature_dim"])
+    if reads.features:
+        store.read_host_parts(open_host_features(parts_dir, part.book, reads.hosts, part.meta["feature_dim"]),
+                              reads.hosts.complete)
+    if reads.graph:
+        sampler.read_host_parts(open_host_graphs(parts_dir, part.book, reads.hosts, part.meta), reads.hosts.complete)
+    comm.stats.reset()
+    mb = sampler.sample(seeds, epoch=1, step=0)
+    x = store.fetch(mb.blocks[0].src_ids)
+    rounds = dict(comm.stats.snapshot()["rounds"])
+    ref = asked.sample(seeds, epoch=1, step=0)
+    return {"reads": reads.info(), "blocks": [(b.src_ids, b.dst_ids, b.edge_index) for b in mb.blocks],
+            "asked": [(b.src_ids, b.dst_ids, b.edge_index) for b in ref.blocks], "x": x, "rounds": rounds}

@@ -178,7 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-batch-size", type=int, default=2048, help="seed nodes per evaluation step per worker")
     t.add_argument("--hidden", type=int, default=128, help="hidden size")
     t.add_argument("--lr", type=float, default=0.003, help="Adam learning rate")
-    t.add_argument("--weight-decay", type=float, default=0.0, help="Adam weight decay")
+    t.add_argument("--weight-decay", type=_weight_decay, default=0.0, metavar="DECAY",
+                   help="Adam's weight decay: one number for every parameter, or by parameter-name prefix, e.g. "
+                   "convs=0.01,5e-4 (GCNII's: 0.01 on the convolutions, 5e-4 on the rest: encoder and head; "
+                   "without a plain number the parameters no prefix names get 0); a prefix that names no "
+                   "parameter of the model is refused, listing the model's")
     t.add_argument("--dropout", type=float, default=0.5, help="dropout between layers")
     t.add_argument("--seed", type=int, default=0, help="seed of sampling, shuffling, initial weights and partitioning")
     t.add_argument("--eval-every", type=int, default=1, help="evaluate on val/test every N epochs (and after the last); 0: never")
@@ -404,6 +408,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+
+
+def _weight_decay(text: str) -> float | str:
+    """--weight-decay: a number, or PREFIX=DECAY items (checked by gnnscale.config.parse_weight_decay)."""
+    from gnnscale.config import OptionError, parse_weight_decay
+
+    try:
+        rest, groups = parse_weight_decay(text)
+    except OptionError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text if groups else rest
 
 
 def _json_dict(text: str) -> dict:

@@ -197,7 +197,7 @@ class DataParallel(Axis):
             self.model = net
         # the model's dropout is keyed by node (node_keys); this seeds what else draws from torch
         torch.manual_seed(cfg.seed * 1000 + self.rank + 1)
-        self.opt = adam(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.opt = adam(net.named_parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)  # DDP wraps the same
         ctx.phase("DDP and optimizer")
         self.train_ids = task.train_ids()
         counts = train_counts(dims.comm, self.train_ids.numel())

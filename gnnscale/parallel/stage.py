@@ -110,7 +110,8 @@ class PipelineStage:
         bounds: every stage's ``(start, end)`` layers (:func:`~gnnscale.parallel.schedules.plan_stages`).
         stage: this stage. ranks: the global rank of each stage of this pipeline.
         comm: the world's :class:`Communicator` (point to point between stages).
-        lr, weight_decay: Adam's, over this stage's parameters only.
+        lr, weight_decay: Adam's, over this stage's parameters only (a decay by prefix,
+            ``convs=0.01,5e-4``, checked against the whole model's parameter names).
         replicas: the communicator of this stage's D replicas (the same stage of every
             pipeline); after each flush their gradients are averaged (one all-reduce of the
             stage's flat gradient, counted as ``gradient``). None: one pipeline.
@@ -128,6 +129,7 @@ class PipelineStage:
         self.first, self.last = stage == 0, stage == len(bounds) - 1
         self.prev = ranks[stage - 1] if not self.first else None
         self.next = ranks[stage + 1] if not self.last else None
+        names = [n for n, _ in model.named_parameters()]  # the whole model's: --weight-decay's prefixes
         self.model = stage_model(model, self.start, self.end, keep_encoder)
         self.uses_x0 = model.uses_x0
         self.comm = comm
@@ -136,7 +138,7 @@ class PipelineStage:
             f"rank {comm.rank} (stage {stage} of pipeline {pipeline})"
         self.replicas = replicas if replicas is not None and replicas.world_size > 1 else None
         self.params = list(self.model.parameters())
-        self.opt = adam(self.params, lr=lr, weight_decay=weight_decay)
+        self.opt = adam(self.model.named_parameters(), lr=lr, weight_decay=weight_decay, names=names)
 
     def _send(self, tensors: list[torch.Tensor], dst: int, tag: int, category: str, what: str,
               stats: StepStats) -> list:

@@ -82,9 +82,62 @@ class _EagerAdam(torch.optim.Adam):
             return self._plain_step(closure)
 
 
-def adam(params, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
+def param_groups(named, weight_decay, names=None) -> list[dict]:
+    """Adam's parameter groups of ``--weight-decay`` (see :func:`gnnscale.config.parse_weight_decay`).
+
+    Args:
+        named: ``(name, parameter)`` pairs: the parameters to step (``module.named_parameters()``).
+        weight_decay: a number, ``"PREFIX=DECAY,..."`` or a mapping.
+        names: every parameter name of the whole model, against which the prefixes are checked
+            (a pipeline stage steps only its share; default: the names of ``named``).
+
+    Returns:
+        ``[{"params": [...], "weight_decay": d}, ...]``: one group per distinct decay, in the
+        order of the parameters' first appearance (one group for a plain number).
+
+    Raises:
+        OptionError: a prefix that names no parameter of the model, with the model's prefixes.
+    """
+    from gnnscale.config import OptionError, parse_weight_decay
+
+    rest, groups = parse_weight_decay(weight_decay)
+    named = list(named)
+    names = [n for n, _ in named] if names is None else list(names)
+    unknown = [k for k in groups if not any(n == k or n.startswith(k + ".") for n in names)]
+    if unknown:
+        tops = list(dict.fromkeys(n.split(".")[0] for n in names))
+        deeper = next((n.rsplit(".", 1)[0] for n in names if n.count(".") >= 2), "convs.0")
+        raise OptionError(f"--weight-decay names the prefix{'es' if len(unknown) > 1 else ''} "
+                          f"{', '.join(map(repr, unknown))}, which match{'' if len(unknown) > 1 else 'es'} no "
+                          f"parameter of the model; its prefixes are {', '.join(tops)} (or a longer leading part of "
+                          f"a parameter's name, e.g. {deeper}); pass e.g. "
+                          f"--weight-decay {'convs' if 'convs' in tops else tops[0] if tops else 'convs'}=0.01,5e-4")
+    by_decay: dict[float, list] = {}
+    for name, p in named:
+        keys = [k for k in groups if name == k or name.startswith(k + ".")]
+        by_decay.setdefault(groups[max(keys, key=len)] if keys else rest, []).append(p)
+    return [{"params": ps, "weight_decay": d} for d, ps in by_decay.items()]
+
+
+def adam(params, lr: float, weight_decay: float | str | dict = 0.0, names=None) -> torch.optim.Optimizer:
     """torch's Adam over ``params``; when :func:`stay_eager` applied, one whose step does not
-    import ``torch._dynamo`` (identical updates)."""
+    import ``torch._dynamo`` (identical updates).
+
+    ``weight_decay`` by parameter-name prefix (``"convs=0.01,5e-4"``) needs ``params`` as
+    ``(name, parameter)`` pairs (``named_parameters()``) and builds :func:`param_groups`
+    (``names``: the whole model's, where ``params`` are a pipeline stage's share); a number
+    decays every parameter alike."""
+    from gnnscale.config import parse_weight_decay
+
+    params = list(params)
+    rest, groups = parse_weight_decay(weight_decay)
+    named = bool(params) and isinstance(params[0], tuple)
+    if groups and not named:
+        raise TypeError("adam: a weight decay by prefix needs the parameters with their names (named_parameters())")
+    if groups:
+        params, weight_decay = param_groups(params, weight_decay, names), 0.0
+    else:
+        params, weight_decay = ([p for _, p in params] if named else params), rest
     if _DONE:
         return _EagerAdam(params, lr=lr, weight_decay=weight_decay)
     return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
