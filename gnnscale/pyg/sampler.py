@@ -1,0 +1,202 @@
+"""PyG's ``BaseSampler`` on gnnscale's keyed kernels: neighbours of nodes and of seed edges.
+
+:class:`GnnscaleSampler` plugs into PyG's own ``NodeLoader`` / ``LinkLoader`` through their
+extension point (``sample_from_nodes`` / ``sample_from_edges`` -> ``SamplerOutput``), the way
+cuGraph-PyG does, so PyG's batches, models and ``trim_to_layer`` run unchanged, while the draws
+are gnnscale's (``samplers.kernels``: compiled CSC draws keyed by (seed, epoch, step, hop) and
+each node's id, and the compiled relabeler).
+
+The output follows PyG's ``NeighborSampler`` (homogeneous, ``disjoint=False``):
+
+- ``node`` int64 [S]: original ids, the seeds first (in input order), then each hop's new nodes
+  in order of first appearance (``num_sampled_nodes`` = [B, new at hop 1, ...]);
+- ``row`` / ``col`` int64 [M]: local source / destination of each sampled edge (PyG's
+  ``filter_data`` stacks them into ``batch.edge_index``), hop by hop (``num_sampled_edges``):
+  hop ``h`` draws the in-edges of the nodes that hop ``h - 1`` added (the seeds at hop 0), so
+  every node's in-edges are drawn once, at the hop that reached it;
+- ``edge`` int64 [M]: the original edge id (column of ``data.edge_index``) of each sampled edge
+  (``edge_permutation`` is None: the ids are already original);
+- ``metadata``: ``(input_id, time)`` for nodes; for edges what PyG's ``edge_sample`` gives
+  (``edge_label_index``/``edge_label``, or triplet ``src_index``/``dst_pos_index``/``dst_neg_index``).
+
+A node's draws at hop ``h`` equal those of the engine's block sampler
+(:class:`gnnscale.samplers.NeighborSampler`) at the same (epoch, step, hop): same keys, same CSC
+order (each node's in-edges by source id). ``epoch`` is the loader's pass (set by
+:class:`gnnscale.pyg.NeighborLoader` at every ``iter``), ``step`` the first input id of the batch
+(unique within an epoch, and the same in a DataLoader worker as in the main process).
+
+Negatives (``sample_from_edges``) come from a ``torch.Generator`` keyed by (seed, epoch, step)
+(the engine's :class:`~gnnscale.samplers.link.NegativeSampler` keys) and, unlike PyG's (which
+keeps false negatives), a negative pair that is an edge of the graph is drawn again (up to
+``MAX_REDRAWS`` rounds; only a graph denser than that can leave one).
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch_geometric.sampler import (
+    BaseSampler,
+    EdgeSamplerInput,
+    NegativeSampling,
+    NodeSamplerInput,
+    SamplerOutput,
+)
+
+from gnnscale.errors import SamplerError
+from gnnscale.samplers.kernels import Kernels
+from gnnscale.samplers.link import EdgeFilter, NegativeSampler
+from gnnscale.samplers.local import check_replace
+from gnnscale.samplers.rng import stream_key
+
+MAX_REDRAWS = 20
+
+
+def csc_of(edge_index: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(indptr int64 [N + 1], indices int64 [E], perm int64 [E]) of ``edge_index`` int64 [2, E].
+
+    In-edges of each node, ordered by source id (gnnscale's CSC order; duplicates kept);
+    ``perm[p]`` is the original edge id (column of ``edge_index``) of CSC position ``p``.
+    """
+    src, dst = edge_index[0], edge_index[1]
+    perm = torch.argsort(dst * num_nodes + src, stable=True)
+    indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
+    return indptr, src[perm].contiguous(), perm
+
+
+class GnnscaleSampler(BaseSampler):
+    """Neighbour sampling of an in-memory homogeneous graph for PyG's loaders.
+
+    Args:
+        edge_index: int64 [2, E] (row 0 source -> row 1 target), ids in ``[0, num_nodes)``
+            (checked by the loaders: :func:`gnnscale.pyg.loaders.check_data`).
+        num_nodes: N.
+        fanouts: neighbours per hop from the seeds, positive or -1 (all).
+        seed: base seed of the draws (neighbours and negatives).
+        replace: draw with replacement (``fanout`` draws per node with a neighbour).
+        backend: the kernels (``"auto"``, ``"numba"``, ``"torch"``; identical draws).
+    """
+
+    def __init__(self, edge_index: torch.Tensor, num_nodes: int, fanouts: Sequence[int], seed: int = 0,
+                 replace: bool = False, backend: str = "auto") -> None:
+        self.num_nodes = int(num_nodes)
+        self.fanouts = [int(f) for f in fanouts]
+        self.seed = int(seed)
+        self.replace = check_replace(replace)
+        self.indptr, self.indices, self.perm = csc_of(edge_index, self.num_nodes)
+        self.kernels = Kernels(self.num_nodes, "cpu", backend)
+        self.variant = {"replace": True} if replace else {}
+        self.epoch = 0
+        self.disjoint = False
+        self._filter: EdgeFilter | None = None
+
+    @property
+    def edge_permutation(self) -> None:
+        """None: ``SamplerOutput.edge`` already holds original edge ids."""
+        return None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Key the following batches' draws by ``epoch`` (the loaders call it at every ``iter``)."""
+        self.epoch = int(epoch)
+
+    def _step(self, input_id: torch.Tensor | None) -> int:
+        return int(input_id[0]) if input_id is not None and input_id.numel() else 0
+
+    def sample(self, seeds: torch.Tensor, epoch: int, step: int) -> SamplerOutput:
+        """PyG's output for distinct seeds int64 [B] (node, row, col, edge, per-hop counts)."""
+        nodes = seeds = seeds.to(torch.int64).contiguous()
+        frontier = seeds
+        rows, cols, pos = [], [], []
+        num_nodes, num_edges = [seeds.numel()], []
+        for hop, fanout in enumerate(self.fanouts):
+            key = stream_key(self.seed, epoch, step, 0, hop)
+            counts, nbrs, edges = self.kernels.sample(self.indptr, self.indices, frontier, frontier, fanout, key,
+                                                      return_edges=True, **self.variant)
+            grown, nbr_local = self.kernels.relabel(nodes, nbrs)
+            first = nodes.numel() - frontier.numel()  # local id of the frontier's first node
+            rows.append(nbr_local)
+            cols.append(torch.repeat_interleave(torch.arange(first, nodes.numel()), counts, output_size=nbrs.numel()))
+            pos.append(edges)
+            frontier = grown[nodes.numel():]
+            nodes = grown
+            num_nodes.append(frontier.numel())
+            num_edges.append(nbrs.numel())
+        edge = self.perm[torch.cat(pos)] if pos else torch.empty(0, dtype=torch.int64)
+        cat = (lambda t: torch.cat(t)) if rows else (lambda t: torch.empty(0, dtype=torch.int64))
+        return SamplerOutput(node=nodes, row=cat(rows), col=cat(cols), edge=edge,
+                             num_sampled_nodes=num_nodes, num_sampled_edges=num_edges)
+
+    def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
+        """PyG's node sampling: ``inputs.node`` int64 [B] distinct seeds; metadata (input_id, time)."""
+        if inputs.input_type is not None:
+            raise SamplerError(f"gnnscale's PyG sampler samples homogeneous graphs; found node type "
+                               f"{inputs.input_type!r}. Pass a torch_geometric Data (not HeteroData).")
+        out = self.sample(inputs.node, self.epoch, self._step(inputs.input_id))
+        out.metadata = (inputs.input_id, inputs.time)
+        return out
+
+    def edge_filter(self) -> EdgeFilter:
+        """The graph's edge set (sorted keys ``dst * N + src``), built at the first link batch."""
+        if self._filter is None:
+            self._filter = EdgeFilter(self.indptr, self.indices, num_nodes=self.num_nodes)
+        return self._filter
+
+    def _draw(self, count: int, weight: torch.Tensor | None, gen: torch.Generator) -> torch.Tensor:
+        if weight is None:
+            return torch.randint(0, self.num_nodes, (count,), generator=gen, dtype=torch.int64)
+        return torch.multinomial(weight.to(torch.float64), count, replacement=True, generator=gen)
+
+    def negatives(self, src: torch.Tensor, dst: torch.Tensor, neg: NegativeSampling, epoch: int,
+                  step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(src_neg, dst_neg) int64 [Q]: binary (Q = ceil(B * amount), both uniform) or triplet
+        (Q = B * amount, sources those of positive ``q // amount``), none an edge of the graph."""
+        gen = NegativeSampler(self.num_nodes, seed=self.seed).generator(epoch, step, 0)
+        if neg.is_binary():
+            q = math.ceil(src.numel() * neg.amount)
+            s, d = self._draw(q, neg.src_weight, gen), self._draw(q, neg.dst_weight, gen)
+        else:
+            q = src.numel() * int(neg.amount)
+            s, d = src.repeat_interleave(int(neg.amount)), self._draw(q, neg.dst_weight, gen)
+        has = self.edge_filter().has_edge
+        bad = torch.nonzero(has(s, d)).flatten()
+        for _ in range(MAX_REDRAWS):
+            if bad.numel() == 0:
+                break
+            if neg.is_binary():
+                s[bad] = self._draw(bad.numel(), neg.src_weight, gen)
+            d[bad] = self._draw(bad.numel(), neg.dst_weight, gen)
+            bad = bad[has(s[bad], d[bad])]
+        return s, d
+
+    def sample_from_edges(self, inputs: EdgeSamplerInput,
+                          neg_sampling: NegativeSampling | None = None) -> SamplerOutput:
+        """PyG's link sampling (``edge_sample``, homogeneous, not disjoint): the unique endpoints
+        of the positives and negatives are the seeds; metadata as PyG's NeighborSampler gives it."""
+        if inputs.input_type is not None:
+            raise SamplerError(f"gnnscale's PyG sampler samples homogeneous graphs; found edge type "
+                               f"{inputs.input_type!r}. Pass a torch_geometric Data (not HeteroData).")
+        if inputs.time is not None:
+            raise SamplerError("gnnscale's PyG sampler has no temporal sampling; found edge_label_time. "
+                               "Leave edge_label_time unset.")
+        epoch, step = self.epoch, self._step(inputs.input_id)
+        src, dst, label = inputs.row, inputs.col, inputs.label
+        num_pos = src.numel()
+        if neg_sampling is not None:
+            s_neg, d_neg = self.negatives(src, dst, neg_sampling, epoch, step)
+            if neg_sampling.is_binary():
+                src, dst = torch.cat([src, s_neg]), torch.cat([dst, d_neg])
+                if label is None:
+                    label = torch.ones(num_pos)
+                label = torch.cat([label, label.new_zeros((s_neg.numel(),) + label.size()[1:])])
+            else:
+                dst = torch.cat([dst, d_neg])
+        seed, inverse = torch.unique(torch.cat([src, dst]), return_inverse=True)
+        out = self.sample(seed, epoch, step)
+        if neg_sampling is None or neg_sampling.is_binary():
+            out.metadata = (inputs.input_id, inverse.view(2, -1), label, None)
+        else:
+            dst_neg_index = inverse[2 * num_pos:].view(num_pos, -1).squeeze(-1)
+            out.metadata = (inputs.input_id, inverse[:num_pos], inverse[num_pos:2 * num_pos], dst_neg_index, None)
+        return out
