@@ -63,6 +63,7 @@ class PreparedRun:
     cfg: Any  # gnnscale.config.TrainConfig
     device: str
     torchrun: bool = False
+    typed: bool = False  # a typed graph: its workers' idle OpenMP threads sleep (process.launch.thread_env)
 
 
 def _shown(name: str, value: Any) -> str:
@@ -191,7 +192,7 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
         plan = plan_run(cfg, meta["num_parts"], int(os.environ["WORLD_SIZE"]), where=parts_dir,
                         typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"),
                         edges=meta.get("edge_feature_dim", 0))
-        return PreparedRun(parts_dir, plan, cfg, "cpu", torchrun=True)
+        return PreparedRun(parts_dir, plan, cfg, "cpu", torchrun=True, typed=meta.get("typed") is not None)
     if parts_dir is not None:
         from gnnscale.partitioning.validate import check_folder, check_meta
 
@@ -220,7 +221,7 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
         plan = plan_run(cfg, parts, workers, where=f"--dataset {source.dataset}", typed=meta.get("typed"),
                         link=meta.get("link"), target=meta.get("target"), edges=meta.get("edge_feature_dim", 0))
     device = launch_device(cfg.device, plan.world) if not plan.pipelined else "cpu"  # no CUDA, or too few GPUs
-    return PreparedRun(str(parts_dir), plan, cfg, device)
+    return PreparedRun(str(parts_dir), plan, cfg, device, typed=meta.get("typed") is not None)
 
 
 def launch(run: PreparedRun, port: int | None = None, threads: int | None = None) -> dict:
@@ -229,7 +230,8 @@ def launch(run: PreparedRun, port: int | None = None, threads: int | None = None
 
     log.info("starting %d local worker(s) on %s (%s, device %s)", run.plan.world, run.parts_dir,
              run.plan.describe(), run.device)
-    r0 = launch_local(TARGET, run.plan.world, args=(run.parts_dir, run.cfg), port=port, threads_per_worker=threads)[0]
+    r0 = launch_local(TARGET, run.plan.world, args=(run.parts_dir, run.cfg), port=port, threads_per_worker=threads,
+                      typed=run.typed)[0]
     log_summary(r0, run.plan)
     return r0
 

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from gnnscale.nn.layers.relational import TypeModuleDict
 from gnnscale.nn.models import ModelError
+from gnnscale.process.threads import backward_threads, intra_op_threads, op_threads
 from gnnscale.samplers.block import TypedInput
 
 
@@ -32,7 +33,9 @@ class TypedEncoder(nn.Module):
     data-parallel model neither holds nor all-reduces it); their rows must come that way.
 
     No activation follows (the model's dropout and first layer do). The rows of each type are
-    written with one ``index_copy`` (a loop over types, none over rows).
+    written with one ``index_copy`` (a loop over types, none over rows). Inside a serial step
+    (:func:`gnnscale.process.threads.serial_step`) a type's linear, forward and backward, takes
+    the step's threads when its product is large enough (:func:`~gnnscale.process.threads.op_threads`).
 
     Args:
         feature_dims: T ints, F_t (0 = no features). num_nodes_per_type: T ints, N_t.
@@ -103,7 +106,11 @@ class TypedEncoder(nn.Module):
                     raise ModelError(f"TypedEncoder: type {t} has {counts[t]} inputs and {self.feature_dims[t]} "
                                      f"features, so rows[{t}] must be [{counts[t]}, {self.feature_dims[t]}]; found "
                                      f"{found}")
-                h = self.linears[t](rows)
+                # a wide product (thousands of feature columns): the step's threads, forward and
+                # backward, where the rest of a serial step runs on one (gnnscale.process.threads)
+                n = op_threads(2.0 * counts[t] * self.feature_dims[t] * self.hidden)
+                with intra_op_threads(n):
+                    h = backward_threads(self.linears[t](rows), n)
             elif t in emb_rows:
                 h = emb_rows[t]
                 if tuple(h.shape) != (counts[t], self.hidden):

@@ -26,6 +26,7 @@ from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult
 from gnnscale.parallel.stage import rng_key
 from gnnscale.process.eager import adam, ddp
+from gnnscale.process.threads import serial_step
 from gnnscale.partitioning import load_part
 from gnnscale.samplers import check_fanouts
 from gnnscale.samplers.seeds import SeedSchedule
@@ -171,6 +172,9 @@ class DataParallel(Axis):
         self.sharded = self.embeddings is not None
         net = self.spec.build(seed=cfg.seed, external_embeddings=self.sharded).to(device)  # identical everywhere
         self.net = net
+        # a typed step is hundreds of small per-relation ops: one thread each, the worker's threads
+        # for the wide ones (gnnscale.process.threads; issue 44 4c)
+        self.serial_steps = meta.get("typed") is not None
         # GCN-style layers on sampled blocks: own nodes' in-degrees, the others' asked per batch.
         self.degrees = DegreeStore(part.indptr, part.book, dims.data) if net.uses_degree else None
         self.mode = exchange_mode(net, part, self.sampler, self.features, self.degrees, dims.embedding, dims.comm,
@@ -204,7 +208,6 @@ class DataParallel(Axis):
         self.schedule = SeedSchedule(self.train_ids, counts, cfg.batch_size, cfg.seed, self.rank, cfg.max_steps)
         # a node task's loss is the mean over every rank's seeds of the step (DDP averages the ranks')
         self.step_totals = self.schedule.step_totals(counts) if task.name == "node" and self.world > 1 else None
-
         historical = self.mode.halo is not None
         # typed graphs too: streamed layer-wise inference (the sharded rows attached by ``inputs``)
         self.layerwise_eval = use_layerwise(cfg.eval_method, eval_fanouts, historical)
@@ -264,6 +267,10 @@ class DataParallel(Axis):
         return iter(feed)
 
     def step(self, epoch: int, step: int, gstep: int, mb) -> StepResult:
+        with serial_step(self.serial_steps):
+            return self._step(epoch, step, gstep, mb)
+
+    def _step(self, epoch: int, step: int, gstep: int, mb) -> StepResult:
         wait_ready(self.copier, mb)
         health = self.dims.health
         health.enter("forward/backward and gradient all-reduce", epoch, step)
