@@ -251,3 +251,17 @@ def test_pyg_graphsage_in_a_plain_loop_learns_cora(cora):
         pred = model(cora.x, cora.edge_index).argmax(-1)
     acc = float((pred[cora.test_mask] == cora.y[cora.test_mask]).float().mean())
     assert acc >= 0.77, acc
+
+
+def test_worker_processes_draw_what_the_main_process_draws(cora):
+    """The draws are keyed by (seed, epoch, first input id of the batch): DataLoader workers, which
+    each hold a copy of the sampler, give the batches one process gives, epoch after epoch."""
+    def run(workers):
+        loader = NeighborLoader(cora, num_neighbors=FANOUTS, batch_size=512, shuffle=True, seed=2,
+                                num_workers=workers)
+        return [[(b.n_id, b.e_id) for b in loader] for _ in range(2)]
+
+    for epoch_a, epoch_b in zip(run(0), run(2)):
+        assert len(epoch_a) == len(epoch_b)
+        for (na, ea), (nb, eb) in zip(epoch_a, epoch_b):
+            assert torch.equal(na, nb) and torch.equal(ea, eb)
