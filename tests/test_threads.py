@@ -88,15 +88,17 @@ def test_intra_op_and_backward_threads_put_the_count_back():
 
 
 def test_typed_step_small_ops_run_on_one_thread_in_a_two_thread_worker(acm_partition, tmp_path, monkeypatch):
-    """A lone worker with --threads 2 on ACM: every per-relation layer's forward and backward ran
-    on one thread, with idle OpenMP threads asleep; before the fix they ran on 2, spinning."""
+    """A lone worker with --threads 2 on ACM: every per-relation layer's forward and backward, and
+    its inference in the evaluation, ran on one thread, with idle OpenMP threads asleep; before the
+    fix they ran on 2, spinning."""
     probe = tmp_path / "probe.txt"
     monkeypatch.setenv("GNNSCALE_THREAD_PROBE", str(probe))
     res = gnnscale.train(parts_dir=acm_partition(1), workers=1, threads=2, layer="rel:thread_probe:ThreadProbe",
-                         fanouts=(5, 5), batch_size=32, hidden=16, epochs=1, max_steps=2, eval_every=0,
+                         fanouts=(5, 5), batch_size=32, hidden=16, epochs=1, max_steps=2, eval_every=1,
                          verify=False, progress=False, timeout=60.0, device="cpu")
     assert res["process"]["threads"] == 2  # the worker's budget is still 2
     seen = Counter(tuple(line.split()) for line in probe.read_text().splitlines())
-    # each relation with destinations in the block, each layer, each step: forward and backward
-    assert set(seen) == {("forward", "1", "PASSIVE"), ("backward", "1", "PASSIVE")}
+    # each relation with destinations in the block, each layer, each step: forward and backward;
+    # the evaluation after the epoch too
+    assert set(seen) == {("forward", "1", "PASSIVE"), ("backward", "1", "PASSIVE"), ("inference", "1", "PASSIVE")}
     assert seen[("forward", "1", "PASSIVE")] == seen[("backward", "1", "PASSIVE")] >= 8

@@ -333,7 +333,8 @@ class DataParallel(Axis):
         return {"stage_seconds": times, "prefetch_depth": self._prefetch.queue.maxsize if self._prefetch else None}
 
     def evaluate(self, splits, gstep: int) -> dict:
-        acc = self.evaluator.splits(self.net, self.model, splits, step=gstep - 1)
+        with serial_step(self.serial_steps):  # a typed graph's inference: small per-relation ops too
+            acc = self.evaluator.splits(self.net, self.model, splits, step=gstep - 1)
         return {**acc, "evaluation": dict(self.evaluator.last)}
 
     def whole_state(self) -> dict | None:
