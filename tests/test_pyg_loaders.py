@@ -201,7 +201,8 @@ def test_link_batches_same_seed_same_negatives(cora):
     (lambda d: d, {"num_neighbors": 5}, "num_neighbors must be a non-empty list of ints; found 5"),
     (lambda d: d, {"num_neighbors": [5, "5"]}, "num_neighbors must hold ints >= 1 or -1; found [5, '5']"),
     (lambda d: d, {"num_neighbors": [5, 0]}, "num_neighbors must hold ints >= 1 or -1; found [5, 0]"),
-    (lambda d: d, {"disjoint": True}, "gnnscale.pyg loaders do not support disjoint=True yet"),
+    (lambda d: d, {"time_attr": "t"}, "gnnscale.pyg loaders do not support time_attr='t' yet"),
+    (lambda d: d, {"disjoint": 1}, "disjoint must be a bool; found 1"),
     (lambda d: d, {"weight_attr": "w"}, "gnnscale.pyg loaders do not support weight_attr='w' yet"),
 ])
 def test_bad_inputs_are_one_line(cora, make, kwargs, message):
@@ -265,3 +266,57 @@ def test_worker_processes_draw_what_the_main_process_draws(cora):
         assert len(epoch_a) == len(epoch_b)
         for (na, ea), (nb, eb) in zip(epoch_a, epoch_b):
             assert torch.equal(na, nb) and torch.equal(ea, eb)
+
+
+def test_disjoint_node_batches_grow_one_tree_per_seed(cora):
+    n = cora.num_nodes
+    seeds = torch.tensor([0, 1, 2, 3, 0 + 633, 1358, 2000, 5])
+    batch = next(iter(NeighborLoader(cora, num_neighbors=FANOUTS, input_nodes=seeds, batch_size=8, disjoint=True,
+                                     seed=0)))
+    assert torch.equal(batch.n_id[:8], seeds) and torch.equal(batch.batch[:8], torch.arange(8))
+    assert torch.equal(batch.x, cora.x[batch.n_id])
+    tree_key = batch.batch * n + batch.n_id
+    assert torch.unique(tree_key).numel() == tree_key.numel()  # distinct within a tree
+    src, dst = batch.edge_index
+    assert torch.equal(batch.batch[src], batch.batch[dst])  # edges stay in their tree
+    assert torch.equal(cora.edge_index[0, batch.e_id], batch.n_id[src])
+    assert torch.equal(cora.edge_index[1, batch.e_id], batch.n_id[dst])
+    nsn, nse = batch.num_sampled_nodes, batch.num_sampled_edges
+    deg = torch.bincount(cora.edge_index[1], minlength=n)
+    lo = torch.tensor([0] + list(nsn)).cumsum(0)
+    elo = torch.tensor([0] + list(nse)).cumsum(0)
+    for h, f in enumerate(FANOUTS):
+        cols = batch.edge_index[1, elo[h]:elo[h + 1]] - lo[h]
+        frontier = batch.n_id[lo[h]:lo[h + 1]]
+        assert torch.equal(torch.bincount(cols, minlength=frontier.numel()), deg[frontier].clamp(max=f))
+    # the same seed gives the same trees
+    again = next(iter(NeighborLoader(cora, num_neighbors=FANOUTS, input_nodes=seeds, batch_size=8, disjoint=True,
+                                     seed=0)))
+    assert torch.equal(again.n_id, batch.n_id) and torch.equal(again.batch, batch.batch)
+
+
+@pytest.mark.parametrize("mode", ["binary", "triplet"])
+def test_disjoint_link_batches(cora, mode):
+    keys, n = edge_keys(cora), cora.num_nodes
+    B = 20
+    neg = dict(mode=mode, amount=2)
+    batch = next(iter(LinkNeighborLoader(cora, num_neighbors=FANOUTS, batch_size=B, neg_sampling=neg, disjoint=True,
+                                         seed=0)))
+    assert bool((batch.batch < B).all())
+    src, dst = batch.edge_index
+    assert torch.equal(batch.batch[src], batch.batch[dst])
+    if mode == "binary":
+        eli = batch.edge_label_index
+        assert eli.size(1) == 3 * B
+        s, d = batch.n_id[eli[0]], batch.n_id[eli[1]]
+        assert torch.equal(s[:B], cora.edge_index[0, :B]) and torch.equal(d[:B], cora.edge_index[1, :B])
+        assert not bool(is_edge(keys, n, s[B:], d[B:]).any())
+        assert torch.equal(batch.edge_label, torch.cat([torch.ones(B), torch.zeros(2 * B)]))
+    else:
+        s = batch.n_id[batch.src_index]
+        assert torch.equal(s, cora.edge_index[0, :B])
+        assert torch.equal(batch.n_id[batch.dst_pos_index], cora.edge_index[1, :B])
+        neg_dst = batch.n_id[batch.dst_neg_index]  # [B, 2]
+        assert neg_dst.shape == (B, 2)
+        assert not bool(is_edge(keys, n, s.repeat_interleave(2), neg_dst.reshape(-1)).any())
+        assert torch.equal(batch.batch[batch.dst_neg_index], torch.arange(B).unsqueeze(1).expand(B, 2))

@@ -111,7 +111,7 @@ def check_edge_label_index(edge_label_index: Any, num_nodes: int) -> torch.Tenso
 
 def refuse_unsupported(given: dict) -> None:
     """One line for a PyG option this sampler does not honour (set to a value other than PyG's default)."""
-    defaults = {"input_time": None, "edge_label_time": None, "subgraph_type": "directional", "disjoint": False,
+    defaults = {"input_time": None, "edge_label_time": None, "subgraph_type": "directional",
                 "temporal_strategy": "uniform", "time_attr": None, "weight_attr": None, "neighbor_sampler": None,
                 "directed": True}
     for name, value in given.items():
@@ -143,10 +143,10 @@ class _EpochMixin:
 
 
 class NeighborLoader(_EpochMixin, NodeLoader):
-    """PyG's ``NeighborLoader`` on gnnscale's sampler (homogeneous ``Data``, ``disjoint=False``).
+    """PyG's ``NeighborLoader`` on gnnscale's sampler (homogeneous ``Data``).
 
     Args (PyG's names): ``data``, ``num_neighbors`` (fan-outs per hop from the seeds),
-    ``input_nodes`` (bool mask or int64 ids, distinct; default all nodes), ``replace``,
+    ``input_nodes`` (bool mask or int64 ids, distinct; default all nodes), ``replace``, ``disjoint``,
     ``filter_per_worker``, ``transform``, ``transform_sampler_output``, and DataLoader's
     ``batch_size``, ``shuffle``, ``drop_last``, ``num_workers``, ...; plus ``seed``.
 
@@ -161,25 +161,26 @@ class NeighborLoader(_EpochMixin, NodeLoader):
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, **kwargs: Any) -> None:
-        refuse_unsupported(dict(input_time=input_time, subgraph_type=subgraph_type, disjoint=disjoint,
+        refuse_unsupported(dict(input_time=input_time, subgraph_type=subgraph_type,
                                 temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
                                 neighbor_sampler=neighbor_sampler, directed=directed))
         edge_index, n = check_data(data)
         fanouts = check_num_neighbors(num_neighbors)
         nodes = check_input_nodes(input_nodes, n)
         seed = _seed_and_generator(seed, kwargs)
-        self._sampler = GnnscaleSampler(edge_index, n, fanouts, seed=seed, replace=replace, backend=backend)
+        self._sampler = GnnscaleSampler(edge_index, n, fanouts, seed=seed, replace=replace, backend=backend,
+                                        disjoint=disjoint)
         super().__init__(data, self._sampler, input_nodes=nodes, transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
                          **kwargs)
 
 
 class LinkNeighborLoader(_EpochMixin, LinkLoader):
-    """PyG's ``LinkNeighborLoader`` on gnnscale's sampler (homogeneous ``Data``, ``disjoint=False``).
+    """PyG's ``LinkNeighborLoader`` on gnnscale's sampler (homogeneous ``Data``).
 
     Args (PyG's names): ``data``, ``num_neighbors``, ``edge_label_index`` (int64 [2, B]; default
     ``data.edge_index``), ``edge_label``, ``neg_sampling`` (``"binary"``/``"triplet"`` or a
-    ``NegativeSampling``), ``neg_sampling_ratio`` (binary), ``replace``, ``filter_per_worker``,
+    ``NegativeSampling``), ``neg_sampling_ratio`` (binary), ``replace``, ``disjoint``, ``filter_per_worker``,
     ``transform``, DataLoader's ``batch_size``/``shuffle``/``drop_last``/...; plus ``seed``.
 
     Batches are PyG's (``edge_label_index`` local to ``n_id``, ``edge_label`` 1 for positives and
@@ -196,7 +197,7 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader):
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, **kwargs: Any) -> None:
-        refuse_unsupported(dict(edge_label_time=edge_label_time, subgraph_type=subgraph_type, disjoint=disjoint,
+        refuse_unsupported(dict(edge_label_time=edge_label_time, subgraph_type=subgraph_type,
                                 temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
                                 neighbor_sampler=neighbor_sampler, directed=directed))
         edge_index, n = check_data(data)
@@ -206,7 +207,8 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader):
             raise SamplerError(f"edge_label must have one entry per pair of edge_label_index ({pairs.size(1)}); "
                                f"found {torch.as_tensor(edge_label).size(0)}. Give one label per column.")
         seed = _seed_and_generator(seed, kwargs)
-        self._sampler = GnnscaleSampler(edge_index, n, fanouts, seed=seed, replace=replace, backend=backend)
+        self._sampler = GnnscaleSampler(edge_index, n, fanouts, seed=seed, replace=replace, backend=backend,
+                                        disjoint=disjoint)
         super().__init__(data, self._sampler, edge_label_index=edge_index if pairs is None else pairs,
                          edge_label=edge_label, neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio,
                          transform=transform, transform_sampler_output=transform_sampler_output,

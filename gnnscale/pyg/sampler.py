@@ -6,7 +6,8 @@ cuGraph-PyG does, so PyG's batches, models and ``trim_to_layer`` run unchanged, 
 are gnnscale's (``samplers.kernels``: compiled CSC draws keyed by (seed, epoch, step, hop) and
 each node's id, and the compiled relabeler).
 
-The output follows PyG's ``NeighborSampler`` (homogeneous, ``disjoint=False``):
+The output follows PyG's ``NeighborSampler`` (homogeneous; ``disjoint`` adds ``batch``, see
+:meth:`GnnscaleSampler.sample`):
 
 - ``node`` int64 [S]: original ids, the seeds first (in input order), then each hop's new nodes
   in order of first appearance (``num_sampled_nodes`` = [B, new at hop 1, ...]);
@@ -78,10 +79,11 @@ class GnnscaleSampler(BaseSampler):
         seed: base seed of the draws (neighbours and negatives).
         replace: draw with replacement (``fanout`` draws per node with a neighbour).
         backend: the kernels (``"auto"``, ``"numba"``, ``"torch"``; identical draws).
+        disjoint: every seed grows its own tree (PyG's ``disjoint``; ``SamplerOutput.batch``).
     """
 
     def __init__(self, edge_index: torch.Tensor, num_nodes: int, fanouts: Sequence[int], seed: int = 0,
-                 replace: bool = False, backend: str = "auto") -> None:
+                 replace: bool = False, backend: str = "auto", disjoint: bool = False) -> None:
         self.num_nodes = int(num_nodes)
         self.fanouts = [int(f) for f in fanouts]
         self.seed = int(seed)
@@ -90,7 +92,9 @@ class GnnscaleSampler(BaseSampler):
         self.kernels = Kernels(self.num_nodes, "cpu", backend)
         self.variant = {"replace": True} if replace else {}
         self.epoch = 0
-        self.disjoint = False
+        if not isinstance(disjoint, bool):
+            raise SamplerError(f"disjoint must be a bool; found {disjoint!r}. Pass disjoint=True or False.")
+        self.disjoint = disjoint
         self._filter: EdgeFilter | None = None
 
     @property
@@ -106,30 +110,40 @@ class GnnscaleSampler(BaseSampler):
         return int(input_id[0]) if input_id is not None and input_id.numel() else 0
 
     def sample(self, seeds: torch.Tensor, epoch: int, step: int) -> SamplerOutput:
-        """PyG's output for distinct seeds int64 [B] (node, row, col, edge, per-hop counts)."""
-        nodes = seeds = seeds.to(torch.int64).contiguous()
-        frontier = seeds
+        """PyG's output for seeds int64 [B] (node, row, col, edge, per-hop counts; ``batch`` when disjoint).
+
+        Not disjoint, the seeds must be distinct. Disjoint, seed ``i`` grows its own tree: a node
+        is identified by ``tree * N + node`` (relabeled, and the key of its draws, so trees draw
+        independently) and ``batch`` is its tree."""
+        seeds = seeds.to(torch.int64).contiguous()
+        n = self.num_nodes
+        ids = seeds + torch.arange(seeds.numel()) * n if self.disjoint else seeds
+        frontier = ids
         rows, cols, pos = [], [], []
         num_nodes, num_edges = [seeds.numel()], []
         for hop, fanout in enumerate(self.fanouts):
             key = stream_key(self.seed, epoch, step, 0, hop)
-            counts, nbrs, edges = self.kernels.sample(self.indptr, self.indices, frontier, frontier, fanout, key,
+            at = frontier % n if self.disjoint else frontier
+            counts, nbrs, edges = self.kernels.sample(self.indptr, self.indices, at, frontier, fanout, key,
                                                       return_edges=True, **self.variant)
-            grown, nbr_local = self.kernels.relabel(nodes, nbrs)
-            first = nodes.numel() - frontier.numel()  # local id of the frontier's first node
+            if self.disjoint:  # a neighbour joins its destination's tree
+                nbrs = nbrs + torch.from_numpy(np.repeat((frontier - at).numpy(), counts.numpy()))
+            grown, nbr_local = self.kernels.relabel(ids, nbrs)
+            first = ids.numel() - frontier.numel()  # local id of the frontier's first node
             rows.append(nbr_local)
             # numpy's repeat and take: several times faster than torch's repeat_interleave and
             # indexing at these sizes on the CPU (benchmarks/pyg_loader.py)
-            cols.append(torch.from_numpy(np.repeat(np.arange(first, nodes.numel(), dtype=np.int64), counts.numpy())))
+            cols.append(torch.from_numpy(np.repeat(np.arange(first, ids.numel(), dtype=np.int64), counts.numpy())))
             pos.append(edges)
-            frontier = grown[nodes.numel():]
-            nodes = grown
+            frontier = grown[ids.numel():]
+            ids = grown
             num_nodes.append(frontier.numel())
             num_edges.append(nbrs.numel())
         edge = torch.from_numpy(np.take(self.perm.numpy(), torch.cat(pos).numpy())) if pos else \
             torch.empty(0, dtype=torch.int64)
         cat = (lambda t: torch.cat(t)) if rows else (lambda t: torch.empty(0, dtype=torch.int64))
-        return SamplerOutput(node=nodes, row=cat(rows), col=cat(cols), edge=edge,
+        node, batch = (ids % n, torch.div(ids, n, rounding_mode="floor")) if self.disjoint else (ids, None)
+        return SamplerOutput(node=node, row=cat(rows), col=cat(cols), edge=edge, batch=batch,
                              num_sampled_nodes=num_nodes, num_sampled_edges=num_edges)
 
     def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
@@ -155,14 +169,16 @@ class GnnscaleSampler(BaseSampler):
     def negatives(self, src: torch.Tensor, dst: torch.Tensor, neg: NegativeSampling, epoch: int,
                   step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(src_neg, dst_neg) int64 [Q]: binary (Q = ceil(B * amount), both uniform) or triplet
-        (Q = B * amount, sources those of positive ``q // amount``), none an edge of the graph."""
+        (Q = B * amount, sources those of positive ``q // amount``; disjoint, PyG pairs negative ``q``
+        with positive ``q % B``), none an edge of the graph."""
         gen = NegativeSampler(self.num_nodes, seed=self.seed).generator(epoch, step, 0)
         if neg.is_binary():
             q = math.ceil(src.numel() * neg.amount)
             s, d = self._draw(q, neg.src_weight, gen), self._draw(q, neg.dst_weight, gen)
         else:
             q = src.numel() * int(neg.amount)
-            s, d = src.repeat_interleave(int(neg.amount)), self._draw(q, neg.dst_weight, gen)
+            s = src.repeat(int(neg.amount)) if self.disjoint else src.repeat_interleave(int(neg.amount))
+            d = self._draw(q, neg.dst_weight, gen)
         has = self.edge_filter().has_edge
         bad = torch.nonzero(has(s, d)).flatten()
         for _ in range(MAX_REDRAWS):
@@ -176,8 +192,9 @@ class GnnscaleSampler(BaseSampler):
 
     def sample_from_edges(self, inputs: EdgeSamplerInput,
                           neg_sampling: NegativeSampling | None = None) -> SamplerOutput:
-        """PyG's link sampling (``edge_sample``, homogeneous, not disjoint): the unique endpoints
-        of the positives and negatives are the seeds; metadata as PyG's NeighborSampler gives it."""
+        """PyG's link sampling (``edge_sample``, homogeneous): the unique endpoints of the positives and
+        negatives are the seeds (disjoint: every endpoint, its own tree); metadata as PyG's
+        NeighborSampler gives it."""
         if inputs.input_type is not None:
             raise SamplerError(f"gnnscale's PyG sampler samples homogeneous graphs; found edge type "
                                f"{inputs.input_type!r}. Pass a torch_geometric Data (not HeteroData).")
@@ -196,6 +213,17 @@ class GnnscaleSampler(BaseSampler):
                 label = torch.cat([label, label.new_zeros((s_neg.numel(),) + label.size()[1:])])
             else:
                 dst = torch.cat([dst, d_neg])
+        if self.disjoint:  # PyG's disjoint edge_sample: one tree per endpoint, trees numbered by positive
+            seed = torch.cat([src, dst])
+            out = self.sample(seed, epoch, step)
+            out.batch = out.batch % num_pos
+            if neg_sampling is None or neg_sampling.is_binary():
+                out.metadata = (inputs.input_id, torch.arange(seed.numel()).view(2, -1), label, None)
+            else:
+                neg_index = torch.arange(2 * num_pos, seed.numel()).view(-1, num_pos).t()
+                out.metadata = (inputs.input_id, torch.arange(num_pos), torch.arange(num_pos, 2 * num_pos),
+                                neg_index.reshape(num_pos, -1).squeeze(-1), None)
+            return out
         seed, inverse = torch.unique(torch.cat([src, dst]), return_inverse=True)
         out = self.sample(seed, epoch, step)
         if neg_sampling is None or neg_sampling.is_binary():
