@@ -203,6 +203,8 @@ def test_link_batches_same_seed_same_negatives(cora):
     (lambda d: d, {"num_neighbors": [5, 0]}, "num_neighbors must hold ints >= 1 or -1; found [5, 0]"),
     (lambda d: d, {"time_attr": "t"}, "gnnscale.pyg loaders do not support time_attr='t' yet"),
     (lambda d: d, {"disjoint": 1}, "disjoint must be a bool; found 1"),
+    (lambda d: d, {"num_workers": 2, "persistent_workers": True},
+     "gnnscale.pyg loaders do not support persistent_workers=True yet"),
     (lambda d: d, {"weight_attr": "w"}, "gnnscale.pyg loaders do not support weight_attr='w' yet"),
 ])
 def test_bad_inputs_are_one_line(cora, make, kwargs, message):
@@ -320,3 +322,15 @@ def test_disjoint_link_batches(cora, mode):
         assert neg_dst.shape == (B, 2)
         assert not bool(is_edge(keys, n, s.repeat_interleave(2), neg_dst.reshape(-1)).any())
         assert torch.equal(batch.batch[batch.dst_neg_index], torch.arange(B).unsqueeze(1).expand(B, 2))
+
+
+def test_weighted_negatives_follow_the_weights(cora):
+    """NegativeSampling's dst_weight: negative destinations only where the weight is positive."""
+    from torch_geometric.sampler import NegativeSampling
+
+    w = torch.zeros(cora.num_nodes)
+    w[100:110] = 1.0
+    batch = next(iter(LinkNeighborLoader(cora, num_neighbors=[2], batch_size=64, seed=0,
+                                         neg_sampling=NegativeSampling("triplet", 2, dst_weight=w))))
+    neg = batch.n_id[batch.dst_neg_index]
+    assert bool(((neg >= 100) & (neg < 110)).all())

@@ -121,7 +121,13 @@ def refuse_unsupported(given: dict) -> None:
 
 
 def _seed_and_generator(seed: int | None, kwargs: dict) -> int:
-    """The draws' base seed; with ``seed`` the shuffle gets its own generator too."""
+    """The draws' base seed; with ``seed`` the shuffle gets its own generator too.
+
+    ``persistent_workers=True`` (with workers) is refused: the workers would keep the sampler of
+    the first epoch, so the draws would not follow the epoch."""
+    if kwargs.get("persistent_workers") and kwargs.get("num_workers", 0) > 0:
+        raise SamplerError("gnnscale.pyg loaders do not support persistent_workers=True yet: the workers would "
+                           "keep epoch 0's sampler and repeat its draws every epoch; leave persistent_workers out.")
     if seed is None:
         return int(torch.randint(0, 2**62, (1,)))
     if isinstance(seed, bool) or not isinstance(seed, int):
