@@ -14,6 +14,8 @@ isolated: they keep their 1-2 graph edges, as in PyG). Differences from PyG: nod
 without a label (all-zero one-hot row, e.g. CiteSeer's 15 gaps) get ``y = -1`` (PyG
 gives 0) and are in no mask; edges are sorted by (source, target).
 Public split: train = ``0 .. len(y)-1``, val = the next 500 nodes, test = ``test.index``.
+Option ``normalize=row`` (``planetoid:cora?normalize=row``): each node's features divided by their
+sum, as the GCN / GCNII reference code (``utils.normalize``) preprocesses them; default ``none``.
 """
 
 from __future__ import annotations
@@ -38,12 +40,17 @@ logger = logging.getLogger(__name__)
 
 NAMES = ("cora", "citeseer", "pubmed")
 FILES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
-OPTIONS: dict[str, Option] = {}
+NORMALIZE = ("none", "row")
+OPTIONS: dict[str, Option] = {
+    "normalize": Option(str, "none", "none (PyG's raw 0/1 rows) or row: each node's features divided by their sum, "
+                        "as the GCN and GCNII reference code preprocess them (rows of zeros stay zeros)"),
+}
 HELP = (
     "planetoid:cora | planetoid:citeseer | planetoid:pubmed (aliases cora, citeseer, pubmed)\n"
     "    Planetoid citation graphs with the public split (PyG Planetoid). root = folder with the raw\n"
     "    ind.<name>.{x,tx,allx,y,ty,ally,graph,test.index} files (or its parent with raw/); default\n"
-    "    $GNNSCALE_DATA/planetoid, $GNNSCALE_DATA, ./data/planetoid, ./data. No options."
+    "    $GNNSCALE_DATA/planetoid, $GNNSCALE_DATA, ./data/planetoid, ./data.\n"
+    "    normalize=none|row: row divides each node's features by their sum (GCN / GCNII reference preprocessing)."
 )
 _VAL_SIZE = 500
 
@@ -140,6 +147,10 @@ def load(arg: str, root: str | None, options: dict, name: str) -> Data:
         raise DatasetError(
             f"expected a Planetoid name in {list(NAMES)}, found {arg!r}; use e.g. planetoid:cora"
         )
+    normalize = options.get("normalize", "none")
+    if normalize not in NORMALIZE:
+        raise DatasetError(f"expected normalize to be one of {', '.join(NORMALIZE)} for planetoid:{arg}, found "
+                           f"{normalize!r}; use e.g. planetoid:{key}?normalize=row")
     folder = find_folder(key, root)
     path = {f: folder / f"ind.{key}.{f}" for f in FILES}
     x, tx, allx = (_dense_rows(_unpickle(path[f]), path[f]) for f in ("x", "tx", "allx"))
@@ -175,6 +186,9 @@ def load(arg: str, root: str | None, options: dict, name: str) -> Data:
     features = np.zeros((num_nodes, num_feat), dtype=np.float32)
     features[: allx.shape[0]] = allx
     features[test_index] = tx
+    if normalize == "row":  # the reference code's utils.normalize: r_inv of 0 sums set to 0
+        sums = features.sum(1, keepdims=True)
+        features = np.divide(features, sums, out=np.zeros_like(features), where=sums > 0)
     y = np.full(num_nodes, -1, dtype=np.int64)
     y[: ally.shape[0]] = _labels(ally)
     y[test_index] = _labels(ty)
