@@ -116,7 +116,8 @@ def main() -> None:
                   f"{runs['pyg'][-1]['seeds_per_s']:,.0f} seeds/s ({runs['pyg'][-1]['mean_edges']:,.0f} edges/batch)",
                   flush=True)
         med = {k: statistics.median(r["seeds_per_s"] for r in v) for k, v in runs.items()}
-        report["pairs"][name] = dict(runs=runs, median_seeds_per_s=med, ratio_pyg_over_engine=med["pyg"] / med["engine"])
+        report["pairs"][name] = dict(runs=runs, median_seeds_per_s=med,
+                                     ratio_pyg_over_engine=med["pyg"] / med["engine"])
     print("\npair      engine seeds/s   PyG-shaped seeds/s   ratio (target >= 0.8)")
     for name, e in report["pairs"].items():
         m = e["median_seeds_per_s"]

@@ -196,7 +196,8 @@ def test_link_batches_same_seed_same_negatives(cora):
      "data.x has 100 rows but the graph has num_nodes = 2708"),
     (lambda d: Data(x=d.x, edge_index=d.edge_index + 5, num_nodes=d.num_nodes), {},
      "data.edge_index ids must lie in [0, 2708) (num_nodes = 2708); found range [5, 2712]"),
-    (lambda d: d, {"input_nodes": torch.tensor([0, 2708])}, "input_nodes ids must lie in [0, 2708); found range [0, 2708]"),
+    (lambda d: d, {"input_nodes": torch.tensor([0, 2708])},
+     "input_nodes ids must lie in [0, 2708); found range [0, 2708]"),
     (lambda d: d, {"input_nodes": torch.tensor([3, 3])}, "input_nodes must be distinct"),
     (lambda d: d, {"num_neighbors": 5}, "num_neighbors must be a non-empty list of ints; found 5"),
     (lambda d: d, {"num_neighbors": [5, "5"]}, "num_neighbors must hold ints >= 1 or -1; found [5, '5']"),
@@ -334,3 +335,88 @@ def test_weighted_negatives_follow_the_weights(cora):
                                          neg_sampling=NegativeSampling("triplet", 2, dst_weight=w))))
     neg = batch.n_id[batch.dst_neg_index]
     assert bool(((neg >= 100) & (neg < 110)).all())
+
+
+ACM = ROOT.parent / "acm"
+
+
+@pytest.fixture(scope="module")
+def acm():
+    if not ACM.exists():
+        pytest.skip(f"ACM is not at {ACM}")
+    from gnnscale.datasets.hetero_data import to_hetero_data
+
+    return to_hetero_data(load_dataset(f"acm:{ACM}?split=20"))
+
+
+def test_hetero_batches_are_what_they_claim(acm):
+    fanouts = {et: [4, 2] for et in acm.edge_types}
+    fanouts[("paper", "has_subject", "subject")] = [0, 1]  # 0: the relation is skipped at that hop
+    seeds_all = torch.nonzero(acm["paper"].train_mask).flatten()
+    loader = NeighborLoader(acm, num_neighbors=fanouts, input_nodes=("paper", acm["paper"].train_mask), batch_size=40,
+                            shuffle=True, seed=0)
+    for batch in loader:
+        bs = batch["paper"].batch_size
+        seeds = seeds_all[batch["paper"].input_id]
+        assert torch.equal(batch["paper"].n_id[:bs], seeds)
+        assert torch.equal(batch["paper"].y[:bs], acm["paper"].y[seeds])
+        for t in acm.node_types:
+            n_id = batch[t].n_id
+            assert torch.unique(n_id).numel() == n_id.numel()
+            assert sum(batch[t].num_sampled_nodes) == n_id.numel()
+            if "x" in acm[t]:
+                assert torch.equal(batch[t].x, acm[t].x[n_id])
+        deg = {et: torch.bincount(acm[et].edge_index[1], minlength=acm[et[2]].num_nodes) for et in acm.edge_types}
+        for et in acm.edge_types:
+            s, _, d = et
+            ei, e_id = batch[et].edge_index, batch[et].e_id
+            assert torch.equal(acm[et].edge_index[0, e_id], batch[s].n_id[ei[0]])
+            assert torch.equal(acm[et].edge_index[1, e_id], batch[d].n_id[ei[1]])
+            nse = list(batch[et].num_sampled_edges)
+            assert len(nse) == 2 and sum(nse) == ei.size(1)
+            lo = torch.tensor([0] + list(batch[d].num_sampled_nodes)).cumsum(0)
+            elo = torch.tensor([0] + nse).cumsum(0)
+            for h in range(2):  # hop h: min(fan-out, in-degree) in-edges of each node hop h - 1 added
+                cols = ei[1, elo[h]:elo[h + 1]] - lo[h]
+                frontier = batch[d].n_id[lo[h]:lo[h + 1]]
+                assert torch.equal(torch.bincount(cols, minlength=frontier.numel()),
+                                   deg[et][frontier].clamp(max=fanouts[et][h]))
+
+
+def test_hetero_trim_to_layer_gives_the_same_seed_outputs(acm):
+    from torch_geometric.nn import HeteroConv, SAGEConv
+    from torch_geometric.utils import trim_to_layer
+
+    torch.manual_seed(0)
+    convs = torch.nn.ModuleList(HeteroConv({et: SAGEConv((-1, -1), 8) for et in acm.edge_types}) for _ in range(2))
+    batch = next(iter(NeighborLoader(acm, num_neighbors=[3, 3], input_nodes=("paper", torch.arange(30)),
+                                     batch_size=30, seed=0)))
+    nsn = {t: batch[t].num_sampled_nodes for t in batch.node_types}
+    nse = {et: batch[et].num_sampled_edges for et in batch.edge_types}
+
+    def forward(trim: bool) -> torch.Tensor:
+        x = {t: batch[t].x if "x" in batch[t] else torch.ones(batch[t].num_nodes, 4) for t in batch.node_types}
+        ei = dict(batch.edge_index_dict)
+        for i, conv in enumerate(convs):
+            if trim:
+                x, ei, _ = trim_to_layer(i, nsn, nse, x, ei)
+            x = {t: v.relu() for t, v in conv(x, ei).items()} if i == 0 else conv(x, ei)
+            x = {t: v for t, v in x.items()}
+        return x["paper"][:30]
+
+    full = forward(False)
+    torch.testing.assert_close(forward(True), full)
+
+
+def test_hetero_bad_inputs_are_one_line(acm):
+    cases = [
+        (dict(num_neighbors={("paper", "written_by", "author"): [2]}, input_nodes="paper"),
+         "num_neighbors names no fan-outs for relation(s)"),
+        (dict(num_neighbors=[2], input_nodes=("venue", None)), "a HeteroData loader needs input_nodes as a node type"),
+        (dict(num_neighbors=[2], input_nodes=("paper", torch.tensor([5000]))), "input_nodes ids must lie in [0, 4019)"),
+        (dict(num_neighbors=[2], input_nodes="paper", disjoint=True), "do not support disjoint=True on HeteroData"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(GnnscaleError) as err:
+            NeighborLoader(acm, batch_size=4, **kwargs)
+        assert message in str(err.value) and "\n" not in str(err.value)

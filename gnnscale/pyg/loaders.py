@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import torch
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkLoader, NodeLoader
 from torch_geometric.sampler import NegativeSampling
 
 from gnnscale.errors import DatasetError, SamplerError
+from gnnscale.pyg.hetero import HeteroGnnscaleSampler, check_hetero_data, hetero_fanouts
 from gnnscale.pyg.sampler import GnnscaleSampler
 
 _NODE_FIX = "Pass a torch_geometric.data.Data with edge_index int64 [2, E] and node attributes of num_nodes rows."
@@ -25,9 +26,9 @@ _NODE_FIX = "Pass a torch_geometric.data.Data with edge_index int64 [2, E] and n
 def check_data(data: Any) -> tuple[torch.Tensor, int]:
     """(edge_index int64 [2, E], num_nodes) of an in-memory homogeneous ``Data``, or a one-line error."""
     if not isinstance(data, Data):
-        raise DatasetError(f"gnnscale.pyg loaders take an in-memory torch_geometric Data; found "
-                           f"{type(data).__name__} (HeteroData and (FeatureStore, GraphStore) are not supported "
-                           f"yet). {_NODE_FIX}")
+        raise DatasetError(f"gnnscale.pyg loaders take an in-memory torch_geometric Data (NeighborLoader: or "
+                           f"HeteroData); found {type(data).__name__} (LinkNeighborLoader on HeteroData and "
+                           f"(FeatureStore, GraphStore) inputs are not supported yet). {_NODE_FIX}")
     ei = getattr(data, "edge_index", None)
     if ei is None:
         raise DatasetError(f"data has no edge_index: the sampler needs the graph's edges. {_NODE_FIX}")
@@ -91,6 +92,18 @@ def check_input_nodes(input_nodes: Any, num_nodes: int) -> torch.Tensor | None:
     return t
 
 
+def check_typed_input_nodes(input_nodes: Any, num_nodes: dict) -> tuple:
+    """``(node type, distinct int64 ids)`` of a HeteroData's ``input_nodes`` (``type`` or ``(type, ids/mask)``)."""
+    if isinstance(input_nodes, str):
+        input_nodes = (input_nodes, None)
+    if not isinstance(input_nodes, tuple) or len(input_nodes) != 2 or input_nodes[0] not in num_nodes:
+        raise SamplerError(f"a HeteroData loader needs input_nodes as a node type or (node type, ids or mask), the "
+                           f"type among {list(num_nodes)}; found {input_nodes!r}. E.g. input_nodes=('paper', mask).")
+    t, ids = input_nodes
+    ids = torch.arange(num_nodes[t]) if ids is None else check_input_nodes(ids, num_nodes[t])
+    return t, ids
+
+
 def check_edge_label_index(edge_label_index: Any, num_nodes: int) -> torch.Tensor | None:
     """``edge_label_index`` as int64 [2, B] ids in ``[0, num_nodes)``, or None (every edge)."""
     if edge_label_index is None:
@@ -149,7 +162,11 @@ class _EpochMixin:
 
 
 class NeighborLoader(_EpochMixin, NodeLoader):
-    """PyG's ``NeighborLoader`` on gnnscale's sampler (homogeneous ``Data``).
+    """PyG's ``NeighborLoader`` on gnnscale's sampler: a ``Data`` or a ``HeteroData``.
+
+    A ``HeteroData`` is sampled by :class:`~gnnscale.pyg.hetero.HeteroGnnscaleSampler`:
+    ``num_neighbors`` a list (every relation) or a dict naming every relation (0 skips it at a
+    hop), ``input_nodes`` a node type or ``(type, ids or mask)``; not disjoint.
 
     Args (PyG's names): ``data``, ``num_neighbors`` (fan-outs per hop from the seeds),
     ``input_nodes`` (bool mask or int64 ids, distinct; default all nodes), ``replace``, ``disjoint``,
@@ -170,12 +187,23 @@ class NeighborLoader(_EpochMixin, NodeLoader):
         refuse_unsupported(dict(input_time=input_time, subgraph_type=subgraph_type,
                                 temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
                                 neighbor_sampler=neighbor_sampler, directed=directed))
-        edge_index, n = check_data(data)
-        fanouts = check_num_neighbors(num_neighbors)
-        nodes = check_input_nodes(input_nodes, n)
-        seed = _seed_and_generator(seed, kwargs)
-        self._sampler = GnnscaleSampler(edge_index, n, fanouts, seed=seed, replace=replace, backend=backend,
-                                        disjoint=disjoint)
+        if isinstance(data, HeteroData):
+            if disjoint:
+                raise SamplerError("gnnscale.pyg loaders do not support disjoint=True on HeteroData yet; leave "
+                                   "disjoint out.")
+            edge_index, num_nodes = check_hetero_data(data)
+            fanouts = hetero_fanouts(num_neighbors, list(edge_index))
+            nodes = check_typed_input_nodes(input_nodes, num_nodes)
+            seed = _seed_and_generator(seed, kwargs)
+            self._sampler = HeteroGnnscaleSampler(edge_index, num_nodes, fanouts, seed=seed, replace=replace,
+                                                  backend=backend)
+        else:
+            edge_index, n = check_data(data)
+            fanouts = check_num_neighbors(num_neighbors)
+            nodes = check_input_nodes(input_nodes, n)
+            seed = _seed_and_generator(seed, kwargs)
+            self._sampler = GnnscaleSampler(edge_index, n, fanouts, seed=seed, replace=replace, backend=backend,
+                                            disjoint=disjoint)
         super().__init__(data, self._sampler, input_nodes=nodes, transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
                          **kwargs)

@@ -55,14 +55,16 @@ from gnnscale.samplers.rng import stream_key
 MAX_REDRAWS = 20
 
 
-def csc_of(edge_index: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def csc_of(edge_index: torch.Tensor, num_nodes: int, num_src: int | None = None
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(indptr int64 [N + 1], indices int64 [E], perm int64 [E]) of ``edge_index`` int64 [2, E].
 
     In-edges of each node, ordered by source id (gnnscale's CSC order; duplicates kept);
     ``perm[p]`` is the original edge id (column of ``edge_index``) of CSC position ``p``.
+    ``num_src``: the sources' id range when it differs from the targets' (typed relations).
     """
     src, dst = edge_index[0], edge_index[1]
-    perm = torch.argsort(dst * num_nodes + src, stable=True)
+    perm = torch.argsort(dst * max(num_nodes, num_src or 0, 1) + src, stable=True)
     indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
     indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
     return indptr, src[perm].contiguous(), perm
