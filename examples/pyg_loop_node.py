@@ -28,7 +28,7 @@ ROOT = Path(os.environ.get("GNNSCALE_SHARED_DATA", Path(__file__).resolve().pare
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", default=str(ROOT / "planetoid"), help="folder holding Cora's raw files")
-    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
