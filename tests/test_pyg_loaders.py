@@ -206,7 +206,7 @@ def test_link_batches_same_seed_same_negatives(cora):
     (lambda d: d, {"disjoint": 1}, "disjoint must be a bool; found 1"),
     (lambda d: d, {"num_workers": 2, "persistent_workers": True},
      "gnnscale.pyg loaders do not support persistent_workers=True yet"),
-    (lambda d: d, {"weight_attr": "w"}, "gnnscale.pyg loaders do not support weight_attr='w' yet"),
+    (lambda d: d, {"weight_attr": "w"}, "weight_attr='w' names no attribute of data"),
 ])
 def test_bad_inputs_are_one_line(cora, make, kwargs, message):
     args = {"num_neighbors": [5, 5], "batch_size": 8} | kwargs
@@ -420,3 +420,26 @@ def test_hetero_bad_inputs_are_one_line(acm):
         with pytest.raises(GnnscaleError) as err:
             NeighborLoader(acm, batch_size=4, **kwargs)
         assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_weight_attr_draws_by_weight(cora):
+    """PyG's weight_attr: zero-weight edges are never drawn; with weights, draws stay within fan-outs
+    and the edges are still the graph's."""
+    d = cora.clone()
+    keep = d.edge_index[0] % 2 == 0  # only edges from even sources may be drawn
+    d.edge_weight = keep.float()
+    loader = NeighborLoader(d, num_neighbors=[3, 2], batch_size=128, weight_attr="edge_weight", seed=0)
+    for i, batch in enumerate(loader):
+        assert bool(keep[batch.e_id].all())
+        src, dst = batch.n_id[batch.edge_index[0]], batch.n_id[batch.edge_index[1]]
+        assert torch.equal(d.edge_index[0, batch.e_id], src) and torch.equal(d.edge_index[1, batch.e_id], dst)
+        eligible = torch.bincount(d.edge_index[1][keep], minlength=d.num_nodes)
+        m = batch.num_sampled_edges[0]
+        got = torch.bincount(batch.edge_index[1, :m], minlength=batch.batch_size)
+        assert torch.equal(got, eligible[batch.n_id[:batch.batch_size]].clamp(max=3))
+        if i == 4:
+            break
+    with pytest.raises(GnnscaleError, match="edge_weight must be non-negative") as err:
+        d.edge_weight = -d.edge_weight - 1
+        NeighborLoader(d, num_neighbors=[3], weight_attr="edge_weight")
+    assert "\n" not in str(err.value)

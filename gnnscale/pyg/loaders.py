@@ -92,6 +92,16 @@ def check_input_nodes(input_nodes: Any, num_nodes: int) -> torch.Tensor | None:
     return t
 
 
+def edge_weight_of(data: Data, weight_attr: str | None) -> torch.Tensor | None:
+    """PyG's ``weight_attr``: ``data[weight_attr]``, float [E] (checked by the sampler), or None."""
+    if weight_attr is None:
+        return None
+    if not isinstance(weight_attr, str) or weight_attr not in data:
+        raise SamplerError(f"weight_attr={weight_attr!r} names no attribute of data (its attributes: {data.keys()}); "
+                           "store one float weight per edge, e.g. data.edge_weight, and pass weight_attr='edge_weight'.")
+    return torch.as_tensor(data[weight_attr])
+
+
 def check_typed_input_nodes(input_nodes: Any, num_nodes: dict) -> tuple:
     """``(node type, distinct int64 ids)`` of a HeteroData's ``input_nodes`` (``type`` or ``(type, ids/mask)``)."""
     if isinstance(input_nodes, str):
@@ -125,7 +135,7 @@ def check_edge_label_index(edge_label_index: Any, num_nodes: int) -> torch.Tenso
 def refuse_unsupported(given: dict) -> None:
     """One line for a PyG option this sampler does not honour (set to a value other than PyG's default)."""
     defaults = {"input_time": None, "edge_label_time": None, "subgraph_type": "directional",
-                "temporal_strategy": "uniform", "time_attr": None, "weight_attr": None, "neighbor_sampler": None,
+                "temporal_strategy": "uniform", "time_attr": None, "neighbor_sampler": None,
                 "directed": True}
     for name, value in given.items():
         if name in defaults and value is not defaults[name] and value != defaults[name]:
@@ -170,6 +180,7 @@ class NeighborLoader(_EpochMixin, NodeLoader):
 
     Args (PyG's names): ``data``, ``num_neighbors`` (fan-outs per hop from the seeds),
     ``input_nodes`` (bool mask or int64 ids, distinct; default all nodes), ``replace``, ``disjoint``,
+    ``weight_attr`` (an edge attribute of float weights: weighted draws),
     ``filter_per_worker``, ``transform``, ``transform_sampler_output``, and DataLoader's
     ``batch_size``, ``shuffle``, ``drop_last``, ``num_workers``, ...; plus ``seed``.
 
@@ -185,12 +196,13 @@ class NeighborLoader(_EpochMixin, NodeLoader):
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, **kwargs: Any) -> None:
         refuse_unsupported(dict(input_time=input_time, subgraph_type=subgraph_type,
-                                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+                                temporal_strategy=temporal_strategy, time_attr=time_attr,
                                 neighbor_sampler=neighbor_sampler, directed=directed))
         if isinstance(data, HeteroData):
-            if disjoint:
-                raise SamplerError("gnnscale.pyg loaders do not support disjoint=True on HeteroData yet; leave "
-                                   "disjoint out.")
+            for name, value in (("disjoint", disjoint), ("weight_attr", weight_attr)):
+                if value:
+                    raise SamplerError(f"gnnscale.pyg loaders do not support {name}={value!r} on HeteroData yet; "
+                                       f"leave {name} out.")
             edge_index, num_nodes = check_hetero_data(data)
             fanouts = hetero_fanouts(num_neighbors, list(edge_index))
             nodes = check_typed_input_nodes(input_nodes, num_nodes)
@@ -203,7 +215,7 @@ class NeighborLoader(_EpochMixin, NodeLoader):
             nodes = check_input_nodes(input_nodes, n)
             seed = _seed_and_generator(seed, kwargs)
             self._sampler = GnnscaleSampler(edge_index, n, fanouts, seed=seed, replace=replace, backend=backend,
-                                            disjoint=disjoint)
+                                            disjoint=disjoint, edge_weight=edge_weight_of(data, weight_attr))
         super().__init__(data, self._sampler, input_nodes=nodes, transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
                          **kwargs)
@@ -214,7 +226,7 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader):
 
     Args (PyG's names): ``data``, ``num_neighbors``, ``edge_label_index`` (int64 [2, B]; default
     ``data.edge_index``), ``edge_label``, ``neg_sampling`` (``"binary"``/``"triplet"`` or a
-    ``NegativeSampling``), ``neg_sampling_ratio`` (binary), ``replace``, ``disjoint``, ``filter_per_worker``,
+    ``NegativeSampling``), ``neg_sampling_ratio`` (binary), ``replace``, ``disjoint``, ``weight_attr``, ``filter_per_worker``,
     ``transform``, DataLoader's ``batch_size``/``shuffle``/``drop_last``/...; plus ``seed``.
 
     Batches are PyG's (``edge_label_index`` local to ``n_id``, ``edge_label`` 1 for positives and
@@ -232,7 +244,7 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader):
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, **kwargs: Any) -> None:
         refuse_unsupported(dict(edge_label_time=edge_label_time, subgraph_type=subgraph_type,
-                                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+                                temporal_strategy=temporal_strategy, time_attr=time_attr,
                                 neighbor_sampler=neighbor_sampler, directed=directed))
         edge_index, n = check_data(data)
         fanouts = check_num_neighbors(num_neighbors)
@@ -242,7 +254,7 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader):
                                f"found {torch.as_tensor(edge_label).size(0)}. Give one label per column.")
         seed = _seed_and_generator(seed, kwargs)
         self._sampler = GnnscaleSampler(edge_index, n, fanouts, seed=seed, replace=replace, backend=backend,
-                                        disjoint=disjoint)
+                                        disjoint=disjoint, edge_weight=edge_weight_of(data, weight_attr))
         super().__init__(data, self._sampler, edge_label_index=edge_index if pairs is None else pairs,
                          edge_label=edge_label, neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio,
                          transform=transform, transform_sampler_output=transform_sampler_output,

@@ -49,7 +49,7 @@ from torch_geometric.sampler import (
 from gnnscale.errors import SamplerError
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.link import EdgeFilter, NegativeSampler
-from gnnscale.samplers.local import check_replace
+from gnnscale.samplers.local import check_edge_weight, check_replace, sampling_variant
 from gnnscale.samplers.rng import stream_key
 
 MAX_REDRAWS = 20
@@ -82,17 +82,23 @@ class GnnscaleSampler(BaseSampler):
         replace: draw with replacement (``fanout`` draws per node with a neighbour).
         backend: the kernels (``"auto"``, ``"numba"``, ``"torch"``; identical draws).
         disjoint: every seed grows its own tree (PyG's ``disjoint``; ``SamplerOutput.batch``).
+        edge_weight: optional float [E] non-negative weights of ``edge_index``'s edges (PyG's
+            ``weight_attr``): neighbours are drawn with probability proportional to their weight,
+            never a zero-weight edge (the kernels' weighted draws).
     """
 
     def __init__(self, edge_index: torch.Tensor, num_nodes: int, fanouts: Sequence[int], seed: int = 0,
-                 replace: bool = False, backend: str = "auto", disjoint: bool = False) -> None:
+                 replace: bool = False, backend: str = "auto", disjoint: bool = False,
+                 edge_weight: torch.Tensor | None = None) -> None:
         self.num_nodes = int(num_nodes)
         self.fanouts = [int(f) for f in fanouts]
         self.seed = int(seed)
         self.replace = check_replace(replace)
         self.indptr, self.indices, self.perm = csc_of(edge_index, self.num_nodes)
         self.kernels = Kernels(self.num_nodes, "cpu", backend)
-        self.variant = {"replace": True} if replace else {}
+        # weighted draws (PyG's weight_attr): the kernels' weights, in CSC order
+        weight = None if edge_weight is None else check_edge_weight(edge_weight[self.perm], self.indices.numel())
+        self.variant = sampling_variant(self.replace, weight)
         self.epoch = 0
         if not isinstance(disjoint, bool):
             raise SamplerError(f"disjoint must be a bool; found {disjoint!r}. Pass disjoint=True or False.")
