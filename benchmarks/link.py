@@ -348,8 +348,10 @@ def gnnscale_batch_stats(g: dict, args, batches: int = 5) -> dict:
 def throughput(args, work: Path) -> dict:
     """Item 4: seed edges per second, gnnscale (1 process; 2 parts) beside DGL's edge prediction sampler."""
     _, benchutil, _ = peers_modules()
-    if not DGL_PY.exists():
-        raise SystemExit(f"no DGL at {DGL_PY}: bash {PEERS / 'setup_peers.sh'} dgl")
+    if not args.no_dgl and not DGL_PY.exists():
+        raise SystemExit(f"no DGL at {DGL_PY}: bash {PEERS / 'setup_peers.sh'} dgl (or --no-dgl: gnnscale's runs alone)")
+    systems = [s for s in ("gnnscale_1", "dgl", "gnnscale_2", "gnnscale_2_host") if not (args.no_dgl and s == "dgl")
+               and not (args.smoke and s == "gnnscale_2_host")]  # --smoke: the 2-part run once, host reads off
     snap0 = benchutil.cpu_snapshot()
     out = {"provenance": provenance(), "settings": {
         "fanouts_per_hop": args.fanouts, "dgl_neighbor_sampler": list(reversed([int(f) for f in args.fanouts.split(",")])),
@@ -363,13 +365,13 @@ def throughput(args, work: Path) -> dict:
         "graphs": {}}
     for n in [int(v) for v in args.num_nodes.split(",")]:
         g = prepare_graph(n, args, work)
-        res = {"graph": g, "runs": {"gnnscale_1": [], "dgl": [], "gnnscale_2": [], "gnnscale_2_host": []}}
+        res = {"graph": g, "runs": {s: [] for s in systems}}
         out["graphs"][g["name"]] = res
         res["gnnscale_per_batch"] = gnnscale_batch_stats(g, args)
         print(f"[{g['name']}] {g['graph_stats']['num_nodes']:,} nodes, {g['graph_stats']['num_edges']:,} edges; "
               f"{g['train_edges']:,} training edges (per part of 2: {g['train_edges_per_part'][2]})", flush=True)
         for r in range(args.repeats):
-            for what in ("gnnscale_1", "dgl", "gnnscale_2", "gnnscale_2_host"):
+            for what in systems:
                 if what == "dgl":
                     rec = measured(lambda: dgl_run(g, args, work, f"{n}-{r}"), benchutil)
                 else:
@@ -383,9 +385,11 @@ def throughput(args, work: Path) -> dict:
                       f"other processes {other_frac(rec):.1%} CPU)", flush=True)
         med = {k: statistics.median(x["seed_edges_per_s"] for x in v) for k, v in res["runs"].items()}
         res["median_seed_edges_per_s"] = med
-        res["ratio_gnnscale_1_over_dgl"] = med["gnnscale_1"] / med["dgl"]
-        res["ratio_gnnscale_2_over_dgl_single_process"] = med["gnnscale_2"] / med["dgl"]
-        res["ratio_gnnscale_2_host_over_dgl_single_process"] = med["gnnscale_2_host"] / med["dgl"]
+        dgl = med.get("dgl")  # None with --no-dgl: no ratios
+        res["ratio_gnnscale_1_over_dgl"] = med["gnnscale_1"] / dgl if dgl else None
+        res["ratio_gnnscale_2_over_dgl_single_process"] = med["gnnscale_2"] / dgl if dgl else None
+        res["ratio_gnnscale_2_host_over_dgl_single_process"] = (med["gnnscale_2_host"] / dgl
+                                                                if dgl and "gnnscale_2_host" in med else None)
         res["max_foreign_cpu_frac"] = max(other_frac(x) for v in res["runs"].values() for x in v)
         write_json(args.json, {"throughput": out})  # this graph's figures even if a later one fails
     out["foreign_cpu"] = benchutil.foreign_cpu(snap0)
@@ -394,11 +398,16 @@ def throughput(args, work: Path) -> dict:
           f"{args.neg_mode} negatives)")
     print(f"{'graph':38s} {'gnnscale 1p':>12s} {'DGL 1p':>10s} {'ratio':>6s} {'gnnscale 2 parts':>17s} {'ratio*':>7s} "
           f"{'2 parts, host':>14s} {'ratio*':>7s} {'max foreign CPU':>16s}")
+    def num(v, fmt: str, width: int) -> str:  # a figure, or '-' where there is no DGL run
+        return format(v, fmt) if v is not None else "-".rjust(width)
+
     for name, res in out["graphs"].items():
         m = res["median_seed_edges_per_s"]
-        print(f"{name:38s} {m['gnnscale_1']:12,.0f} {m['dgl']:10,.0f} {res['ratio_gnnscale_1_over_dgl']:6.2f} "
-              f"{m['gnnscale_2']:17,.0f} {res['ratio_gnnscale_2_over_dgl_single_process']:7.2f} "
-              f"{m['gnnscale_2_host']:14,.0f} {res['ratio_gnnscale_2_host_over_dgl_single_process']:7.2f} "
+        print(f"{name:38s} {m['gnnscale_1']:12,.0f} {num(m.get('dgl'), '10,.0f', 10)} "
+              f"{num(res['ratio_gnnscale_1_over_dgl'], '6.2f', 6)} "
+              f"{m['gnnscale_2']:17,.0f} {num(res['ratio_gnnscale_2_over_dgl_single_process'], '7.2f', 7)} "
+              f"{num(m.get('gnnscale_2_host'), '14,.0f', 14)} "
+              f"{num(res['ratio_gnnscale_2_host_over_dgl_single_process'], '7.2f', 7)} "
               f"{res['max_foreign_cpu_frac']:15.1%}")
     print("* 2 parts (2 workers, 1 thread each) over DGL's single process (2 threads): there is no DistDGL "
           "link-prediction script here. '2 parts': --no-host-features --no-host-graph (features and samples through "
@@ -411,11 +420,13 @@ def throughput(args, work: Path) -> dict:
     print(f"{'graph':38s} {'per batch:':>10s} {'seed nodes':>11s} {'input nodes':>12s} {'sampled edges':>14s}")
     for name, res in out["graphs"].items():
         d = statistics.median
-        dg = {k: d(x["per_batch"][k] for x in res["runs"]["dgl"]) for k in res["gnnscale_per_batch"] if k != "batches"
-              and k != "mean_excluded_edges"}
         gs = res["gnnscale_per_batch"]
         print(f"{name:38s} {'gnnscale':>10s} {gs['mean_seed_nodes']:11,.0f} {gs['mean_input_nodes']:12,.0f} "
               f"{gs['mean_sampled_edges']:14,.0f}")
+        if "dgl" not in res["runs"]:
+            continue
+        dg = {k: d(x["per_batch"][k] for x in res["runs"]["dgl"]) for k in res["gnnscale_per_batch"] if k != "batches"
+              and k != "mean_excluded_edges"}
         print(f"{'':38s} {'DGL':>10s} {dg['mean_seed_nodes']:11,.0f} {dg['mean_input_nodes']:12,.0f} "
               f"{dg['mean_sampled_edges']:14,.0f}")
     return out
@@ -458,6 +469,8 @@ def main() -> None:
     g.add_argument("--neg-mode", default="per_source", choices=["per_source", "uniform"],
                    help="per_source: DGL's negative_sampler.Uniform (a uniform destination per positive's source)")
     g.add_argument("--threads", type=int, default=2, help="threads of a 1-process run (2 parts: split over workers)")
+    g.add_argument("--no-dgl", action="store_true", help="time gnnscale's runs only (no ratios); --smoke sets it "
+                   "when DGL's environment is absent")
     g.add_argument("--edge-split", default="0.85,0.05,0.10")
     g.add_argument("--balance", default="", help="METIS balance constraints of both partitions (gnnscale partition "
                    "--balance, e.g. nodes,edges); default: gnnscale's (nodes,train)")
@@ -474,13 +487,17 @@ def main() -> None:
     m.add_argument("--memory-test-edges", type=int, default=100_000)
     m.add_argument("--memory-negatives", type=int, default=1000, help="fixed negatives per test source (MRR)")
     m.add_argument("--memory-steps", type=int, default=30, help="training steps before the evaluation")
+    m.add_argument("--memory-workers", type=int, default=4, help="parts = workers of the memory run")
     ap.add_argument("--smoke", action="store_true", help="every item at its smallest: a 5,000-node R-MAT graph, "
-                    "4 steps, 1 round; Cora 1 epoch, 1 seed, 1 and 2 workers; memory on 5,000 nodes, 2 steps")
+                    "4 steps, 1 round, no host-reads run (gnnscale alone without DGL); Cora 1 epoch, 1 seed, 1 worker; memory on 5,000 "
+                    "nodes, 2 workers, 2 steps")
     args = ap.parse_args()
     if args.smoke:
         args.what, args.num_nodes, args.repeats, args.max_steps, args.batch_size = "throughput,cora,memory", "5000", 1, 4, 128
-        args.hidden, args.graphs, args.seeds, args.workers, args.cora_epochs = 16, ["cora"], [0], [1, 2], 1
+        args.hidden, args.graphs, args.seeds, args.workers, args.cora_epochs = 16, ["cora"], [0], [1], 1
         args.memory_nodes, args.memory_test_edges, args.memory_negatives, args.memory_steps = 5000, 500, 20, 2
+        args.memory_workers = 2
+        args.no_dgl = args.no_dgl or not DGL_PY.exists()  # gnnscale's side alone where DGL is absent
     what = args.what.split(",")
     unknown = set(what) - set(WHATS)
     if unknown:

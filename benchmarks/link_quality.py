@@ -24,7 +24,7 @@ plateau (seed 0, 1 worker: 0.903 / 0.914 at epoch 100, 0.898 / 0.912 at 200).
 
 **memory** (item 3): a generated graph (``synthetic?num_nodes=N&avg_degree=D``, default 1M
 nodes), split with 100k test edges, each with 1000 fixed per-source negatives (uniform over all
-nodes, as ogbl-citation2's: MRR), cut into 4 METIS parts, trained by 4 workers for
+nodes, as ogbl-citation2's: MRR), cut into 4 METIS parts, trained by 4 workers (``--memory-workers``) for
 ``--memory-steps`` steps (GraphSAGE 2 x 64, fan-outs 10,5) and evaluated once: the largest
 process's peak RSS during training (VmHWM before evaluation, start-up included) beside its peak
 during the MRR evaluation (``evaluation_peak_rss_mb_by_rank``), and their ratio.
@@ -110,17 +110,18 @@ def run_memory(args, work: Path) -> dict:
     from gnnscale.datasets import load_dataset
 
     name = f"synthetic?num_nodes={args.memory_nodes}&avg_degree={args.memory_degree}"
-    folder = work / f"mem-{args.memory_nodes}"
+    workers = getattr(args, "memory_workers", 4)
+    folder = work / (f"mem-{args.memory_nodes}" + (f"-p{workers}" if workers != 4 else ""))
     t0 = time.perf_counter()
     if not (folder / "meta.json").exists():
         data = load_dataset(name)
         pairs = data.edge_index.shape[1] // 2
         test = args.memory_test_edges / pairs
-        _split_and_cut(data, 4, folder, 0, val=1000 / pairs, test=test, neg_per_source=args.memory_negatives)
+        _split_and_cut(data, workers, folder, 0, val=1000 / pairs, test=test, neg_per_source=args.memory_negatives)
         del data
     prep = time.perf_counter() - t0
     meta = json.loads((folder / "meta.json").read_text())
-    m = _train(str(folder), 4, work / "mem.json",
+    m = _train(str(folder), workers, work / "mem.json",
                ["--fanouts", "10,5", "--hidden", "64", "--batch-size", "1024", "--epochs", "1",
                 "--max-steps", str(args.memory_steps), "--timeout", "1800", "--threads", "1"])
     ep = m["epochs"][-1]

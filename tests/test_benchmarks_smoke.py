@@ -6,11 +6,14 @@ fails here instead of at its next real run. Scripts that need DGL's environment 
 skipped with the reason when those are absent; scripts that compare against DGL run gnnscale's
 side alone in ``--smoke`` when DGL is absent. A new script must be added to ``SMOKE`` (or to
 ``LIBRARIES`` if it is only imported): ``test_every_benchmark_has_a_smoke_run`` checks it.
+Each smoke run prints its CPU seconds (``pytest -rP``); keep a new one to a few CLI runs: every
+``gnnscale`` process pays its imports (torch about 2 CPU seconds, torch_geometric about 6 more).
 """
 from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -31,23 +34,26 @@ NEEDS_DGL = {"dgl_hetero_sampling.py": "hetero.py --what sampling", "dgl_link.py
 SMOKE: dict[str, tuple[list[str], int, bool]] = {
     "accuracy.py": ([], 300, True),
     "cache.py": ([], 300, True),
-    "chunk_pipeline.py": (["--workdir", "{tmp}"], 400, True),
+    "chunk_pipeline.py": (["--workdir", "{tmp}"], 500, True),
     "compute_split.py": ([], 300, True),
     "datasets.py": ([], 200, True),
     "epoch.py": (["--workdir", "{tmp}"], 400, True),
     "exchange.py": (["--workdir", "{tmp}"], 400, True),
-    "faults.py": (["--workdir", "{tmp}"], 500, True),
+    "faults.py": (["--workdir", "{tmp}"], 600, True),
     "fixed_runs.py": (["--workdir", "{tmp}"], 300, True),
-    "hetero.py": (["--work", "{tmp}"], 400, True),
+    "gcnii_cora.py": ([], 300, True),
+    "hetero.py": (["--work", "{tmp}"], 500, True),
     "layer_pipeline.py": (["--workdir", "{tmp}"], 300, True),
     "layers.py": ([], 200, True),
-    "link.py": (["--work", "{tmp}"], 500, True),
+    "link.py": (["--work", "{tmp}"], 600, True),
     "partition_scale.py": (["--workdir", "{tmp}"], 300, True),
     "pipeline.py": (["--workdir", "{tmp}"], 300, True),
+    "pyg_loader.py": ([], 300, True),
     "roofline.py": ([], 300, True),
     "sampler.py": ([], 200, True),
     "scale.py": (["--workdir", "{tmp}"], 400, True),
-    "tasks.py": (["--work", "{tmp}"], 500, True),
+    "tasks.py": (["--work", "{tmp}"], 600, True),
+    "threads_typed.py": (["--work", "{tmp}"], 400, True),
     "worker_count.py": ([], 400, True),
     "zoo.py": ([], 400, True),
 }
@@ -79,10 +85,15 @@ def test_benchmark_smoke(script, shared_data, tmp_path):
     if writes_json:
         cmd += ["--json", str(out)]
     env = dict(os.environ, GNNSCALE_SHARED_DATA=str(shared_data), TMPDIR=str(tmp_path))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline, cwd=tmp_path, env=env)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"{script} --smoke still ran after its {deadline} s deadline:\n{(exc.stderr or '')[-3000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # What the smoke run costs the suite (printed, not asserted: pytest -rP shows it)
+    print(f"{script} --smoke: {after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime:.1f} CPU seconds "
+          "(the script and the processes it waited for)")
     assert r.returncode == 0, f"{script} --smoke failed (exit {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     assert "Traceback" not in r.stderr, r.stderr[-4000:]
     if writes_json:
