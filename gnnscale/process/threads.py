@@ -8,8 +8,9 @@ With 2 threads each of them opens a parallel region; on a machine where another 
 a region's second thread is often off the core, and the region waits for it (the default
 OpenMP wait policy also spins the idle thread, taking the core from the thread that has work).
 Measured on a DBLP-shaped graph (26k nodes, 80 seeds, full neighbourhoods, 1 worker, another
-process busy): compute per epoch 1.2-2.1 s with 2 threads against 0.12-0.16 s with 1
-(``benchmarks/threads_typed.py``). One thread has no region to wait for; the wide products of
+process busy): compute per epoch 2.8 s with 2 threads against 0.21 s with 1, ACM 5.6 s
+against 0.28 s (``benchmarks/threads_typed.py``; after the fix 0.08 s against 0.17 s, 0.26 s
+against 0.35 s). One thread has no region to wait for; the wide products of
 the typed encoder (rows of thousands of bag-of-words columns) still gain from a second thread.
 
 So inside :func:`serial_step` torch and numba run on one thread, and the worker's thread count
