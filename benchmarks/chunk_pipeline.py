@@ -89,20 +89,21 @@ def accuracy(args, workdir: str) -> dict:
     every = args.eval_every
     for name, spec, root in datasets:
         one = _partition(spec, 1, os.path.join(workdir, f"{name}-p1"), root)
-        four = _partition(spec, 4, os.path.join(workdir, f"{name}-p4"), root)
+        K = args.stages
+        four = _partition(spec, K, os.path.join(workdir, f"{name}-p{K}"), root)
         ref, pipe, ref_best, pipe_best = [], [], [], []
         for seed in range(args.seeds):
-            cfg = _gcnii(epochs=args.epochs, seed=seed, eval_every=every or args.epochs)
+            cfg = _gcnii(epochs=args.epochs, seed=seed, eval_every=every or args.epochs, num_layers=args.layers)
             t0 = time.perf_counter()
             full = full_graph_reference(one, cfg, eval_every=every)
             ref.append(full["accuracy"]["test"])
             t1 = time.perf_counter()
-            res = _chunks(four, cfg, 4)
+            res = _chunks(four, cfg, K)
             pipe.append(_evaluations(res)[-1]["test"])
             if every:
                 ref_best.append(best_val_test(full["history"]))
                 pipe_best.append(best_val_test(_evaluations(res)))
-            print(f"{name} seed {seed}: full graph {ref[-1]:.4f} ({t1 - t0:.0f} s), chunk pipeline K=4 "
+            print(f"{name} seed {seed}: full graph {ref[-1]:.4f} ({t1 - t0:.0f} s), chunk pipeline K={K} "
                   f"{pipe[-1]:.4f} ({time.perf_counter() - t1:.0f} s)"
                   + (f"; at the best validation epoch {ref_best[-1]:.4f} and {pipe_best[-1]:.4f}" if every else ""),
                   flush=True)
@@ -116,16 +117,16 @@ def accuracy(args, workdir: str) -> dict:
             row["best_val_difference_points"] = 100 * (row["chunk_pipeline_best_val_median"]
                                                        - row["full_graph_best_val_median"])
         rows.append(row)
-    print(f"\n{'dataset':18} {'full graph':>10} {'chunks K=4':>10} {'diff (pt)':>9}"
+    print(f"\n{'dataset':18} {'full graph':>10} {'chunks K=' + str(args.stages):>10} {'diff (pt)':>9}"
           + ("   at the best validation epoch: full, chunks, diff" if every else ""))
     for r in rows:
         print(f"{r['dataset']:18} {r['full_graph_median']:10.4f} {r['chunk_pipeline_median']:10.4f} "
               f"{r['difference_points']:9.2f}"
               + (f"   {r['full_graph_best_val_median']:.4f} {r['chunk_pipeline_best_val_median']:.4f} "
                  f"{r['best_val_difference_points']:6.2f}" if every else ""))
-    return dict(setup=dict(model="GCNII 16 layers, hidden 64, alpha 0.1, theta 0.5", epochs=args.epochs,
-                           lr=0.01, dropout=0.6, weight_decay=5e-4, seeds=args.seeds, chunks="4 METIS parts",
-                           stages=4, schedule="1f1b", eval_every=every,
+    return dict(setup=dict(model=f"GCNII {args.layers} layers, hidden 64, alpha 0.1, theta 0.5", epochs=args.epochs,
+                           lr=0.01, dropout=0.6, weight_decay=5e-4, seeds=args.seeds, chunks=f"{args.stages} METIS parts",
+                           stages=args.stages, schedule="1f1b", eval_every=every,
                            metric="final test accuracy, median over seeds"
                            + ("; and test accuracy at the evaluation with the best validation accuracy" if every
                               else "")), rows=rows)
@@ -136,13 +137,14 @@ def comm(args, workdir: str) -> dict:
     t0 = time.perf_counter()
     tag = f"comm-n{args.comm_nodes}-d{args.comm_degree}-h{args.comm_homophily}"
     spec += f"&homophily={args.comm_homophily}"
-    four = _partition(spec, 4, os.path.join(workdir, f"{tag}-p4"))
-    chunks = four if args.comm_chunks == 4 else _partition(spec, args.comm_chunks,
+    K = args.stages
+    four = _partition(spec, K, os.path.join(workdir, f"{tag}-p{K}"))
+    chunks = four if args.comm_chunks == K else _partition(spec, args.comm_chunks,
                                                            os.path.join(workdir, f"{tag}-p{args.comm_chunks}"))
     print(f"partitioned in {time.perf_counter() - t0:.0f} s", flush=True)
-    cfg = _gcnii(epochs=args.comm_epochs, hidden=args.comm_hidden)
+    cfg = _gcnii(epochs=args.comm_epochs, hidden=args.comm_hidden, num_layers=args.layers)
     t0 = time.perf_counter()
-    res = _chunks(chunks, cfg, 4, threads=None)
+    res = _chunks(chunks, cfg, K, threads=None)
     wall = time.perf_counter() - t0
     graph = load_chunk_graph(four, verify=False, features=False)
     n = graph.num_nodes
@@ -152,8 +154,8 @@ def comm(args, workdir: str) -> dict:
                     encoder_gradient=res["epochs"][-1]["bytes_sent_by_category"].get("encoder_gradient", 0))
     measured["total"] = sum(measured.values())
     base = graph_parallel_bytes(graph, cfg.hidden, cfg.num_layers)
-    expected = 3 * n * cfg.hidden * 4  # every node crosses each of the K-1 boundaries once per pass, each way
-    out = dict(graph=spec, num_nodes=n, num_edges=int(graph.degree.sum()), parts=4, chunks=args.comm_chunks,
+    expected = (K - 1) * n * cfg.hidden * 4  # every node crosses each of the K-1 boundaries once per pass, each way
+    out = dict(graph=spec, num_nodes=n, num_edges=int(graph.degree.sum()), parts=K, chunks=args.comm_chunks,
                hidden=cfg.hidden,
                layers=cfg.num_layers, halos=graph.halo_sizes, halo_rows=base["halo_rows"],
                halo_per_node=base["halo_rows"] / n,
@@ -164,9 +166,9 @@ def comm(args, workdir: str) -> dict:
                job_seconds=wall, table_mb=[e["table_bytes"] / 1e6 for e in per],
                peak_activation_mb=[e["peak_activation_bytes"] / 1e6 for e in per], max_age=[e["max_age"] for e in per])
     mb = 1e6
-    print(f"\n{spec}: {n} nodes, {out['num_edges']} edges, 4 parts, halo rows {base['halo_rows']} "
+    print(f"\n{spec}: {n} nodes, {out['num_edges']} edges, {K} parts, halo rows {base['halo_rows']} "
           f"({out['halo_per_node']:.2f} per node)")
-    print(f"chunk pipelining K=4 (measured): {measured['activation'] / mb:.1f} MB forward + "
+    print(f"chunk pipelining K={K} (measured): {measured['activation'] / mb:.1f} MB forward + "
           f"{measured['activation_grad'] / mb:.1f} MB backward + {measured['encoder_gradient'] / mb:.2f} MB encoder "
           f"gradients = {measured['total'] / mb:.1f} MB per epoch")
     print(f"graph parallel (computed): {base['forward'] / mb:.1f} MB forward + {base['backward'] / mb:.1f} MB backward "
@@ -202,12 +204,14 @@ def side_by_side(parts: str, cfg) -> list[float]:
 def speed(args, workdir: str) -> dict:
     spec = f"synthetic?num_nodes={args.speed_nodes}&num_features=128&num_classes=16&avg_degree=10"
     parts = _partition(spec, args.speed_chunks, os.path.join(workdir, f"speed-n{args.speed_nodes}-p{args.speed_chunks}"))
-    whole = _partition(spec, 1, os.path.join(workdir, f"speed-n{args.speed_nodes}-p1"))
-    cfg = _gcnii(epochs=args.speed_epochs, hidden=64)
+    whole = None if args.smoke else _partition(spec, 1, os.path.join(workdir, f"speed-n{args.speed_nodes}-p1"))
+    cfg = _gcnii(epochs=args.speed_epochs, hidden=64, num_layers=args.layers)
     m = args.speed_chunks
     # The baseline runs the same chunks; "1 chunk" is plain full-graph training (no tables).
     settings = [("1 process", parts, 1, "1f1b"), ("2 stages 1f1b", parts, 2, "1f1b"),
                 ("2 stages gpipe", parts, 2, "gpipe"), ("1 process, 1 chunk", whole, 1, "1f1b")]
+    if args.smoke:  # one run each of the baseline and a 2-stage pipeline (and the floor below)
+        settings = settings[:2]
     runs: dict = {s[0]: [] for s in settings}
     floor: list[dict] = []
     for rep in range(args.repeats):
@@ -252,7 +256,7 @@ def speed(args, workdir: str) -> dict:
     print(f"{'2 side by side':16} {each / 2:8.3f} {each / 2 / base:6.2f}   (floor: two whole runs at once, "
           f"each {each:.3f} s per epoch = {each / base:.2f}x alone; half of it is the best any split of the work "
           f"over 2 processes can do on these cores)")
-    return dict(graph=spec, chunks=m, model="GCNII 16 layers, hidden 64", threads_per_worker=1, rows=rows,
+    return dict(graph=spec, chunks=m, model=f"GCNII {args.layers} layers, hidden 64", threads_per_worker=1, rows=rows,
                 side_by_side=floor_row)
 
 
@@ -265,6 +269,8 @@ def main() -> None:
     ap.add_argument("--eval-every", type=int, default=0,
                     help="accuracy: also evaluate every this many epochs and report the test accuracy at the best "
                          "validation accuracy (0: the final weights only)")
+    ap.add_argument("--layers", type=int, default=16, help="GCNII's layers in every part (at least --stages)")
+    ap.add_argument("--stages", type=int, default=4, help="accuracy and comm: K stages = workers = METIS parts")
     ap.add_argument("--comm-nodes", type=int, default=1_000_000)
     ap.add_argument("--comm-degree", type=int, default=10)
     ap.add_argument("--comm-hidden", type=int, default=64)
@@ -278,13 +284,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2, help="speed: alternating repeats; medians reported")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gnnscale_chunk_pipeline"))
     ap.add_argument("--smoke", action="store_true",
-                    help="every part at its smallest: Cora 1 epoch 1 seed; 3,000-node graphs, 4 chunks, 1 repeat")
+                    help="every part at its smallest: GCNII 4 layers, K = 2 stages; Cora 1 epoch 1 seed; 3,000-node "
+                         "graphs, 1 repeat; speed: 4 chunks, 1 process and 2 stages 1f1b only")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if args.smoke:
         args.epochs, args.seeds, args.datasets = 1, 1, "cora"
-        args.comm_nodes, args.comm_chunks, args.speed_nodes, args.speed_chunks = 3000, 4, 3000, 4
-        args.speed_epochs, args.repeats = 2, 1
+        args.comm_nodes, args.comm_chunks, args.speed_nodes, args.speed_chunks = 3000, 2, 3000, 4
+        args.speed_epochs, args.repeats, args.layers, args.stages = 2, 1, 4, 2
     out: dict = dict(setup=vars(args))
     parts = [p.strip() for p in args.what.split(",") if p.strip()]
     for part in parts:

@@ -74,7 +74,7 @@ def accuracy(args, work: Path) -> dict:
         for layers in [int(x) for x in args.layers.split(",")]:
             fan = ",".join(["10"] * layers)
             row = {}
-            for mode in MODES:
+            for mode in args.modes.split(","):
                 runs = []
                 for seed in [int(s) for s in args.seeds.split(",")]:
                     m = work / f"{name}-{layers}-{mode}-{seed}.json"
@@ -93,12 +93,17 @@ def accuracy(args, work: Path) -> dict:
                     print(f"  {name:18s} L={layers} {mode:10s} seed {seed}: test@best-val "
                           f"{r['test_acc_at_best_val']:.4f} ({r['epoch_seconds']:.2f} s/epoch)", flush=True)
                 row[mode] = {"runs": runs, "median": statistics.median(x["test_acc_at_best_val"] for x in runs)}
-            row["historical_minus_exact_points"] = 100 * (row["historical"]["median"] - row["exact"]["median"])
+            row["historical_minus_exact_points"] = (100 * (row["historical"]["median"] - row["exact"]["median"])
+                                                    if "historical" in row and "exact" in row else None)
             out[f"{name}/L{layers}"] = row
     print("\ngraph, layers            exact   historical   local   historical - exact (points; target |.| <= 1.0)")
+    def cell(row: dict, mode: str, width: int) -> str:  # the mode's median, or '-' where it did not run
+        return f"{row[mode]['median']:{width}.4f}" if mode in row else "-".rjust(width)
+
     for key, row in out.items():
-        print(f"{key:22s} {row['exact']['median']:7.4f} {row['historical']['median']:12.4f} "
-              f"{row['local']['median']:7.4f}   {row['historical_minus_exact_points']:+.2f}")
+        diff = row["historical_minus_exact_points"]
+        print(f"{key:22s} {cell(row, 'exact', 7)} {cell(row, 'historical', 12)} {cell(row, 'local', 7)}   "
+              + (f"{diff:+.2f}" if diff is not None else "-"))
     return out
 
 
@@ -214,6 +219,7 @@ def main() -> None:
     ap.add_argument("--graphs", default=",".join(GRAPHS))
     ap.add_argument("--layers", default="2,3")
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--modes", default=",".join(MODES), help="accuracy part: exchange modes compared")
     ap.add_argument("--staleness", type=int, default=4, help="historical mode's bound in the accuracy part")
     ap.add_argument("--bytes-staleness", default="epoch",
                     help="bounds compared in the bytes part: steps, or 'epoch' (one epoch's steps, the staleness "
@@ -231,15 +237,19 @@ def main() -> None:
     ap.add_argument("--parts", type=int, default=4, help="parts = workers of every run")
     ap.add_argument("--epochs", type=int, default=None, help="accuracy part: epochs of every graph (default: GRAPHS')")
     ap.add_argument("--smoke", action="store_true",
-                    help="Cora 1 epoch (L=2, seed 0) and a 3,000-node graph for the bytes, 2 parts, 2 steps")
+                    help="Cora 1 epoch (L=2, seed 0, historical only) and a 3,000-node graph for the bytes (every "
+                    "mode), 2 parts, 2 steps")
     ap.add_argument("--workdir", default=None, help="keep partitions here (reused when present)")
     ap.add_argument("--reuse", action="store_true", help="reuse a run's metrics file left in --workdir")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if args.smoke:
         args.graphs, args.layers, args.seeds, args.epochs, args.parts = "cora", "2", "0", 1, 2
+        args.modes = "historical"  # the bytes part runs every mode
         args.bytes_dataset, args.bytes_batch_size, args.bytes_fanouts, args.bytes_hidden = SMOKE_BYTES_DATASET, 64, "5,5", 16
         args.max_steps = 2
+    if set(args.modes.split(",")) - set(MODES):
+        ap.error(f"--modes: expected among {', '.join(MODES)}; found {args.modes}")
     report = {"args": vars(args)}
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp())
     work.mkdir(parents=True, exist_ok=True)

@@ -83,9 +83,12 @@ def main() -> None:
     out: dict = {}
 
     def ref(mode: str) -> dict:
+        """The uninterrupted run of ``mode`` (exact's model saved to ref_exact.pt, for saved_model)."""
         m = work / f"ref_{mode}.json"
         if not m.exists():
-            need(run("train", "--parts-dir", parts, *BASE, "--exchange", mode, "--metrics", str(m))[0], f"{mode} run")
+            save = ["--save-model", str(work / "ref_exact.pt")] if mode == "exact" else []
+            need(run("train", "--parts-dir", parts, *BASE, "--exchange", mode, "--metrics", str(m), *save)[0],
+                 f"{mode} run")
         return metrics(m)
 
     for mode in [m for m in ("exact", "historical") if f"{m}_resume" in cases]:
@@ -111,7 +114,7 @@ def main() -> None:
     if "elastic" in cases:
         elastic(parts, work, ref, out)
     if "saved_model" in cases:
-        saved_model(parts, work, root, out)
+        saved_model(parts, work, root, ref, out)
     if "soak" in cases:
         soak(parts, work, out)
     # Two hosts (network namespaces) and the fuzzed inputs run as their tests do (pytest -s prints
@@ -159,10 +162,11 @@ def elastic(parts: str, work: Path, ref, out: dict) -> None:
     print(f"elastic: {out['elastic']}", flush=True)
 
 
-def saved_model(parts: str, work: Path, root: str, out: dict) -> None:
-    """--save-model, then ``gnnscale evaluate`` and ``gnnscale predict`` against ``load_model``."""
-    model, m, npy = work / "model.pt", work / "saved.json", work / "pred.npy"
-    need(run("train", "--parts-dir", parts, *BASE, "--save-model", str(model), "--metrics", str(m))[0], "save-model run")
+def saved_model(parts: str, work: Path, root: str, ref, out: dict) -> None:
+    """--save-model (the uninterrupted exact run's), then ``gnnscale evaluate`` and ``gnnscale
+    predict`` against ``load_model``."""
+    ref("exact")
+    model, m, npy = work / "ref_exact.pt", work / "ref_exact.json", work / "pred.npy"
     ev, _ = run("evaluate", "--model", str(model), "--parts-dir", parts, "--json")
     need(ev, "evaluate")
     need(run("predict", "--model", str(model), "--dataset", "planetoid:cora", "--root", root, "--out", str(npy))[0],

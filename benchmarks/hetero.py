@@ -602,12 +602,12 @@ def main() -> None:
     g.add_argument("--no-dgl", action="store_true", help="time gnnscale's sampling only")
     g.add_argument("--work", default=None, help="folder for partitions and the DGL graph (kept; reused by "
                    "sampling when mag made them); default: a temporary folder")
-    ap.add_argument("--smoke", action="store_true", help="every item at its smallest: ACM 1 epoch, 1 seed, 1 and 2 "
+    ap.add_argument("--smoke", action="store_true", help="every item at its smallest: ACM 1 epoch, 1 seed, 2 "
                     "workers; a 5,000-node synthetic-mag, 2 workers, 2 steps; 512 seeds of sampling, 1 run")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if args.smoke:
-        args.what, args.seeds, args.epochs, args.workers = "acm,mag,sampling", "0", 1, "1,2"
+        args.what, args.seeds, args.epochs, args.workers = "acm,mag,sampling", "0", 1, "2"
         args.mag_nodes, args.mag_workers, args.mag_batch_size, args.mag_max_steps = 5000, 2, 64, 2
         args.sampling_batch_size, args.min_seeds, args.repeats = 128, 512, 1
     what = args.what.split(",")

@@ -433,7 +433,7 @@ def run_sampling(args, work: Path) -> dict:
           f"{t['on']['steps']} steps per worker), bytes sent by all ranks:")
     print(f"{'edge features':14s} {'edge_attr':>12s} {'rows (x32 B)':>13s} {'sample_response':>16s} {'all bytes':>12s} "
           f"{'epoch s':>8s}")
-    for k in ("on", "off"):
+    for k in [k for k in ("on", "off") if k in t]:
         r = t[k]
         print(f"{k:14s} {r['edge_attr_bytes']:12,d} {r['edge_attr_bytes'] // (4 * args.edge_dim):13,d} "
               f"{r['sample_response_bytes']:16,d} {r['bytes_sent']:12,d} {r['epoch_seconds']:8.2f}", flush=True)
@@ -471,7 +471,7 @@ def edge_bytes_2_parts(args, work: Path, evd) -> dict:
     """One epoch of 2-worker training on the R-MAT graph with 8 features per edge, edge features
     on and off: the bytes per category (all ranks)."""
     graphgen, _, _ = peers_modules()
-    ga = graphgen.add_graph_args(argparse.ArgumentParser()).parse_args(["--num-nodes", "100000"])
+    ga = graphgen.add_graph_args(argparse.ArgumentParser()).parse_args(["--num-nodes", str(args.edge_bytes_nodes)])
     ga.cache_dir = "/tmp/peers/cache"
     name, data = graphgen.load_graph(ga, log=lambda *a: print(*a, file=sys.stderr))
     ddir = work / f"{name}-edge{args.edge_dim}"
@@ -489,11 +489,12 @@ def edge_bytes_2_parts(args, work: Path, evd) -> dict:
     meta = json.loads((parts / "meta.json").read_text())
     out = {"dataset": f"dir:{ddir}", "parts": str(parts), "edge_feature_dim": meta["edge_feature_dim"],
            "edge_cut_fraction": meta.get("edge_cut_fraction")}
-    for edges in ("on", "off"):
+    for edges in ("on",) if args.smoke else ("on", "off"):  # --smoke: the run with edge rows only
         m = run_train(str(parts), 2, work / f"edge-bytes-{edges}.json",
                       ["--layer", "gat-pyg", "--edge-features", edges, "--hidden", "64", "--fanouts", args.fanouts,
                        "--batch-size", str(args.batch_size), "--epochs", "1", "--eval-every", "0", "--seed", "0",
-                       "--no-verify", "--no-host-features", "--no-host-graph"])  # the exchange itself, as on 2 hosts
+                       "--no-verify", "--no-host-features", "--no-host-graph"]  # the exchange itself, as on 2 hosts
+                      + (["--max-steps", str(args.edge_bytes_max_steps)] if args.edge_bytes_max_steps else []))
         ep = m["epochs"][-1]
         sent = ep["bytes_sent_by_category"]
         out[edges] = {"edge_attr_bytes": int(sent.get("edge_attr", 0)), "sample_response_bytes": int(sent["sample_response"]),
@@ -534,13 +535,17 @@ def main() -> None:
     s.add_argument("--threads", type=int, default=2)
     s.add_argument("--backend", default="auto", help="sampling kernels: auto, numba or torch")
     s.add_argument("--sampling-graph", default="100k", help="the R-MAT graph of benchmarks/sampler.py's GRAPHS")
-    ap.add_argument("--smoke", action="store_true", help="every item at its smallest: HumLoc 1 epoch, 1 seed, 1 and 2 "
-                    "workers, edge features on; auc on 1 worker; sampling on a 5,000-node graph, 1 round")
+    s.add_argument("--edge-bytes-nodes", type=int, default=100_000, help="R-MAT nodes of the 2-part training epoch")
+    s.add_argument("--edge-bytes-max-steps", type=int, default=0, help="cap on that epoch's steps (0: whole epoch)")
+    ap.add_argument("--smoke", action="store_true", help="every item at its smallest: HumLoc 1 epoch, 1 seed, 1 "
+                    "worker, edge features on, micro-F1; auc on 1 worker; sampling on a 5,000-node graph, 1 round; "
+                    "a 2-part epoch of 2 steps on 5,000 nodes with edge features")
     args = ap.parse_args()
     if args.smoke:
-        args.what, args.seeds, args.workers, args.humloc_epochs, args.edge_settings = "humloc,auc,sampling", [0], [1, 2], 1, ["on"]
+        args.what, args.seeds, args.workers, args.humloc_epochs, args.edge_settings = "humloc,auc,sampling", [0], [1], 1, ["on"]
         args.auc_workers, args.sampling_graph, args.repeats, args.min_seeds = [1], "5k", 1, 1024
         args.batch_size, args.fanouts, args.hidden = 128, "5,5", 16
+        args.humloc_metrics, args.edge_bytes_nodes, args.edge_bytes_max_steps = ["micro_f1"], 5000, 2
     what = args.what.split(",")
     unknown = set(what) - set(WHATS)
     if unknown:

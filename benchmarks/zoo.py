@@ -62,8 +62,9 @@ def parts(dataset: str, p: int, work: Path) -> Path:
 
 
 def compare(protocol: str, seeds: list[int], work: Path, epochs: int | None = None,
-            datasets: tuple[str, ...] = ("cora", "citeseer")) -> dict:
+            datasets: tuple[str, ...] = ("cora", "citeseer"), models: tuple[str, ...] = ("gcn", "gat")) -> dict:
     spec = dict(PROTOCOLS[protocol], epochs=epochs or PROTOCOLS[protocol]["epochs"])
+    spec["layers"] = {k: v for k, v in spec["layers"].items() if k in models}
     out = {"epochs": spec["epochs"], "global_batch": spec["global_batch"] or "all training nodes",
            "hyperparameters": {k: " ".join(SAMPLING + v) for k, v in spec["layers"].items()}, "pairs": {}}
     for dataset in datasets:
@@ -95,22 +96,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--protocols", default="planetoid,minibatch", help="comma-separated: planetoid, minibatch")
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--models", default="gcn,gat", help="comma-separated: gcn, gat")
     ap.add_argument("--gcnii-layers", type=int, default=16)
     ap.add_argument("--gcnii-epochs", type=int, default=30)
     ap.add_argument("--epochs", type=int, default=None, help="epochs of the comparisons (default: the protocol's)")
     ap.add_argument("--smoke", action="store_true",
-                    help="the minibatch protocol on Cora, 1 seed, 1 epoch; GCNII 4 layers, 1 epoch")
+                    help="the minibatch protocol on Cora, GAT only, 1 seed, 1 epoch; GCNII 4 layers, 1 epoch")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     datasets: tuple[str, ...] = ("cora", "citeseer")
     if args.smoke:
         args.protocols, args.seeds, args.epochs, args.gcnii_layers, args.gcnii_epochs = "minibatch", "0", 1, 4, 1
+        args.models = "gat"
         datasets = ("cora",)
+    if set(args.models.split(",")) - {"gcn", "gat"}:
+        ap.error(f"--models: expected among gcn, gat; found {args.models}")
     seeds = [int(s) for s in args.seeds.split(",")]
     work = Path(tempfile.mkdtemp())
     report = {"seeds": seeds, "protocols": {}}
     for protocol in args.protocols.split(","):
-        report["protocols"][protocol] = compare(protocol, seeds, work, args.epochs, datasets)
+        report["protocols"][protocol] = compare(protocol, seeds, work, args.epochs, datasets,
+                                                tuple(args.models.split(",")))
     L = args.gcnii_layers
     m = work / "gcnii.json"
     gnnscale("train", "--parts-dir", str(parts("cora", 2, work)), "--layer", "gcnii", "--layer-kwargs",
