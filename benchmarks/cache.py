@@ -75,7 +75,7 @@ def replay_counts(parts_dir: Path, fanouts, batch_size, seed, epochs) -> tuple[l
         for r in range(P):  # loop over ranks and their batches
             c = torch.zeros(N, dtype=torch.int64)
             for step, seeds in enumerate(shuffled_batches(train[r], batch_size, seed, epoch, r, steps)):
-                mb = sampler.sample(seeds, epoch=epoch, step=step, rank=r)
+                mb = sampler.sample(seeds, epoch=epoch, step=step)
                 c += torch.bincount(mb.input_ids, minlength=N)
             counts[(epoch, r)] = c
     return parts, counts, meta

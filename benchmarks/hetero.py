@@ -291,7 +291,7 @@ def relation_estimate(parts_dir: Path, whole_dir: Path, fanouts: list[int], per_
     rng = np.random.default_rng(seed)
     for p in range(P):
         seeds = torch.from_numpy(np.sort(to_whole[rng.permutation(train_orig[p])[:batch_size]]))
-        mb = sampler.sample(seeds, epoch=0, step=0, rank=p)
+        mb = sampler.sample(seeds, epoch=0, step=0)
         hops = []
         for b in reversed(mb.blocks):  # hop 0 (at the seeds) first
             et = b.edge_type

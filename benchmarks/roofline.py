@@ -212,7 +212,7 @@ def sample_epoch(parts_dir: str, fanouts=FANOUTS, batch_size: int = BATCH, epoch
                                 node_keys=torch.cat([torch.as_tensor(p.orig_ids) for p in parts]))
 
         def draw(seeds, step, p):
-            return union.sample(seeds, epoch=epoch, step=step, rank=p)
+            return union.sample(seeds, epoch=epoch, step=step)
         owner_of = parts[0].book.owner
     ranks = [RankSums(layers=[LayerSums() for _ in fanouts]) for _ in range(P)]
     owner_sample = [0] * P

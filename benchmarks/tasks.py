@@ -454,7 +454,7 @@ def gather_cost(indptr, indices, train_idx, fanouts, attr, args, batches: int = 
     for step, seeds in enumerate(torch.split(perm, args.batch_size)[:batches]):
         dst, pos = seeds, []
         for hop, f in enumerate(fanouts):
-            counts, nbrs, edges = s.kernels.sample(indptr, indices, dst, dst, f, s.keys(0, step, 0, hop), return_edges=True)
+            counts, nbrs, edges = s.kernels.sample(indptr, indices, dst, dst, f, s.keys(0, step, hop), return_edges=True)
             pos.append(edges)
             dst = s.kernels.relabel(dst, nbrs)[0]
         positions.append(torch.cat(pos))

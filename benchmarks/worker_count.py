@@ -5,11 +5,12 @@ Every run trains on the whole training set in each step (ACM ``train_20``: 60 pa
 Cora: 140 nodes, batch 512, per worker), so 1, 2 and 4 workers step over the same seeds: with the
 dropout keyed by node (``gnnscale.nn.dropout``, rows keyed by original id) and the loss the mean
 over every rank's seeds, a step of 2 or 4 workers computes what one worker's does, up to float32
-summation. Fan-outs are -1 (every neighbour; sampling with a fan-out still draws with the
-requesting rank's stream, see the notes). The model is ``benchmarks/hetero.py``'s ACM one:
-2 layers, hidden 64, dropout 0.5, Adam 0.01, weight decay 5e-4, 200 epochs (``rel:sage`` on ACM,
-``sage`` on Cora). Printed: per dataset and worker count, the median over seeds, and each
-worker count's gap to 1 worker in points (the issue asks for medians within 0.3 point).
+summation. Fan-outs are -1 (every neighbour: no draws; with a fan-out the draws are keyed by
+node, not rank, so they agree too: ``tests/test_worker_count.py``). The model is
+``benchmarks/hetero.py``'s ACM one: 2 layers, hidden 64, dropout 0.5, Adam 0.01, weight decay
+5e-4, 200 epochs (``rel:sage`` on ACM, ``sage`` on Cora). Printed: per dataset and worker count,
+the median over seeds, and each worker count's gap to 1 worker in points (the issue asks for
+medians within 0.3 point).
 
     python benchmarks/worker_count.py --json results/worker_count.json
     python benchmarks/worker_count.py --smoke        # 2 seeds, 3 epochs, 1 and 2 workers

@@ -260,7 +260,7 @@ def _communication(
         for step, seeds in enumerate(batches[p]):
             if seeds.numel() == 0:
                 continue
-            mb = sampler.sample(seeds, epoch=epoch, step=step, rank=p)
+            mb = sampler.sample(seeds, epoch=epoch, step=step)
             inp = mb.input_ids
             remote = owner[inp] != p
             rows[p] += int(remote.sum())

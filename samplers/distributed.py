@@ -2,11 +2,12 @@
 
 Each hop splits the frontier by owner. Ids this rank owns are sampled from its local CSC;
 the others go to their owners in one request/response exchange (two all_to_all payloads)
-per hop. Owners draw with the *requester's* random stream, so the result equals what
-:class:`~gnnscale.samplers.local.NeighborSampler` draws in one process for the same rank,
-epoch and step, however the graph is partitioned. With edge attributes, owners also gather
-the rows of the edges they drew for each requester and send them right after the response
-(one more exchange per hop, category ``edge_attr``).
+per hop. A node's draws are keyed by (seed, epoch, step, hop) and its original id, never by
+the rank that asks, so the result equals what :class:`~gnnscale.samplers.local.NeighborSampler`
+draws in one process at the same epoch and step, however the graph is partitioned and whichever
+rank holds the seed: the ranks' batches of a step draw what one worker draws for their union.
+With edge attributes, owners also gather the rows of the edges they drew for each requester and
+send them right after the response (one more exchange per hop, category ``edge_attr``).
 
 Ranks on one host may sample each other's nodes themselves (:meth:`DistNeighborSampler.read_host_parts`,
 ``--host-graph``): the owners' CSCs are read from the partition folder, and drawn with this rank's
@@ -171,7 +172,7 @@ class DistNeighborSampler:
 
     def read_host_parts(self, parts: dict[int, HostGraph], complete: bool) -> None:
         """Sample the nodes of ``parts`` (``{rank: HostGraph}``, other ranks' parts read on this
-        host) here, with this rank's stream and their owners' node keys: the same draws as the
+        host) here, with the step's stream and their owners' node keys: the same draws as the
         owners', without a request. ``complete``: every rank reads every other rank's part (the
         same value on every rank); then a hop runs no exchange at all, else the exchanges run as
         before with nothing asked of the parts read here. Exact mode, untyped, unweighted."""
@@ -200,11 +201,11 @@ class DistNeighborSampler:
 
     def _sample_host(self, k: int, ids: torch.Tensor, hop: int, epoch: int, step: int) -> tuple[torch.Tensor, ...]:
         """(counts, nbrs[, edge rows]) of rank ``k``'s ids (int64 [m] global), drawn here as rank
-        ``k`` would draw them for this rank."""
+        ``k`` would draw them."""
         g = self.host[k]
         with_attr = self.edge_attr is not None
         out = self._draw(g.indptr, g.indices, g.owned_keys, int(self.book.offsets[k]), ids, self.fanouts[hop],
-                         self.keys(epoch, step, self.comm.rank, hop), self.kernels, with_attr)
+                         self.keys(epoch, step, hop), self.kernels, with_attr)
         return (out[0], out[1], gather_edge_attr(g.edge_attr, out[2])) if with_attr else (out[0], out[1], None)
 
     def sample(self, seeds: torch.Tensor, epoch: int = 0, step: int = 0) -> MiniBatch:
@@ -248,9 +249,9 @@ class DistNeighborSampler:
         return mb
 
     def _sample_own(self, dst: torch.Tensor, hop: int, epoch: int, step: int) -> tuple[torch.Tensor, ...]:
-        """Neighbors of owned ids ``dst`` (int64 [k] global) drawn with this rank's stream for ``hop``
+        """Neighbors of owned ids ``dst`` (int64 [k] global) drawn with the step's stream for ``hop``
         (and their CSC edge positions when the sampler has edge attributes)."""
-        return self.sample_owned(dst, self.fanouts[hop], self.keys(epoch, step, self.comm.rank, hop),
+        return self.sample_owned(dst, self.fanouts[hop], self.keys(epoch, step, hop),
                                  return_edges=self.edge_attr is not None)
 
     def sample_owned(
@@ -317,7 +318,7 @@ class DistNeighborSampler:
         back = back_rows = None
         if not self.host_complete:
             back, back_rows = self._serve(req, hop, epoch, step)
-        o_out = self._draw_own(own, self.fanouts[hop], self.keys(epoch, step, rank, hop), with_attr)
+        o_out = self._draw_own(own, self.fanouts[hop], self.keys(epoch, step, hop), with_attr)
         counts_list, nbrs_list, rows_list = [], [], []
         for r in range(P):  # loop over ranks (a handful), not over nodes
             if r == rank:
@@ -344,15 +345,15 @@ class DistNeighborSampler:
 
     def _serve(self, req: list[torch.Tensor], hop: int, epoch: int, step: int):
         """One hop's exchanges: send ``req[r]`` (ids rank r owns) to each owner, serve what the
-        others ask of this rank, each id drawn with its requester's stream key; returns the
-        answers per owner (counts then neighbours) and, with edge attributes, their rows."""
-        comm, P = self.comm, self.comm.world_size
+        others ask of this rank, each id drawn with the step's stream key (the same whoever
+        asks); returns the answers per owner (counts then neighbours) and, with edge attributes,
+        their rows."""
+        comm = self.comm
         got = comm.exchange(req, "sample_request")
         sizes = torch.tensor([g.numel() for g in got])
-        keys = torch.tensor([self.keys(epoch, step, r, hop) for r in range(P)], dtype=torch.int64)
         served = torch.cat(got)
         with_attr = self.edge_attr is not None
-        s_out = self._draw_own(served, self.fanouts[hop], torch.repeat_interleave(keys, sizes), with_attr)
+        s_out = self._draw_own(served, self.fanouts[hop], self.keys(epoch, step, hop), with_attr)
         s_counts, s_nbrs = s_out[0], s_out[1]
         per_req_counts = list(torch.split(s_counts, sizes.tolist()))
         edge_sizes = [int(c.sum()) for c in per_req_counts]
@@ -383,10 +384,10 @@ class DistNeighborSampler:
         req[rank] = own.new_empty(0)
         got = comm.exchange(req, "sample_request")
         sizes = [g.numel() for g in got]
-        keys = torch.tensor([self.keys(epoch, step, r, hop) for r in range(P)], dtype=torch.int64)
+        key = self.keys(epoch, step, hop)  # the same stream for every requester
         served = torch.cat(got)
         with_attr = self.edge_attr is not None
-        s_out = self._sample_typed(served, hop, torch.repeat_interleave(keys, torch.tensor(sizes)))
+        s_out = self._sample_typed(served, hop, key)
         s_kr, s_nbrs = s_out[0], s_out[1]
         kr_per_req = list(torch.split(s_kr, sizes))
         edge_sizes = [int(c.sum()) for c in kr_per_req]
@@ -394,7 +395,7 @@ class DistNeighborSampler:
         back = comm.exchange([torch.cat([c.flatten(), v]) for c, v in zip(kr_per_req, nbrs_per_req)],
                              "sample_response")
         back_rows = self._send_rows(self._attr_rows(s_out[2]), edge_sizes) if with_attr else None
-        o_out = self._sample_typed(own, hop, self.keys(epoch, step, rank, hop))
+        o_out = self._sample_typed(own, hop, key)
         counts_list, folded_list, rows_list = [], [], []
         for r in range(P):  # loop over ranks (a handful), not over nodes
             if r == rank:

@@ -224,8 +224,8 @@ def sample_from_csc(
         node_keys: int64 [n] the same nodes' identities in the random stream (their original
             ids), so the draw does not depend on which worker holds the node or its relabeling.
         fanout: neighbors per node, -1 for all.
-        key: int64 stream key (seed, epoch, step, requesting rank, hop), a Python int or an
-            int64 [n] tensor (one key per node, when serving several requesters at once).
+        key: int64 stream key (``SamplingKeys``: seed, epoch, step, hop), a Python int or an
+            int64 [n] tensor (one key per node).
         replace: sample with replacement (``fanout`` draws per node with a neighbor).
         weights: optional float [E] non-negative edge weights aligned with ``indices``
             (weighted sampling; zero-weight edges are never chosen).

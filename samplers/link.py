@@ -27,13 +27,12 @@ from gnnscale.errors import SamplerError
 from gnnscale.partitioning.routing import Route
 from gnnscale.samplers.block import MiniBatch
 from gnnscale.samplers.link_kernels import drop_columns, seed_pair_hits
-from gnnscale.samplers.local import NeighborSampler
 from gnnscale.samplers.rng import stream_key
 
 NEGATIVE_MODES = ("uniform", "per_source", "in_batch")
 
 # Salt of the negatives' stream keys: the neighbour sampler's keys are stream_key(seed, epoch,
-# step, rank, hop), these stream_key(_SALT, seed, epoch, step, rank): independent streams.
+# step, 0, hop), these stream_key(_SALT, seed, epoch, step, rank): independent streams.
 _SALT = 0x4E45474154495645  # "NEGATIVE"
 _MASK64 = (1 << 64) - 1
 
@@ -210,9 +209,8 @@ class LinkSampler:
 
     Args:
         node_sampler: a :class:`~gnnscale.samplers.distributed.DistNeighborSampler`, or a local
-            :class:`~gnnscale.samplers.local.NeighborSampler` (called with ``rank``), or any
-            object with ``sample(seeds, epoch=, step=)`` (``takes_rank = True`` to get ``rank=``
-            too) whose batch's seeds are the seeds given.
+            :class:`~gnnscale.samplers.local.NeighborSampler`, or any object with
+            ``sample(seeds, epoch=, step=)`` whose batch's seeds are the seeds given.
         pos: int64 [2, E_r] this rank's supervision edges (global ids).
         negatives: the :class:`NegativeSampler` (its ``num_nodes`` is the graph's N), or None:
             no negatives (edge classification / regression: the positives only, Q = 0; give
@@ -244,7 +242,6 @@ class LinkSampler:
         self.exclude = exclude
         self.num_nodes = negatives.num_nodes if negatives is not None else \
             _check_count(num_nodes, "num_nodes (the graph's number of nodes)")
-        self.takes_rank = bool(getattr(node_sampler, "takes_rank", isinstance(node_sampler, NeighborSampler)))
 
     def sample(self, edge_ids: torch.Tensor, epoch: int = 0, step: int = 0) -> MiniBatch:
         """The batch of positives ``pos[:, edge_ids]`` (``edge_ids`` int64 [B] positions into ``pos``).
@@ -276,10 +273,7 @@ class LinkSampler:
                 neg, of_pos = neg[:, keep], of_pos[keep]
         pairs = torch.cat([pos, neg], 1)
         nodes = torch.unique(pairs.reshape(-1))  # sorted
-        if self.takes_rank:
-            mb = self.node_sampler.sample(nodes, epoch=epoch, step=step, rank=self.rank)
-        else:
-            mb = self.node_sampler.sample(nodes, epoch=epoch, step=step)
+        mb = self.node_sampler.sample(nodes, epoch=epoch, step=step)
         if mb.seeds is not nodes and not torch.equal(mb.seeds, nodes):
             raise SamplerError("the node sampler's batch must keep the seeds it was given, in order")
         excluded = self._exclude(mb, pos) if self.exclude else 0

@@ -112,13 +112,19 @@ def gather_edge_attr(edge_attr: torch.Tensor, edges: torch.Tensor) -> torch.Tens
 
 
 class SamplingKeys:
-    """Stream keys: one independent random stream per (seed, epoch, step, rank, hop)."""
+    """Stream keys: one independent random stream per (seed, epoch, step, hop).
+
+    Never keyed by the requesting rank: a node's neighbours at a hop are a function of the key
+    and the node's original id only, so the ranks' batches of a step draw, together, what one
+    worker draws for their union (the same neighbourhoods on 1, 2 or 4 workers). The field
+    between step and hop, once the requester, is 0: one worker's draws are what they were.
+    """
 
     def __init__(self, seed: int) -> None:
         self.seed = int(seed)
 
-    def __call__(self, epoch: int, step: int, rank: int, hop: int) -> int:
-        return stream_key(self.seed, epoch, step, rank, hop)
+    def __call__(self, epoch: int, step: int, hop: int) -> int:
+        return stream_key(self.seed, epoch, step, 0, hop)
 
 
 class NeighborSampler:
@@ -150,10 +156,11 @@ class NeighborSampler:
             keep a packed copy (each neighbor id beside its edge's row: ``E * (8 + 4 De)``
             bytes) and read the rows as they draw.
 
-    ``sample(seeds, epoch, step, rank)`` draws exactly what :class:`DistNeighborSampler`
-    draws for requester ``rank`` at the same (epoch, step), whatever the partitioning,
-    provided each node's in-neighbors are listed in the same order (gnnscale's partition
-    format lists them by original id). (Weighted sampling with replacement searches a
+    ``sample(seeds, epoch, step)`` draws exactly what :class:`DistNeighborSampler` draws at
+    the same (epoch, step), whatever the partitioning and whichever rank asks (the union of
+    the ranks' seeds of a step draws the union of their neighbourhoods), provided each node's
+    in-neighbors are listed in the same order (gnnscale's partition format lists them by
+    original id). (Weighted sampling with replacement searches a
     cumulative sum over the local CSC, so across different partitionings its draws can
     differ where a draw falls within rounding of an interval boundary.)
     """
@@ -185,7 +192,7 @@ class NeighborSampler:
         self.edge_attr = check_edge_attr(edge_attr, indices.numel())
         self.packed = packed_edges(self.kernels, indices, self.edge_attr, self.variant, typed)
 
-    def sample(self, seeds: torch.Tensor, epoch: int = 0, step: int = 0, rank: int = 0) -> MiniBatch:
+    def sample(self, seeds: torch.Tensor, epoch: int = 0, step: int = 0) -> MiniBatch:
         """Sample the computation graph of ``seeds`` (int64 [B], unique global ids)."""
         check_seeds(seeds, self.num_nodes)
 
@@ -193,7 +200,7 @@ class NeighborSampler:
         attr = self.edge_attr
 
         def hop_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, ...]:
-            key = self.keys(epoch, step, rank, hop)
+            key = self.keys(epoch, step, hop)
             ids = dst if self.node_keys is None else self.node_keys[dst]
             if typed is not None:
                 out = sample_relations(self.kernels.sample, typed, self.indices, dst, typed.node_type(dst),

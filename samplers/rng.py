@@ -3,8 +3,8 @@
 A sampled neighborhood must not depend on which worker samples it: the owner of a node
 samples it on behalf of a requester and must draw exactly what a single process would.
 So the random number used for (node v, draw j) is a pure function of a 64-bit stream key
-(seed, epoch, step, requesting rank, hop) and of (v, j): a splitmix64 hash, vectorized
-over int64 tensors (wrap-around multiplication), on CPU or CUDA alike.
+(seed, epoch, step, hop: never the requesting rank) and of (v's original id, j): a splitmix64
+hash, vectorized over int64 tensors (wrap-around multiplication), on CPU or CUDA alike.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def mix64_int(x: int) -> int:
 
 
 def stream_key(*parts: int) -> int:
-    """A 64-bit key from integers (seed, epoch, step, rank, hop, ...), as a signed int64."""
+    """A 64-bit key from integers (e.g. seed, epoch, step, 0, hop), as a signed int64."""
     h = 0x6A09E667F3BCC908
     for p in parts:
         h = mix64_int(h ^ ((int(p) + _GOLDEN) & _MASK64))

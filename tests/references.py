@@ -87,7 +87,7 @@ def reference_run(parts_dir: str, cfg, micro: int) -> dict:
     for epoch in range(cfg.epochs):
         seeds = [s.epoch(epoch) for s in schedules]
         for i in range(schedules[0].steps):
-            steps.append([[sampler.sample(s, epoch, i * micro + m, rank=d) for m, s in enumerate(seeds[d][i])]
+            steps.append([[sampler.sample(s, epoch, i * micro + m) for m, s in enumerate(seeds[d][i])]
                           for d in range(len(parts))])
             keys.append([rng_key(cfg.seed, epoch, i, m) for m in range(micro)])
     losses = reference_steps(model, steps, keys, lambda ids: x[ids], lambda ids: y[ids],

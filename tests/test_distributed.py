@@ -26,11 +26,11 @@ def _partition(data, parts, tmp_path_factory):
     return str(out), new_of_old
 
 
-def _reference(data, seeds_orig, fanouts, seed, rank, hidden):
+def _reference(data, seeds_orig, fanouts, seed, hidden):
     n = data.num_nodes
     indptr, indices = to_csc(data.edge_index, n, dedupe=True)
     sampler = NeighborSampler(torch.from_numpy(indptr), torch.from_numpy(indices), fanouts, seed=seed, backend="torch")
-    mb = sampler.sample(seeds_orig, epoch=1, step=4, rank=rank)
+    mb = sampler.sample(seeds_orig, epoch=1, step=4)
     x = data.x[mb.input_ids]
     torch.manual_seed(123)
     model = GraphSAGE(data.x.size(1), hidden, int(data.num_classes), len(fanouts), dropout=0.0)
@@ -48,8 +48,10 @@ SEEDS = torch.arange(0, 2708, 23)  # original ids, spread over every part
 def test_distributed_equals_single_process(cora, parts, fanouts, tmp_path_factory):
     parts_dir, new_of_old = _partition(cora, parts, tmp_path_factory)
     results = launch_local(sample_fetch_forward, parts, args=(parts_dir, SEEDS, new_of_old, fanouts, 5, 16))
+    # Every rank samples the same seeds: with draws keyed by (seed, epoch, step, hop) and the
+    # nodes' original ids, never by the requesting rank, every rank gets the one-process blocks.
+    mb, x, out = _reference(cora, SEEDS, fanouts, seed=5, hidden=16)
     for res in results:
-        mb, x, out = _reference(cora, SEEDS, fanouts, seed=5, rank=res["rank"], hidden=16)
         assert len(res["blocks"]) == len(mb.blocks)
         for got, ref in zip(res["blocks"], mb.blocks):
             assert torch.equal(got["src"], ref.src_ids)
@@ -71,7 +73,7 @@ def test_feature_bytes_equal_remote_rows_times_row_size(cora, tmp_path_factory):
     for res in results:
         r = res["rank"]
         # Independently: the reference sampler's input nodes, owner by the partition's offsets.
-        mb, _, _ = _reference(cora, SEEDS, [5, 3], seed=5, rank=r, hidden=16)
+        mb, _, _ = _reference(cora, SEEDS, [5, 3], seed=5, hidden=16)
         new = new_of_old[mb.input_ids]
         remote = int(((new < offsets[r]) | (new >= offsets[r + 1])).sum())
         assert remote > 0

@@ -193,8 +193,8 @@ def test_local_blocks_carry_the_rows_of_their_edges(replace, weighted, backend):
     ew = edge_weight_of(indices, csc_dst(indptr)) if weighted else None
     kw = dict(seed=4, backend=backend, replace=replace, edge_weight=ew)
     seeds = torch.arange(0, n, 13)
-    with_attr = NeighborSampler(indptr, indices, [5, 4, 3], edge_attr=attr, **kw).sample(seeds, 1, 2, 0)
-    without = NeighborSampler(indptr, indices, [5, 4, 3], **kw).sample(seeds, 1, 2, 0)
+    with_attr = NeighborSampler(indptr, indices, [5, 4, 3], edge_attr=attr, **kw).sample(seeds, 1, 2)
+    without = NeighborSampler(indptr, indices, [5, 4, 3], **kw).sample(seeds, 1, 2)
     same_draws(with_attr, without)
     assert all(b.edge_attr is None for b in without.blocks)
     check_blocks(with_attr, table, n)
@@ -259,8 +259,8 @@ def test_typed_local_blocks_carry_the_rows_of_their_typed_edges(fanouts):
     typed = TypedGraph(relation_indptr(indptr, etype, spec["R"]), spec["dst_type"], spec["fanouts"],
                        lambda ids: node_type[ids])
     seeds = torch.arange(0, 300, 7)
-    got = NeighborSampler(indptr, indices, [1, 1], seed=9, typed=typed, edge_attr=attr).sample(seeds, 2, 3, 1)
-    ref = NeighborSampler(indptr, indices, [1, 1], seed=9, typed=typed).sample(seeds, 2, 3, 1)
+    got = NeighborSampler(indptr, indices, [1, 1], seed=9, typed=typed, edge_attr=attr).sample(seeds, 2, 3)
+    ref = NeighborSampler(indptr, indices, [1, 1], seed=9, typed=typed).sample(seeds, 2, 3)
     same_draws(got, ref)
     _check_typed(got, table, spec)
 
@@ -284,7 +284,7 @@ class _ThreadComm:
 @pytest.mark.parametrize("fanouts", [SHARED, PER_REL], ids=["one_call", "per_relation"])
 def test_typed_distributed_rows_equal_the_single_process_ones(fanouts):
     """Two ranks (threads) own a permuted graph's halves; owners send the rows of the typed
-    edges they drew: blocks equal the single-process sampler's for the same rank, rows included."""
+    edges they drew: blocks equal the single-process sampler's, rows included."""
     spec, table, node_type = _typed_setup(fanouts)
     n, R = spec["n"], spec["R"]
     old_of_new = torch.randperm(n, generator=torch.Generator().manual_seed(4))
@@ -322,8 +322,7 @@ def test_typed_distributed_rows_equal_the_single_process_ones(fanouts):
     typed_o = TypedGraph(relation_indptr(oi, oe, R), spec["dst_type"], spec["fanouts"], lambda ids: node_type[ids])
     attr_o = _typed_attr_of(table, oc, csc_dst(oi), oe, spec)
     for rank in range(2):
-        ref = NeighborSampler(oi, oc, [1, 1], seed=9, typed=typed_o, edge_attr=attr_o).sample(
-            seeds_orig[rank], 2, 3, rank)
+        ref = NeighborSampler(oi, oc, [1, 1], seed=9, typed=typed_o, edge_attr=attr_o).sample(seeds_orig[rank], 2, 3)
         for got, want in zip(out[rank].blocks, ref.blocks):
             assert torch.equal(old_of_new[got.src_ids], want.src_ids)
             assert torch.equal(got.edge_index, want.edge_index)
@@ -393,7 +392,7 @@ def test_distributed_rows_equal_the_single_process_ones_and_are_counted(tmp_path
         for replace, weighted in DIST_VARIANTS:
             ew = edge_weight_of(indices, csc_dst(indptr)) if weighted else None
             ref = NeighborSampler(indptr, indices, fanouts, seed=5, replace=replace, edge_weight=ew,
-                                  edge_attr=attr).sample(seeds_orig[r], epoch=1, step=4, rank=r)
+                                  edge_attr=attr).sample(seeds_orig[r], epoch=1, step=4)
             got = res[replace, weighted, "exact", True]
             remote_edges = 0
             for b, want in zip(got["blocks"], ref.blocks):

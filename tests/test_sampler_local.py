@@ -177,8 +177,8 @@ def test_compiled_and_torch_kernels_agree(fanouts):
     indptr, indices = _random_graph(n=2000, e=30000, seed=5)
     seeds = torch.randperm(2000, generator=torch.Generator().manual_seed(0))[:300]
     keys = torch.randperm(2000, generator=torch.Generator().manual_seed(1))  # arbitrary stream identities
-    a = NeighborSampler(indptr, indices, fanouts, seed=9, node_keys=keys, backend="torch").sample(seeds, 3, 4, 1)
-    b = NeighborSampler(indptr, indices, fanouts, seed=9, node_keys=keys, backend="numba").sample(seeds, 3, 4, 1)
+    a = NeighborSampler(indptr, indices, fanouts, seed=9, node_keys=keys, backend="torch").sample(seeds, 3, 4)
+    b = NeighborSampler(indptr, indices, fanouts, seed=9, node_keys=keys, backend="numba").sample(seeds, 3, 4)
     for x, y in zip(a.blocks, b.blocks):
         assert torch.equal(x.src_ids, y.src_ids)
         assert torch.equal(x.dst_ids, y.dst_ids)

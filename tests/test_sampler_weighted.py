@@ -220,8 +220,8 @@ def test_backends_agree(replace, weighted, fanouts):
     seeds = torch.randperm(2000, generator=torch.Generator().manual_seed(0))[:300]
     keys = torch.randperm(2000, generator=torch.Generator().manual_seed(1))
     kw = dict(seed=9, node_keys=keys, replace=replace, edge_weight=w if weighted else None)
-    a = NeighborSampler(indptr, indices, fanouts, backend="torch", **kw).sample(seeds, 3, 4, 1)
-    b = NeighborSampler(indptr, indices, fanouts, backend="numba", **kw).sample(seeds, 3, 4, 1)
+    a = NeighborSampler(indptr, indices, fanouts, backend="torch", **kw).sample(seeds, 3, 4)
+    b = NeighborSampler(indptr, indices, fanouts, backend="numba", **kw).sample(seeds, 3, 4)
     for x, y in zip(a.blocks, b.blocks):
         assert torch.equal(x.src_ids, y.src_ids)
         assert torch.equal(x.dst_ids, y.dst_ids)
@@ -305,7 +305,7 @@ def test_dist_sampler_world_size_one_matches_local(replace, weighted):
     indptr, indices, w = _random_graph(n=800, e=8000, seed=4)
     ew = w if weighted else None
     seeds = torch.arange(3, 800, 11)
-    local = NeighborSampler(indptr, indices, [5, 3], seed=6, replace=replace, edge_weight=ew).sample(seeds, 2, 7, 0)
+    local = NeighborSampler(indptr, indices, [5, 3], seed=6, replace=replace, edge_weight=ew).sample(seeds, 2, 7)
     dist = DistNeighborSampler(
         indptr, indices, PartitionBook([0, 800]), Communicator(), [5, 3], seed=6, replace=replace, edge_weight=ew
     ).sample(seeds, 2, 7)
@@ -329,8 +329,8 @@ class _ThreadComm:
 
 @pytest.mark.parametrize("replace,weighted", [(True, False), (False, True)])
 def test_dist_sampler_two_ranks_serve_with_owner_weights(replace, weighted):
-    # Owners sample the remote frontier with their own slice of the weights and the
-    # requester's stream: the result equals the single-process sampler's for that rank.
+    # Owners sample the remote frontier with their own slice of the weights and the step's
+    # stream (whoever asks): the result equals the single-process sampler's.
     indptr, indices, w = _random_graph(n=600, e=7000, seed=9)
     book = PartitionBook([0, 250, 600])
     box, barrier = [None, None], threading.Barrier(2)
@@ -358,7 +358,7 @@ def test_dist_sampler_two_ranks_serve_with_owner_weights(replace, weighted):
     assert not errors, errors
     ref = NeighborSampler(indptr, indices, [4, 3], seed=2, replace=replace, edge_weight=w if weighted else None)
     for rank in range(2):
-        exp = ref.sample(seeds[rank], epoch=1, step=5, rank=rank)
+        exp = ref.sample(seeds[rank], epoch=1, step=5)
         assert out[rank].stats["remote_frontier_ids"] > 0
         for x, y in zip(exp.blocks, out[rank].blocks):
             assert torch.equal(x.src_ids, y.src_ids) and torch.equal(x.edge_index, y.edge_index)

@@ -38,7 +38,7 @@ def test_typed_sampling_over_metis_parts_equals_one_process(acm_partition):
     res = launch_local(typed_part_sample, 2, args=(acm_partition(2), seeds, [4, 2], fanouts))
     for got in res:
         ref = NeighborSampler(whole.indptr, whole.indices, [4, 2], seed=3, node_keys=whole.orig_ids,
-                              typed=typed_graph(whole, [4, 2], fanouts)).sample(seeds, epoch=1, step=2, rank=got["rank"])
+                              typed=typed_graph(whole, [4, 2], fanouts)).sample(seeds, epoch=1, step=2)
         for b, want in zip(got["blocks"], ref.blocks):
             assert torch.equal(b["src"], want.src_ids)
             assert torch.equal(b["edge_index"], want.edge_index)
@@ -82,20 +82,26 @@ def test_typed_runs_honour_their_options(acm, acm_partition, tmp_path):
     assert weights_digest(saved.parameters()) == base["digest"]
     # The file's learned tables are in the dataset's per-type order: predicting on the dataset in one
     # process (gnnscale predict) and evaluating on the partition (gnnscale evaluate, which permutes
-    # them back) agree, up to a near-tie (margins of 1e-4 here) that the two summation orders of the
-    # 1902-wide rows may flip; with the tables left in the partition's order 394 test nodes changed.
+    # them back) agree, up to near-ties that the two paths may flip: test nodes whose top-2 logits
+    # (of ~0.07 after 2 epochs at hidden 16) are within 1e-3 (seen: 4 such nodes, 3 flipped, the
+    # same on 1 part as on 2; with the sampling draws of d455bdd, 9 and 1); with the tables left in
+    # the partition's order 394 test nodes changed.
     import json
     import subprocess
     import sys
 
     from gnnscale.training.model_io import predict_typed_graph
 
-    pred = predict_typed_graph(saved, acm).argmax(1)
+    every = predict_typed_graph(saved, acm)
+    pred, logits = every.argmax(1), every[acm.test_mask]
     want = float((pred[acm.test_mask] == acm.y[acm.test_mask]).float().mean())
+    top2 = logits.topk(2, dim=1).values
+    near_ties = int(((top2[:, 0] - top2[:, 1]) < 1e-3).sum())
     ev = subprocess.run([sys.executable, "-m", "gnnscale", "evaluate", "--model", model, "--parts-dir",
                          acm_partition(2), "--json", "--timeout", "60"], capture_output=True, text=True, timeout=300)
     assert ev.returncode == 0, ev.stderr[-2000:]
-    assert json.loads(ev.stdout)["test_acc"] == pytest.approx(want, abs=0.002)  # at most 2 of 1000 nodes
+    got = json.loads(ev.stdout)["test_acc"]
+    assert abs(got - want) <= near_ties / logits.size(0) + 1e-6, (got, want, near_ties)
     from gnnscale.training.model_io import embedding_order, tables_to_dataset_order
 
     misordered = gnnscale.load_model(model)

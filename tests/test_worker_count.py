@@ -8,6 +8,11 @@ graph's learned tables start from rows keyed by original per-type id. Then the w
 step agree within float32 summation: Adam's first step is ``lr * g / (|g| + eps)``, so a gradient
 near eps turns a summation difference into a small share of ``lr`` (measured: 2.6e-5 at lr 0.01 on
 Cora, 1.0e-5 on ACM), where per-rank masks move weights by up to 2 lr (a flipped sign).
+
+Sampling with a fan-out is keyed by (seed, epoch, step, hop) and the node's original id, never by
+the requesting rank, so the union of the ranks' batches at a step draws the neighbourhoods one
+worker draws for that union: one step of 2 workers at batch B equals one worker at batch 2B over
+the same seeds with fan-outs too.
 """
 from __future__ import annotations
 
@@ -21,8 +26,7 @@ from gnnscale.nn.dropout import dropout, keyed_mask, layer_seed, relu_dropout
 from gnnscale.samplers.seeds import SeedSchedule
 
 LR = 0.01
-# fan-outs -1: every neighbour (sampling with a fan-out draws with the requesting rank's stream);
-# batch 512 >= Cora's 140 training nodes: one step holds all of them on 1 and on 2 workers
+# fan-outs -1: every neighbour (no draws at all; the fan-out case is the last test); batch 512 >= Cora's 140 training nodes: one step holds all of them on 1 and on 2 workers
 BASE = dict(fanouts=(-1, -1), eval_fanouts=(-1, -1), batch_size=512, hidden=32, lr=LR, dropout=0.5, seed=3,
             epochs=1, max_steps=1, eval_every=0, verify=False, progress=False, timeout=120.0, device="cpu",
             threads=1)
@@ -78,3 +82,24 @@ def test_one_step_of_two_workers_equals_one_worker(cora_partition, tmp_path):
     assert diff < LR / 100, f"weights after one step differ by {diff} (lr {LR})"
     sent = json.loads(metrics.read_text())["epochs"][0]["bytes_sent_by_category"]
     assert sent.get("node_key_request", 0) > 0 and sent.get("node_key", 0) > 0, sent
+
+
+def test_one_step_of_two_workers_with_fanouts_equals_one_worker(cora_partition, tmp_path):
+    """Fan-outs 5,5: the draws depend on (seed, epoch, step, hop, original id), not on the rank.
+
+    The seed schedule (``samplers.seeds``): one worker at batch 140 and two at batch 70 both take
+    one step over all 140 training nodes (a part of more than 70 takes all of them in its one
+    step, a part of fewer uses all of them), so the step's seeds are the same. Both 2-worker
+    paths are run: host reads on (rank 0 draws rank 1's nodes itself) and off (owners draw for
+    the requester, ``sample_request`` / ``sample_response``)."""
+    cfg = dict(BASE, fanouts=(5, 5), eval_fanouts=(5, 5))
+    one = tmp_path / "one.pt"
+    gnnscale.train(parts_dir=cora_partition(1), workers=1, save_model=str(one), **dict(cfg, batch_size=140))
+    a = _weights(one)
+    for host in (True, False):
+        two = tmp_path / f"two-{host}.pt"
+        gnnscale.train(parts_dir=cora_partition(2), workers=2, save_model=str(two), host_graph=host,
+                       **dict(cfg, batch_size=70))
+        b = _weights(two)
+        diff = max(float((a[k] - b[k]).abs().max()) for k in a)
+        assert diff < LR / 100, f"host reads {host}: weights after one step differ by {diff} (lr {LR})"

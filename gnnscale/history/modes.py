@@ -144,7 +144,7 @@ class HistoricalMode(ExchangeMode):
         halo, sampler, kernels = self.halo, self.sampler, self.refresh_kernels
         halo.drain()  # the previous push (overlapped with this step) lands; its group is free
         nodes = halo.refresh_seeds(gstep)
-        key = sampler.keys(epoch, gstep, self.comm.rank, 1000)  # a stream of its own
+        key = sampler.keys(epoch, gstep, 1000)  # a stream of its own
         fanout = self.cfg.fanouts[0]
 
         with_attr = self.net.uses_edge_attr  # edge features: the drawn edges' positions, then their rows
