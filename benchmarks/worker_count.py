@@ -5,14 +5,16 @@ Every run trains on the whole training set in each step (ACM ``train_20``: 60 pa
 Cora: 140 nodes, batch 512, per worker), so 1, 2 and 4 workers step over the same seeds: with the
 dropout keyed by node (``gnnscale.nn.dropout``, rows keyed by original id) and the loss the mean
 over every rank's seeds, a step of 2 or 4 workers computes what one worker's does, up to float32
-summation. Fan-outs are -1 (every neighbour: no draws; with a fan-out the draws are keyed by
-node, not rank, so they agree too: ``tests/test_worker_count.py``). The model is
+summation. Fan-outs are -1 by default (every neighbour: no draws); with ``--fanouts 5,5`` the
+draws are keyed by (seed, epoch, step, hop) and the node, not the rank, so they agree too
+(evaluation stays full-neighbour). The model is
 ``benchmarks/hetero.py``'s ACM one: 2 layers, hidden 64, dropout 0.5, Adam 0.01, weight decay
 5e-4, 200 epochs (``rel:sage`` on ACM, ``sage`` on Cora). Printed: per dataset and worker count,
 the median over seeds, and each worker count's gap to 1 worker in points (the issue asks for
 medians within 0.3 point).
 
     python benchmarks/worker_count.py --json results/worker_count.json
+    python benchmarks/worker_count.py --datasets cora --fanouts 5,5 --json results/worker_count_f55.json
     python benchmarks/worker_count.py --smoke        # 2 seeds, 3 epochs, 1 and 2 workers
 """
 from __future__ import annotations
@@ -37,12 +39,12 @@ DATASETS = {
 HPARAMS = dict(hidden=64, dropout=0.5, lr=0.01, weight_decay=5e-4, epochs=200)
 
 
-def run(name: str, parts_dir: Path, workers: int, seed: int, epochs: int, work: Path) -> dict:
+def run(name: str, parts_dir: Path, workers: int, seed: int, epochs: int, work: Path, fanouts: str = "-1,-1") -> dict:
     d = DATASETS[name]
     metrics = work / f"{name}-{workers}-{seed}.json"
     t0 = time.perf_counter()
     gnnscale("train", "--parts-dir", str(parts_dir), "--workers", str(workers), "--layer", d["layer"],
-             "--fanouts", "-1,-1", "--eval-fanouts", "-1,-1", "--batch-size", str(d["batch"]),
+             "--fanouts", fanouts, "--eval-fanouts", "-1,-1", "--batch-size", str(d["batch"]),
              "--hidden", str(HPARAMS["hidden"]), "--dropout", str(HPARAMS["dropout"]), "--lr", str(HPARAMS["lr"]),
              "--weight-decay", str(HPARAMS["weight_decay"]), "--epochs", str(epochs), "--eval-every", "1",
              "--seed", str(seed), "--no-progress", "--threads", "1", "--metrics", str(metrics))
@@ -78,6 +80,7 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2,4", help="comma-separated worker counts")
     ap.add_argument("--seeds", type=int, default=10, help="seeds 0 .. N-1")
     ap.add_argument("--epochs", type=int, default=HPARAMS["epochs"])
+    ap.add_argument("--fanouts", default="-1,-1", help="training fan-outs per hop (evaluation: every neighbour)")
     ap.add_argument("--smoke", action="store_true", help="2 seeds, 3 epochs, workers 1,2 (a check that it runs)")
     ap.add_argument("--work", default=None, help="folder for partitions and metrics (default: a temporary one)")
     ap.add_argument("--json", default=None, help="write the results here")
@@ -97,7 +100,8 @@ def main() -> None:
         deadline = time.mktime(time.localtime()[:3] + (h, m, 0, 0, 0, -1))
     work = Path(args.work or tempfile.mkdtemp(prefix="worker_count_"))
     work.mkdir(parents=True, exist_ok=True)
-    out: dict = {"hyperparameters": HPARAMS | {"epochs": args.epochs}, "seeds": list(range(args.seeds)),
+    out: dict = {"hyperparameters": HPARAMS | {"epochs": args.epochs, "fanouts": args.fanouts},
+                 "seeds": list(range(args.seeds)),
                  "workers": counts, "commit": commit(), "datasets": {}}
     for name in names:
         d = DATASETS[name]
@@ -115,7 +119,7 @@ def main() -> None:
                     print(f"  {name} {w} worker(s) seed={s}: not started (past --deadline {args.deadline})", flush=True)
                     res["stopped_at_deadline"] = args.deadline
                     continue
-                r = run(name, work / f"{name}{w}", w, s, args.epochs, work)
+                r = run(name, work / f"{name}{w}", w, s, args.epochs, work, args.fanouts)
                 res["runs"][str(w)].append(r)
                 print(f"  {name} {w} worker(s) seed={s} test acc at best val {r['test_acc_at_best_val']:.4f} "
                       f"(final {r['final_test_acc']:.4f}, {r['wall_seconds']:.0f} s)", flush=True)
