@@ -26,7 +26,8 @@ from gnnscale.nn.dropout import dropout, keyed_mask, layer_seed, relu_dropout
 from gnnscale.samplers.seeds import SeedSchedule
 
 LR = 0.01
-# fan-outs -1: every neighbour (no draws at all; the fan-out case is the last test); batch 512 >= Cora's 140 training nodes: one step holds all of them on 1 and on 2 workers
+# fan-outs -1: every neighbour (no draws at all; the fan-out case is the last test);
+# batch 512 >= Cora's 140 training nodes: one step holds all of them on 1 and on 2 workers
 BASE = dict(fanouts=(-1, -1), eval_fanouts=(-1, -1), batch_size=512, hidden=32, lr=LR, dropout=0.5, seed=3,
             epochs=1, max_steps=1, eval_every=0, verify=False, progress=False, timeout=120.0, device="cpu",
             threads=1)
