@@ -15,7 +15,7 @@ medians within 0.3 point).
 
     python benchmarks/worker_count.py --json results/worker_count.json
     python benchmarks/worker_count.py --datasets cora --fanouts 5,5 --json results/worker_count_f55.json
-    python benchmarks/worker_count.py --smoke        # 2 seeds, 3 epochs, 1 and 2 workers
+    python benchmarks/worker_count.py --smoke        # Cora, 1 seed, 2 epochs, 1 and 2 workers
 """
 from __future__ import annotations
 
@@ -81,14 +81,14 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=10, help="seeds 0 .. N-1")
     ap.add_argument("--epochs", type=int, default=HPARAMS["epochs"])
     ap.add_argument("--fanouts", default="-1,-1", help="training fan-outs per hop (evaluation: every neighbour)")
-    ap.add_argument("--smoke", action="store_true", help="2 seeds, 3 epochs, workers 1,2 (a check that it runs)")
+    ap.add_argument("--smoke", action="store_true", help="Cora, 1 seed, 2 epochs, workers 1,2 (a check that it runs)")
     ap.add_argument("--work", default=None, help="folder for partitions and metrics (default: a temporary one)")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--deadline", default=None,
                     help="HH:MM (local time, today): start no run after it; the JSON keeps what finished")
     args = ap.parse_args()
     if args.smoke:
-        args.seeds, args.epochs, args.workers = 2, 3, "1,2"
+        args.datasets, args.seeds, args.epochs, args.workers = "cora", 1, 2, "1,2"
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     unknown = sorted(set(names) - set(DATASETS))
     if unknown:
