@@ -6,8 +6,6 @@ Any layer callable as ``layer((x_src, x_dst), edge_index)`` works; the engine sa
 partitions, fetches features and syncs gradients around it.
 """
 import argparse
-import os
-import sys
 
 import torch
 from torch_geometric.nn import MessagePassing
@@ -40,8 +38,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # needed: workers are spawned processes that import this file
-    try:
-        main()
-    except gnnscale.GnnscaleError as err:  # a user's error: its one line, exit status 2
-        print(f"{os.path.basename(__file__)}: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    gnnscale.errors.run_main(main, __file__)

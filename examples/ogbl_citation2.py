@@ -58,7 +58,6 @@ machine holds the whole graph plus working copies: plan for 10-15 GB there.
 import argparse
 import logging
 import os
-import sys
 
 import gnnscale
 from gnnscale.partitioning import load_meta
@@ -111,8 +110,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # required: the workers are spawned processes that import this file
-    try:
-        main()
-    except gnnscale.GnnscaleError as err:  # a user's error: its one line, exit status 2
-        print(f"{os.path.basename(__file__)}: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    gnnscale.errors.run_main(main, __file__)

@@ -48,7 +48,6 @@ import argparse
 import json
 import logging
 import os
-import sys
 
 import gnnscale
 from gnnscale.partitioning import load_meta
@@ -109,8 +108,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # required: the workers are spawned processes that import this file
-    try:
-        main()
-    except gnnscale.GnnscaleError as err:  # a user's error: its one line, exit status 2
-        print(f"{os.path.basename(__file__)}: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    gnnscale.errors.run_main(main, __file__)

@@ -36,7 +36,6 @@ for 8-10 GB there. Fan-outs (`--fanouts 10,10,10 --batch-size 4096`) train on fa
 import argparse
 import logging
 import os
-import sys
 
 import gnnscale
 from gnnscale.partitioning import load_meta
@@ -86,8 +85,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # required: the workers are spawned processes that import this file
-    try:
-        main()
-    except gnnscale.GnnscaleError as err:  # a user's error: its one line, exit status 2
-        print(f"{os.path.basename(__file__)}: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    gnnscale.errors.run_main(main, __file__)

@@ -19,6 +19,7 @@ import torch_geometric.transforms as T
 from torch_geometric.nn.models import GraphSAGE
 
 from gnnscale.datasets import load_dataset
+from gnnscale.errors import GnnscaleError, run_main
 from gnnscale.pyg import LinkNeighborLoader
 
 ROOT = Path(os.environ.get("GNNSCALE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -43,6 +44,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    if args.epochs < 1:
+        raise GnnscaleError(f"--epochs must be an integer of at least 1, found {args.epochs}")
 
     torch.manual_seed(args.seed)
     data = load_dataset("planetoid:cora", root=args.root)
@@ -77,4 +80,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, __file__)  # a user's error: its one line, exit status 2

@@ -10,6 +10,7 @@ Public API (small on purpose):
 - :func:`train` - partition (cached) and train in one call; :class:`GNN` - the layer stack;
 - :func:`load_model` - a model saved by ``gnnscale train --save-model`` as a plain module;
 - :func:`load_embeddings` - the embeddings written by ``gnnscale embed``, in the dataset's node order.
+- :func:`gnnscale.errors.run_main` - a script's main(): a user's error is one line and exit status 2.
 """
 __version__ = "0.1.0"
 

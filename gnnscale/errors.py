@@ -32,3 +32,17 @@ class PeerError(GnnscaleError):
 
 class ExchangeError(GnnscaleError):
     """Bad exchange options, or a historical embedding that may not be used."""
+
+
+def run_main(main, script: str) -> None:
+    """Run a script's ``main()``: a :class:`GnnscaleError` (a user's error) ends it with its one
+    line, ``<script>: error: <message>`` on stderr, and exit status 2 instead of a traceback.
+    ``script`` is the script's ``__file__``."""
+    import os
+    import sys
+
+    try:
+        main()
+    except GnnscaleError as err:
+        print(f"{os.path.basename(script)}: error: {err}", file=sys.stderr)
+        sys.exit(2)
