@@ -169,7 +169,9 @@ def test_modelled_network_seconds_are_exact(cora2, tmp_path, mode):
     """A known link, a known number of exchanges: modelled seconds = exchanges x latency + bytes x 8 / bandwidth.
 
     Per step and rank: exact mode 2 hops x (request, response) + (feature ids, rows) + 1 gradient
-    bucket = 7 exchanges; historical mode (halo features held) 1 embedding push + 1 gradient bucket.
+    bucket = 7 exchanges; historical mode (halo features held) 1 embedding push + 1 gradient bucket;
+    both + (node-key request, node keys): the original ids of other parts' nodes, which key the
+    dropout masks (a modelled network turns host reads off, so they are asked of their owners).
     """
     lat_ms, gbps = 0.5, 2.0
     m = tmp_path / "m.json"
@@ -178,8 +180,9 @@ def test_modelled_network_seconds_are_exact(cora2, tmp_path, mode):
                 "--net-latency-ms", str(lat_ms), "--metrics", str(m))
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(m.read_text())
-    per_step = 7 if mode == "exact" else 2
+    per_step = (7 if mode == "exact" else 2) + 2
     for e in res["epochs"]:
+        assert e["bytes_sent_by_category"].get("node_key", 0) > 0
         by_rank = e["modelled_network_by_rank"]
         assert len(by_rank) == 2
         for rk in by_rank:
