@@ -13,7 +13,7 @@ import torch
 from gnnscale.process.comm import Communicator
 from gnnscale.errors import GnnscaleError
 from gnnscale.partitioning.book import PartitionBook
-from gnnscale.partitioning.routing import Route
+from gnnscale.data.owner_rows import ask_owners
 
 
 class DegreeLookup:
@@ -64,17 +64,13 @@ class DegreeStore:
     def fetch(self, ids: torch.Tensor) -> torch.Tensor:
         """int64 [k]: the in-degree of every id of ``ids`` (int64 [k] global, on the host).
         Collective (``ids`` may be empty)."""
-        P, rank = self.comm.world_size, self.comm.rank
+        rank = self.comm.rank
         owner = self.book.owner(ids)
         out = torch.empty(ids.numel(), dtype=torch.int64)
         mine = owner == rank
         out[mine] = self.own[ids[mine] - self.offset]
         need = torch.nonzero(~mine).flatten()
-        route = Route.build(owner[need], P)
-        served, served_counts = self.comm.exchange_flat(ids[need[route.order]], route.counts, "degree_request")
-        back, _ = self.comm.exchange_flat(self.own[served - self.offset], served_counts, "degree")
-        out[need[route.order]] = back
-        return out
+        return ask_owners(self.comm, ids, owner, need, self.own, self.offset, out, "degree_request", "degree")
 
     def lookup(self, ids: torch.Tensor) -> DegreeLookup:
         """A :class:`DegreeLookup` of ``ids`` (collective, as :meth:`fetch`)."""

@@ -14,8 +14,9 @@ from typing import Sequence
 import torch
 
 from gnnscale.partitioning.book import PartitionBook
-from gnnscale.partitioning.routing import Route
 from gnnscale.samplers.block import Block
+
+from gnnscale.data.owner_rows import ask_owners
 
 
 class NodeKeyStore:
@@ -54,11 +55,7 @@ class NodeKeyStore:
         if self.host_complete or P == 1:
             return out
         need = torch.nonzero(~local).flatten()
-        route = Route.build(owner[need], P)
-        served, served_counts = self.comm.exchange_flat(ids[need[route.order]], route.counts, "node_key_request")
-        back, _ = self.comm.exchange_flat(self.own[served - self.offset], served_counts, "node_key")
-        out[need[route.order]] = back
-        return out
+        return ask_owners(self.comm, ids, owner, need, self.own, self.offset, out, "node_key_request", "node_key")
 
     def block_keys(self, blocks: Sequence[Block]) -> list[torch.Tensor]:
         """Per block, int64 [num_src]: the original ids of its sources (one :meth:`fetch` of the
