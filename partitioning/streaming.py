@@ -238,6 +238,95 @@ def stream_partition(
     return previous
 
 
+def place_chunk(
+    counts: np.ndarray,
+    sizes: np.ndarray,
+    cap: int,
+    kind: str,
+    alpha: float,
+    gamma: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Place one chunk of ``C`` nodes given their placed-neighbor counts (one stream step).
+
+    Args:
+        counts: float or int ``[C, P]``, placed neighbors (edge weight sums) of each node per part.
+        sizes: int64 ``[P]``, nodes in each part now; updated in place.
+        cap, kind, alpha, gamma: as :func:`placement_scores`.
+        rng: the stream's generator (draws the tie-breaking noise, then the orphans' parts).
+
+    Returns:
+        int64 ``[C]``: the chosen part of each node. A node with placed neighbors takes its best
+        score (ties to the smaller part), first come first served when a part fills up; nodes
+        without any are spread over the parts by water filling.
+    """
+    c, num_parts = counts.shape
+    chosen = np.full(c, -1, dtype=np.int64)
+    has_nbr = counts.any(axis=1)
+    noise = rng.random((c, num_parts))
+    pending = np.flatnonzero(has_nbr)
+    while pending.size:  # at most P rounds: each rejection round fills a part
+        free = cap - sizes
+        score = placement_scores(kind, counts[pending], sizes, cap, alpha, gamma)
+        best = score.max(axis=1, keepdims=True)
+        tie = score >= best - 1e-9 * np.maximum(1.0, np.abs(best))
+        choice = np.where(tie, sizes + noise[pending], np.inf).argmin(axis=1)
+        # first come, first served when a part has fewer free places than takers
+        o = np.argsort(choice, kind="stable")
+        cs = choice[o]
+        rank = np.arange(cs.shape[0]) - np.searchsorted(cs, cs, side="left")
+        accept = np.empty(cs.shape[0], dtype=np.bool_)
+        accept[o] = rank < free[cs]
+        chosen[pending[accept]] = choice[accept]
+        sizes += np.bincount(choice[accept], minlength=num_parts)
+        pending = pending[~accept]
+    orphans = np.flatnonzero(~has_nbr)
+    if orphans.size:
+        alloc = _water_fill(sizes, cap - sizes, int(orphans.size))
+        targets = np.repeat(np.arange(num_parts, dtype=np.int64), alloc)
+        chosen[orphans] = rng.permutation(targets)
+        sizes += alloc
+    return chosen
+
+
+def neighbor_counts(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    deg: np.ndarray,
+    v: np.ndarray,
+    known: np.ndarray,
+    num_parts: int,
+    edge_weights: np.ndarray | None = None,
+) -> np.ndarray:
+    """Placed neighbors of the chunk ``v`` per part, from a CSR (vectorized over the chunk's edges).
+
+    Args:
+        indptr: int64 ``[n+1]`` and ``indices`` int ``[m]``: a CSR whose rows ``v`` are read
+            (the whole graph's, or a block's rows with their neighbors in global ids).
+        deg: int64 ``[n]``, ``diff(indptr)``.
+        v: int64 ``[C]`` rows of the CSR to count for.
+        known: int ``[N]``: the part of every node (global ids), negative = not placed.
+        num_parts: P.
+        edge_weights: optional float ``[m]`` aligned with ``indices``.
+
+    Returns:
+        float64 ``[C, P]`` (int64 without weights): neighbors (weight sums) per part.
+    """
+    c = v.shape[0]
+    d = deg[v]
+    total = int(d.sum())
+    row = np.repeat(np.arange(c, dtype=np.int64), d)
+    pos = np.arange(total, dtype=np.int64)
+    pos += np.repeat(indptr[v] - (np.cumsum(d) - d), d)
+    nb_part = known[indices[pos]]
+    placed = nb_part >= 0
+    keys = row[placed] * num_parts + nb_part[placed]
+    w = None if edge_weights is None else edge_weights[pos[placed]]
+    counts = np.bincount(keys, weights=w, minlength=c * num_parts).reshape(c, num_parts)
+    del row, pos, nb_part, placed, keys, w
+    return counts
+
+
 def _one_pass(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -264,43 +353,8 @@ def _one_pass(
     sizes = np.zeros(num_parts, dtype=np.int64)
     for lo in range(0, n, chunk_size):  # loop over chunks of nodes, not over nodes
         v = order[lo : lo + chunk_size]
-        c = v.shape[0]
-        d = deg[v]
-        total = int(d.sum())
-        row = np.repeat(np.arange(c, dtype=np.int64), d)
-        pos = np.arange(total, dtype=np.int64)
-        pos += np.repeat(indptr[v] - (np.cumsum(d) - d), d)
-        nb_part = known[indices[pos]]
-        placed = nb_part >= 0
-        keys = row[placed] * num_parts + nb_part[placed]
-        w = None if edge_weights is None else edge_weights[pos[placed]]
-        counts = np.bincount(keys, weights=w, minlength=c * num_parts).reshape(c, num_parts)
-        del row, pos, nb_part, placed, keys, w
-        chosen = np.full(c, -1, dtype=np.int64)
-        has_nbr = counts.any(axis=1)
-        noise = rng.random((c, num_parts))
-        pending = np.flatnonzero(has_nbr)
-        while pending.size:  # at most P rounds: each rejection round fills a part
-            free = cap - sizes
-            score = placement_scores(kind, counts[pending], sizes, cap, alpha, gamma)
-            best = score.max(axis=1, keepdims=True)
-            tie = score >= best - 1e-9 * np.maximum(1.0, np.abs(best))
-            choice = np.where(tie, sizes + noise[pending], np.inf).argmin(axis=1)
-            # first come, first served when a part has fewer free places than takers
-            o = np.argsort(choice, kind="stable")
-            cs = choice[o]
-            rank = np.arange(cs.shape[0]) - np.searchsorted(cs, cs, side="left")
-            accept = np.empty(cs.shape[0], dtype=np.bool_)
-            accept[o] = rank < free[cs]
-            chosen[pending[accept]] = choice[accept]
-            sizes += np.bincount(choice[accept], minlength=num_parts)
-            pending = pending[~accept]
-        orphans = np.flatnonzero(~has_nbr)
-        if orphans.size:
-            alloc = _water_fill(sizes, cap - sizes, int(orphans.size))
-            targets = np.repeat(np.arange(num_parts, dtype=np.int64), alloc)
-            chosen[orphans] = rng.permutation(targets)
-            sizes += alloc
+        counts = neighbor_counts(indptr, indices, deg, v, known, num_parts, edge_weights)
+        chosen = place_chunk(counts, sizes, cap, kind, alpha, gamma, rng)
         assign[v] = chosen
         if previous is not None:
             known[v] = chosen

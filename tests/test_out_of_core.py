@@ -1,0 +1,136 @@
+"""The out-of-core partition pipeline (issue 47 item 2): the same folder as today's pipeline for the
+same assignment, LDG/Fennel streamed from disk, the memory budget's refusal."""
+from __future__ import annotations
+
+import filecmp
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnnscale.datasets import load_dataset
+from gnnscale.errors import PartitionError
+from gnnscale.partitioning import partition_graph, write_partitions
+from gnnscale.partitioning.graph import edge_cut
+from gnnscale.partitioning.out_of_core import partition_on_disk, plan_memory
+
+# meta.json entries that differ between two writes of the same assignment: the time of the write,
+# the costs measured, and the out-of-core run's own report
+VOLATILE = {"created", "partition_seconds", "partition_peak_rss_bytes", "write_seconds", "total_seconds",
+            "peak_rss_bytes", "peak_rss_growth_bytes", "peak_rss_exact", "out_of_core"}
+
+
+def planted(n: int, e: int, communities: int, p_in: float, seed: int = 0) -> np.ndarray:
+    """int64 [2, E]: node v in community v % C; an edge stays inside with probability p_in."""
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, n, e)
+    inside = rng.random(e) < p_in
+    dst = rng.integers(0, n, e)
+    same = (rng.integers(0, n // communities, e) * communities + src % communities) % n
+    dst[inside] = same[inside]
+    return np.stack([src, dst])
+
+
+def write_graph(root: Path, ei: np.ndarray, n: int, *, chunks: int = 1, dtype=np.float16, seed: int = 0) -> Path:
+    """A dir: folder: edge_index.npy (chunks=1) or edges/*.npy (some stored [E_i, 2]), x, y."""
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    if chunks == 1:
+        np.save(root / "edge_index.npy", ei.astype(np.int32))
+    else:
+        (root / "edges").mkdir()
+        for i, piece in enumerate(np.array_split(ei, chunks, axis=1)):
+            np.save(root / "edges" / f"{i:03d}.npy", piece.T.copy() if i % 2 else piece.astype(np.int32))
+    np.save(root / "x.npy", rng.standard_normal((n, 6)).astype(dtype))
+    np.save(root / "y.npy", rng.integers(-1, 5, n))
+    return root
+
+
+def assert_same_folder(a: Path, b: Path) -> None:
+    """Every part file byte for byte; meta.json equal but for the volatile entries."""
+    ma, mb = (json.loads((d / "meta.json").read_text()) for d in (a, b))
+    assert list(ma["files"]) == list(mb["files"]) and len(ma["files"]) == 8 * ma["num_parts"]
+    for rel in mb["files"]:
+        assert filecmp.cmp(a / rel, b / rel, shallow=False), rel
+    for key in set(ma) | set(mb):
+        if key not in VOLATILE:
+            assert ma.get(key) == mb.get(key), key
+
+
+def run_entries(options: dict | None = None) -> dict:
+    """The entries partition_graph adds to meta.json (write_partitions alone does not)."""
+    return {"balance_constraints": ["nodes", "train"], "imbalance": 0.05, "seed": 0, "options": options or {}}
+
+
+def assignment_of(folder: Path) -> np.ndarray:
+    meta = json.loads((folder / "meta.json").read_text())
+    out = np.empty(meta["num_nodes"], dtype=np.int64)
+    for p in range(meta["num_parts"]):
+        out[np.load(folder / f"part{p}" / "orig_ids.npy")] = p
+    return out
+
+
+@pytest.mark.parametrize("undirected,chunks", [(False, 1), (True, 3)])
+def test_same_files_as_the_in_memory_writer_for_the_same_assignment(tmp_path, undirected, chunks):
+    n = 900
+    ei = planted(n, 7000, 6, 0.8)
+    ei[:, :40] = ei[:, 40:80]  # duplicates
+    ei[1, 80:90] = ei[0, 80:90]  # self loops
+    root = write_graph(tmp_path / "g", ei, n, chunks=chunks)
+    parts = np.random.default_rng(1).integers(0, 4, n)
+    # chunks of 500 edges: 14+ buckets per part, several edge chunks per file
+    meta = partition_on_disk(root, 4, tmp_path / "ooc", parts=parts, method="given", chunk_edges=500,
+                             undirected=undirected, show_progress=False)
+    ref = write_graph(tmp_path / "ref", ei, n)  # the same graph as one edge_index.npy, for the dir: loader
+    spec = f"dir:{ref}" + ("?undirected=true" if undirected else "")
+    data = load_dataset(spec)
+    write_partitions(data, parts, tmp_path / "mem", method="given", dataset=meta["dataset"],
+                     extra_meta=run_entries())
+    assert_same_folder(tmp_path / "ooc", tmp_path / "mem")
+    assert not (tmp_path / "ooc" / ".spill").exists()
+    assert meta["out_of_core"]["spill_bytes"] > 0
+    assert meta["edge_cut"] == edge_cut(data.edge_index, parts, n)[0]
+
+
+def test_metis_within_the_budget_equals_partition_graph(tmp_path):
+    n = 600
+    root = write_graph(tmp_path / "g", planted(n, 5000, 4, 0.9), n, dtype=np.float32)
+    partition_on_disk(root, 3, tmp_path / "ooc", method="metis", memory_budget_gb=4, show_progress=False)
+    partition_graph(load_dataset(f"dir:{root}"), 3, tmp_path / "mem", method="metis", dataset=f"dir:{root}")
+    assert_same_folder(tmp_path / "ooc", tmp_path / "mem")
+
+
+@pytest.mark.parametrize("method", ["ldg", "fennel"])
+def test_streaming_from_disk_cuts_a_planted_graph(tmp_path, method):
+    n = 4000
+    ei = planted(n, 40000, 4, 0.9)
+    root = write_graph(tmp_path / "g", ei, n)
+    meta = partition_on_disk(root, 4, tmp_path / "a", method=method, chunk_edges=3000, show_progress=False,
+                             options={"passes": 2})
+    parts = assignment_of(tmp_path / "a")
+    cut, total = edge_cut(ei, parts, n)
+    random_cut, _ = edge_cut(ei, np.random.default_rng(0).integers(0, 4, n), n)
+    assert meta["edge_cut"] == cut
+    assert cut < 0.6 * random_cut  # communities found (random: ~0.75 of the edges cut)
+    assert max(np.bincount(parts, minlength=4)) <= 1.05 * n / 4 + 1
+    partition_on_disk(root, 4, tmp_path / "b", method=method, chunk_edges=3000, show_progress=False,
+                      options={"passes": 2})
+    np.testing.assert_array_equal(assignment_of(tmp_path / "b"), parts)  # same seed, same parts
+    data = load_dataset(f"dir:{root}")
+    write_partitions(data, parts, tmp_path / "mem", method=method, dataset=meta["dataset"],
+                     extra_meta=run_entries({"passes": 2}))
+    assert_same_folder(tmp_path / "a", tmp_path / "mem")
+
+
+def test_the_budget_refuses_before_starting(tmp_path):
+    with pytest.raises(PartitionError, match=r"memory budget of at least .* GB for 50000000 nodes"):
+        plan_memory(50_000_000, 1_000_000_000, 8, 2.0)
+    plan = plan_memory(50_000_000, 1_000_000_000, 8, 8.0)
+    assert plan["estimate_bytes"] <= 8e9 and plan["chunk_edges"] >= 1 << 16
+    with pytest.raises(PartitionError, match="in-memory graph of method 'metis'"):
+        plan_memory(50_000_000, 1_000_000_000, 8, 8.0, method="metis")
+    root = write_graph(tmp_path / "g", planted(100, 300, 2, 0.5), 100)
+    with pytest.raises(PartitionError, match="memory budget"):
+        partition_on_disk(root, 2, tmp_path / "out", memory_budget_gb=0.1, show_progress=False)
+    assert not (tmp_path / "out").exists()
