@@ -3,11 +3,19 @@
 ``from gnnscale.pyg import NeighborLoader`` is PyG's ``NeighborLoader`` (PyG's ``NodeLoader``, its
 batches and argument names) with the draws of gnnscale's compiled keyed kernels, so it runs
 where PyG's needs pyg-lib or torch-sparse, on a ``Data`` or a ``HeteroData``; ``LinkNeighborLoader``
-likewise for links (``Data``). Imports
-``samplers`` (and ``gnnscale.errors``) only, nothing of the engine above them.
+likewise for links (``Data``). PyG's ``FeatureStore``/``GraphStore`` over an in-memory graph or a
+partition folder (:mod:`gnnscale.pyg.stores`) feed PyG's own ``NodeLoader``/``LinkLoader``;
+:func:`init_distributed` runs a user's own loop under torchrun (:mod:`gnnscale.pyg.distributed`).
+Imports the data side (``samplers``, ``partitioning``, ``data``), ``process`` and ``gnnscale.errors``
+only, nothing of the engine above them.
 """
 from gnnscale.pyg.hetero import HeteroGnnscaleSampler
 from gnnscale.pyg.loaders import LinkNeighborLoader, NeighborLoader
 from gnnscale.pyg.sampler import GnnscaleSampler
+from gnnscale.pyg.distributed import DistRun, init_distributed
+from gnnscale.pyg.stores import (MemoryFeatureStore, MemoryGraphStore, PartitionFeatureStore, PartitionGraphStore,
+                                 memory_stores, sampler_for)
 
-__all__ = ["GnnscaleSampler", "HeteroGnnscaleSampler", "LinkNeighborLoader", "NeighborLoader"]
+__all__ = ["DistRun", "GnnscaleSampler", "HeteroGnnscaleSampler", "LinkNeighborLoader", "MemoryFeatureStore",
+           "MemoryGraphStore", "NeighborLoader", "PartitionFeatureStore", "PartitionGraphStore", "init_distributed",
+           "memory_stores", "sampler_for"]

@@ -85,16 +85,19 @@ class GnnscaleSampler(BaseSampler):
         edge_weight: optional float [E] non-negative weights of ``edge_index``'s edges (PyG's
             ``weight_attr``): neighbours are drawn with probability proportional to their weight,
             never a zero-weight edge (the kernels' weighted draws).
+        csc: ``(indptr, indices, perm)`` as :func:`csc_of` returns them, instead of ``edge_index``
+            (None then): a graph store's CSC (:class:`gnnscale.pyg.stores.PartitionGraphStore`).
     """
 
     def __init__(self, edge_index: torch.Tensor, num_nodes: int, fanouts: Sequence[int], seed: int = 0,
                  replace: bool = False, backend: str = "auto", disjoint: bool = False,
-                 edge_weight: torch.Tensor | None = None) -> None:
+                 edge_weight: torch.Tensor | None = None,
+                 csc: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> None:
         self.num_nodes = int(num_nodes)
         self.fanouts = [int(f) for f in fanouts]
         self.seed = int(seed)
         self.replace = check_replace(replace)
-        self.indptr, self.indices, self.perm = csc_of(edge_index, self.num_nodes)
+        self.indptr, self.indices, self.perm = csc if csc is not None else csc_of(edge_index, self.num_nodes)
         self.kernels = Kernels(self.num_nodes, "cpu", backend)
         # weighted draws (PyG's weight_attr): the kernels' weights, in CSC order
         weight = None if edge_weight is None else check_edge_weight(edge_weight[self.perm], self.indices.numel())

@@ -1,0 +1,328 @@
+"""A PyG user's own loop on several processes: ``torchrun --nproc-per-node N my_loop.py``.
+
+::
+
+    run = gnnscale.pyg.init_distributed("parts/cora-2", timeout=120)   # or (data, parts_dir=...)
+    loader = run.node_loader([10, 10], input_nodes="train", batch_size=32, shuffle=True, seed=0)
+    model = run.ddp(GraphSAGE(...))                                  # DDP over the run's group
+    for batch in loader: ...                                          # the plain PyG loop
+    acc = run.accuracy(model, run.node_loader([-1, -1], input_nodes="test", batch_size=512))
+
+:func:`init_distributed` joins the group torchrun describes with the run's timeout (every
+collective bounded by it) and starts the engine's heartbeat (a collective that fails names the
+silent rank and its last phase), then opens this rank's part: PyG stores over the folder
+(:mod:`gnnscale.pyg.stores`; rank r reads part r, the folder must hold exactly ``WORLD_SIZE``
+parts). Given a ``Data`` and ``parts_dir``, rank 0 partitions it there first (the others wait,
+bounded). Given a ``HeteroData`` (no folder), every rank holds the graph in memory.
+
+Batches: one pass cuts the split's seeds into the batches one process would make (shuffled by a
+generator seeded with ``seed``: one ``randperm`` per pass, as PyG's ``shuffle=True`` with
+:class:`gnnscale.pyg.NeighborLoader`'s ``seed``), and rank r takes batches r, r + N, r + 2N, ...
+A batch's draws are keyed by (seed, pass, its first seed's position, hop) and each node's
+original id, never by the rank, so batch i is the same batch on 1 or N processes. Every rank
+gets ``ceil(batches / N)`` of them (the last ones wrap around to the pass's first, as PyG's
+``DistributedSampler`` pads): DDP's all-reduces and the stores' exchanges stay in step.
+"""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.loader import LinkLoader, NodeLoader
+
+from gnnscale.errors import PartitionError, RuntimeSetupError, SamplerError
+from gnnscale.process.comm import Communicator
+from gnnscale.process.groups import init_distributed as join_group
+from gnnscale.process.groups import shutdown_distributed
+from gnnscale.process.health import Health
+from gnnscale.pyg.stores import PartitionFeatureStore, PartitionGraphStore, sampler_for
+
+
+class RankBatches:
+    """The index lists of this rank's batches of one pass (a DataLoader ``batch_sampler``).
+
+    Args:
+        n: the number of inputs (seeds or seed edges); batch_size, shuffle, drop_last: PyG's.
+        seed: the shuffle's generator seed; rank, world_size: this rank's place.
+    """
+
+    def __init__(self, n: int, batch_size: int, shuffle: bool, drop_last: bool, seed: int, rank: int,
+                 world_size: int) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise SamplerError(f"batch_size must be a positive int; found {batch_size!r}. Pass e.g. batch_size=32.")
+        self.n, self.batch_size, self.shuffle, self.drop_last = int(n), batch_size, bool(shuffle), bool(drop_last)
+        self.rank, self.world = rank, world_size
+        self.generator = torch.Generator().manual_seed(int(seed))
+
+    def global_batches(self) -> list[torch.Tensor]:
+        """Every batch of the next pass (advances the shuffle's generator)."""
+        if not self.shuffle:
+            order = torch.arange(self.n)
+        else:  # as a DataLoader with shuffle=True and this generator draws in a whole pass: its
+            # iterator's base seed, RandomSampler's permutation, then its trailing (empty) slice's
+            torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+            order = torch.randperm(self.n, generator=self.generator)
+            torch.randperm(self.n, generator=self.generator)
+        batches = list(torch.split(order, self.batch_size))
+        if self.drop_last and batches and batches[-1].numel() < self.batch_size:
+            batches.pop()
+        return batches
+
+    @property
+    def num_batches(self) -> int:
+        """Batches of one pass over every rank (without the padding)."""
+        return self.n // self.batch_size if self.drop_last else math.ceil(self.n / self.batch_size)
+
+    def __len__(self) -> int:
+        return math.ceil(self.num_batches / self.world)
+
+    def is_repeat(self, k: int) -> bool:
+        """Whether this rank's ``k``-th batch of a pass is padding (a batch another rank also yields)."""
+        return k * self.world + self.rank >= self.num_batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self.global_batches()
+        for k in range(len(self)):
+            yield batches[(k * self.world + self.rank) % len(batches)].tolist()
+
+
+class _RankPasses:
+    """Every ``iter`` is the next pass: the sampler's draws keyed by it."""
+
+    def __iter__(self):
+        self._sampler.set_epoch(self._epoch)
+        self._epoch += 1
+        return super().__iter__()  # type: ignore[misc]
+
+
+class RankNodeLoader(_RankPasses, NodeLoader):
+    """PyG's ``NodeLoader`` yielding this rank's batches (:class:`RankBatches`)."""
+
+
+class RankLinkLoader(_RankPasses, LinkLoader):
+    """PyG's ``LinkLoader`` yielding this rank's batches of seed edges (:class:`RankBatches`)."""
+
+
+_REFUSED = ("num_workers", "persistent_workers", "batch_sampler", "sampler", "generator")
+
+
+class DistRun:
+    """One rank of a run: the group, the stores, loaders over this rank's batches, DDP, evaluation.
+
+    Attributes: ``rank``, ``world_size``, ``comm`` (the engine's Communicator: bytes by category in
+    ``comm.stats``), ``health``, ``data`` (what the loaders read: ``(feature_store, graph_store)``
+    or the in-memory graph), ``feature_store`` / ``graph_store`` (None in memory), ``timeout``.
+    """
+
+    def __init__(self, rank: int, world_size: int, comm: Communicator, health: Health | None, data: Any,
+                 timeout: float, masks: Callable[[str], torch.Tensor] | None = None) -> None:
+        self.rank, self.world_size, self.comm, self.health, self.data = rank, world_size, comm, health, data
+        self.timeout = float(timeout)
+        self._masks = masks
+        stores = isinstance(data, tuple)
+        self.feature_store = data[0] if stores else None
+        self.graph_store = data[1] if stores else None
+
+    # -- seeds -----------------------------------------------------------------------------------
+    def split(self, name: str) -> Any:
+        """The seeds of split ``name`` (``"train"``, ``"val"``, ``"test"``): int64 original ids sorted
+        (a HeteroData: ``(target type, ids)``, the type the one holding ``{name}_mask``)."""
+        if isinstance(self.data, HeteroData):
+            for t in self.data.node_types:
+                if f"{name}_mask" in self.data[t]:
+                    return t, torch.nonzero(self.data[t][f"{name}_mask"]).flatten()
+        elif isinstance(self.data, Data) and f"{name}_mask" in self.data:
+            return torch.nonzero(self.data[f"{name}_mask"]).flatten()
+        elif self._masks is not None:
+            return self._masks(f"{name}_mask")
+        raise SamplerError(f"the graph has no {name}_mask; pass input_nodes as node ids (int64 tensor) instead.")
+
+    def _options(self, kwargs: dict) -> None:
+        for name in _REFUSED:
+            if name in kwargs and kwargs[name] not in (None, 0, False):
+                raise SamplerError(f"rank loaders do not support {name}={kwargs[name]!r} yet (their batches are cut "
+                                   f"per pass in this process, and the stores' fetches are collective); leave "
+                                   f"{name} out.")
+            kwargs.pop(name, None)
+
+    def node_loader(self, num_neighbors: Any, input_nodes: Any = "train", batch_size: int = 1,
+                    shuffle: bool = False, drop_last: bool = False, seed: int = 0, replace: bool = False,
+                    data: Any = None, **kwargs: Any) -> RankNodeLoader:
+        """PyG's ``NodeLoader`` over this rank's batches of ``input_nodes`` (a split's name, original
+        ids, or for a HeteroData ``(type, ids)``), on gnnscale's sampler; PyG's batches. ``data``:
+        another graph than the run's (in memory, e.g. an evaluation split's)."""
+        self._options(kwargs)
+        data = self.data if data is None else data
+        nodes = self.split(input_nodes) if isinstance(input_nodes, str) else input_nodes
+        count = (nodes[1] if isinstance(nodes, tuple) else nodes).numel()
+        sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace)
+        loader = RankNodeLoader(data, sampler, input_nodes=nodes,
+                                batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
+                                                          self.world_size), **kwargs)
+        loader._sampler, loader._epoch = sampler, 0
+        return loader
+
+    def link_loader(self, num_neighbors: Any, edge_label_index: torch.Tensor, edge_label: torch.Tensor | None = None,
+                    neg_sampling: Any = None, neg_sampling_ratio: float | None = None, batch_size: int = 1,
+                    shuffle: bool = False, drop_last: bool = False, seed: int = 0, replace: bool = False,
+                    data: Any = None, **kwargs: Any) -> RankLinkLoader:
+        """PyG's ``LinkLoader`` over this rank's batches of ``edge_label_index`` (int64 [2, B], original
+        ids); negatives as :class:`gnnscale.pyg.LinkNeighborLoader` draws them (never real edges).
+        ``data``: another graph than the run's (in memory, e.g. a link split's test graph)."""
+        self._options(kwargs)
+        data = self.data if data is None else data
+        if isinstance(data, HeteroData):
+            raise SamplerError("rank link loaders sample homogeneous graphs; found a HeteroData. Pass a Data or a "
+                               "partition folder.")
+        sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace)
+        pairs = (None, edge_label_index) if isinstance(data, tuple) else edge_label_index  # stores: (type, pairs)
+        loader = RankLinkLoader(data, sampler, edge_label_index=pairs, edge_label=edge_label,
+                                neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio,
+                                batch_sampler=RankBatches(int(edge_label_index.size(1)), batch_size, shuffle,
+                                                          drop_last, seed, self.rank, self.world_size), **kwargs)
+        loader._sampler, loader._epoch = sampler, 0
+        return loader
+
+    # -- model -------------------------------------------------------------------------------------
+    def ddp(self, model: torch.nn.Module, **kwargs: Any) -> torch.nn.Module:
+        """``model`` in DDP over this run's group (gradients averaged, their bytes counted under
+        ``gradient``); the model itself with one process. Run one forward first for lazy modules
+        (``to_hetero``, ``-1`` channels)."""
+        if self.world_size == 1:
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+
+        wrapped = DistributedDataParallel(model, **kwargs)
+        wrapped.register_comm_hook(state=None, hook=self.comm.ddp_comm_hook())
+        return wrapped
+
+    # -- evaluation over every rank ----------------------------------------------------------------
+    def all_sum(self, values: Sequence[float]) -> list[float]:
+        """The sum over ranks of each value (one bounded all-reduce, ``control`` bytes)."""
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64)
+        return self.comm.all_reduce(t).tolist() if self.world_size > 1 else t.tolist()
+
+    @torch.no_grad()
+    def accuracy(self, model: torch.nn.Module, loader: NodeLoader, node_type: str | None = None) -> float:
+        """Accuracy over every rank's seeds of ``loader`` (each seed counted once: the pass's padded
+        repeats are left out). ``model(batch.x, batch.edge_index)`` (a HeteroData:
+        ``model(batch.x_dict, batch.edge_index_dict)[node_type]``)."""
+        was = model.training
+        model.eval()
+        right = total = 0
+        for k, batch in enumerate(loader):
+            if loader.batch_sampler.is_repeat(k):  # padding: another rank counts this batch
+                continue
+            if node_type:
+                out = model(batch.x_dict, batch.edge_index_dict)[node_type]
+                b, y = batch[node_type].batch_size, batch[node_type].y
+            else:
+                out = model(batch.x, batch.edge_index)
+                b, y = batch.batch_size, batch.y
+            right += int((out[:b].argmax(-1) == y[:b]).sum())
+            total += b
+        model.train(was)
+        right, total = self.all_sum([right, total])
+        return right / max(total, 1)
+
+    def gather(self, t: torch.Tensor) -> torch.Tensor:
+        """Every rank's ``t`` concatenated in rank order (one bounded all-gather)."""
+        if self.world_size == 1:
+            return t
+        return torch.cat(self.comm.all_gather_object(t.detach().cpu()))
+
+    def close(self) -> None:
+        """Stop the heartbeat and leave the group (every rank, at the end)."""
+        if self.health is not None:
+            self.health.stop()
+        if self.world_size > 1:
+            try:
+                self.comm.barrier()
+            finally:
+                shutdown_distributed()
+
+
+def auc(score: torch.Tensor, label: torch.Tensor) -> float:
+    """ROC AUC of float [n] scores against 0/1 labels [n] (the rank statistic, ties counted half)."""
+    score = score.to(torch.float64)
+    _, inv, counts = torch.unique(score, return_inverse=True, return_counts=True)
+    ends = torch.cumsum(counts, 0).to(torch.float64)
+    mean_rank = (ends - (counts.to(torch.float64) - 1) / 2)[inv]  # average 1-based rank of each tie group
+    pos = label == 1
+    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
+    if not n_pos or not n_neg:
+        raise SamplerError(f"AUC needs positive and negative labels; found {n_pos} and {n_neg}.")
+    return float((mean_rank[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def ranking_metrics(pos: torch.Tensor, neg: torch.Tensor, ks: Sequence[int] = (10, 50)) -> dict[str, float]:
+    """Sums (not means) over positives of reciprocal rank and hits@k: ``pos`` float [P] scores,
+    ``neg`` float [P, K] each positive's negatives (rank = 1 + negatives scored higher, ties half);
+    ``count`` P. Memory O(P K): call per batch and add (:meth:`DistRun.all_sum` over ranks)."""
+    rank = 1 + (neg > pos[:, None]).sum(1).to(torch.float64) + 0.5 * (neg == pos[:, None]).sum(1)
+    out = {"count": float(pos.numel()), "mrr": float((1 / rank).sum())}
+    for k in ks:
+        out[f"hits@{k}"] = float((rank <= k).sum())
+    return out
+
+
+def _wait_for(path: Path, timeout: float) -> None:
+    """Wait (bounded) until ``path`` exists: rank 0 writes the partition folder."""
+    end = time.monotonic() + timeout
+    while not path.is_file():
+        if time.monotonic() > end:
+            raise RuntimeSetupError(f"{path} did not appear within {timeout:.0f} s: rank 0 partitions the graph "
+                                    "there first; check rank 0's error, or raise timeout.")
+        time.sleep(0.1)
+
+
+def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Path | None = None,
+                     timeout: float = 300.0, host_reads: bool | None = None, cache_rows: int = 0,
+                     method: str = "metis") -> DistRun:
+    """Join the run (torchrun's environment; one process without it) and open this rank's data.
+
+    Args:
+        source: a partition folder (format 1, exactly ``WORLD_SIZE`` parts), a ``Data`` (with
+            ``parts_dir``: rank 0 partitions it there into ``WORLD_SIZE`` parts unless a folder of
+            that many parts is there already; without: every rank holds it in memory) or a
+            ``HeteroData`` (held in memory by every rank).
+        timeout: seconds every collective and wait may take (the engine's ``--timeout``).
+        host_reads, cache_rows: of :class:`gnnscale.pyg.stores.PartitionFeatureStore`.
+        method: the partitioner when ``source`` is a Data to partition.
+    """
+    info = join_group(timeout=float(timeout))
+    rank, world = info.rank, info.world_size
+    health = Health(rank, world, float(timeout)).start() if world > 1 else None
+    comm = Communicator(rank, world, timeout=float(timeout), health=health)
+    if isinstance(source, (Data, HeteroData)) and parts_dir is None:
+        return DistRun(rank, world, comm, health, source, timeout)
+    if isinstance(source, HeteroData):
+        raise PartitionError("a HeteroData runs from memory (every rank holds it); partition stores are untyped "
+                             "(format 1) so far. Leave parts_dir out.")
+    if isinstance(source, Data):
+        folder = Path(parts_dir)
+        meta = folder / "meta.json"
+        if rank == 0:
+            from gnnscale.partitioning.manifest import load_meta
+
+            fresh = meta.is_file() and int(load_meta(folder).get("num_parts", 0)) == world
+            if not fresh:
+                from gnnscale.partitioning.api import partition_graph
+
+                if meta.is_file():
+                    meta.unlink()
+                partition_graph(source, world, folder, method=method)
+        comm.barrier()
+        _wait_for(meta, timeout)
+    else:
+        folder = Path(source)
+        if not (folder / "meta.json").is_file():
+            raise PartitionError(f"{folder} is not a partition folder (no meta.json); partition the graph first "
+                                 "(gnnscale partition ... or gnnscale.partitioning.partition_graph).")
+    graph = PartitionGraphStore(folder)
+    features = PartitionFeatureStore(graph, comm, host_reads=host_reads, cache_rows=cache_rows)
+    return DistRun(rank, world, comm, health, (features, graph), timeout, masks=features.mask_ids)

@@ -1,0 +1,360 @@
+"""PyG's ``FeatureStore`` / ``GraphStore`` over an in-memory graph and over a partition folder.
+
+PyG's ``NodeLoader`` / ``LinkLoader`` take ``data=(feature_store, graph_store)`` (the remote
+backend: cuGraph-PyG's shape); with :func:`gnnscale.pyg.sampler_for` as their sampler they yield
+the same batches as on the ``Data`` itself. Every index is an ORIGINAL node id.
+
+- :class:`MemoryFeatureStore` / :class:`MemoryGraphStore`: tensors and edges held in memory
+  (:func:`memory_stores` fills them from a ``Data`` or a ``HeteroData``).
+- :class:`PartitionGraphStore`: the graph of a partition folder (format 1), in original ids: every
+  part's CSC read from the folder (host reads: memory-mapped, as the engine's ``--host-graph``),
+  each node's in-edges by original source id, as :func:`gnnscale.pyg.sampler.csc_of` orders a
+  ``Data``'s, so a node's draws equal the in-memory sampler's. ``e_id`` is the column of the input
+  ``edge_index`` when the folder stores ``edge_ids.npy`` (graphs with edge features), else the
+  position in this store's own edge list (``get_edge_index(layout="coo")[:, e_id]``).
+- :class:`PartitionFeatureStore`: ``x`` and ``y`` rows of original ids for one rank: its own part's
+  rows, then the cache, then other parts read from the folder on this host (host reads), else
+  asked of their owners through the communicator (:class:`gnnscale.data.DistFeatureStore`; bytes
+  counted under ``feature_request``/``feature`` and ``label_request``/``label``). Without host
+  reads a fetch is collective: every rank fetches once per batch (the rank loaders of
+  :mod:`gnnscale.pyg.distributed` give every rank the same number of batches).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import Data, FeatureStore, GraphStore, HeteroData, TensorAttr
+from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
+
+from gnnscale.data.feature_store import DistFeatureStore
+from gnnscale.data.owner_rows import ask_owners
+from gnnscale.errors import PartitionError, SamplerError
+from gnnscale.partitioning.book import PartitionBook
+from gnnscale.partitioning.manifest import load_meta, part_dir_name
+from gnnscale.partitioning.part import load_part
+from gnnscale.partitioning.validate import load_array
+from gnnscale.pyg.sampler import csc_of
+
+
+def _key(attr: TensorAttr) -> tuple:
+    return (attr.group_name if attr.is_set("group_name") else None, attr.attr_name)
+
+
+def _index(attr: TensorAttr) -> Any:
+    return attr.index if attr.is_set("index") else None
+
+
+class MemoryFeatureStore(FeatureStore):
+    """Node tensors in memory, by (group_name (node type, or None), attr_name); rows by original id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._tensors: dict[tuple, torch.Tensor] = {}
+
+    def _put_tensor(self, tensor: torch.Tensor, attr: TensorAttr) -> bool:
+        index = _index(attr)
+        key = _key(attr)
+        if index is None:
+            self._tensors[key] = tensor
+        else:
+            self._tensors[key][index] = tensor
+        return True
+
+    def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
+        t = self._tensors.get(_key(attr))
+        index = _index(attr)
+        return t if t is None or index is None else t[index]
+
+    def _remove_tensor(self, attr: TensorAttr) -> bool:
+        return self._tensors.pop(_key(attr), None) is not None
+
+    def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
+        t = self._tensors.get(_key(attr))
+        return None if t is None else tuple(t.size())
+
+    def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        return [TensorAttr(group_name=g, attr_name=a) for g, a in self._tensors]
+
+
+class MemoryGraphStore(GraphStore):
+    """Edges in memory (COO int64 [2, E] of original ids) by edge type (None for a ``Data``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._edges: dict[Any, tuple[torch.Tensor, EdgeAttr]] = {}
+
+    def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
+        if edge_attr.layout != EdgeLayout.COO:
+            raise SamplerError(f"gnnscale's MemoryGraphStore holds COO edges; found layout {edge_attr.layout.value}. "
+                               "Put edge_index as (row, col) with layout='coo'.")
+        row, col = edge_index
+        self._edges[edge_attr.edge_type] = (torch.stack([row, col]).to(torch.int64), edge_attr)
+        return True
+
+    def _get_edge_index(self, edge_attr: EdgeAttr):
+        got = self._edges.get(edge_attr.edge_type)
+        return None if got is None else (got[0][0], got[0][1])
+
+    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+        return self._edges.pop(edge_attr.edge_type, None) is not None
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        return [attr for _, attr in self._edges.values()]
+
+    def coo_of(self, edge_type: Any = None) -> torch.Tensor:
+        """int64 [2, E] of ``edge_type``."""
+        return self._edges[edge_type][0]
+
+
+def memory_stores(data: Data | HeteroData) -> tuple[MemoryFeatureStore, MemoryGraphStore]:
+    """The node attributes (``x``, ``y``, masks: tensors of ``num_nodes`` rows) and edges of ``data``."""
+    fs, gs = MemoryFeatureStore(), MemoryGraphStore()
+    if isinstance(data, HeteroData):
+        for t in data.node_types:
+            n = data[t].num_nodes
+            for name, value in data[t].items():
+                if torch.is_tensor(value) and value.dim() and value.size(0) == n:
+                    fs.put_tensor(value, group_name=t, attr_name=name, index=None)
+        for et in data.edge_types:
+            s, _, d = et
+            gs.put_edge_index(data[et].edge_index, edge_type=et, layout="coo",
+                              size=(data[s].num_nodes, data[d].num_nodes))
+        return fs, gs
+    n = data.num_nodes
+    for name, value in data.items():
+        if name != "edge_index" and torch.is_tensor(value) and value.dim() and value.size(0) == n:
+            fs.put_tensor(value, group_name=None, attr_name=name, index=None)
+    gs.put_edge_index(data.edge_index, edge_type=None, layout="coo", size=(n, n))
+    return fs, gs
+
+
+class PartitionGraphStore(GraphStore):
+    """The whole graph of a partition folder (format 1) in original ids (see the module's docstring).
+
+    Attributes:
+        meta: the folder's meta.json; book: its PartitionBook (new ids).
+        num_nodes: N. old_of_new / new_of_old: int64 [N] id maps.
+        indptr int64 [N + 1], indices int64 [E] (original source ids), perm int64 [E] (``e_id``
+        of each CSC position): the CSC over original target ids.
+    """
+
+    def __init__(self, parts_dir: str | Path) -> None:
+        super().__init__()
+        self.parts_dir = Path(parts_dir)
+        self.meta = meta = load_meta(self.parts_dir)
+        if int(meta.get("format_version", 1)) != 1 or meta.get("typed"):
+            raise PartitionError(f"gnnscale.pyg's partition stores read untyped folders (format 1); {parts_dir} holds "
+                                 "a typed graph. Pass the HeteroData itself (in-memory stores) instead.")
+        P = int(meta["num_parts"])
+        self.book = PartitionBook(meta["offsets"])
+        n = self.num_nodes = int(self.book.num_nodes)
+        ptrs, idxs, olds, eids = [], [], [], []
+        for p in range(P):
+            pdir = self.parts_dir / part_dir_name(p)
+            size = self.book.part_size(p)
+            missing = [f for f in ("indptr.npy", "indices.npy", "orig_ids.npy") if not (pdir / f).is_file()]
+            if missing:
+                raise PartitionError(f"the PyG graph store reads every part's graph from the folder (host reads); "
+                                     f"{pdir} lacks {missing[0]}. Copy the whole partition folder to every host.")
+            ptrs.append(np.diff(load_array(pdir / "indptr.npy", np.int64, (size + 1,), mmap="r")))
+            idxs.append(load_array(pdir / "indices.npy", np.int64, (None,), mmap="r"))
+            olds.append(load_array(pdir / "orig_ids.npy", np.int64, (size,), mmap="r"))
+            if (pdir / "edge_ids.npy").is_file():
+                eids.append(load_array(pdir / "edge_ids.npy", np.int64, (None,), mmap="r"))
+        old_of_new = torch.from_numpy(np.concatenate(olds))
+        self.old_of_new = old_of_new
+        self.new_of_old = torch.empty_like(old_of_new)
+        self.new_of_old[old_of_new] = torch.arange(n)
+        deg_new = torch.from_numpy(np.concatenate(ptrs))  # in-degree by new id
+        start_new = torch.zeros(n + 1, dtype=torch.int64)
+        start_new[1:] = torch.cumsum(deg_new, 0)
+        deg = deg_new[self.new_of_old]  # by original id
+        self.indptr = torch.zeros(n + 1, dtype=torch.int64)
+        self.indptr[1:] = torch.cumsum(deg, 0)
+        e = int(self.indptr[-1])
+        # CSC position q of original node o's segment -> its position in the new-id CSC
+        seg = torch.repeat_interleave(torch.arange(n), deg)
+        pos = start_new[self.new_of_old][seg] + (torch.arange(e) - self.indptr[:-1][seg])
+        src_new = torch.from_numpy(np.concatenate(idxs))
+        self.indices = old_of_new[src_new[pos]]
+        self.perm = torch.from_numpy(np.concatenate(eids))[pos] if len(eids) == P else torch.arange(e)
+        self._coo = None
+
+    def csc(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        """(indptr, indices, perm) over original ids (the sampler's input)."""
+        return self.indptr, self.indices, self.perm
+
+    def coo_of(self, edge_type: Any = None) -> torch.Tensor:
+        """int64 [2, E] (source, target) original ids, column ``e_id`` the edge ``e_id`` names when the
+        folder has no ``edge_ids.npy`` (else in CSC order; ``perm`` names each column)."""
+        if self._coo is None:
+            dst = torch.repeat_interleave(torch.arange(self.num_nodes), self.indptr[1:] - self.indptr[:-1])
+            coo = torch.stack([self.indices, dst])
+            if torch.equal(self.perm, torch.arange(self.perm.numel())):
+                self._coo = coo
+            else:
+                self._coo = coo[:, torch.argsort(self.perm)]
+        return self._coo
+
+    def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
+        raise PartitionError("a PartitionGraphStore is read-only (its edges are the folder's); "
+                             "partition the changed graph again.")
+
+    def _get_edge_index(self, edge_attr: EdgeAttr):
+        coo = self.coo_of()
+        return coo[0], coo[1]
+
+    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+        return False
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        return [EdgeAttr(None, "coo", size=(self.num_nodes, self.num_nodes))]
+
+
+class PartitionFeatureStore(FeatureStore):
+    """``x`` (float32 [N, F]) and ``y`` rows of original ids for rank ``comm.rank`` (module docstring).
+
+    Args:
+        graph: the folder's :class:`PartitionGraphStore` (id maps, book).
+        comm: this rank's :class:`gnnscale.process.comm.Communicator` (rank r reads part r).
+        host_reads: read other parts' rows from the folder (default: when every part's files are
+            there); False asks their owners through ``comm`` (collective fetches).
+        cache_rows: keep this many other parts' rows (the highest in-degree first) in a cache,
+            filled once (collective); 0: none.
+    """
+
+    def __init__(self, graph: PartitionGraphStore, comm, host_reads: bool | None = None, cache_rows: int = 0) -> None:
+        super().__init__()
+        self.graph = graph
+        self.comm = comm
+        rank, world = comm.rank, comm.world_size
+        P = self.graph.book.num_parts
+        if P != world:
+            raise PartitionError(f"{graph.parts_dir} holds {P} parts but {world} processes were started; start "
+                                 f"{P} (torchrun --nproc-per-node {P}) or partition into {world} parts.")
+        self.part = load_part(graph.parts_dir, rank)
+        self.feature_dim = int(self.part.x.shape[1])
+        self.store = DistFeatureStore(self.part, graph.book, comm, self.feature_dim)
+        others = [k for k in range(world) if k != rank]
+        have = all((graph.parts_dir / part_dir_name(k) / f).is_file() for k in others for f in ("x.npy", "y.npy"))
+        self.host_reads = have if host_reads is None else bool(host_reads)
+        if self.host_reads and not have:
+            raise PartitionError(f"host_reads=True needs every part's x.npy and y.npy in {graph.parts_dir}; some are "
+                                 "missing. Copy the whole folder, or pass host_reads=False.")
+        self.y_local = self.part.y
+        self.y_all = None
+        if self.host_reads and others:
+            self.store.read_host_parts({k: load_array(graph.parts_dir / part_dir_name(k) / "x.npy", np.float32,
+                                                      (graph.book.part_size(k), self.feature_dim), mmap="r")
+                                        for k in others}, complete=True)
+        if self.host_reads:
+            self.y_all = torch.cat([self.y_local if k == rank else torch.from_numpy(np.array(np.load(
+                graph.parts_dir / part_dir_name(k) / "y.npy", mmap_mode="r"))) for k in range(world)])
+        if cache_rows:
+            deg = graph.indptr[1:] - graph.indptr[:-1]
+            remote = torch.nonzero(graph.book.owner(graph.new_of_old) != rank).flatten()  # original ids
+            top = remote[torch.argsort(deg[remote], descending=True, stable=True)[: int(cache_rows)]]
+            self.store.fill_cache(graph.new_of_old[top])
+
+    @property
+    def stats(self) -> dict:
+        """Rows by where they came from (``local_rows``, ``cache_hits``, ``host_rows``, ``remote_rows``)."""
+        return self.store.stats
+
+    def fetch_x(self, ids: torch.Tensor) -> torch.Tensor:
+        """float32 [k, F] rows of original ids int64 [k]."""
+        return self.store.fetch(self.graph.new_of_old[ids])
+
+    def fetch_y(self, ids: torch.Tensor) -> torch.Tensor:
+        """Targets of original ids int64 [k] (the folder's y dtype)."""
+        new = self.graph.new_of_old[ids]
+        if self.y_all is not None:
+            return self.y_all[new]
+        owner = self.graph.book.owner(new)
+        out = torch.empty((new.numel(),) + tuple(self.y_local.shape[1:]), dtype=self.y_local.dtype)
+        mine = owner == self.comm.rank
+        out[mine] = self.y_local[new[mine] - self.part.offset]
+        need = torch.nonzero(~mine).flatten()
+        return ask_owners(self.comm, new, owner, need, self.y_local, self.part.offset, out, "label_request", "label")
+
+    def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
+        index = _index(attr)
+        ids = torch.arange(self.graph.num_nodes) if index is None else torch.as_tensor(index).to(torch.int64)
+        if attr.attr_name == "x":
+            return self.fetch_x(ids)
+        if attr.attr_name == "y":
+            return self.fetch_y(ids)
+        return None
+
+    def _multi_get_tensor(self, attrs: list[TensorAttr]) -> list[torch.Tensor | None]:
+        return [self._get_tensor(a) for a in attrs]  # x then y: the same order on every rank
+
+    def _put_tensor(self, tensor: torch.Tensor, attr: TensorAttr) -> bool:
+        raise PartitionError("a PartitionFeatureStore is read-only (its rows are the folder's); "
+                             "partition the changed graph again.")
+
+    def _remove_tensor(self, attr: TensorAttr) -> bool:
+        return False
+
+    def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
+        if attr.attr_name == "x":
+            return (self.graph.num_nodes, self.feature_dim)
+        if attr.attr_name == "y":
+            return (self.graph.num_nodes,) + tuple(self.y_local.shape[1:])
+        return None
+
+    def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        return [TensorAttr(group_name=None, attr_name="x"), TensorAttr(group_name=None, attr_name="y")]
+
+    def mask_ids(self, name: str) -> torch.Tensor:
+        """Original ids (sorted) of every part's nodes in ``train_mask``/``val_mask``/``test_mask``
+        (read from the folder: one bool per node)."""
+        masks = [np.load(self.graph.parts_dir / part_dir_name(k) / f"{name}.npy", mmap_mode="r")
+                 for k in range(self.graph.book.num_parts)]
+        new = torch.nonzero(torch.from_numpy(np.concatenate(masks))).flatten()
+        return torch.sort(self.graph.old_of_new[new]).values
+
+
+def sampler_for(data: Any, num_neighbors: Any, seed: int = 0, replace: bool = False, backend: str = "auto"):
+    """gnnscale's PyG sampler of ``data``: a ``Data``, a ``HeteroData`` or ``(feature_store, graph_store)``
+    (a :class:`PartitionGraphStore`, or a :class:`MemoryGraphStore` / any PyG GraphStore with COO edges
+    and the feature store's sizes giving the node counts)."""
+    from gnnscale.pyg.hetero import HeteroGnnscaleSampler, check_hetero_data, hetero_fanouts
+    from gnnscale.pyg.loaders import check_data, check_num_neighbors
+    from gnnscale.pyg.sampler import GnnscaleSampler
+
+    if isinstance(data, HeteroData):
+        edge_index, num_nodes = check_hetero_data(data)
+        return HeteroGnnscaleSampler(edge_index, num_nodes, hetero_fanouts(num_neighbors, list(edge_index)),
+                                     seed=seed, replace=replace, backend=backend)
+    if isinstance(data, Data):
+        edge_index, n = check_data(data)
+        return GnnscaleSampler(edge_index, n, check_num_neighbors(num_neighbors), seed=seed, replace=replace,
+                               backend=backend)
+    if not (isinstance(data, tuple) and len(data) == 2 and isinstance(data[1], GraphStore)):
+        raise SamplerError(f"gnnscale.pyg samples a Data, a HeteroData or (FeatureStore, GraphStore); found "
+                           f"{type(data).__name__}. Pass one of those.")
+    fs, gs = data
+    if isinstance(gs, PartitionGraphStore):
+        return GnnscaleSampler(None, gs.num_nodes, check_num_neighbors(num_neighbors), seed=seed, replace=replace,
+                               backend=backend, csc=gs.csc())
+    attrs = gs.get_all_edge_attrs()
+    if len(attrs) == 1 and attrs[0].edge_type is None:
+        row, col = gs.get_edge_index(edge_type=None, layout="coo")
+        n = attrs[0].size[0] if attrs[0].size else max(s[0] for a in fs.get_all_tensor_attrs()
+                                                       if (s := fs.get_tensor_size(a)))
+        return GnnscaleSampler(torch.stack([row, col]), int(n), check_num_neighbors(num_neighbors), seed=seed,
+                               replace=replace, backend=backend)
+    edge_index = {a.edge_type: torch.stack(gs.get_edge_index(edge_type=a.edge_type, layout="coo")) for a in attrs}
+    num_nodes = {}
+    for a in fs.get_all_tensor_attrs():
+        num_nodes[a.group_name] = fs.get_tensor_size(a)[0]
+    for a in attrs:
+        if a.size:
+            num_nodes.setdefault(a.edge_type[0], a.size[0])
+            num_nodes.setdefault(a.edge_type[2], a.size[1])
+    return HeteroGnnscaleSampler(edge_index, num_nodes, hetero_fanouts(num_neighbors, list(edge_index)), seed=seed,
+                                 replace=replace, backend=backend)

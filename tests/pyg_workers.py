@@ -1,0 +1,43 @@
+"""Worker functions of tests/test_pyg_distributed.py (spawned by gnnscale.process.launch.launch_local)."""
+from __future__ import annotations
+
+import torch
+
+
+def _node(b, k, loader) -> dict:
+    return dict(k=k, repeat=loader.batch_sampler.is_repeat(k), n_id=b.n_id, edge_index=b.edge_index, e_id=b.e_id,
+                x_sum=b.x.to(torch.float64).sum(1), y=b.y, batch_size=b.batch_size,
+                nsn=list(b.num_sampled_nodes), nse=list(b.num_sampled_edges))
+
+
+def cora_batches(parts_dir: str, fanouts, batch_size: int, seed: int, host_reads, link_pairs) -> dict:
+    """Two passes of this rank's node batches of the training split and one of link batches."""
+    from gnnscale.pyg import init_distributed
+
+    run = init_distributed(parts_dir, timeout=60, host_reads=host_reads)
+    loader = run.node_loader(fanouts, "train", batch_size=batch_size, shuffle=True, seed=seed)
+    nodes = [[_node(b, k, loader) for k, b in enumerate(loader)] for _ in range(2)]
+    links = run.link_loader(fanouts, link_pairs, neg_sampling_ratio=2.0, batch_size=64, shuffle=True, seed=seed)
+    link = [dict(k=k, repeat=links.batch_sampler.is_repeat(k), n_id=b.n_id, eli=b.n_id[b.edge_label_index],
+                 label=b.edge_label, input_id=b.input_id) for k, b in enumerate(links)]
+    out = dict(nodes=nodes, links=link, comm=run.comm.stats.snapshot(), rows=dict(run.feature_store.stats),
+               coo=run.graph_store.coo_of(), world=run.world_size)
+    run.close()
+    return out
+
+
+def acm_batches(root: str, batch_size: int, seed: int) -> dict:
+    """One pass of this rank's paper batches of ACM held in memory (HeteroData)."""
+    from gnnscale.datasets import load_dataset
+    from gnnscale.datasets.hetero_data import to_hetero_data
+    from gnnscale.pyg import init_distributed
+
+    data = to_hetero_data(load_dataset(f"acm:{root}?split=20"))
+    run = init_distributed(data, timeout=60)
+    loader = run.node_loader({et: [4, 2] for et in data.edge_types}, "train", batch_size=batch_size, shuffle=True,
+                             seed=seed)
+    out = [dict(k=k, repeat=loader.batch_sampler.is_repeat(k),
+                n_id={t: b[t].n_id for t in b.node_types}, e_id={et: b[et].e_id for et in b.edge_types},
+                ei={et: b[et].edge_index for et in b.edge_types}) for k, b in enumerate(loader)]
+    run.close()
+    return dict(batches=out, world=run.world_size)

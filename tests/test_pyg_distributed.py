@@ -1,0 +1,190 @@
+"""gnnscale.pyg's stores and rank loaders: PyG's own NodeLoader/LinkLoader over (FeatureStore,
+GraphStore), and a user's loop on 2 and 3 processes (gloo on 127.0.0.1, launch_local: free port,
+bounded waits) yielding the batches one process yields, batch for batch."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch_geometric.loader import LinkLoader, NodeLoader
+
+from gnnscale.errors import PartitionError
+from gnnscale.process.launch import launch_local
+from gnnscale.pyg import LinkNeighborLoader, NeighborLoader, init_distributed, memory_stores, sampler_for
+from gnnscale.pyg.distributed import RankBatches, auc, ranking_metrics
+
+from pyg_workers import acm_batches, cora_batches
+
+ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
+ACM = ROOT / "acm"
+FANOUTS = [5, 3]
+
+
+def edge_keys(edge_index: torch.Tensor, n: int) -> torch.Tensor:
+    return torch.unique(edge_index[1] * n + edge_index[0])
+
+
+def is_edge(keys: torch.Tensor, n: int, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    q = dst * n + src
+    pos = torch.searchsorted(keys, q).clamp(max=keys.numel() - 1)
+    return keys[pos] == q
+
+
+def test_rank_batches_cut_one_process_batches_among_ranks():
+    one = RankBatches(103, 10, True, False, seed=4, rank=0, world_size=1)
+    ref = [b for b in one]
+    for world in (2, 3):
+        ranks = [RankBatches(103, 10, True, False, seed=4, rank=r, world_size=world) for r in range(world)]
+        got = {}
+        for r, rb in enumerate(ranks):
+            assert len(rb) == math.ceil(11 / world)
+            for k, b in enumerate(rb):
+                if not rb.is_repeat(k):
+                    got[k * world + r] = b
+        assert [got[i] for i in range(11)] == ref
+
+
+def test_pyg_own_loaders_run_on_memory_stores(cora):
+    """PyG's NodeLoader / LinkLoader with data=(feature_store, graph_store): the batches of the Data itself."""
+    stores = memory_stores(cora)
+    mine = NodeLoader(stores, sampler_for(stores, FANOUTS, seed=2), input_nodes=torch.arange(0, 140), batch_size=35)
+    ref = NeighborLoader(cora, num_neighbors=FANOUTS, input_nodes=torch.arange(0, 140), batch_size=35, seed=2)
+    for a, b in zip(mine, ref):
+        for name in ("n_id", "edge_index", "e_id", "x", "y"):
+            assert torch.equal(a[name], b[name]), name
+        assert a.num_sampled_nodes == b.num_sampled_nodes and a.batch_size == b.batch_size
+    pairs = cora.edge_index[:, :200]
+    links = LinkLoader(stores, sampler_for(stores, FANOUTS, seed=2), edge_label_index=(None, pairs), neg_sampling_ratio=1.0,
+                       batch_size=100)
+    ref = LinkNeighborLoader(cora, num_neighbors=FANOUTS, edge_label_index=pairs, neg_sampling_ratio=1.0,
+                             batch_size=100, seed=2)
+    for a, b in zip(links, ref):
+        assert torch.equal(a.n_id[a.edge_label_index], b.n_id[b.edge_label_index])
+        assert torch.equal(a.edge_label, b.edge_label) and torch.equal(a.x, b.x)
+
+
+def test_partition_stores_give_the_data_batches_in_one_process(cora, cora_partition):
+    run = init_distributed(cora_partition(1), timeout=30)
+    fs, gs = run.data
+    loader = run.node_loader(FANOUTS, "train", batch_size=32, shuffle=True, seed=3)
+    ref = NeighborLoader(cora, num_neighbors=FANOUTS, input_nodes=cora.train_mask, batch_size=32, shuffle=True, seed=3)
+    for _ in range(2):
+        for a, b in zip(list(loader), list(ref)):
+            for name in ("n_id", "edge_index", "x", "y"):
+                assert torch.equal(a[name], b[name]), name
+            assert torch.equal(gs.coo_of()[:, a.e_id], a.n_id[a.edge_index])
+    assert fs.stats["remote_rows"] == 0 and fs.stats["local_rows"] > 0
+    run.close()
+
+
+def test_a_folder_of_another_part_count_is_one_line(cora_partition):
+    with pytest.raises(PartitionError) as err:
+        init_distributed(cora_partition(2), timeout=30)
+    msg = str(err.value)
+    assert "\n" not in msg and "holds 2 parts but 1 processes were started" in msg and "--nproc-per-node 2" in msg
+
+
+def _one_process(cora, pairs, seed):
+    ref = NeighborLoader(cora, num_neighbors=FANOUTS, input_nodes=cora.train_mask, batch_size=16, shuffle=True,
+                         seed=seed)
+    nodes = [list(ref) for _ in range(2)]
+    links = list(LinkNeighborLoader(cora, num_neighbors=FANOUTS, edge_label_index=pairs, neg_sampling_ratio=2.0,
+                                    batch_size=64, shuffle=True, seed=seed))
+    return nodes, links
+
+
+@pytest.mark.parametrize("parts,host_reads", [(2, False), (3, None)])
+def test_distributed_batches_are_one_process_batches(cora, cora_partition, parts, host_reads):
+    """Every rank's batch g (g = k * parts + rank) is one process's batch g: ids, edges (each an edge of
+    Cora, named by e_id), x rows, labels of the seeds, per-hop counts within the fan-outs; link
+    batches' positives real, negatives not, at ratio 2. Without host reads the rows come from their
+    owners (bytes under feature / label); with them nothing is exchanged."""
+    n = cora.num_nodes
+    keys = edge_keys(cora.edge_index, n)
+    pairs = cora.edge_index[:, torch.arange(0, cora.edge_index.size(1), 37)]
+    seed = 7
+    results = launch_local(cora_batches, parts, args=(cora_partition(parts), FANOUTS, 16, seed, host_reads, pairs),
+                           threads_per_worker=1)
+    ref_nodes, ref_links = _one_process(cora, pairs, seed)
+    seen = set()
+    deg = torch.bincount(cora.edge_index[1], minlength=n)
+    for r, res in enumerate(results):
+        assert res["world"] == parts
+        for ep in range(2):
+            for b in res["nodes"][ep]:
+                g = b["k"] * parts + r
+                if b["repeat"]:
+                    continue
+                seen.add((ep, g))
+                ref = ref_nodes[ep][g]
+                assert torch.equal(b["n_id"], ref.n_id) and torch.equal(b["edge_index"], ref.edge_index)
+                assert torch.equal(b["x_sum"], cora.x[b["n_id"]].to(torch.float64).sum(1))
+                bs = b["batch_size"]
+                assert torch.equal(b["y"][:bs], cora.y[b["n_id"][:bs]])
+                src, dst = b["n_id"][b["edge_index"]]
+                assert bool(is_edge(keys, n, src, dst).all())
+                assert torch.equal(res["coo"][:, b["e_id"]], torch.stack([src, dst]))
+                # per hop: hop h draws min(fanout, in-degree) in-edges of each node hop h-1 added
+                start = 0
+                for h, f in enumerate(FANOUTS):
+                    frontier = b["n_id"][start:start + b["nsn"][h]]
+                    assert b["nse"][h] == int(torch.clamp(deg[frontier], max=f).sum())
+                    start += b["nsn"][h]
+                assert sum(b["nsn"]) == b["n_id"].numel() and sum(b["nse"]) == b["edge_index"].size(1)
+        for b in res["links"]:
+            if b["repeat"]:
+                continue
+            ref = ref_links[b["k"] * parts + r]
+            assert torch.equal(b["eli"], ref.n_id[ref.edge_label_index]) and torch.equal(b["label"], ref.edge_label)
+            pos, neg = b["label"] == 1, b["label"] == 0
+            assert int(neg.sum()) == 2 * int(pos.sum())
+            assert bool(is_edge(keys, n, b["eli"][0, pos], b["eli"][1, pos]).all())
+            assert not bool(is_edge(keys, n, b["eli"][0, neg], b["eli"][1, neg]).any())
+    assert seen == {(ep, g) for ep in range(2) for g in range(len(ref_nodes[ep]))}
+    if host_reads is False:
+        for res in results:
+            assert res["rows"]["remote_rows"] > 0 and res["rows"]["host_rows"] == 0
+            assert res["comm"]["sent"]["feature"] > 0 and res["comm"]["sent"]["label"] > 0
+    else:
+        for res in results:
+            assert res["rows"]["remote_rows"] == 0 and res["rows"]["host_rows"] > 0
+            assert res["comm"]["sent"].get("feature", 0) == 0
+
+
+def test_acm_batches_on_two_processes_are_one_process_batches():
+    if not ACM.exists():
+        pytest.skip(f"ACM is not at {ACM}")
+    from gnnscale.datasets import load_dataset
+    from gnnscale.datasets.hetero_data import to_hetero_data
+
+    data = to_hetero_data(load_dataset(f"acm:{ACM}?split=20"))
+    results = launch_local(acm_batches, 2, args=(str(ACM), 64, 5), threads_per_worker=1)
+    ref = list(NeighborLoader(data, num_neighbors={et: [4, 2] for et in data.edge_types},
+                              input_nodes=("paper", data["paper"].train_mask), batch_size=64, shuffle=True, seed=5))
+    count = 0
+    for r, res in enumerate(results):
+        for b in res["batches"]:
+            if b["repeat"]:
+                continue
+            count += 1
+            want = ref[b["k"] * 2 + r]
+            for t in data.node_types:
+                assert torch.equal(b["n_id"][t], want[t].n_id)
+            for et in data.edge_types:
+                assert torch.equal(b["e_id"][et], want[et].e_id) and torch.equal(b["ei"][et], want[et].edge_index)
+                ei = data[et].edge_index[:, b["e_id"][et]]
+                assert torch.equal(ei[0], b["n_id"][et[0]][b["ei"][et][0]])
+                assert torch.equal(ei[1], b["n_id"][et[2]][b["ei"][et][1]])
+    assert count == len(ref)
+
+
+def test_link_metrics():
+    score = torch.tensor([0.9, 0.8, 0.3, 0.1, 0.8])
+    label = torch.tensor([1, 0, 1, 0, 1])
+    # pairs (pos, neg): (0.9>0.8,0.1)=2, (0.3: >0.1)=1, (0.8: =0.8 half, >0.1)=1.5 -> 4.5 / 6
+    assert auc(score, label) == pytest.approx(4.5 / 6)
+    m = ranking_metrics(torch.tensor([1.0, 0.0]), torch.tensor([[0.5, 2.0], [1.0, 0.0]]), ks=(1, 2))
+    # ranks 2 and 2.5 (a tie counts half)
+    assert m["count"] == 2 and m["mrr"] == pytest.approx(1 / 2 + 1 / 2.5) and m["hits@1"] == 0 and m["hits@2"] == 1
