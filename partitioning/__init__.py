@@ -20,8 +20,9 @@ Typical use::
     m = partition_metrics(data, parts, 4, fanouts=[10, 10], batch_size=512)
     m["communication"]["remote_bytes"]                       # bytes fetched in one epoch
 
-Methods: ``metis``, ``random``, ``hash``, ``range``, ``ldg``, ``fennel`` (see
-:mod:`~gnnscale.partitioning.strategies`), any name added with ``register_partitioner``, or a
+Methods: ``metis``, ``random``, ``hash``, ``range``, ``ldg``, ``fennel``, ``kaminpar``, ``kahip``
+(the last two optional packages, see :mod:`~gnnscale.partitioning.strategies` and
+:mod:`~gnnscale.partitioning.multilevel`), any name added with ``register_partitioner``, or a
 plug-in ``"module.path:function"``.
 """
 

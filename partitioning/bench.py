@@ -14,6 +14,10 @@ minus its RSS before the method ran (the graph already loaded), i.e. what the me
 added. ``isolate=False`` (or a method that cannot be sent to another process, e.g. a lambda)
 measures in this process instead (``ResourceMeter``'s growth, which memory freed by an earlier
 step and reused makes an underestimate); the row's ``memory_measured`` says which.
+
+A method may carry its own options as ``NAME?KEY=VALUE&KEY=VALUE`` (the dataset names' syntax),
+so one run compares presets: ``kaminpar,kaminpar?context=fast,kaminpar?context=terapart,
+kahip?mode=fast``; the row's ``method`` is that whole spec.
 """
 from __future__ import annotations
 
@@ -42,6 +46,31 @@ COLUMNS = (
     ("bal_edges", "{:>9.3f}"), ("replication", "{:>11.3f}"), ("remote_MB/epoch", "{:>15.2f}"),
 )
 PEAK_NOTE = "peak_MB: the method's own peak memory (peak RSS of its process minus its RSS with the graph loaded)"
+
+
+def _option_value(text: str) -> object:
+    """``'3'`` -> 3, ``'0.1'`` -> 0.1, ``'true'`` -> True, else the text."""
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text.lower() == "true" if text.lower() in ("true", "false") else text
+
+
+def split_method(spec: str) -> tuple[str, dict]:
+    """``'kaminpar?context=fast&threads=2'`` -> ``('kaminpar', {'context': 'fast', 'threads': 2})``."""
+    name, _, query = spec.partition("?")
+    options = {}
+    for item in filter(None, query.split("&")):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise PartitionError(
+                f"expected the method's options as NAME?KEY=VALUE&KEY=VALUE, found {item!r} in {spec!r}; "
+                "write e.g. kaminpar?context=fast"
+            )
+        options[key.strip()] = _option_value(value.strip())
+    return name, options
 
 
 def _context():
@@ -115,11 +144,12 @@ def run_bench(
     """
     rows = []
     total = len(parts_list) * len(methods)
-    kwargs = {"balance": balance, "imbalance": imbalance, "seed": seed}
+    specs = [split_method(m) for m in methods]  # a malformed spec fails before any partitioning
     with tempfile.TemporaryDirectory(prefix="gnnscale-bench-") as tmp:
         data_file = None
         for p in parts_list:
-            for method in methods:
+            for spec, (method, options) in zip(methods, specs):
+                kwargs = {"balance": balance, "imbalance": imbalance, "seed": seed, "options": options}
                 fn = get_partitioner(method)  # unknown names fail here, in this process
                 # built-ins and plug-ins resolve in the child by name; a registered one travels
                 registered = None if BUILTIN_STRATEGIES.get(method) is fn or ":" in method else fn
@@ -141,7 +171,7 @@ def run_bench(
                 comm = m.get("communication", {})
                 row = {
                     "parts": p,
-                    "method": method,
+                    "method": spec,
                     "seconds": mem["seconds"],
                     "peak_rss_bytes": mem["peak_rss_bytes"],
                     "peak_rss_growth_bytes": mem["peak_rss_growth_bytes"],
@@ -161,7 +191,7 @@ def run_bench(
                     row["typed"] = m["typed"]
                 rows.append(row)
                 log.info("bench-partition [%d/%d] %d parts, %s: %.2f s, own peak %.1f MB, %d edges cut",
-                         len(rows), total, p, method, row["seconds"], row["peak_rss_growth_bytes"] / 2**20,
+                         len(rows), total, p, spec, row["seconds"], row["peak_rss_growth_bytes"] / 2**20,
                          int(row["edge_cut"]))
     return rows
 
@@ -190,16 +220,23 @@ def _cells(row: dict) -> list:
     ]
 
 
-def format_header() -> str:
-    return " ".join(f"{name:>{len(fmt.format(*([0] if 'd' in fmt or 'f' in fmt else [''])))}s}" for name, fmt in COLUMNS)
+def _columns(width: int) -> tuple:
+    """COLUMNS with the method column ``width`` characters wide (a spec with options is longer)."""
+    return tuple((name, "{:<%ds}" % width if name == "method" else fmt) for name, fmt in COLUMNS)
 
 
-def format_row(row: dict) -> str:
-    return " ".join(fmt.format(v) for (_, fmt), v in zip(COLUMNS, _cells(row)))
+def format_header(width: int = 10) -> str:
+    return " ".join(f"{name:>{len(fmt.format(*([0] if 'd' in fmt or 'f' in fmt else [''])))}s}"
+                    for name, fmt in _columns(width))
+
+
+def format_row(row: dict, width: int = 10) -> str:
+    return " ".join(fmt.format(v) for (_, fmt), v in zip(_columns(width), _cells(row)))
 
 
 def format_table(rows: list[dict]) -> str:
-    return "\n".join([format_header()] + [format_row(r) for r in rows])
+    width = max([10] + [len(r["method"]) for r in rows])
+    return "\n".join([format_header(width)] + [format_row(r, width) for r in rows])
 
 
 def format_typed(rows: list[dict]) -> str:

@@ -1,4 +1,4 @@
-"""The built-in partitioning strategies: metis, random, hash, range, ldg, fennel.
+"""The built-in partitioning strategies: metis, random, hash, range, ldg, fennel, kaminpar, kahip.
 
 Every strategy is ``<name>_strategy(data, num_parts, *, <options>) -> int64 numpy [N]``, the
 part of every node. ``partition_graph`` passes ``balance``, ``imbalance`` and ``seed`` to those that
@@ -15,10 +15,16 @@ range      contiguous original-id ranges of equal size (what a user gets with no
 ldg        streaming Linear Deterministic Greedy; ``slack`` (default: ``imbalance``),
            ``chunk_size``, ``passes`` (1; more = restreaming).
 fennel     streaming Fennel; as ldg, plus ``gamma`` (1.5) and ``alpha`` (sqrt(P) M / N^1.5).
+kaminpar   KaMinPar (deep multilevel, optional package); ``context`` (default/fast/terapart/...),
+           ``threads`` (1), ``edge_weight``; one node weight from ``balance``.
+kahip      KaHIP's KaFFPa (optional package); ``mode`` (fast/eco/strong/*social), ``edge_weight``;
+           one node weight from ``balance``.
 =========  ===================================================================================
 
-Only ``metis`` honours ``balance``; the others balance node counts (exactly for
-random/hash/range, within ``slack`` for the streaming ones).
+``metis`` honours every ``balance`` constraint; ``kaminpar`` and ``kahip`` balance one node
+weight made from them (:func:`~gnnscale.partitioning.multilevel.single_node_weight`: ``nodes``,
+``train``, or several scaled and summed), within ``imbalance``; the others balance node counts
+(exactly for random/hash/range, within ``slack`` for the streaming ones).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import torch
 from gnnscale.errors import PartitionError
 from gnnscale.partitioning.graph import to_undirected_csr_weighted, undirected_csr_native
 from gnnscale.partitioning.metis import integer_edge_weights, metis_partition
+from gnnscale.partitioning.multilevel import kahip_assign, kaminpar_assign, single_node_weight
 from gnnscale.partitioning.streaming import stream_partition
 from gnnscale.partitioning.weights import build_vertex_weights
 
@@ -258,6 +265,75 @@ def fennel_strategy(
     )
 
 
+def _multilevel_inputs(
+    data: Data, balance: Sequence[str], edge_weight: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Symmetric CSR, one node weight (int64 ``[N]`` or None) and integer edge weights (or None)."""
+    node_w = single_node_weight(build_vertex_weights(data, balance), _num_nodes(data))
+    indptr, indices, w = _symmetric_graph(data, edge_weight)
+    return indptr, indices, node_w, None if w is None else integer_edge_weights(w)
+
+
+def kaminpar_strategy(
+    data: Data,
+    num_parts: int,
+    *,
+    balance: Sequence[str] = ("nodes", "train"),
+    imbalance: float = 0.05,
+    seed: int = 0,
+    context: str = "default",
+    threads: int = 1,
+    edge_weight: bool = True,
+) -> np.ndarray:
+    """KaMinPar (``pip install 'gnnscale[kaminpar]'``) on the symmetrized graph.
+
+    Args:
+        data: graph (``edge_index``, masks for the ``train``/``val``/``test`` weights, optional
+            ``edge_weight``).
+        num_parts: P.
+        balance: constraints made into one node weight (see ``single_node_weight``).
+        imbalance: every part's weight at most ``(1 + imbalance) * ceil(total / P)``.
+        seed: KaMinPar's seed.
+        context: preset (``default``, ``fast``, ``eco``, ``strong``, ``terapart``, ...).
+        threads: KaMinPar's threads.
+        edge_weight: use ``data.edge_weight`` when present (scaled to integers as for METIS).
+
+    Returns:
+        int64 numpy ``[N]``.
+    """
+    indptr, indices, node_w, edge_w = _multilevel_inputs(data, balance, edge_weight)
+    return kaminpar_assign(
+        indptr, indices, num_parts, node_weights=node_w, edge_weights=edge_w, imbalance=imbalance,
+        seed=seed, context=context, threads=threads,
+    )
+
+
+def kahip_strategy(
+    data: Data,
+    num_parts: int,
+    *,
+    balance: Sequence[str] = ("nodes", "train"),
+    imbalance: float = 0.05,
+    seed: int = 0,
+    mode: str = "eco",
+    edge_weight: bool = True,
+) -> np.ndarray:
+    """KaHIP's KaFFPa (``pip install 'gnnscale[kahip]'``) on the symmetrized graph.
+
+    Args:
+        data, num_parts, balance, imbalance, seed, edge_weight: as :func:`kaminpar_strategy`.
+        mode: ``fast``, ``eco`` (default), ``strong``, ``fastsocial``, ``ecosocial``, ``strongsocial``.
+
+    Returns:
+        int64 numpy ``[N]``.
+    """
+    indptr, indices, node_w, edge_w = _multilevel_inputs(data, balance, edge_weight)
+    return kahip_assign(
+        indptr, indices, num_parts, node_weights=node_w, edge_weights=edge_w, imbalance=imbalance,
+        seed=seed, mode=mode,
+    )
+
+
 BUILTIN_STRATEGIES = {
     "metis": metis_strategy,
     "random": random_strategy,
@@ -265,5 +341,7 @@ BUILTIN_STRATEGIES = {
     "range": range_strategy,
     "ldg": ldg_strategy,
     "fennel": fennel_strategy,
+    "kaminpar": kaminpar_strategy,
+    "kahip": kahip_strategy,
 }
 """Built-in methods in the order they are listed (the default, ``metis``, first)."""

@@ -368,8 +368,8 @@ def test_bad_requests(tmp_path):
         partition_graph(data, 11, tmp_path / "a")
     with pytest.raises(PartitionError, match="found num_parts=0"):
         partition_graph(data, 0, tmp_path / "a")
-    with pytest.raises(PartitionError, match=r"from \['metis'.*found 'kahip'"):
-        partition_graph(data, 2, tmp_path / "a", method="kahip")
+    with pytest.raises(PartitionError, match=r"from \['metis'.*found 'scotch'"):
+        partition_graph(data, 2, tmp_path / "a", method="scotch")
     with pytest.raises(PartitionError, match="unknown"):
         partition_graph(data, 2, tmp_path / "a", balance=("nodes", "weird"))
 
