@@ -39,7 +39,7 @@ from references import full_graph_reference  # noqa: E402
 
 from gnnscale.config import TrainConfig  # noqa: E402
 from gnnscale.parallel.chunk_graph import load_chunk_graph  # noqa: E402
-from gnnscale.parallel.schedules import bubble_fraction  # noqa: E402
+from gnnscale.planning.schedules import bubble_fraction  # noqa: E402
 from gnnscale.process.launch import launch_local  # noqa: E402
 from gnnscale.training.trainer import train_worker  # noqa: E402
 

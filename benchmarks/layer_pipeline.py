@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gnnscale.config import TrainConfig  # noqa: E402
-from gnnscale.parallel.schedules import bubble_fraction  # noqa: E402
+from gnnscale.planning.schedules import bubble_fraction  # noqa: E402
 from gnnscale.process.launch import launch_local  # noqa: E402
 from gnnscale.training.trainer import train_worker  # noqa: E402
 

@@ -59,7 +59,7 @@ class PreparedRun:
     """A run that passed every check: its partition folder, plan, checked config and device."""
 
     parts_dir: str
-    plan: Any  # gnnscale.parallel.plan.ParallelPlan
+    plan: Any  # gnnscale.planning.plan.ParallelPlan
     cfg: Any  # gnnscale.config.TrainConfig
     device: str
     torchrun: bool = False
@@ -170,7 +170,7 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
     Raises:
         GnnscaleError: one line naming the option, what it may be and what was found.
     """
-    from gnnscale.parallel.plan import UNKNOWN, parts_for, plan_run
+    from gnnscale.planning.plan import UNKNOWN, parts_for, plan_run
     from gnnscale.process.launch import in_torchrun, launch_device
 
     _check_source(source, cfg)

@@ -67,7 +67,7 @@ class TrainConfig:
     cache_file: str | None = None
     presample_epochs: int = 2
     # ranks on one host read each other's feature rows (sample each other's nodes) from the partition
-    # folder; None (auto): where it applies (parallel/plan.py host_reads), True / False as given
+    # folder; None (auto): where it applies (planning/plan.py host_reads), True / False as given
     host_features: bool | None = None
     host_graph: bool | None = None
     pipeline: bool = False  # sample/fetch batch i+1 in a thread while batch i trains

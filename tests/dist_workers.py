@@ -458,7 +458,7 @@ def host_reads_from_views(views: list, seeds: torch.Tensor, fanouts, seed: int):
     blocks (and those of a sampler asking the owners), the rows and the step's exchange rounds."""
     from gnnscale.config import TrainConfig
     from gnnscale.data.host_parts import host_setup, open_host_features, open_host_graphs
-    from gnnscale.parallel.plan import DATA_PARALLEL
+    from gnnscale.planning.plan import DATA_PARALLEL
 
     info = init_distributed(timeout=60)
     parts_dir = views[info.rank]

@@ -132,7 +132,7 @@ def test_stage_balancing_costs_fold_in_what_a_stage_runs_besides_its_layers(cora
         == sorted(zip(src.tolist(), full.dst_ids[full.edge_index[1][keep]].tolist()))
     # A halo larger than the chunk puts fewer layers on stage 0.
     assert g.blocks[0].num_hist > 0
-    from gnnscale.parallel.schedules import plan_stages
+    from gnnscale.planning.schedules import plan_stages
 
     heavy = [2.5] + [1.0] * 5
     assert plan_stages(6, 2, None, heavy) == [(0, 2), (2, 6)]

@@ -178,7 +178,7 @@ def test_edge_features_on_without_them_is_refused_in_one_line(cora_partition):
 def test_edge_feature_resolution(humloc2):
     """auto / on / off against the layer, the mode and the partition (the workers' resolution)."""
     from gnnscale.nn.edge_features import EdgeFeatureError, layer_reads_edges, resolve_edge_dim
-    from gnnscale.parallel.plan import DATA_PARALLEL, LAYER_PIPELINE, PlanError, check_edge_options, plan_run
+    from gnnscale.planning.plan import DATA_PARALLEL, LAYER_PIPELINE, PlanError, check_edge_options, plan_run
     from gnnscale.partitioning import load_meta
 
     meta = load_meta(humloc2)

@@ -246,7 +246,7 @@ def test_labels_of_the_wrong_length_are_refused(cora):
 
 def test_task_edge_without_labels_and_link_options_are_refused(cora_edge, cora_partition, tmp_path):
     from gnnscale.errors import GnnscaleError
-    from gnnscale.parallel.plan import PlanError, plan_run
+    from gnnscale.planning.plan import PlanError, plan_run
     from gnnscale.partitioning import load_meta
 
     with pytest.raises(PlanError) as err:

@@ -12,7 +12,7 @@ import torch
 from references import load_saved_state, one_thread, reference_run
 
 from gnnscale.config import TrainConfig
-from gnnscale.parallel.schedules import PipelineError, bubble_fraction, check_pipeline, max_in_flight, plan_stages, schedule
+from gnnscale.planning.schedules import PipelineError, bubble_fraction, check_pipeline, max_in_flight, plan_stages, schedule
 from gnnscale.process.launch import launch_local
 from gnnscale.training.metrics import weights_digest
 from gnnscale.training.trainer import train_worker

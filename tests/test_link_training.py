@@ -123,7 +123,7 @@ def test_graph_autoencoder_reaches_published_auc_on_1_and_2_workers(cora_link, t
 ])
 def test_link_options_are_refused_where_they_do_not_apply(cora_link, kw, match):
     from gnnscale.errors import GnnscaleError
-    from gnnscale.parallel.plan import plan_run
+    from gnnscale.planning.plan import plan_run
     from gnnscale.partitioning import load_meta
 
     meta = load_meta(cora_link(2))
@@ -133,7 +133,7 @@ def test_link_options_are_refused_where_they_do_not_apply(cora_link, kw, match):
 
 def test_a_partition_without_a_split_is_refused_for_link_and_one_with_a_split_for_nodes(cora_partition, cora_link):
     from gnnscale.errors import GnnscaleError
-    from gnnscale.parallel.plan import plan_run
+    from gnnscale.planning.plan import plan_run
 
     with pytest.raises(GnnscaleError, match="--task link needs a link-prediction split"):
         plan_run(_cfg(), 2, 2, where=cora_partition(2), link=None)
@@ -193,7 +193,7 @@ def test_every_link_option_is_honoured_on_a_link_partition(cora_link):
 
 def test_mrr_on_a_split_without_per_source_negatives_is_refused(cora_link):
     from gnnscale.errors import GnnscaleError
-    from gnnscale.parallel.plan import plan_run
+    from gnnscale.planning.plan import plan_run
     from gnnscale.partitioning import load_meta
 
     with pytest.raises(GnnscaleError, match="--link-metric mrr ranks each source's positive among its own negatives"):

@@ -191,7 +191,7 @@ def test_regression_trains_with_rmse_and_selects_the_least(cora_regression, tmp_
 
 
 def test_a_metric_that_does_not_fit_and_pos_weight_on_classes_are_refused(cora_regression, cora_partition):
-    from gnnscale.parallel.plan import PlanError
+    from gnnscale.planning.plan import PlanError
 
     _, parts = cora_regression
     with pytest.raises(PlanError) as err:

@@ -3,7 +3,7 @@ starts with an error that names the option and the mode. No option is silently i
 
 For each option and mode there is a case: the option set (with what it needs, e.g. ``--cache-size``
 needs a ``--cache-policy``) beside a baseline without it. Where the plan says the option applies
-(:data:`gnnscale.parallel.plan.APPLIES`), both run, for real, in the same worker processes of
+(:data:`gnnscale.planning.plan.APPLIES`), both run, for real, in the same worker processes of
 that mode (data parallel: 2 workers on Cora's 2 parts; layer pipeline: 2 pipelines x 2 stages on
 4 workers; chunk pipeline: 2 stages over Cora's 4 parts), and a check asserts that the run's
 figures, files or weights changed as the option says. Elsewhere ``gnnscale.train`` must raise
@@ -22,7 +22,7 @@ import torch
 import gnnscale
 from gnnscale.config import TrainConfig
 from gnnscale.errors import GnnscaleError
-from gnnscale.parallel.plan import APPLIES, CHUNK_PIPELINE, DATA_PARALLEL, LAYER_PIPELINE, MODE_NAMES, REQUIRES, plan_run
+from gnnscale.planning.plan import APPLIES, CHUNK_PIPELINE, DATA_PARALLEL, LAYER_PIPELINE, MODE_NAMES, REQUIRES, plan_run
 from gnnscale.process.launch import launch_local
 
 MODES = {
@@ -322,7 +322,7 @@ def test_host_reads_are_on_where_they_apply_and_off_is_accepted_everywhere():
     does not apply, before any worker starts."""
     from dataclasses import replace
 
-    from gnnscale.parallel.plan import PlanError, check_options, host_reads
+    from gnnscale.planning.plan import PlanError, check_options, host_reads
 
     dp, chunk = _config(DATA_PARALLEL, {}), _config(CHUNK_PIPELINE, {})
     assert dp.host_features is None and dp.host_graph is None

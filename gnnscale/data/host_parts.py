@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnscale.parallel.plan import host_reads
+from gnnscale.planning.plan import host_reads
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.manifest import edge_feature_dim, part_dir_name
 from gnnscale.partitioning.validate import check_pointers, load_array
@@ -53,7 +53,7 @@ class HostReads:
 
 
 def host_setup(comm, parts_dir, cfg, mode: str, typed: dict | str | None = None) -> HostReads:
-    """The host reads of a run of ``cfg`` in ``mode``, as :func:`gnnscale.parallel.plan.host_reads`
+    """The host reads of a run of ``cfg`` in ``mode``, as :func:`gnnscale.planning.plan.host_reads`
     resolves them; an auto one (not given) stays on only if every rank finds in its partition
     folder the files of every part on its host (one more gathered answer: the same on every
     rank). A folder holding only its host's parts, as on separate hosts, then exchanges as

@@ -95,7 +95,7 @@ def resolve_edge_dim(cfg, meta: dict, mode: str, rank: int = 0) -> int:
         EdgeFeatureError: ``on`` with a layer that reads none. PlanError: ``on`` where the plan
             refuses it (the launcher refused it before; this is the worker's own check).
     """
-    from gnnscale.parallel.plan import check_edge_options, edge_features_blocker
+    from gnnscale.planning.plan import check_edge_options, edge_features_blocker
 
     de = int(meta.get("edge_feature_dim") or 0)
     choice = getattr(cfg, "edge_features", "auto")

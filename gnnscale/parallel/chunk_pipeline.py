@@ -48,7 +48,7 @@ from gnnscale.parallel.chunk_graph import ChunkGraph, load_chunk_graph
 from gnnscale.samplers.block import Block
 from gnnscale.parallel.chunk_tables import TAP_ROOT, HaloGradients, HaloTap, StageTables
 from gnnscale.parallel.costs import chunk_layer_costs, mean_over_ranks
-from gnnscale.parallel.schedules import plan_stages
+from gnnscale.planning.schedules import plan_stages
 from gnnscale.parallel.stage import PipelineStage, StepStats, all_reduce_gradients, epoch_summary, rng_key
 from gnnscale.process.comm import Communicator
 from gnnscale.training.evaluation import mask_metric, shared

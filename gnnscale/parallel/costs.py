@@ -1,6 +1,6 @@
 """Measured costs that balance pipeline stages: each layer's forward and backward on a real batch
 (sampled micro-batches) or on a real chunk with its halo (chunk pipelining, with what a stage
-runs besides its layers folded in). :func:`~gnnscale.parallel.schedules.plan_stages` splits the
+runs besides its layers folded in). :func:`~gnnscale.planning.schedules.plan_stages` splits the
 layers so that the most expensive stage is as cheap as possible.
 """
 from __future__ import annotations
@@ -123,7 +123,7 @@ def _table_seconds(graph: ChunkGraph, dim: int, halo_gradients: bool, repeats: i
 
 def chunk_layer_costs(model: GNN, graph: ChunkGraph, max_rows: int = 20000,
                       halo_gradients: bool = True) -> list[float]:
-    """Per-layer costs for :func:`~gnnscale.parallel.schedules.plan_stages`, measured on chunk 0's
+    """Per-layer costs for :func:`~gnnscale.planning.schedules.plan_stages`, measured on chunk 0's
     real block with its halo as historical leaves (its first ``max_rows`` nodes where it has
     more): seconds of each layer's forward and backward, with what a stage runs besides its
     layers folded in.

@@ -3,7 +3,7 @@ worker, fed with M sampled micro-batches per optimizer step (GPipe or 1F1B, flus
 pipelines, one per part, average each stage's gradients (W = D x K workers).
 
 One step of stage ``s`` of pipeline ``d`` (layers ``[start, end)``, see
-:func:`gnnscale.parallel.schedules.plan_stages`):
+:func:`gnnscale.planning.schedules.plan_stages`):
 
 - every stage draws the step's M micro-batches itself, and only the hops it reads: the
   sampler's draws are keyed by (epoch, step, hop, node), so stage s, sampling the first
@@ -41,7 +41,7 @@ from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states, resumed_bounds
 from gnnscale.parallel.costs import mean_over_ranks, measure_layer_costs
 from gnnscale.parallel.data_parallel import train_counts
-from gnnscale.parallel.schedules import plan_stages
+from gnnscale.planning.schedules import plan_stages
 from gnnscale.parallel.stage import PipelineStage, StepStats, epoch_summary, rng_key
 from gnnscale.partitioning import load_part
 from gnnscale.samplers import DistNeighborSampler, check_fanouts

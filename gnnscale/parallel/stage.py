@@ -2,7 +2,7 @@
 exchange with its neighbour stages that a flushed schedule (GPipe or 1F1B) drives.
 
 :meth:`PipelineStage.run` executes one optimizer step of M micro-batches under a schedule
-(:func:`gnnscale.parallel.schedules.schedule`): forward of micro-batch m (stage 0 reads its
+(:func:`gnnscale.planning.schedules.schedule`): forward of micro-batch m (stage 0 reads its
 input, any other stage receives h^{start} from the stage before), backward (the last stage
 back-propagates its loss, any other receives the gradient of its output), sends on, and after
 the M backwards (a flush) the stage's gradients are reduced over its replicas and its own
@@ -26,7 +26,7 @@ from typing import Sequence
 import torch
 
 from gnnscale.nn.models import GNN
-from gnnscale.parallel.schedules import schedule
+from gnnscale.planning.schedules import schedule
 from gnnscale.process.comm import Communicator
 from gnnscale.process.eager import adam
 
@@ -107,7 +107,7 @@ class PipelineStage:
     Args:
         model: the whole model, built identically on every stage (same seed); pruned here to
             layers ``bounds[stage]``.
-        bounds: every stage's ``(start, end)`` layers (:func:`~gnnscale.parallel.schedules.plan_stages`).
+        bounds: every stage's ``(start, end)`` layers (:func:`~gnnscale.planning.schedules.plan_stages`).
         stage: this stage. ranks: the global rank of each stage of this pipeline.
         comm: the world's :class:`Communicator` (point to point between stages).
         lr, weight_decay: Adam's, over this stage's parameters only (a decay by prefix,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from gnnscale.parallel.plan import ParallelPlan
+from gnnscale.planning.plan import ParallelPlan
 from gnnscale.process.comm import Communicator, NetworkModel
 from gnnscale.process.groups import init_distributed
 from gnnscale.process.groups import new_group as _new_group

@@ -36,7 +36,7 @@ def embed_worker(parts_dir: str, cfg, model_path: str, out_dir: str) -> dict:
     from gnnscale.logs import setup_logging
     from gnnscale.nn.inference import streamed_inference
     from gnnscale.nn.spec import ModelSpec
-    from gnnscale.parallel.plan import plan_run
+    from gnnscale.planning.plan import plan_run
     from gnnscale.partitioning import load_meta, load_part
     from gnnscale.partitioning.format import _save
     from gnnscale.process.dims import ParallelDims

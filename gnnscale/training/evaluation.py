@@ -237,7 +237,7 @@ def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
     from gnnscale.history.modes import exchange_mode
     from gnnscale.logs import setup_logging
     from gnnscale.nn.spec import ModelSpec
-    from gnnscale.parallel.plan import plan_run
+    from gnnscale.planning.plan import plan_run
     from gnnscale.partitioning import load_meta, load_part
     from gnnscale.process.dims import ParallelDims
     from gnnscale.data.loader import build_samplers

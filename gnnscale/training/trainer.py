@@ -1,6 +1,6 @@
 """The one trainer: a run's plan, its process groups and the mode's axis, driven by one loop.
 
-:class:`Trainer` resolves the :class:`~gnnscale.parallel.plan.ParallelPlan` (rejecting any
+:class:`Trainer` resolves the :class:`~gnnscale.planning.plan.ParallelPlan` (rejecting any
 option the mode would not honour), builds :class:`~gnnscale.process.dims.ParallelDims` (every
 process group, the heartbeat), finds the checkpoint to resume from, and builds the mode's axis
 (data parallel, layer pipeline or chunk pipeline, :mod:`gnnscale.parallel.axis`). :meth:`Trainer.fit`
@@ -22,7 +22,7 @@ import torch
 from gnnscale.config import LOWER_IS_BETTER, TrainConfig
 from gnnscale.errors import RuntimeSetupError
 from gnnscale.parallel.axis import RunContext, StepResult
-from gnnscale.parallel.plan import DATA_PARALLEL, LAYER_PIPELINE, plan_run
+from gnnscale.planning.plan import DATA_PARALLEL, LAYER_PIPELINE, plan_run
 from gnnscale.process.comm import NetworkModel
 from gnnscale.process.eager import stay_eager
 from gnnscale.process.device import DeviceCopier, process_group_backend, resolve_device

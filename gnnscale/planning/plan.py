@@ -404,7 +404,7 @@ def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where
         PlanError: an option the mode does not honour, or a worker count that does not fit.
         PipelineError: stages, stage sizes, micro-batches or schedule that do not fit the model.
     """
-    from gnnscale.parallel.schedules import check_pipeline
+    from gnnscale.planning.schedules import check_pipeline
 
     mode = _mode_of(cfg)
     check_options(cfg, mode)
