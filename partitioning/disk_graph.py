@@ -104,30 +104,36 @@ class DiskGraph:
         """Columns of all edge files together (before cleaning)."""
         return int(self.edge_counts.sum())
 
+    def edge_slices(self, rows: int, start: int = 0, stop: int | None = None) -> list[tuple[int, int, int]]:
+        """The slices ``(file index, first column, end column)`` that :meth:`edge_chunks` reads: the
+        input columns ``[start, stop)`` cut at file ends and every ``rows`` columns."""
+        stop = self.num_input_edges if stop is None else int(stop)
+        rows = max(1, int(rows))
+        out, first = [], 0
+        for i, count in enumerate(self.edge_counts.tolist()):  # loop over edge files
+            lo, hi = max(start, first), min(stop, first + count)
+            out += [(i, a, min(hi - first, a + rows)) for a in range(lo - first, hi - first, rows)]
+            first += count
+        return out
+
     def edge_chunks(self, rows: int, start: int = 0, stop: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The input columns ``[start, stop)`` in slices of at most ``rows`` columns.
+        """The input columns ``[start, stop)`` in slices of at most ``rows`` columns (:meth:`edge_slices`).
 
         Yields:
             ``(src, dst)``: int64 ``[k]`` each, self loops dropped, ids checked in ``[0, N)``.
             Not symmetrized: with ``undirected`` the consumer adds the reverse edges.
         """
-        stop = self.num_input_edges if stop is None else int(stop)
-        rows = max(1, int(rows))
-        first = 0
-        for f, count in zip(self.edge_files, self.edge_counts.tolist()):  # loop over edge files
-            lo, hi = max(start, first), min(stop, first + count)
-            if lo < hi:
-                arr, by_rows = _open_edges(f)
-                for a in range(lo - first, hi - first, rows):  # loop over slices of the file
-                    b = min(hi - first, a + rows)
-                    pair = arr[a:b].T if by_rows else arr[:, a:b]
-                    src = np.asarray(pair[0], dtype=np.int64)
-                    dst = np.asarray(pair[1], dtype=np.int64)
-                    self._check(src, dst, f)
-                    keep = src != dst
-                    yield (src, dst) if keep.all() else (src[keep], dst[keep])
-                del arr
-            first += count
+        opened: tuple[int, np.ndarray, bool] | None = None
+        for i, a, b in self.edge_slices(rows, start, stop):  # loop over slices of the files
+            if opened is None or opened[0] != i:
+                opened = (i, *_open_edges(self.edge_files[i]))
+            _, arr, by_rows = opened
+            pair = arr[a:b].T if by_rows else arr[:, a:b]
+            src = np.asarray(pair[0], dtype=np.int64)
+            dst = np.asarray(pair[1], dtype=np.int64)
+            self._check(src, dst, self.edge_files[i])
+            keep = src != dst
+            yield (src, dst) if keep.all() else (src[keep], dst[keep])
 
     def _check(self, src: np.ndarray, dst: np.ndarray, where: Path) -> None:
         if src.size:

@@ -1,0 +1,44 @@
+"""Partitioning across processes (issue 47 item 3): 2-3 ranks on 127.0.0.1 (gloo, a free port, timeouts)
+write the same folder as the single-process out-of-core pipeline for the same assignment."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnnscale.partitioning.out_of_core import partition_on_disk
+from gnnscale.process.launch import launch_local
+
+from partition_workers import partition_worker
+from test_out_of_core import assert_same_folder, assignment_of, planted, write_graph
+
+
+@pytest.mark.parametrize("world,num_parts,undirected", [(2, 3, False), (3, 4, True)])
+def test_ranks_write_the_single_process_folder(tmp_path, world, num_parts, undirected):
+    n = 1200
+    root = write_graph(tmp_path / "g", planted(n, 9000, 6, 0.8), n, chunks=3)
+    parts = np.random.default_rng(2).integers(0, num_parts, n)
+    partition_on_disk(root, num_parts, tmp_path / "one", parts=parts, method="given", chunk_edges=700,
+                      undirected=undirected, show_progress=False)
+    res = launch_local(partition_worker, world,
+                       args=(str(root), num_parts, str(tmp_path / "many"), parts, "given", undirected, 700))
+    assert_same_folder(tmp_path / "many", tmp_path / "one")
+    assert sorted(p for r in res for p in r["parts_written"]) == list(range(num_parts))
+    assert [r["has_meta"] for r in res] == [True] + [False] * (world - 1)
+    # every edge row (bucket, a, b: 3 int32) that leaves a rank is counted, and what one rank sends others receive
+    sent = sum(r["stats"]["sent"]["partition_edges"] for r in res)
+    received = sum(r["stats"]["received"]["partition_edges"] for r in res)
+    assert sent == received > 0 and sent % 12 == 0
+    assert not (tmp_path / "many" / ".spill").exists()
+
+
+def test_rank_zero_streams_the_assignment_for_everyone(tmp_path):
+    n = 1500
+    root = write_graph(tmp_path / "g", planted(n, 12000, 3, 0.9), n)
+    res = launch_local(partition_worker, 2, args=(str(root), 3, str(tmp_path / "many"), None, "ldg", False, 2000))
+    parts = assignment_of(tmp_path / "many")
+    partition_on_disk(root, 3, tmp_path / "one", parts=parts, method="ldg", chunk_edges=2000, show_progress=False)
+    assert_same_folder(tmp_path / "many", tmp_path / "one")
+    # the same stream as one process's ldg (rank 0 ran it), broadcast in one all-reduce of int32 [N]
+    partition_on_disk(root, 3, tmp_path / "ldg", method="ldg", chunk_edges=2000, show_progress=False)
+    np.testing.assert_array_equal(assignment_of(tmp_path / "ldg"), parts)
+    assert all(r["stats"]["sent"]["partition_assignment"] == 4 * n for r in res)
