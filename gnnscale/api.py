@@ -76,11 +76,17 @@ def _shown(name: str, value: Any) -> str:
 
 def _check_source(src: Source, cfg) -> None:
     """The dataset / partition-folder options: what would be ignored is refused, naming it."""
-    if src.dataset is not None and not isinstance(src.dataset, str):
+    if src.dataset is not None and not isinstance(src.dataset, str) and not is_inmemory(src.dataset):
         raise RuntimeSetupError(
-            f"expected a dataset name string such as 'planetoid:cora' (`gnnscale datasets` lists them), found a "
-            f"{type(src.dataset).__name__}; in-memory graphs are not an input yet: write it with gnnscale.partitioning."
-            "partition_graph(data, parts, out) and pass parts_dir=out, or save it as a dir:PATH / npz:PATH dataset")
+            f"expected a dataset name string such as 'planetoid:cora' (`gnnscale datasets` lists them) or an in-memory "
+            f"torch_geometric Data, HeteroData or RandomLinkSplit's (train, val, test), found a "
+            f"{type(src.dataset).__name__}; pass one of those")
+    if isinstance(src.dataset, (tuple, list)) and is_inmemory(src.dataset) and cfg.task != "link":
+        raise RuntimeSetupError("RandomLinkSplit's (train, val, test) is a link-prediction split: add task='link', "
+                                "or pass the one Data it split")
+    if is_inmemory(src.dataset) and src.root is not None:
+        raise RuntimeSetupError(f"root={src.root!r} does not apply to an in-memory graph (it says where a named "
+                                "dataset's files are); leave it out")
     if src.parts_dir is not None and not isinstance(src.parts_dir, (str, os.PathLike)):
         raise RuntimeSetupError(f"expected --parts-dir (parts_dir=) to be a folder path, found a "
                                 f"{type(src.parts_dir).__name__}")
@@ -111,6 +117,21 @@ def _check_source(src: Source, cfg) -> None:
     if src.parts_dir is not None and src.edge_to_node is not None:
         raise RuntimeSetupError("--edge-to-node transforms a --dataset before it is cut; a partition folder keeps the "
                                 "features it was written with (give it to `gnnscale partition --edge-to-node`)")
+
+
+def is_inmemory(obj: Any) -> bool:
+    """Whether ``obj`` is an in-memory PyG graph (a ``Data``, a ``HeteroData``, or a triple of
+    ``Data`` as RandomLinkSplit returns), by its class's names: torch-free."""
+    def pyg(o: Any) -> bool:
+        return any(c.__module__.startswith("torch_geometric.data") and c.__name__ in ("Data", "HeteroData")
+                   for c in type(o).__mro__)
+
+    return pyg(obj) or isinstance(obj, (tuple, list)) and len(obj) == 3 and all(pyg(o) for o in obj)
+
+
+def dataset_label(dataset: Any) -> str:
+    """How messages name a run's dataset: its name, or ``an in-memory graph``."""
+    return f"--dataset {dataset}" if isinstance(dataset, str) else f"the in-memory {type(dataset).__name__}"
 
 
 def _differs(value: Any, default: Any) -> bool:
@@ -210,7 +231,7 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
         from gnnscale.partitioning import load_meta
 
         parts, workers = parts_for(cfg, workers)
-        plan_run(cfg, parts, workers, where=f"--dataset {source.dataset} cut into {parts} parts", typed=UNKNOWN,
+        plan_run(cfg, parts, workers, where=f"{dataset_label(source.dataset)} cut into {parts} parts", typed=UNKNOWN,
                  link=UNKNOWN, target=UNKNOWN)  # before cutting
         seed = cfg.seed if source.partition_seed is None else source.partition_seed
         link = (source.edge_split, source.disjoint_train_ratio, source.link_relation) if cfg.task == "link" else None
@@ -218,7 +239,7 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
                                   method=source.method, seed=seed, balance=source.balance, imbalance=source.imbalance,
                                   method_opt=source.method_opt, link=link, edge_to_node=source.edge_to_node)
         meta = load_meta(parts_dir)  # typed or not is known once it is cut: the typed checks now
-        plan = plan_run(cfg, parts, workers, where=f"--dataset {source.dataset}", typed=meta.get("typed"),
+        plan = plan_run(cfg, parts, workers, where=dataset_label(source.dataset), typed=meta.get("typed"),
                         link=meta.get("link"), target=meta.get("target"), edges=meta.get("edge_feature_dim", 0))
     device = launch_device(cfg.device, plan.world) if not plan.pipelined else "cpu"  # no CUDA, or too few GPUs
     return PreparedRun(str(parts_dir), plan, cfg, device, typed=meta.get("typed") is not None)
@@ -262,7 +283,7 @@ def log_summary(r0: dict, plan) -> None:
 
 
 def train(
-    dataset: str | None = None,
+    dataset: Any = None,
     *,
     parts_dir: str | None = None,
     workers: int | None = None,
@@ -283,7 +304,11 @@ def train(
     """Train a GNN on a partitioned graph; returns the metrics of rank 0 (see ``gnnscale train --metrics``).
 
     Args:
-        dataset: a dataset spec (``gnnscale datasets`` lists them), partitioned in the cache
+        dataset: a dataset spec (``gnnscale datasets`` lists them) or an in-memory PyG graph: a
+            ``Data``, a ``HeteroData`` (its target type: the one type with ``y``, or
+            ``data.target_type``) or RandomLinkSplit's ``(train, val, test)`` with ``task="link"``
+            (:mod:`gnnscale.datasets.inmemory` says what is read; it is cached by its content
+            digest); partitioned in the cache
             folder into the plan's parts (a part per worker, per pipeline, or ``micro_batches``
             chunks) unless ``parts_dir`` is given.
         parts_dir: an existing partition (``gnnscale partition``).

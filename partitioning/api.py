@@ -201,6 +201,23 @@ def _check_output(parts: Any, label: str, n: int, num_parts: int) -> np.ndarray:
     return parts.astype(np.int64, copy=False)
 
 
+_CONTRACT = ("name", "num_classes", "train_mask", "val_mask", "test_mask", "y")
+
+
+def as_dataset(data: Any) -> Data:
+    """``data`` as the dataset contract: a gnnscale dataset (it has ``name``, ``num_classes``, ``y``
+    and the three masks) as it is, any other PyG ``Data``, ``HeteroData`` or RandomLinkSplit triple
+    converted by :func:`gnnscale.datasets.inmemory.from_pyg` (checked first: one line per bad input)."""
+    from torch_geometric.data import Data as PygData
+
+    from gnnscale.datasets.inmemory import check_graph, from_pyg
+
+    check_graph(data)
+    if isinstance(data, PygData) and all(k in data.keys() for k in _CONTRACT):
+        return data
+    return from_pyg(data)
+
+
 def _check_request(data: Data, num_parts: Any) -> tuple[int, int]:
     if getattr(data, "edge_index", None) is None:
         raise PartitionError("expected data.edge_index [2, E], found none; fix the dataset")
@@ -268,7 +285,8 @@ def partition_graph(
 
     Args:
         data: graph following the dataset contract (x, y, edge_index, masks, num_classes;
-            optional edge_weight [E] used by metis/ldg/fennel), or a typed graph.
+            optional edge_weight [E] used by metis/ldg/fennel), or a typed graph; or any PyG
+            ``Data`` / ``HeteroData`` / RandomLinkSplit triple (:func:`as_dataset`).
         num_parts: P, 1 <= P <= number of nodes.
         out_dir: output folder.
         method: a name from :func:`available_methods` or a plug-in ``"module.path:function"``.
@@ -290,6 +308,7 @@ def partition_graph(
         (partitioner + writing; see :class:`~gnnscale.partitioning.resources.ResourceMeter`).
     """
     get_partitioner(method)  # fail on an unknown method before anything else
+    data = as_dataset(data)
     n, num_parts = _check_request(data, num_parts)
     if isinstance(balance, str):
         balance = (balance,)

@@ -1,4 +1,5 @@
 """The partition cache of ``--dataset`` runs: a dataset cut into parts once, reused by later runs.
+An in-memory PyG graph (``gnnscale.train(data)``) is cached as a dataset named by its content digest.
 
 The folder is named by the dataset, the method, the part count and a hash of every option that
 changes the cut (root, balance, imbalance, seed, method options, ``--edge-to-node``); a folder
@@ -34,16 +35,19 @@ def cache_folder(dataset: str, parts: int, root: str | None = None, cache_dir: s
     return Path(base) / f"{slug}-{method}-{parts}parts-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
 
-def prepare_parts(dataset: str, parts: int, root: str | None = None, cache_dir: str | None = None,
+def prepare_parts(dataset, parts: int, root: str | None = None, cache_dir: str | None = None,
                   method: str = "metis", seed: int = 0, balance=("nodes", "train"), imbalance: float = 0.05,
                   method_opt=(), link: tuple | None = None, edge_to_node: str | None = None) -> str:
-    """The cached partition of ``dataset`` into ``parts`` parts (made on first use); its folder.
-    ``link``: ``(edge_split or None, disjoint_train_ratio)``: the dataset prepared for link
+    """The cached partition of ``dataset`` (a name, or an in-memory PyG graph: :func:`inmemory_name`)
+    into ``parts`` parts (made on first use); its folder. ``link``: ``(edge_split or None, disjoint_train_ratio)``: the dataset prepared for link
     prediction (:func:`link_data`). ``edge_to_node``: ``mean``/``sum``: each node's aggregated
     in-edge features appended to ``x`` first (:func:`~gnnscale.datasets.edge_to_node.edge_to_node`,
     recorded as ``meta["edge_to_node"]``)."""
     from gnnscale.partitioning import load_meta
 
+    graph = None
+    if not isinstance(dataset, str):  # an in-memory PyG graph: named by its content
+        graph, dataset = dataset, inmemory_name(dataset)
     out = cache_folder(dataset, parts, root, cache_dir, method, seed, balance, imbalance, method_opt, link,
                        edge_to_node)
     if (out / "meta.json").exists():
@@ -54,14 +58,21 @@ def prepare_parts(dataset: str, parts: int, root: str | None = None, cache_dir: 
                 return str(out)
         except GnnscaleError:
             pass
-    from gnnscale.datasets import load_dataset
-    from gnnscale.datasets.loader import check_dataset_name
+    if graph is None:
+        from gnnscale.datasets.loader import check_dataset_name
 
-    check_dataset_name(dataset)  # an unknown name or option: its one line, before this one
+        check_dataset_name(dataset)  # an unknown name or option: its one line, before this one
     log.info("partitioning %s into %d parts (cache folder: %s)", dataset, parts, out)
     from gnnscale.partitioning import partition_graph
 
-    data = load_dataset(dataset, root=root)
+    if graph is None:
+        from gnnscale.datasets import load_dataset
+
+        data = load_dataset(dataset, root=root)
+    else:
+        from gnnscale.datasets.inmemory import from_pyg
+
+        data = from_pyg(graph)
     if edge_to_node is not None:
         from gnnscale.datasets.edge_to_node import edge_to_node as aggregate
 
@@ -70,8 +81,19 @@ def prepare_parts(dataset: str, parts: int, root: str | None = None, cache_dir: 
     if link is not None:
         data = link_data(data, *link, seed=seed)
     partition_graph(data, parts, out, method=method, balance=list(balance), imbalance=imbalance, seed=seed,
-                    dataset=dataset, options=dict(method_opt), extra_meta=edge_to_node_meta(edge_to_node))
+                    dataset=dataset if graph is None else data.name, options=dict(method_opt),
+                    extra_meta=edge_to_node_meta(edge_to_node))
     return str(out)
+
+
+def inmemory_name(graph) -> str:
+    """The cache name of an in-memory PyG graph (``Data``, ``HeteroData``, RandomLinkSplit's
+    triple): ``inmemory-`` and 16 hex digits of its content digest (every attribute's bytes:
+    :func:`~gnnscale.datasets.inmemory.content_digest`), after its checks (one line each)."""
+    from gnnscale.datasets.inmemory import check_graph, content_digest
+
+    check_graph(graph)
+    return f"inmemory-{content_digest(graph)[:16]}"
 
 
 def check_edge_to_node(edge_to_node: str | None, link: bool) -> None:
