@@ -63,7 +63,7 @@ logger = logging.getLogger(__name__)
 
 BASE_BYTES = 600_000_000  # Python, numpy, torch and the libraries, measured ~0.5-0.6 GB
 NODE_BYTES = 64  # per node: parts, new/old ids, indptr, y, masks, the stream's state (int64 where needed)
-EDGE_BUFFER_BYTES = 64  # per edge of a chunk held at once: the ids, keys, sort and routing temporaries
+EDGE_BUFFER_BYTES = 128  # per input edge of a chunk held at once: the ids, keys, sort and routing temporaries
 IN_MEMORY_EDGE_BYTES = 44  # per directed edge, today's in-memory pipeline (docs/scaling.md)
 MIN_CHUNK = 1 << 16
 
@@ -107,11 +107,11 @@ def plan_memory(num_nodes: int, num_edges: int, num_parts: int, budget_gb: float
             "--method ldg or fennel (O(N) memory) or raise the budget"
         )
     room = (8_000_000_000 if budget is None else budget) - BASE_BYTES - node_bytes
-    chunk = int(min(1 << 27, max(MIN_CHUNK, room // EDGE_BUFFER_BYTES // 2)))
+    chunk = int(min(1 << 27, max(MIN_CHUNK, room // EDGE_BUFFER_BYTES)))
     return {
         "node_bytes": node_bytes,
         "chunk_edges": chunk,
-        "estimate_bytes": BASE_BYTES + node_bytes + 2 * chunk * EDGE_BUFFER_BYTES,
+        "estimate_bytes": BASE_BYTES + node_bytes + chunk * EDGE_BUFFER_BYTES,
         "in_memory_bytes": in_memory,
         "budget_bytes": budget,
     }
@@ -141,11 +141,17 @@ def disk_csr(graph: DiskGraph, work: Path, chunk_edges: int, show: bool = False)
     spill = SpillFiles(work / "csr", 2, dt, "b")
     bar = _progress(graph.num_input_edges, "adjacency", "edge", show)
     for src, dst in graph.edge_chunks(chunk_edges):  # loop over chunks of edges
-        a = np.concatenate([src, dst])
-        b = np.concatenate([dst, src])
-        spill.append(a // block, np.stack([a, b], axis=1))
+        k = src.shape[0]
+        rows = np.empty((2 * k, 2), dtype=dt)  # both directions, in the id dtype
+        rows[:k, 0] = src
+        rows[k:, 0] = dst
+        rows[:k, 1] = dst
+        rows[k:, 1] = src
+        del src, dst
+        spill.append(rows[:, 0] // block, rows)
+        del rows
         if bar is not None:
-            bar.update(src.shape[0])
+            bar.update(k)
     if bar is not None:
         bar.close()
     indptr = np.zeros(n + 1, dtype=np.int64)
