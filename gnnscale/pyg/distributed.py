@@ -191,11 +191,13 @@ class DistRun:
     def ddp(self, model: torch.nn.Module, **kwargs: Any) -> torch.nn.Module:
         """``model`` in DDP over this run's group (gradients averaged, their bytes counted under
         ``gradient``); the model itself with one process. Run one forward first for lazy modules
-        (``to_hetero``, ``-1`` channels)."""
+        (``to_hetero``, ``-1`` channels). On a HeteroData ``find_unused_parameters`` defaults to True
+        (``to_hetero``'s last layer has outputs for every node type; the loss reads one)."""
         if self.world_size == 1:
             return model
         from torch.nn.parallel import DistributedDataParallel
 
+        kwargs.setdefault("find_unused_parameters", isinstance(self.data, HeteroData))
         wrapped = DistributedDataParallel(model, **kwargs)
         wrapped.register_comm_hook(state=None, hook=self.comm.ddp_comm_hook())
         return wrapped
@@ -207,27 +209,47 @@ class DistRun:
         return self.comm.all_reduce(t).tolist() if self.world_size > 1 else t.tolist()
 
     @torch.no_grad()
-    def accuracy(self, model: torch.nn.Module, loader: NodeLoader, node_type: str | None = None) -> float:
+    def accuracy(self, model: torch.nn.Module, loader: NodeLoader, node_type: str | None = None,
+                 forward: Callable[[Any], torch.Tensor] | None = None) -> float:
         """Accuracy over every rank's seeds of ``loader`` (each seed counted once: the pass's padded
-        repeats are left out). ``model(batch.x, batch.edge_index)`` (a HeteroData:
-        ``model(batch.x_dict, batch.edge_index_dict)[node_type]``)."""
+        repeats are left out), the model in eval mode. Logits: ``forward(batch)`` when given, else
+        ``model(batch.x, batch.edge_index)`` (a HeteroData: ``model(batch.x_dict,
+        batch.edge_index_dict)[node_type]``); their first ``batch_size`` rows are the seeds'."""
         was = model.training
         model.eval()
         right = total = 0
         for k, batch in enumerate(loader):
             if loader.batch_sampler.is_repeat(k):  # padding: another rank counts this batch
                 continue
-            if node_type:
+            store = batch[node_type] if node_type else batch
+            if forward is not None:
+                out = forward(batch)
+            elif node_type:
                 out = model(batch.x_dict, batch.edge_index_dict)[node_type]
-                b, y = batch[node_type].batch_size, batch[node_type].y
             else:
                 out = model(batch.x, batch.edge_index)
-                b, y = batch.batch_size, batch.y
+            b, y = store.batch_size, store.y
             right += int((out[:b].argmax(-1) == y[:b]).sum())
             total += b
         model.train(was)
         right, total = self.all_sum([right, total])
         return right / max(total, 1)
+
+    @torch.no_grad()
+    def link_auc(self, model: torch.nn.Module, loader: LinkLoader, score: Callable[[Any], torch.Tensor]) -> float:
+        """ROC AUC over every rank's pairs of ``loader`` (padded repeats left out), the model in eval
+        mode: ``score(batch)`` float [B] of ``batch.edge_label_index`` against ``batch.edge_label``.
+        Scores and labels of every rank are gathered (memory: two numbers per pair of the split)."""
+        was = model.training
+        model.eval()
+        scores, labels = [torch.empty(0)], [torch.empty(0)]
+        for k, batch in enumerate(loader):
+            if loader.batch_sampler.is_repeat(k):
+                continue
+            scores.append(score(batch).detach().float().flatten())
+            labels.append(batch.edge_label.float())
+        model.train(was)
+        return auc(self.gather(torch.cat(scores)), self.gather(torch.cat(labels)))
 
     def gather(self, t: torch.Tensor) -> torch.Tensor:
         """Every rank's ``t`` concatenated in rank order (one bounded all-gather)."""
