@@ -47,6 +47,7 @@ SMOKE: dict[str, tuple[list[str], int, bool]] = {
     "layer_pipeline.py": (["--workdir", "{tmp}"], 300, True),
     "layers.py": ([], 200, True),
     "link.py": (["--work", "{tmp}"], 600, True),
+    "out_of_core.py": (["--workdir", "{tmp}"], 300, True),
     "partition_scale.py": (["--workdir", "{tmp}"], 300, True),
     "pipeline.py": (["--workdir", "{tmp}"], 300, True),
     "pyg_loader.py": ([], 300, True),
