@@ -201,6 +201,10 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
     cfg.check()
     launch_device(cfg.device, 1)  # --device cuda without CUDA: an error before partitioning or launching
     _check_layer(cfg)
+    if cfg.model is not None:  # a user's whole model: built once here (torch is imported for it)
+        from gnnscale.nn.user_model import build_user_model
+
+        build_user_model(cfg.model, 8, 8, 2, cfg.model_layers(), cfg.dropout, cfg.model_kwargs)
     _check_fanouts(cfg)
     parts_dir = None if source.parts_dir is None else os.fspath(source.parts_dir)
     if in_torchrun():

@@ -81,6 +81,10 @@ class TrainConfig:
     eval_method: str = "auto"  # auto | layerwise | sampled (auto: layerwise when exact anyway)
     layer: str | type = "sage"  # zoo name, module:Class, or a layer class (see gnnscale.nn.layers)
     layer_kwargs: dict = field(default_factory=dict)
+    # a user's whole model (gnnscale.nn.user_model): "pkg.module:Class" or an nn.Module class, built as
+    # Class(in_channels=F, hidden_channels=H, out_channels=C, num_layers=L, **model_kwargs); None: the layer stack
+    model: str | type | None = None
+    model_kwargs: dict = field(default_factory=dict)
     device: str = "auto"  # cpu | cuda | auto (cuda when a GPU is visible): see gnnscale.process.device
     norm: str = "none"  # none | batch | layer
     residual: bool = False
@@ -127,7 +131,7 @@ class TrainConfig:
         """
         for name in INT_LISTS:  # "10,10" as the command line takes it; anything else but integers refused
             setattr(self, name, int_list(name, getattr(self, name)))
-        for name in ("layer_kwargs", "relation_fanouts"):
+        for name in ("layer_kwargs", "relation_fanouts", "model_kwargs"):
             if not isinstance(getattr(self, name), dict):
                 raise OptionError(f"--{name.replace('_', '-')} expects a mapping, e.g. {{'heads': 4}}; found "
                                   f"{getattr(self, name)!r}")
@@ -158,11 +162,49 @@ class TrainConfig:
         if self.metric is not None and self.metric not in NODE_METRICS:
             raise OptionError(f"--metric must be one of {', '.join(NODE_METRICS)}; found {self.metric!r}")
         parse_pos_weight(self.pos_weight)
+        if self.model is not None:
+            check_model_options(self)
         if self.relation_fanouts:
             from gnnscale.samplers.fanouts import typed_fanouts
 
             typed_fanouts(self.fanouts, list(self.relation_fanouts), len(self.fanouts), self.relation_fanouts)
         return self
+
+
+def check_model_options(cfg: TrainConfig) -> None:
+    """``--model`` (a user's whole model, gnnscale.nn.user_model) with the options that need the engine's own
+    layer stack, refused by name; ``--eval-method auto`` becomes ``sampled`` (a whole model evaluates on
+    sampled subgraphs: layer-wise inference runs one layer of the stack at a time).
+
+    Raises:
+        OptionError: one line naming the option and why it does not apply to --model.
+    """
+    if not (isinstance(cfg.model, type) or isinstance(cfg.model, str) and ":" in cfg.model):
+        raise OptionError(f"--model expects an import path 'pkg.module:Class' or an nn.Module class, e.g. "
+                          f"torch_geometric.nn.models:GraphSAGE; found {cfg.model!r}")
+    name = cfg.model if isinstance(cfg.model, str) else getattr(cfg.model, "__qualname__", repr(cfg.model))
+    head = f"does not apply to --model {name}: it needs the engine's own layer stack"
+    refused = [
+        (cfg.exchange == "historical", f"--exchange historical {head} (its halo tables hold each layer's embeddings); "
+         "use --exchange exact or local"),
+        (cfg.pipeline_stages > 1, f"--pipeline-stages {cfg.pipeline_stages} {head} (it splits the layers into "
+         "stages); use data parallelism (--pipeline-stages 1)"),
+        (cfg.chunks, f"--chunks {head} (chunk pipelining runs its layers over the parts); leave it out"),
+        (cfg.eval_method == "layerwise", f"--eval-method layerwise {head} (inference one layer at a time over every "
+         "node); use --eval-method sampled or auto"),
+        (cfg.layer != "sage" or bool(cfg.layer_kwargs), f"--layer/--layer-kwargs do not apply to --model {name}: they "
+         "build the engine's layer stack, which --model replaces; give the model's options in --model-kwargs"),
+        (cfg.norm != "none" or cfg.residual or cfg.jk != "none", f"--norm/--residual/--jk do not apply to --model "
+         f"{name}: they are options of the engine's layer stack; give the model's own in --model-kwargs (e.g. "
+         "'{\"norm\": \"batch\", \"jk\": \"cat\"}' for PyG's GraphSAGE)"),
+        (cfg.task != "node", f"--task {cfg.task} is not supported with --model {name} yet (a whole model trains node "
+         "targets); use the built-in layers (--layer) for link and edge tasks"),
+    ]
+    for bad, message in refused:
+        if bad:
+            raise OptionError(message)
+    if cfg.eval_method == "auto":
+        cfg.eval_method = "sampled"
 
 
 #: options that hold a list of integers (None: unset, where the default is None)

@@ -77,6 +77,10 @@ def cases(mode: str, tmp: Path) -> dict:
         "eval_batch_size": ({"eval_batch_size": 64, "eval_every": 1}, {"eval_every": 1},
                             lambda b, v, t: v["last"]["evaluation"]["batches"] > b["last"]["evaluation"]["batches"]),
         "hidden": ({"hidden": 24}, {}, differs("digest")),
+        # a user's whole PyG model (tests/test_user_model.py): data parallel only
+        "model": ({"model": "torch_geometric.nn.models:GraphSAGE"}, {}, differs("digest")),
+        "model_kwargs": ({"model": "torch_geometric.nn.models:GraphSAGE", "model_kwargs": {"jk": "last"}},
+                         {"model": "torch_geometric.nn.models:GraphSAGE"}, differs("digest")),
         "lr": ({"lr": 0.05}, {}, differs("digest")),
         "weight_decay": ({"weight_decay": 0.1}, {}, differs("digest")),
         "dropout": ({"dropout": 0.1}, {}, differs("digest")),
@@ -211,11 +215,11 @@ REFUSED = {
     DATA_PARALLEL: {"stage_layers", "micro_batches", "schedule", "halo_gradients", "num_layers", "relation_fanouts",
                     *LINK, *TARGET_ONLY},
     LAYER_PIPELINE: {"staleness", "embedding_dtype", "halo_features", "jk", "halo_gradients", "num_layers",
-                     "relation_fanouts", *LINK, *TARGET_ONLY},
+                     "relation_fanouts", "model", "model_kwargs", *LINK, *TARGET_ONLY},
     CHUNK_PIPELINE: {"eval_fanouts", "batch_size", "eval_batch_size", "max_steps", "sampler_backend", "cache_policy",
                      "cache_size", "cache_file", "presample_epochs", "host_features", "host_graph", "pipeline", "pipeline_depth", "exchange",
                      "embedding_dtype", "halo_features", "eval_method", "jk", "micro_batches", "relation_fanouts", *LINK,
-                     *TARGET_ONLY},
+                     *TARGET_ONLY, "model", "model_kwargs"},
 }
 EDGE_ONLY = {"edge_features"}  # refused on Cora's partition (no edge features) or by the mode, naming both
 REFUSED = {mode: names | EDGE_ONLY for mode, names in REFUSED.items()}

@@ -283,6 +283,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "typed graphs: rgcn, hgt, rel:<layer>")
     m.add_argument("--layer-kwargs", type=_json_dict, default={}, metavar="JSON",
                    help='extra keyword arguments of every layer, e.g. \'{"heads": 4}\'')
+    m.add_argument("--model", default=None, metavar="MODULE:CLASS",
+                   help="a whole PyG model instead of the layer stack, e.g. torch_geometric.nn.models:GraphSAGE: any "
+                   "nn.Module called as model(x, edge_index) on each sampled subgraph, built as Class(in_channels=F, "
+                   "hidden_channels=--hidden, out_channels=C, num_layers=L[, dropout=--dropout], **--model-kwargs) "
+                   "(docs/training.md)")
+    m.add_argument("--model-kwargs", type=_json_dict, default={}, metavar="JSON",
+                   help='extra keyword arguments of --model\'s class, e.g. \'{"jk": "cat"}\'')
     m.add_argument("--norm", choices=["none", "batch", "layer"], default="none", help="normalization after each hidden layer")
     m.add_argument("--residual", action=argparse.BooleanOptionalAction, default=False,
                    help="add each layer's input to its output where shapes agree")

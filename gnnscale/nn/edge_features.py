@@ -104,7 +104,7 @@ def resolve_edge_dim(cfg, meta: dict, mode: str, rank: int = 0) -> int:
         if de and rank == 0:
             log.info("edge features: off (--edge-features off): the %d per edge in the partition are not read", de)
         return 0
-    reads = layer_reads_edges(cfg.layer)
+    reads = layer_reads_edges(cfg.layer if getattr(cfg, "model", None) is None else cfg.model)
     if choice == "on":
         if not reads:
             raise EdgeFeatureError(f"--edge-features on, but layer {cfg.layer!r} reads no edge features (its forward "

@@ -60,6 +60,9 @@ class ModelSpec:
             :class:`~gnnscale.nn.link.EdgeHead` of C logits or D targets); None: node classification.
         edge_dim: De, the edge features per edge the layers read (0: none; see
             :mod:`gnnscale.nn.edge_features`); left out of :meth:`record` when 0.
+        model, model_kwargs: a user's whole model (``module:Class`` or a class) instead of the
+            layer stack, and its extra constructor arguments (:mod:`gnnscale.nn.user_model`);
+            ``layer`` and the stack's options are then unused. Left out of :meth:`record` when None.
     """
 
     in_dim: int
@@ -78,6 +81,8 @@ class ModelSpec:
     num_nodes_per_type: tuple | None = None
     decoder: str | None = None
     edge_dim: int = 0
+    model: object = None
+    model_kwargs: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in TYPED_FIELDS:
@@ -109,6 +114,13 @@ class ModelSpec:
             extra["decoder"] = cfg.decoder
         elif task == "edge":
             extra["decoder"] = f"edge:{int(num_classes)}"
+        model = getattr(cfg, "model", None)
+        if model is not None and (typed is not None or task != "node"):
+            raise ModelError(f"--model {layer_name(model)}: a user's whole model trains node targets of untyped graphs "
+                             f"here; {'a typed graph' if typed is not None else f'--task {task}'} is not supported with "
+                             "--model yet: use the built-in layers (--layer)")
+        if model is not None:
+            extra |= {"model": model, "model_kwargs": dict(getattr(cfg, "model_kwargs", {}) or {})}
         return ModelSpec(int(feature_dim or 0) if typed is not None else int(feature_dim), int(cfg.hidden),
                          int(cfg.hidden) if link else int(num_classes),
                          int(num_layers if num_layers is not None else cfg.model_layers()),
@@ -130,6 +142,11 @@ class ModelSpec:
         return LinkModel(gnn, build_decoder(self.decoder, self.out_dim, relations, self.dropout))
 
     def _gnn(self, external_embeddings: bool) -> GNN:
+        if self.model is not None:
+            from gnnscale.nn.user_model import build_user_model
+
+            return build_user_model(self.model, self.in_dim, self.hidden, self.out_dim, self.num_layers, self.dropout,
+                                    self.model_kwargs, self.edge_dim)
         return GNN(self.in_dim, self.hidden, self.out_dim, num_layers=self.num_layers, layer=self.layer,
                    layer_kwargs=dict(self.layer_kwargs), dropout=self.dropout, norm=self.norm,
                    residual=self.residual, jk=self.jk, node_types=self.node_types, relations=self.relations,
@@ -149,4 +166,8 @@ class ModelSpec:
             del out["decoder"]
         if not out["edge_dim"]:  # without edge features: the record it always had
             del out["edge_dim"]
+        if out["model"] is None:  # the layer stack: the record it always had
+            del out["model"], out["model_kwargs"]
+        else:
+            out["model"], out["model_kwargs"] = layer_name(self.model), dict(self.model_kwargs)
         return out

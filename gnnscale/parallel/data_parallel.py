@@ -115,7 +115,8 @@ def may_skip_parameters(net: torch.nn.Module, cfg) -> bool:
     from gnnscale.nn.link import gnn_of
 
     gnn = gnn_of(net)
-    return getattr(gnn, "node_types", None) is not None or not (isinstance(cfg.layer, str) and cfg.layer in ZOO)
+    return getattr(gnn, "node_types", None) is not None or not (isinstance(cfg.layer, str) and cfg.layer in ZOO) \
+        or getattr(cfg, "model", None) is not None  # a user's whole model: unknown
 
 
 def train_counts(comm, n: int) -> list[int]:

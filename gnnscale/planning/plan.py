@@ -160,6 +160,9 @@ APPLIES: dict[str, tuple[frozenset, str]] = {
     "edge_features": (ALL, ""),  # off and auto everywhere; on where check_edge_options allows it
     # node targets: every mode; whether they fit the partition's target kind is checked below
     "metric": (ALL, ""), "pos_weight": (ALL, ""),
+    # a user's whole model (gnnscale.nn.user_model): config.check_model_options names what needs the layer stack
+    **{name: (frozenset({DP}), "a user's whole model trains data parallel (the pipelines split the engine's layer "
+                               "stack)") for name in ("model", "model_kwargs")},
 }
 # option -> (the option it needs, a predicate on the config, what it needs, in words)
 REQUIRES = {
@@ -182,6 +185,7 @@ REQUIRES = {
     "exclude_seed_edges": ("task", lambda c: c.task in ("link", "edge"), "--task link or edge"),
     **{name: ("task", lambda c: c.task == "node", "--task node (--link-metric for links)")
        for name in ("metric", "pos_weight")},
+    "model_kwargs": ("model", lambda c: c.model is not None, "--model MODULE:CLASS"),
 }
 
 

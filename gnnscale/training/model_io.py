@@ -29,7 +29,10 @@ class ModelFileError(GnnscaleError):
 def config_record(cfg) -> dict[str, Any]:
     """A run's :class:`~gnnscale.config.TrainConfig` as plain data (fanouts a list, the layer a
     printable spec): what a checkpoint, a saved model and the metrics keep of the run."""
-    return asdict(cfg) | {"fanouts": list(cfg.fanouts), "layer": layer_name(cfg.layer)}
+    out = asdict(cfg) | {"fanouts": list(cfg.fanouts), "layer": layer_name(cfg.layer)}
+    if getattr(cfg, "model", None) is not None:  # a user's model class: its import path
+        out["model"] = layer_name(cfg.model)
+    return out
 
 
 def save_model(path: str | os.PathLike, net: GNN, spec: ModelSpec, cfg, meta: dict) -> None:
@@ -132,6 +135,8 @@ def predict_full_graph(model: GNN, x: torch.Tensor, edge_index: torch.Tensor,
 
     model.eval()
     n = int(x.shape[0])
+    if hasattr(model, "full_graph"):  # a user's whole model (gnnscale.nn.user_model): once over the graph
+        return model.full_graph(x, edge_index, edge_attr)
     want = model.encoder.in_features if model.encoder is not None else model.dims[0]
     if x.dim() != 2 or x.shape[1] != want:
         raise ModelFileError(f"the model takes {want} input features per node; the graph has {tuple(x.shape)}")

@@ -1,0 +1,167 @@
+"""A user's whole PyG model in the engine (issue 46 item 4): ``gnnscale train --model pkg.module:Class``.
+
+The sampled blocks become PyG's layout (each node's in-edges drawn once, seeds first); the model
+trains with checkpoints, exact resume, metrics, save/load, evaluate and predict; what needs the
+engine's own layer stack is refused in one line before any worker starts."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import gnnscale
+from gnnscale.errors import GnnscaleError
+from gnnscale.nn.user_model import UserModel, build_user_model, subgraph_edges
+from gnnscale.samplers import NeighborSampler
+
+SAGE = "torch_geometric.nn.models:GraphSAGE"
+# 2 workers on Cora's 2 METIS parts; batch 16 gives several steps per epoch (as tests/test_checkpoint.py).
+BASE = ["--workers", "2", "--epochs", "4", "--fanouts", "5,5", "--batch-size", "16", "--hidden", "32",
+        "--timeout", "60", "--eval-every", "2", "--no-verify", "--model", SAGE]
+
+
+def gnnscale_cli(*args: str, fault: str | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
+    env = dict(os.environ, CI="1")
+    env.pop("GNNSCALE_FAULT", None)
+    if fault:
+        env["GNNSCALE_FAULT"] = fault
+    return subprocess.run([sys.executable, "-m", "gnnscale", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _csc(cora):
+    order = torch.argsort(cora.edge_index[1], stable=True)
+    indices = cora.edge_index[0][order]
+    indptr = torch.zeros(cora.num_nodes + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(torch.bincount(cora.edge_index[1], minlength=cora.num_nodes), 0)
+    return indptr, indices
+
+
+def test_blocks_become_pyg_layout(cora):
+    """Every edge of the subgraph is an edge of Cora between its endpoints' ids; each node's in-edges
+    come from one hop only (the one that expanded it, within that hop's fan-out); seeds first."""
+    indptr, indices = _csc(cora)
+    s = NeighborSampler(indptr, indices, [5, 3, 2], seed=1)
+    seeds = torch.tensor([3, 17, 256, 1999, 0, 2700])
+    mb = s.sample(seeds, epoch=1, step=2)
+    ei, attr = subgraph_edges(mb.blocks)
+    nodes = mb.blocks[0].src_ids
+    assert attr is None and torch.equal(nodes[:seeds.numel()], seeds)
+    n = cora.num_nodes
+    keys = set((cora.edge_index[0] * n + cora.edge_index[1]).tolist())
+    got = (nodes[ei[0]] * n + nodes[ei[1]]).tolist()
+    assert all(k in keys for k in got) and len(set(got)) == len(got)
+    per_dst = torch.bincount(ei[1], minlength=nodes.numel())
+    deg = (indptr[1:] - indptr[:-1])[nodes]
+    # hop of each node: seeds 0, then each block's new destinations
+    hop = torch.full((nodes.numel(),), len(mb.blocks), dtype=torch.int64)
+    for depth, b in enumerate(reversed(mb.blocks)):
+        fresh = hop[:b.num_dst] == len(mb.blocks)
+        hop[:b.num_dst][fresh] = depth
+    fan = torch.tensor([5, 3, 2, 0])
+    assert torch.equal(per_dst, torch.minimum(deg, fan[hop]))
+    assert int(ei[1][:per_dst[:seeds.numel()].sum()].max()) < seeds.numel()  # the seeds' edges first
+
+
+def test_the_wrapper_is_the_module_on_the_subgraph(cora):
+    """UserModel(x, blocks) equals the user's module on PyG's subgraph, at the seeds' rows."""
+    from torch_geometric.nn.models import GraphSAGE
+
+    indptr, indices = _csc(cora)
+    mb = NeighborSampler(indptr, indices, [4, 4], seed=2).sample(torch.arange(0, 60, 3), epoch=0, step=0)
+    model = build_user_model(SAGE, cora.num_features, 16, 7, 2, dropout=0.5).eval()
+    assert isinstance(model.module, GraphSAGE) and model.module.dropout.p == 0.5
+    x = cora.x[mb.blocks[0].src_ids]
+    ei, _ = subgraph_edges(mb.blocks)
+    with torch.no_grad():
+        assert torch.equal(model(x, mb.blocks), model.module(x, ei)[:20])
+
+
+def test_construction_errors_are_one_line():
+    with pytest.raises(GnnscaleError, match="--model-kwargs \\['hidden_channels'\\] are set by the run"):
+        build_user_model(SAGE, 4, 8, 2, 2, model_kwargs={"hidden_channels": 3})
+    with pytest.raises(GnnscaleError, match="--model torch.nn:Linear is built as Class\\(in_channels=F"):
+        build_user_model("torch.nn:Linear", 4, 8, 2, 2)
+    with pytest.raises(GnnscaleError, match="^--model nope.mod:X: "):
+        build_user_model("nope.mod:X", 4, 8, 2, 2)
+    with pytest.raises(GnnscaleError, match="could not be built with .*TypeError"):
+        build_user_model(SAGE, 4, 8, 2, 2, model_kwargs={"no_such_option": 1})
+
+
+REFUSED = [
+    (dict(exchange="historical"), f"--exchange historical does not apply to --model {SAGE}: it needs the engine's own "
+     "layer stack (its halo tables hold each layer's embeddings); use --exchange exact or local"),
+    (dict(pipeline_stages=2), f"--pipeline-stages 2 does not apply to --model {SAGE}: it needs the engine's own layer "
+     "stack (it splits the layers into stages); use data parallelism (--pipeline-stages 1)"),
+    (dict(chunks=True), f"--chunks does not apply to --model {SAGE}: it needs the engine's own layer stack (chunk "
+     "pipelining runs its layers over the parts); leave it out"),
+    (dict(eval_method="layerwise"), f"--eval-method layerwise does not apply to --model {SAGE}: it needs the engine's "
+     "own layer stack (inference one layer at a time over every node); use --eval-method sampled or auto"),
+    (dict(layer="gcn"), f"--layer/--layer-kwargs do not apply to --model {SAGE}: they build the engine's layer stack, "
+     "which --model replaces; give the model's options in --model-kwargs"),
+    (dict(task="link"), f"--task link is not supported with --model {SAGE} yet (a whole model trains node targets); "
+     "use the built-in layers (--layer) for link and edge tasks"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(REFUSED)))
+def test_what_needs_the_layer_stack_is_refused_before_workers(case, cora_partition):
+    options, message = REFUSED[case]
+    with pytest.raises(GnnscaleError) as err:
+        gnnscale.train(parts_dir=cora_partition(2), model=SAGE, **options)
+    assert str(err.value) == message
+
+
+def test_the_command_line_refuses_in_one_line(cora_partition):
+    r = gnnscale_cli("train", "--parts-dir", cora_partition(2), "--model", SAGE, "--exchange", "historical")
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].endswith(REFUSED[0][1]), r.stderr[-2000:]
+
+
+def _metrics(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+@pytest.mark.slow
+def test_resume_is_bit_equal_and_evaluate_equals_the_run(cora, cora_partition, shared_data, tmp_path):
+    parts = cora_partition(2)
+    ref_out, model_file = tmp_path / "ref.json", tmp_path / "model.pt"
+    r = gnnscale_cli("train", "--parts-dir", parts, *BASE, "--metrics", str(ref_out), "--save-model", str(model_file))
+    assert r.returncode == 0, r.stderr[-3000:]
+    ref = _metrics(ref_out)
+    assert ref["config"]["model"] == SAGE and ref["config"]["eval_method"] == "sampled"
+    # killed in epoch 2, resumed from its newest checkpoint: the same final weights, bit for bit
+    ck = tmp_path / "ck"
+    r = gnnscale_cli("train", "--parts-dir", parts, *BASE, "--checkpoint-dir", str(ck),
+                     fault="rank=1,epoch=2,step=1,phase=sampling,action=kill")
+    assert r.returncode != 0 and "worker 1 of 2 failed: exited with code -9" in r.stderr, r.stderr[-3000:]
+    out = tmp_path / "resumed.json"
+    again = gnnscale_cli("train", "--parts-dir", parts, *BASE, "--checkpoint-dir", str(ck), "--resume",
+                         "--metrics", str(out))
+    assert again.returncode == 0 and "resuming from" in again.stderr, again.stderr[-3000:]
+    got = _metrics(out)
+    assert got["final_weights_sha256"] == ref["final_weights_sha256"]
+    assert got["test_acc"] == ref["test_acc"]
+    # gnnscale evaluate: the run's figures
+    ev = gnnscale_cli("evaluate", "--model", str(model_file), "--parts-dir", parts, "--json")
+    assert ev.returncode == 0, ev.stderr[-3000:]
+    res = json.loads(ev.stdout.strip().splitlines()[-1])
+    assert res["test_acc"] == ref["test_acc"] and res["val_acc"] == ref["val_acc"]
+    # the saved model: load_model gives the user's module back, predict runs it over the whole graph
+    model = gnnscale.load_model(model_file)
+    assert isinstance(model, UserModel) and type(model.module).__name__ == "GraphSAGE" and not model.training
+    from gnnscale.training.metrics import weights_digest
+
+    assert weights_digest(model.parameters()) == ref["final_weights_sha256"]
+    npy = tmp_path / "pred.npy"
+    pr = gnnscale_cli("predict", "--model", str(model_file), "--dataset", "planetoid:cora", "--root",
+                      str(shared_data / "planetoid" / "raw"), "--out", str(npy))
+    assert pr.returncode == 0, pr.stderr[-3000:]
+    with torch.no_grad():
+        mine = model.module(cora.x, cora.edge_index).argmax(1).numpy()
+    assert np.array_equal(np.load(npy), mine)
