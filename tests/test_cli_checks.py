@@ -154,13 +154,17 @@ def test_saved_config_runs_again(cora_partition, tmp_path):
 
 # --- item 5: an in-memory graph -------------------------------------------------------------------
 
-def test_api_says_what_a_dataset_may_be(no_launch):
+def test_api_says_what_a_dataset_may_be(no_launch, tmp_path):
     from torch_geometric.data import Data
     import torch
 
     with pytest.raises(GnnscaleError, match="expected a dataset name string") as err:
-        gnnscale.train(Data(x=torch.zeros(3, 2)))
-    assert "parts_dir=" in str(err.value) and "Data" in str(err.value) and "\n" not in str(err.value)
+        gnnscale.train({"x": torch.zeros(3, 2)})
+    assert "torch_geometric Data" in str(err.value) and "dict" in str(err.value) and "\n" not in str(err.value)
+    # an in-memory Data is a dataset (issue 46 item 1, tests/test_inmemory_data.py): a bad one is its one line
+    with pytest.raises(GnnscaleError, match="^expected data.edge_index, an integer tensor") as err:
+        gnnscale.train(Data(x=torch.zeros(3, 2)), cache_dir=str(tmp_path))
+    assert "\n" not in str(err.value)
 
 
 # --- item 8: errors that name what to fix ---------------------------------------------------------
