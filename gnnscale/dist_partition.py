@@ -18,6 +18,11 @@ Every rank runs :func:`partition_distributed` (started by torchrun, or by
    (:class:`~gnnscale.partitioning.out_of_core.PartWriter`); rank 0 gathers the parts' sizes, hashes
    and cut counts and writes meta.json.
 
+Run it as ``torchrun --nnodes H --nproc-per-node 1 ... -m gnnscale.dist_partition FOLDER --parts P --out DIR``
+(one process per host), or plainly ``python -m gnnscale.dist_partition ...`` for one process
+(:func:`main`; ``--memory-budget GB`` prints the plan and refuses a budget that cannot hold the O(N)
+arrays before anything starts).
+
 The folder equals the single-process pipeline's for the same assignment (each part's edges are
 sorted and deduplicated, so the order in which they arrive does not matter). Every rank reads the
 feature rows of its parts from the folder's ``x.npy``: on several hosts the input folder is shared
@@ -56,6 +61,11 @@ from gnnscale.partitioning.streaming import STREAMING_KINDS
 from gnnscale.process.comm import Communicator
 
 
+def _show(comm: Communicator) -> bool:
+    """Progress bars on rank 0 only."""
+    return comm.rank == 0
+
+
 def _assignment(graph: DiskGraph, comm: Communicator, num_parts: int, method: str, parts: np.ndarray | None,
                 work: Path, chunk: int, y: np.ndarray, masks: dict, seed: int, imbalance: float,
                 options: Mapping[str, Any]) -> np.ndarray:
@@ -70,9 +80,10 @@ def _assignment(graph: DiskGraph, comm: Communicator, num_parts: int, method: st
     t = torch.zeros(n, dtype=torch.int32)
     if comm.rank == 0:
         if method in STREAMING_KINDS:
-            indptr, adj = disk_csr(graph, work, chunk)
+            indptr, adj = disk_csr(graph, work, chunk, _show(comm))
             kw = {"slack": float(options.get("slack", imbalance)), **{k: v for k, v in options.items() if k != "slack"}}
-            local = stream_assign(indptr, adj, num_parts, kind=method, seed=seed, block_edges=chunk, **kw)
+            local = stream_assign(indptr, adj, num_parts, kind=method, seed=seed, block_edges=chunk, show=_show(comm),
+                                  **kw)
             adj.unlink()
         else:
             local = _in_memory_assign(graph, num_parts, method, y, masks, chunk, ("nodes", "train"), imbalance, seed,
@@ -195,3 +206,72 @@ def _route(graph: DiskGraph, comm: Communicator, bucketer: Bucketer, spill_in: S
         is_pair = got[:, 0] >= buckets
         spill_in.append(got[~is_pair, 0].astype(np.int64), got[~is_pair, 1:])
         spill_pairs.append(got[is_pair, 0].astype(np.int64) - buckets, got[is_pair, 1:])
+
+
+def _key_value(text: str) -> tuple[str, Any]:
+    import argparse
+
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as slack=0.1; found {text!r}")
+    key, value = text.split("=", 1)
+    for conv in (int, float):
+        try:
+            return key.strip(), conv(value)
+        except ValueError:
+            pass
+    return key.strip(), {"true": True, "false": False}.get(value.lower(), value)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m gnnscale.dist_partition FOLDER --parts P --out DIR`` (under torchrun: every rank)."""
+    import argparse
+    import logging
+
+    from gnnscale.process.groups import init_distributed, shutdown_distributed
+
+    ap = argparse.ArgumentParser(prog="python -m gnnscale.dist_partition",
+                                 description="Partition a dir:-layout folder out of core, on one or several processes.")
+    ap.add_argument("folder", help="a dir: folder: edge_index.npy or edges/*.npy, x.npy, y.npy, optional split.npz")
+    ap.add_argument("--parts", type=int, required=True, help="number of parts")
+    ap.add_argument("--out", required=True, help="the partition folder (a path every process sees)")
+    ap.add_argument("--method", default="ldg", help="ldg or fennel (streamed from disk, O(N) memory), or an "
+                    "in-memory method (metis, kaminpar, ...) when the plan says the graph fits the budget")
+    ap.add_argument("--method-opt", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                    help="an option of the method (ldg/fennel: slack, passes, chunk_size, gamma, alpha)")
+    ap.add_argument("--memory-budget", type=float, default=None, metavar="GB",
+                    help="each process's memory budget: sets the chunk sizes; refused before starting when it "
+                    "cannot hold the O(N) arrays")
+    ap.add_argument("--undirected", action="store_true", help="store every edge in both directions")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--imbalance", type=float, default=0.05)
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds any collective may wait")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    graph = DiskGraph.open(args.folder, undirected=args.undirected)
+    directed = graph.num_input_edges * (2 if graph.undirected else 1)
+    plan = plan_memory(graph.num_nodes, directed, args.parts, args.memory_budget, args.method)
+    info = init_distributed(timeout=args.timeout)
+    comm = Communicator(info.rank, info.world_size, timeout=args.timeout)
+    if info.rank == 0:
+        print(f"plan: {graph.num_nodes:,} nodes, {directed:,} edges, {args.parts} parts on {info.world_size} "
+              f"process(es): O(N) arrays {plan['node_bytes'] / 1e9:.2f} GB, chunks of {plan['chunk_edges']:,} edges, "
+              f"estimate {plan['estimate_bytes'] / 1e9:.2f} GB per process (in-memory pipeline ~"
+              f"{plan['in_memory_bytes'] / 1e9:.2f} GB)", flush=True)
+    try:
+        res = partition_distributed(args.folder, args.parts, args.out, comm, method=args.method,
+                                    memory_budget_gb=args.memory_budget, seed=args.seed, imbalance=args.imbalance,
+                                    options=dict(args.method_opt), undirected=args.undirected)
+    finally:
+        shutdown_distributed()
+    if res["meta"] is not None:
+        m = res["meta"]
+        stages = ", ".join(f"{k} {v['seconds']:.1f} s / {v['peak_rss_bytes'] / 1e9:.2f} GB"
+                           for k, v in m["out_of_core"]["stages"].items())
+        print(f"wrote {args.parts} parts to {args.out}: edge cut {m['edge_cut_fraction']:.4f}, balance "
+              f"{m['balance']['nodes']:.3f}; rank 0: {stages}; edges sent {res['stats']['sent'].get('partition_edges', 0):,} B")
+
+
+if __name__ == "__main__":
+    from gnnscale.errors import run_main
+
+    run_main(main, "gnnscale.dist_partition")

@@ -42,3 +42,24 @@ def test_rank_zero_streams_the_assignment_for_everyone(tmp_path):
     partition_on_disk(root, 3, tmp_path / "ldg", method="ldg", chunk_edges=2000, show_progress=False)
     np.testing.assert_array_equal(assignment_of(tmp_path / "ldg"), parts)
     assert all(r["stats"]["sent"]["partition_assignment"] == 4 * n for r in res)
+
+
+def test_torchrun_runs_the_module_on_two_processes(tmp_path):
+    """``torchrun -m gnnscale.dist_partition`` (2 processes, 127.0.0.1, a free port, a deadline)."""
+    import subprocess
+    import sys
+
+    from gnnscale.process.launch import find_free_port
+
+    n = 800
+    root = write_graph(tmp_path / "g", planted(n, 5000, 4, 0.9), n)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+           "--master-addr", "127.0.0.1", "--master-port", str(find_free_port()), "-m", "gnnscale.dist_partition",
+           str(root), "--parts", "4", "--out", str(tmp_path / "many"), "--memory-budget", "2", "--timeout", "60"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "plan: 800 nodes, 5,000 edges, 4 parts on 2 process(es)" in r.stdout
+    assert "wrote 4 parts" in r.stdout
+    parts = assignment_of(tmp_path / "many")
+    partition_on_disk(root, 4, tmp_path / "one", parts=parts, method="ldg", show_progress=False)
+    assert_same_folder(tmp_path / "many", tmp_path / "one")
