@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -160,3 +160,39 @@ class MiniBatch:
     @property
     def num_sampled_edges(self) -> int:
         return sum(b.num_edges for b in self.blocks)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "MiniBatch":
+        """The batch with every field the model, the loss and the counts read on ``device``:
+        ``x`` (a tensor or a :class:`TypedInput`), ``y``, ``degrees``, the blocks' copies
+        (``device_blocks``; the same list on the CPU), ``edge_label_index``, ``edge_label`` and
+        ``neg_of_pos``. ``seeds``, ``blocks`` and ``node_keys`` stay where they are (the
+        sampler's host-side ids; the keyed dropout hashes its keys on the host). A new batch:
+        the tensors already on ``device`` are the same objects."""
+        device = torch.device(device)
+
+        def mv(t):
+            if t is None:
+                return None
+            if isinstance(t, (torch.Tensor, TypedInput)):
+                return t.to(device, non_blocking=non_blocking)
+            return t.to(device)  # a DegreeLookup
+
+        blocks = self.blocks if device.type == "cpu" else \
+            [b.to(device, non_blocking=non_blocking) if b is not None else None for b in self.blocks]
+        return replace(self, x=mv(self.x), y=mv(self.y), degrees=mv(self.degrees), device_blocks=blocks,
+                       edge_label_index=mv(self.edge_label_index), edge_label=mv(self.edge_label),
+                       neg_of_pos=mv(self.neg_of_pos))
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor of the fields :meth:`to` moves (what a compute stream must own before it
+        reads them: :func:`~gnnscale.data.loader.wait_ready`)."""
+        x = self.x
+        out = [x.node_type, x.type_index, *x.rows.values(), *(x.emb_rows or {}).values()] \
+            if isinstance(x, TypedInput) else [x]
+        out += [self.y, self.edge_label_index, self.edge_label, self.neg_of_pos]
+        if self.degrees is not None and hasattr(self.degrees, "ids"):
+            out += [self.degrees.ids, self.degrees.degrees]
+        for b in self.device_blocks or []:
+            if b is not None:
+                out += [b.src_ids, b.dst_ids, b.edge_index, b.edge_type, b.node_type, b.edge_attr]
+        return [t for t in out if isinstance(t, torch.Tensor)]

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from gnnscale.data.prefetch import Prefetcher
-from gnnscale.samplers.block import Block, MiniBatch, TypedInput
+from gnnscale.samplers.block import MiniBatch
 
 
 class MiniBatchLoader:
@@ -57,12 +57,12 @@ class MiniBatchLoader:
                 mb.x = self.features.fetch(mb.input_ids)
             if self.degrees is not None:
                 ids = torch.unique(torch.cat([b.src_ids for b in mb.blocks] + [mb.seeds]))
-                mb.degrees = self.degrees.lookup(ids).to(copier.device)
+                mb.degrees = self.degrees.lookup(ids)
             if self.keys is not None:
                 mb.node_keys = self.keys.block_keys(mb.blocks)
             if self.labels is not None:
-                mb.y = copier.move(self.labels(seeds))
-            mb.device_blocks = device_blocks(mb.blocks, copier.device)
+                mb.y = self.labels(seeds)
+            mb = mb.to(copier.device, non_blocking=True)  # every field the model and the loss read
             mb.ready = copier.record()
         self.times["sample"] += t1 - t0
         self.times["fetch"] += time.perf_counter() - t1
@@ -83,20 +83,10 @@ class MiniBatchLoader:
             self.health.enter(phase, epoch, step)
 
 
-def device_blocks(blocks: list[Block], device: torch.device) -> list[Block]:
-    """``blocks`` on ``device`` (the same list on the CPU)."""
-    if device.type == "cpu":
-        return blocks
-    return [b.to(device, non_blocking=True) if b is not None else None for b in blocks]
-
-
 def wait_ready(copier, mb: MiniBatch) -> None:
     """Make the compute stream wait for ``mb``'s copies (a no-op on the CPU)."""
-    blocks = [b for b in (mb.device_blocks or []) if b is not None]
-    x = [mb.x.node_type, mb.x.type_index, *mb.x.rows.values()] if isinstance(mb.x, TypedInput) else [mb.x]
-    tensors = [t for t in (*x, mb.y) if t is not None]
-    copier.ready(mb.ready, *tensors, *(t for b in blocks for t in (b.src_ids, b.dst_ids, b.edge_index, b.edge_attr)
-                                       if t is not None))
+    if mb.ready is not None:
+        copier.ready(mb.ready, *mb.tensors())
 
 
 def build_samplers(part, comm, cfg, fanouts, mode: str = "exact", edge_attr: bool = False):
