@@ -31,8 +31,7 @@ FORMAT = "gnnscale-embeddings-1"
 
 def embed_worker(parts_dir: str, cfg, model_path: str, out_dir: str) -> dict:
     """One process of ``gnnscale embed`` (one per part): writes ``part{p}.npy`` and ``ids{p}.npy``."""
-    from gnnscale.data.degrees import DegreeStore
-    from gnnscale.data.typed_store import open_features
+    from gnnscale.data.open import open_data
     from gnnscale.logs import setup_logging
     from gnnscale.nn.inference import streamed_inference
     from gnnscale.nn.spec import ModelSpec
@@ -56,10 +55,11 @@ def embed_worker(parts_dir: str, cfg, model_path: str, out_dir: str) -> dict:
         from gnnscale.nn.link import gnn_of
 
         encoder = gnn_of(net)
-        features = open_features(part, dims.data)
-        degrees = DegreeStore(part.indptr, part.book, dims.data) if encoder.uses_degree else None
+        # no samplers: inference reads the whole part, layer by layer
+        data = open_data(part, cfg, dims.data, mode=plan.mode, parts_dir=parts_dir, degrees=encoder.uses_degree,
+                         samplers=False)
         with torch.no_grad():
-            h = streamed_inference(encoder, part.indptr, part.indices, features, node_degree=degrees,
+            h = streamed_inference(encoder, part.indptr, part.indices, data.features, node_degree=data.degrees,
                                    backend=cfg.sampler_backend,
                                    edge_attr=part.edge_attr if encoder.uses_edge_attr else None)
         out = Path(out_dir)
