@@ -149,6 +149,7 @@ def main() -> None:
     ap.add_argument("--nice", type=int, default=10)
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--keep-input", action="store_true", help="keep the generated folders")
+    ap.add_argument("--reuse-input", action="store_true", help="use a folder kept by --keep-input (same size, seed 0)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (a few seconds)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -161,7 +162,10 @@ def main() -> None:
     rows = []
     for n, e in parse_sizes(args.sizes):  # loop over sizes
         folder, out = work / f"g{n}_{e}", work / f"p{n}_{e}"
-        gen = generate(folder, n, e, args.features, args.communities, args.p_in, seed=0)
+        if args.reuse_input and (folder / "split.npz").exists():
+            gen = {"seconds": None, "input_bytes": du(folder), "reused": True}
+        else:
+            gen = generate(folder, n, e, args.features, args.communities, args.p_in, seed=0)
         res, peak, secs = _peak_of_child(CHILD, [str(folder), str(out), str(args.parts), str(args.memory_budget),
                                                  args.method], args.nice)
         parts_bytes = du(out)

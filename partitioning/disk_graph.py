@@ -3,7 +3,7 @@
 The input of the out-of-core pipeline (:mod:`gnnscale.partitioning.out_of_core`). A folder in
 the ``dir:`` dataset layout (``docs/datasets.md``)::
 
-    edge_index.npy   int [2, E] or [E, 2]   read in column slices through a read-only mapping
+    edge_index.npy   int [2, E] or [E, 2]   read in column slices (pread, not mapped: see EdgeFile)
     edges/*.npy      or, instead, chunked edge lists: each int [2, E_i] (or [E_i, 2]), in name order
     x.npy            [N, F] float (float16 or float32), mapped; parts store float32 rows
     y.npy            int [N] class ids, negative = unlabelled (class targets only)
@@ -39,6 +39,34 @@ def _open_edges(path: Path) -> tuple[np.ndarray, bool]:
             "store source ids in row 0 and target ids in row 1"
         )
     return arr, arr.shape[0] != 2  # as the dir: loader reads it: [2, E] whenever the first axis is 2
+
+
+class EdgeFile:
+    """Reads columns of one ``.npy`` edge file with ``pread`` (np.fromfile at an offset), not through
+    a mapping: the pages read stay the page cache's and never count in this process's resident set.
+
+    ``pairs``: the two ids of an edge lie side by side on disk (``[E, 2]`` in C order, or ``[2, E]``
+    in Fortran order); else the sources then the targets (``[2, E]`` C, ``[E, 2]`` Fortran).
+    """
+
+    def __init__(self, path: Path) -> None:
+        arr, by_rows = _open_edges(path)
+        self.path, self.dtype = path, arr.dtype
+        self.count = int(arr.shape[0] if by_rows else arr.shape[1])
+        fortran = bool(arr.flags.f_contiguous and not arr.flags.c_contiguous)
+        self.pairs = by_rows != fortran
+        self.offset = int(arr.offset)
+        del arr
+
+    def read(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Columns ``[a, b)``: ``(src, dst)`` int64 ``[b - a]`` each."""
+        size = self.dtype.itemsize
+        if self.pairs:
+            both = np.fromfile(self.path, dtype=self.dtype, count=2 * (b - a), offset=self.offset + 2 * a * size)
+            return both[0::2].astype(np.int64), both[1::2].astype(np.int64)
+        src = np.fromfile(self.path, dtype=self.dtype, count=b - a, offset=self.offset + a * size)
+        dst = np.fromfile(self.path, dtype=self.dtype, count=b - a, offset=self.offset + (self.count + a) * size)
+        return src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
 
 
 @dataclass
@@ -123,14 +151,11 @@ class DiskGraph:
             ``(src, dst)``: int64 ``[k]`` each, self loops dropped, ids checked in ``[0, N)``.
             Not symmetrized: with ``undirected`` the consumer adds the reverse edges.
         """
-        opened: tuple[int, np.ndarray, bool] | None = None
+        opened: tuple[int, EdgeFile] | None = None
         for i, a, b in self.edge_slices(rows, start, stop):  # loop over slices of the files
             if opened is None or opened[0] != i:
-                opened = (i, *_open_edges(self.edge_files[i]))
-            _, arr, by_rows = opened
-            pair = arr[a:b].T if by_rows else arr[:, a:b]
-            src = np.asarray(pair[0], dtype=np.int64)
-            dst = np.asarray(pair[1], dtype=np.int64)
+                opened = (i, EdgeFile(self.edge_files[i]))
+            src, dst = opened[1].read(a, b)
             self._check(src, dst, self.edge_files[i])
             keep = src != dst
             yield (src, dst) if keep.all() else (src[keep], dst[keep])

@@ -332,11 +332,11 @@ class PartWriter:
             copy_raw(raw, w)
         files[f"{name}/indices.npy"] = w.sha256
         ids = self.old_of_new[lo:hi]
-        x = self.graph.x
         with NpyWriter(pdir / "x.npy", (npart, self.graph.feature_dim), np.float32) as w:
             for a in range(0, npart, self.rows):  # loop over slices of feature rows
+                x = self.graph.x  # mapped per slice: the pages it touched leave the resident set with it
                 w.write(np.asarray(x[ids[a : a + self.rows]], dtype=np.float32))
-        del x
+                del x
         files[f"{name}/x.npy"] = w.sha256
         files[f"{name}/y.npy"] = _save(pdir / "y.npy", self.y[ids])
         counts = {}
