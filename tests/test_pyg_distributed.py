@@ -56,8 +56,8 @@ def test_pyg_own_loaders_run_on_memory_stores(cora):
             assert torch.equal(a[name], b[name]), name
         assert a.num_sampled_nodes == b.num_sampled_nodes and a.batch_size == b.batch_size
     pairs = cora.edge_index[:, :200]
-    links = LinkLoader(stores, sampler_for(stores, FANOUTS, seed=2), edge_label_index=(None, pairs), neg_sampling_ratio=1.0,
-                       batch_size=100)
+    links = LinkLoader(stores, sampler_for(stores, FANOUTS, seed=2), edge_label_index=(None, pairs),
+                       neg_sampling_ratio=1.0, batch_size=100)
     ref = LinkNeighborLoader(cora, num_neighbors=FANOUTS, edge_label_index=pairs, neg_sampling_ratio=1.0,
                              batch_size=100, seed=2)
     for a, b in zip(links, ref):
@@ -188,3 +188,49 @@ def test_link_metrics():
     m = ranking_metrics(torch.tensor([1.0, 0.0]), torch.tensor([[0.5, 2.0], [1.0, 0.0]]), ks=(1, 2))
     # ranks 2 and 2.5 (a tie counts half)
     assert m["count"] == 2 and m["mrr"] == pytest.approx(1 / 2 + 1 / 2.5) and m["hits@1"] == 0 and m["hits@2"] == 1
+
+
+@pytest.fixture(scope="module")
+def acm_data():
+    if not ACM.exists():
+        pytest.skip(f"ACM is not at {ACM}")
+    from gnnscale.datasets import load_dataset
+    from gnnscale.datasets.hetero_data import to_hetero_data
+
+    return to_hetero_data(load_dataset(f"acm:{ACM}?split=20"))
+
+
+def test_hetero_link_batches_are_what_they_claim(acm_data):
+    """LinkNeighborLoader on ACM's paper-author relation: positives real, negatives not (ratio 1.5),
+    edges of every relation real and named by e_id, x rows of n_id, the same seed the same batches."""
+    data = acm_data
+    et = ("paper", "written_by", "author")
+    pairs = data[et].edge_index[:, :300]
+    keys = edge_keys(data[et].edge_index, max(data["paper"].num_nodes, data["author"].num_nodes))
+
+    def batches(seed):
+        return list(LinkNeighborLoader(data, num_neighbors=[3, 2], edge_label_index=(et, pairs),
+                                       neg_sampling_ratio=1.5, batch_size=100, shuffle=True, seed=seed))
+
+    got = batches(1)
+    n = max(data["paper"].num_nodes, data["author"].num_nodes)
+    for b in got:
+        eli, label = b[et].edge_label_index, b[et].edge_label
+        src, dst = b["paper"].n_id[eli[0]], b["author"].n_id[eli[1]]
+        pos, neg = label == 1, label == 0
+        assert int(neg.sum()) == math.ceil(1.5 * int(pos.sum()))
+        assert bool(is_edge(keys, n, src[pos], dst[pos]).all()) and not bool(is_edge(keys, n, src[neg], dst[neg]).any())
+        for t in ("paper", "author"):
+            assert torch.equal(b[t].x, data[t].x[b[t].n_id])
+        for rel in data.edge_types:
+            ei = data[rel].edge_index[:, b[rel].e_id]
+            assert torch.equal(ei[0], b[rel[0]].n_id[b[rel].edge_index[0]])
+            assert torch.equal(ei[1], b[rel[2]].n_id[b[rel].edge_index[1]])
+    again = batches(1)
+    for a, b in zip(got, again):
+        assert torch.equal(a[et].edge_label_index, b[et].edge_label_index) and torch.equal(a["paper"].n_id,
+                                                                                          b["paper"].n_id)
+    with pytest.raises(Exception) as err:
+        LinkNeighborLoader(data, num_neighbors=[2], edge_label_index=(("paper", "cites", "paper"), pairs),
+                           batch_size=4)
+    assert "\n" not in str(err.value) and "naming one of the relations" in str(err.value)

@@ -171,19 +171,25 @@ class DistRun:
                     shuffle: bool = False, drop_last: bool = False, seed: int = 0, replace: bool = False,
                     data: Any = None, **kwargs: Any) -> RankLinkLoader:
         """PyG's ``LinkLoader`` over this rank's batches of ``edge_label_index`` (int64 [2, B], original
-        ids); negatives as :class:`gnnscale.pyg.LinkNeighborLoader` draws them (never real edges).
-        ``data``: another graph than the run's (in memory, e.g. a link split's test graph)."""
+        ids; a HeteroData: ``(relation, pairs)``, binary negatives only); negatives as
+        :class:`gnnscale.pyg.LinkNeighborLoader` draws them (never real edges). ``data``: another
+        graph than the run's (in memory, e.g. a link split's test graph)."""
         self._options(kwargs)
         data = self.data if data is None else data
-        if isinstance(data, HeteroData):
-            raise SamplerError("rank link loaders sample homogeneous graphs; found a HeteroData. Pass a Data or a "
-                               "partition folder.")
         sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace)
-        pairs = (None, edge_label_index) if isinstance(data, tuple) else edge_label_index  # stores: (type, pairs)
+        if isinstance(data, HeteroData):  # (relation, pairs)
+            if not (isinstance(edge_label_index, tuple) and len(edge_label_index) == 2):
+                raise SamplerError(f"on a HeteroData edge_label_index is (relation, pairs int64 [2, B]); found "
+                                   f"{type(edge_label_index).__name__}. Pass e.g. (('paper', 'cites', 'paper'), "
+                                   "pairs).")
+            pairs, count = edge_label_index, int(edge_label_index[1].size(1))
+        else:  # stores: (None, pairs)
+            pairs = (None, edge_label_index) if isinstance(data, tuple) else edge_label_index
+            count = int(edge_label_index.size(1))
         loader = RankLinkLoader(data, sampler, edge_label_index=pairs, edge_label=edge_label,
                                 neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio,
-                                batch_sampler=RankBatches(int(edge_label_index.size(1)), batch_size, shuffle,
-                                                          drop_last, seed, self.rank, self.world_size), **kwargs)
+                                batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
+                                                          self.world_size), **kwargs)
         loader._sampler, loader._epoch = sampler, 0
         return loader
 

@@ -1,4 +1,4 @@
-"""PyG's ``BaseSampler`` for an in-memory ``HeteroData`` on gnnscale's kernels (node batches).
+"""PyG's ``BaseSampler`` for an in-memory ``HeteroData`` on gnnscale's kernels (node and link batches).
 
 Each relation ``(src, rel, dst)`` is its own CSC (in-edges of the ``dst`` nodes, sources in
 ``src``'s ids, ordered by source id). Hop ``h`` draws, for every relation, ``fanout[rel][h]``
@@ -56,6 +56,7 @@ class HeteroGnnscaleSampler(BaseSampler):
         self.kernels = Kernels(max(self.num_nodes.values(), default=1), "cpu", backend)
         self.epoch = 0
         self.disjoint = False
+        self._filters: dict = {}
 
     @property
     def edge_permutation(self) -> None:
@@ -66,8 +67,13 @@ class HeteroGnnscaleSampler(BaseSampler):
 
     def sample(self, input_type: str, seeds: torch.Tensor, epoch: int, step: int) -> HeteroSamplerOutput:
         """PyG's output for distinct seeds int64 [B] of ``input_type``."""
+        return self.sample_seeds({input_type: seeds}, epoch, step)
+
+    def sample_seeds(self, seeds: Mapping[str, torch.Tensor], epoch: int, step: int) -> HeteroSamplerOutput:
+        """PyG's output for distinct seeds of one or more types (``{type: int64 [B_t]}``; links: both ends)."""
         nodes = {t: _EMPTY for t in self.node_types}
-        nodes[input_type] = seeds.to(torch.int64).contiguous()
+        for t, ids in seeds.items():
+            nodes[t] = ids.to(torch.int64).contiguous()
         frontier = dict(nodes)
         rows = {et: [] for et in self.edge_types}
         cols = {et: [] for et in self.edge_types}
@@ -119,9 +125,70 @@ class HeteroGnnscaleSampler(BaseSampler):
         out.metadata = (inputs.input_id, inputs.time)
         return out
 
-    def sample_from_edges(self, inputs, neg_sampling=None):
-        raise SamplerError("gnnscale.pyg's LinkNeighborLoader samples homogeneous Data only; found HeteroData "
-                           "edges. Use a Data (e.g. HeteroData.to_homogeneous()).")
+    def _draw(self, n: int, count: int, weight: torch.Tensor | None, gen: torch.Generator) -> torch.Tensor:
+        if weight is None:
+            return torch.randint(0, n, (count,), generator=gen, dtype=torch.int64)
+        return torch.multinomial(weight.to(torch.float64), count, replacement=True, generator=gen)
+
+    def negatives(self, et: tuple, count: int, neg, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(src int64 [Q], dst int64 [Q]) binary negatives of relation ``et``: sources uniform over ``et[0]``'s
+        nodes, targets over ``et[2]``'s (or by PyG's src_weight / dst_weight), none an edge of ``et``
+        (redrawn up to MAX_REDRAWS rounds), keyed by (seed, epoch, step) as the homogeneous sampler's."""
+        from gnnscale.pyg.sampler import MAX_REDRAWS
+        from gnnscale.samplers.link import EdgeFilter, NegativeSampler
+
+        ns, nd = self.num_nodes[et[0]], self.num_nodes[et[2]]
+        if et not in self._filters:
+            indptr, indices, _ = self.csc[et]
+            self._filters[et] = EdgeFilter(indptr, indices, num_nodes=max(ns, nd, 1))
+        has = self._filters[et].has_edge
+        gen = NegativeSampler(max(ns, nd, 1), seed=self.seed).generator(epoch, step, 0)
+        s, d = self._draw(ns, count, neg.src_weight, gen), self._draw(nd, count, neg.dst_weight, gen)
+        bad = torch.nonzero(has(s, d)).flatten()
+        for _ in range(MAX_REDRAWS):
+            if bad.numel() == 0:
+                break
+            s[bad] = self._draw(ns, bad.numel(), neg.src_weight, gen)
+            d[bad] = self._draw(nd, bad.numel(), neg.dst_weight, gen)
+            bad = bad[has(s[bad], d[bad])]
+        return s, d
+
+    def sample_from_edges(self, inputs, neg_sampling=None) -> HeteroSamplerOutput:
+        """PyG's link sampling of one relation ``inputs.input_type``: the endpoints of the positives and
+        binary negatives are the seeds (per type; both ends one set when the relation joins one type);
+        metadata ``(input_id, edge_label_index, edge_label, None)`` as PyG's NeighborSampler gives it."""
+        import math
+
+        et = inputs.input_type
+        if et not in self.csc:
+            raise SamplerError(f"edge_label_index names relation {et!r}, not one of {self.edge_types}; pass "
+                               "(relation, pairs) with a relation of the graph.")
+        if inputs.time is not None:
+            raise SamplerError("gnnscale's PyG sampler has no temporal sampling; found edge_label_time. "
+                               "Leave edge_label_time unset.")
+        if neg_sampling is not None and not neg_sampling.is_binary():
+            raise SamplerError("triplet negatives on HeteroData are not supported yet; found neg_sampling='triplet'. "
+                               "Use neg_sampling_ratio (binary) or a Data.")
+        epoch = self.epoch
+        step = int(inputs.input_id[0]) if inputs.input_id is not None and inputs.input_id.numel() else 0
+        src, dst, label = inputs.row, inputs.col, inputs.label
+        num_pos = src.numel()
+        if neg_sampling is not None:
+            s_neg, d_neg = self.negatives(et, math.ceil(num_pos * neg_sampling.amount), neg_sampling, epoch, step)
+            src, dst = torch.cat([src, s_neg]), torch.cat([dst, d_neg])
+            if label is None:
+                label = torch.ones(num_pos)
+            label = torch.cat([label, label.new_zeros((s_neg.numel(),) + label.size()[1:])])
+        if et[0] == et[2]:
+            seed, inverse = torch.unique(torch.cat([src, dst]), return_inverse=True)
+            seeds, eli = {et[0]: seed}, inverse.view(2, -1)
+        else:
+            s_seed, s_inv = torch.unique(src, return_inverse=True)
+            d_seed, d_inv = torch.unique(dst, return_inverse=True)
+            seeds, eli = {et[0]: s_seed, et[2]: d_seed}, torch.stack([s_inv, d_inv])
+        out = self.sample_seeds(seeds, epoch, step)
+        out.metadata = (inputs.input_id, eli, label, None)
+        return out
 
 
 def check_hetero_data(data) -> tuple[dict, dict]:

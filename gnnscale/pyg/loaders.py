@@ -26,9 +26,9 @@ _NODE_FIX = "Pass a torch_geometric.data.Data with edge_index int64 [2, E] and n
 def check_data(data: Any) -> tuple[torch.Tensor, int]:
     """(edge_index int64 [2, E], num_nodes) of an in-memory homogeneous ``Data``, or a one-line error."""
     if not isinstance(data, Data):
-        raise DatasetError(f"gnnscale.pyg loaders take an in-memory torch_geometric Data (NeighborLoader: or "
-                           f"HeteroData); found {type(data).__name__} (LinkNeighborLoader on HeteroData and "
-                           f"(FeatureStore, GraphStore) inputs are not supported yet). {_NODE_FIX}")
+        raise DatasetError(f"gnnscale.pyg loaders take an in-memory torch_geometric Data or HeteroData; found "
+                           f"{type(data).__name__} (for (FeatureStore, GraphStore) use PyG's NodeLoader/LinkLoader "
+                           f"with gnnscale.pyg.sampler_for). {_NODE_FIX}")
     ei = getattr(data, "edge_index", None)
     if ei is None:
         raise DatasetError(f"data has no edge_index: the sampler needs the graph's edges. {_NODE_FIX}")
@@ -119,7 +119,7 @@ def check_edge_label_index(edge_label_index: Any, num_nodes: int) -> torch.Tenso
     if edge_label_index is None:
         return None
     if isinstance(edge_label_index, tuple):
-        raise SamplerError(f"edge_label_index by edge type needs HeteroData, not supported yet; found a tuple. "
+        raise SamplerError("edge_label_index by edge type needs a HeteroData; found a tuple with a Data. "
                            "Pass an int64 tensor [2, B].")
     t = torch.as_tensor(edge_label_index)
     if t.dtype.is_floating_point or t.dtype == torch.bool or t.dim() != 2 or t.size(0) != 2:
@@ -130,6 +130,36 @@ def check_edge_label_index(edge_label_index: Any, num_nodes: int) -> torch.Tenso
         raise SamplerError(f"edge_label_index ids must lie in [0, {num_nodes}); found range [{int(t.min())}, "
                            f"{int(t.max())}]. Pass pairs of this graph's nodes.")
     return t
+
+
+def check_edge_label(edge_label: Any, pairs: torch.Tensor | None) -> None:
+    """One line when ``edge_label`` has not one entry per pair of ``edge_label_index``."""
+    if edge_label is not None and pairs is not None and torch.as_tensor(edge_label).size(0) != pairs.size(1):
+        raise SamplerError(f"edge_label must have one entry per pair of edge_label_index ({pairs.size(1)}); "
+                           f"found {torch.as_tensor(edge_label).size(0)}. Give one label per column.")
+
+
+def check_typed_edge_label_index(edge_label_index: Any, edge_index: dict, num_nodes: dict) -> tuple:
+    """``(relation, int64 [2, B] pairs)`` of a HeteroData's ``edge_label_index`` (a relation, or
+    ``(relation, pairs or None)``; None: the relation's edges), ids in their types' ranges."""
+    fix = "Pass edge_label_index=((src, rel, dst), pairs int64 [2, B]) or a relation of the graph."
+    et, pairs = (edge_label_index, None) if isinstance(edge_label_index, tuple) and len(edge_label_index) == 3 \
+        else (edge_label_index if isinstance(edge_label_index, tuple) and len(edge_label_index) == 2 else (None, None))
+    if et not in edge_index:
+        raise SamplerError(f"a HeteroData link loader needs edge_label_index naming one of the relations "
+                           f"{list(edge_index)}; found {edge_label_index!r:.80}. {fix}")
+    if pairs is None:
+        return et, edge_index[et]
+    t = torch.as_tensor(pairs)
+    if t.dtype.is_floating_point or t.dtype == torch.bool or t.dim() != 2 or t.size(0) != 2:
+        raise SamplerError(f"edge_label_index pairs must be an int64 tensor [2, B]; found {t.dtype}, shape "
+                           f"{tuple(t.shape)}. {fix}")
+    t = t.to(torch.int64)
+    for row, typ in ((0, et[0]), (1, et[2])):
+        if t.numel() and (int(t[row].min()) < 0 or int(t[row].max()) >= num_nodes[typ]):
+            raise SamplerError(f"edge_label_index row {row} ids must lie in [0, {num_nodes[typ]}) (the {typ!r} "
+                               f"nodes); found range [{int(t[row].min())}, {int(t[row].max())}]. {fix}")
+    return et, t
 
 
 def refuse_unsupported(given: dict) -> None:
@@ -222,7 +252,10 @@ class NeighborLoader(_EpochMixin, NodeLoader):
 
 
 class LinkNeighborLoader(_EpochMixin, LinkLoader):
-    """PyG's ``LinkNeighborLoader`` on gnnscale's sampler (homogeneous ``Data``).
+    """PyG's ``LinkNeighborLoader`` on gnnscale's sampler: a ``Data`` or a ``HeteroData``.
+
+    A ``HeteroData``: ``edge_label_index`` a relation or ``(relation, pairs)``, ``num_neighbors``
+    a list or a dict per relation, binary negatives only (``neg_sampling_ratio``), not disjoint.
 
     Args (PyG's names): ``data``, ``num_neighbors``, ``edge_label_index`` (int64 [2, B]; default
     ``data.edge_index``), ``edge_label``, ``neg_sampling`` (``"binary"``/``"triplet"`` or a
@@ -246,12 +279,27 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader):
         refuse_unsupported(dict(edge_label_time=edge_label_time, subgraph_type=subgraph_type,
                                 temporal_strategy=temporal_strategy, time_attr=time_attr,
                                 neighbor_sampler=neighbor_sampler, directed=directed))
+        if isinstance(data, HeteroData):
+            for name, value in (("disjoint", disjoint), ("weight_attr", weight_attr)):
+                if value:
+                    raise SamplerError(f"gnnscale.pyg loaders do not support {name}={value!r} on HeteroData yet; "
+                                       f"leave {name} out.")
+            edge_index, num_nodes = check_hetero_data(data)
+            fanouts = hetero_fanouts(num_neighbors, list(edge_index))
+            et, pairs = check_typed_edge_label_index(edge_label_index, edge_index, num_nodes)
+            check_edge_label(edge_label, pairs)
+            seed = _seed_and_generator(seed, kwargs)
+            self._sampler = HeteroGnnscaleSampler(edge_index, num_nodes, fanouts, seed=seed, replace=replace,
+                                                  backend=backend)
+            super().__init__(data, self._sampler, edge_label_index=(et, pairs), edge_label=edge_label,
+                             neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio, transform=transform,
+                             transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
+                             **kwargs)
+            return
         edge_index, n = check_data(data)
         fanouts = check_num_neighbors(num_neighbors)
         pairs = check_edge_label_index(edge_label_index, n)
-        if edge_label is not None and pairs is not None and torch.as_tensor(edge_label).size(0) != pairs.size(1):
-            raise SamplerError(f"edge_label must have one entry per pair of edge_label_index ({pairs.size(1)}); "
-                               f"found {torch.as_tensor(edge_label).size(0)}. Give one label per column.")
+        check_edge_label(edge_label, pairs)
         seed = _seed_and_generator(seed, kwargs)
         self._sampler = GnnscaleSampler(edge_index, n, fanouts, seed=seed, replace=replace, backend=backend,
                                         disjoint=disjoint, edge_weight=edge_weight_of(data, weight_attr))

@@ -36,7 +36,6 @@ from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.manifest import load_meta, part_dir_name
 from gnnscale.partitioning.part import load_part
 from gnnscale.partitioning.validate import load_array
-from gnnscale.pyg.sampler import csc_of
 
 
 def _key(attr: TensorAttr) -> tuple:
