@@ -304,9 +304,9 @@ def run_auc(args, work: Path) -> dict:
 
     import gnnscale
     from gnnscale.datasets import load_dataset
-    from gnnscale.training.link_metrics import multilabel_roc_auc
+    from gnnscale.tasks.scores import multilabel_roc_auc
     from gnnscale.training.model_io import predict_full_graph
-    from gnnscale.training.node_metrics import node_metric
+    from gnnscale.tasks.node_metrics import node_metric
 
     protocol = protocol_of("full", args)
     data = load_dataset(f"humloc:{SHARED / 'humloc'}")

@@ -17,7 +17,7 @@ from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.chunk_graph import load_chunk_graph
 from gnnscale.parallel.stage import rng_key
 from gnnscale.samplers.seeds import SeedSchedule
-from gnnscale.training.evaluation import mask_accuracy
+from gnnscale.tasks.evaluation import mask_accuracy
 
 
 def one_thread(fn, *args, **kwargs):

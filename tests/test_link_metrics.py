@@ -1,4 +1,4 @@
-"""Link prediction metrics (gnnscale.training.link_metrics) against scikit-learn and OGB's
+"""Link prediction metrics (gnnscale.tasks.scores) against scikit-learn and OGB's
 Evaluators on the same scores, ties included; the accumulator over slices and over 2 ranks
 equals the one-shot figures exactly."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gnnscale.config import OptionError
-from gnnscale.training.link_metrics import (
+from gnnscale.tasks.scores import (
     LinkMetrics, average_precision, hits_at_k, mrr, mrr_values, multilabel_roc_auc, parse_metric, roc_auc,
 )
 

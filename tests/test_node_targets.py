@@ -90,7 +90,7 @@ def _sklearn_mean_auc(y: np.ndarray, s: np.ndarray) -> float:
 def test_humloc_multilabel_reaches_a_roc_auc_above_chance(humloc, humloc_parts, tmp_path, workers):
     """Measured (seed 0, 8 epochs, --pos-weight auto): test ROC-AUC 0.7009 (1 worker) and 0.7042
     (2 workers) at the best validation epoch (validation 0.7664 and 0.7721); chance is 0.5."""
-    from gnnscale.training.link_metrics import multilabel_roc_auc
+    from gnnscale.tasks.scores import multilabel_roc_auc
 
     model, metrics = tmp_path / "m.pt", tmp_path / "m.json"
     res = gnnscale.train(parts_dir=humloc_parts(workers), workers=workers, epochs=8, eval_every=4,
@@ -128,7 +128,7 @@ def test_squirrel_binary_trains_with_roc_auc_equal_to_sklearn(squirrel_binary, t
     from sklearn.metrics import average_precision_score, roc_auc_score
 
     from gnnscale.config import TrainConfig
-    from gnnscale.training.link_metrics import average_precision, roc_auc
+    from gnnscale.tasks.scores import average_precision, roc_auc
 
     data, parts = squirrel_binary
     assert data.target_kind == "binary" and int(data.y.max()) == 1
@@ -219,7 +219,7 @@ def test_every_metric_equals_scikit_learn_on_fixed_scores():
     from sklearn.metrics import (accuracy_score, average_precision_score, f1_score, mean_absolute_error,
                                  mean_squared_error, roc_auc_score)
 
-    from gnnscale.training.node_metrics import NodeTarget, label_counts, node_metric
+    from gnnscale.tasks.node_metrics import NodeTarget, label_counts, node_metric
 
     g = torch.Generator().manual_seed(0)
     n, c = 400, 6

@@ -51,8 +51,8 @@ from gnnscale.parallel.costs import chunk_layer_costs, mean_over_ranks
 from gnnscale.planning.schedules import plan_stages
 from gnnscale.parallel.stage import PipelineStage, StepStats, all_reduce_gradients, epoch_summary, rng_key
 from gnnscale.process.comm import Communicator
-from gnnscale.training.evaluation import mask_metric, shared
-from gnnscale.training.node_metrics import NodeTarget, label_counts
+from gnnscale.tasks.evaluation import mask_metric, shared
+from gnnscale.tasks.node_metrics import NodeTarget, label_counts
 
 log = logging.getLogger("gnnscale.pipeline")
 

@@ -30,9 +30,9 @@ from gnnscale.process.threads import serial_step
 from gnnscale.partitioning import load_part
 from gnnscale.samplers import check_fanouts
 from gnnscale.samplers.seeds import SeedSchedule
-from gnnscale.training.evaluation import Evaluator, use_layerwise
-from gnnscale.training.link_evaluation import LinkEvaluator
-from gnnscale.training.tasks import make_task
+from gnnscale.tasks.evaluation import Evaluator, use_layerwise
+from gnnscale.tasks.link_evaluation import LinkEvaluator
+from gnnscale.tasks.task import make_task
 
 log = logging.getLogger("gnnscale.train")
 

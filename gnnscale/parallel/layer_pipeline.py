@@ -18,7 +18,7 @@ One step of stage ``s`` of pipeline ``d`` (layers ``[start, end)``, see
   every pipeline), then steps its own optimizer.
 
 The loss of a step is the mean loss of the target kind (cross-entropy, binary cross-entropy,
-MSE: :class:`~gnnscale.training.node_metrics.NodeTarget`) over all seeds of its M micro-batches, so a
+MSE: :class:`~gnnscale.tasks.node_metrics.NodeTarget`) over all seeds of its M micro-batches, so a
 pipelined step equals one unpipelined step accumulating the same M micro-batches. Dropout
 masks are keyed by (step, micro-batch, layer) (``GNN.forward_layers(rng_key=...)``), so they
 too are equal whichever process runs a layer. The seeds are the data-parallel seed schedule
@@ -47,8 +47,8 @@ from gnnscale.partitioning import load_part
 from gnnscale.samplers import DistNeighborSampler, check_fanouts
 from gnnscale.samplers.block import Block, MiniBatch
 from gnnscale.samplers.seeds import SeedSchedule
-from gnnscale.training.evaluation import Evaluator, shared, use_layerwise
-from gnnscale.training.tasks import NodeTask
+from gnnscale.tasks.evaluation import Evaluator, shared, use_layerwise
+from gnnscale.tasks.task import NodeTask
 
 log = logging.getLogger("gnnscale.pipeline")
 

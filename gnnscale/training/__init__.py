@@ -1,4 +1,4 @@
-"""Training: the trainer, evaluation, layer-wise inference, metrics, checkpoints, the model file."""
+"""Training: the trainer (the loop), metrics (the one schema), checkpoints, the model file, embed."""
 from __future__ import annotations
 
 from gnnscale.lazy import lazy_exports

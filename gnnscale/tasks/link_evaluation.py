@@ -8,7 +8,7 @@ scored in bounded slices (``docs/link_prediction.md`` section 5).
    fetched from their owners, at most ``slice_rows`` rows per exchange (category
    ``link_fetch``), so memory follows the part plus one slice, however many pairs or
    negatives per source the split has (ogbl-citation2: 1000 per source).
-3. :class:`~gnnscale.training.link_metrics.LinkMetrics` keeps what the metric needs (the
+3. :class:`~gnnscale.tasks.scores.LinkMetrics` keeps what the metric needs (the
    scores for AUC/AP, the top K negatives for Hits@K, sums for MRR) and reduces it.
 
 Every rank runs the same number of fetch rounds (the most any rank needs), so the exchanges
@@ -25,7 +25,7 @@ import torch
 from gnnscale.data.feature_store import DistFeatureStore
 
 
-EDGE_METRICS = ("accuracy", "rmse")  # --task edge: classes, regression targets (gnnscale.training.tasks.edge_metric)
+EDGE_METRICS = ("accuracy", "rmse")  # --task edge: classes, regression targets (gnnscale.tasks.task.edge_metric)
 
 
 class _Rows:
@@ -49,7 +49,7 @@ class LinkEvaluator:
             classification ``accuracy`` (and macro-F1) or regression ``rmse`` (and MAE): the
             split's labelled positives (``{split}_label``), no negatives.
         backend: the sampler kernels of the streamed inference. inputs: as
-            :class:`~gnnscale.training.evaluation.Evaluator`'s.
+            :class:`~gnnscale.tasks.evaluation.Evaluator`'s.
         slice_rows: destination rows fetched per round.
         relation: a typed graph's split relation (the decoder's ``relation``), or None.
     """
@@ -92,7 +92,7 @@ class LinkEvaluator:
 
     def score_split(self, net, h: torch.Tensor, rows: DistFeatureStore, split: str) -> dict:
         """Every metric of ``split`` (collective)."""
-        from gnnscale.training.link_metrics import EdgeMetrics, LinkMetrics
+        from gnnscale.tasks.scores import EdgeMetrics, LinkMetrics
 
         link = self.part.link
         if self.primary in EDGE_METRICS:  # edge classification / regression: the labelled positives

@@ -4,7 +4,7 @@ Each rank evaluates the nodes it owns. Class targets judged by accuracy or F1: p
 reduced over the evaluating ranks; every other target kind or metric
 (``docs/targets_and_edge_features.md`` section 5: ROC-AUC, AP, MAE, RMSE; and ``ogbn-*``
 datasets, for OGB's own ``Evaluator``): the val/test nodes' outputs gathered from every rank,
-then :func:`~gnnscale.training.node_metrics.node_metric` (or :func:`~gnnscale.training.node_metrics.ogb_metric`).
+then :func:`~gnnscale.tasks.node_metrics.node_metric` (or :func:`~gnnscale.tasks.node_metrics.ogb_metric`).
 
 - **layer-wise** (``--eval-method layerwise``, or ``auto`` when every eval fanout is -1 or in
   historical mode): exact full-graph inference, over historical mode's halo tables when
@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 import torch
 
 from gnnscale.samplers.seeds import cut_batches
-from gnnscale.training.node_metrics import NodeTarget, node_metric, ogb_metric
+from gnnscale.tasks.node_metrics import NodeTarget, node_metric, ogb_metric
 
 SPLITS = ("train", "val", "test")
 
@@ -46,7 +46,7 @@ def mask_metric(out: torch.Tensor, y: torch.Tensor, masks: dict, target: NodeTar
     """``metric`` of a whole graph's outputs ``out`` (float [N, W]) against its targets ``y`` over
     each mask (bool [N]; None for an empty one or an undefined figure), in one process: OGB's
     Evaluator for ``ogbn-*`` datasets where it measures ``metric``, else
-    :func:`~gnnscale.training.node_metrics.node_metric`."""
+    :func:`~gnnscale.tasks.node_metrics.node_metric`."""
     kept = target.reduce(out)
     got = {}
     for k, m in masks.items():  # train / val / test
@@ -120,7 +120,7 @@ class Evaluator:
     def gathered(self, out: torch.Tensor, true: torch.Tensor) -> float | None:
         """The metric of this rank's outputs (float [n, W]) and targets together with every other
         rank's (collective: one all-gather of both): OGB's Evaluator for ``ogbn-*`` datasets where
-        it measures the metric, else :func:`~gnnscale.training.node_metrics.node_metric`."""
+        it measures the metric, else :func:`~gnnscale.tasks.node_metrics.node_metric`."""
         every = self.comm.all_gather_object((out, true))
         out_all = torch.cat([g[0] for g in every])
         true_all = torch.cat([g[1] for g in every])
@@ -261,11 +261,11 @@ def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
         features = open_features(part, dims.data)
         degrees = DegreeStore(part.indptr, part.book, dims.data) if net.uses_degree else None
         if blob["spec"].get("decoder"):  # a link model: the split's metric, layer-wise
-            from gnnscale.training.link_evaluation import LinkEvaluator
+            from gnnscale.tasks.link_evaluation import LinkEvaluator
 
             metric = cfg.link_metric or meta["link"]["metric"]
             if str(blob["spec"]["decoder"]).startswith("edge:"):  # an edge head: accuracy or rmse of the labels
-                from gnnscale.training.tasks import edge_metric
+                from gnnscale.tasks.task import edge_metric
 
                 metric = edge_metric(meta["link"]["label"])
             evaluator = LinkEvaluator(part, dims.comm, features, degrees, metric, backend=cfg.sampler_backend)

@@ -19,14 +19,14 @@ class NodeTask:
     """Node targets of any kind (``docs/targets_and_edge_features.md`` section 5): seeds are the
     part's training nodes, labels their targets (int64 class ids or 0/1, float32 [n, C] multi-hot,
     float32 [n] / [n, D] values); the model's output width, the loss and the training counts are
-    the kind's (:class:`~gnnscale.training.node_metrics.NodeTarget`), the evaluation's metric
+    the kind's (:class:`~gnnscale.tasks.node_metrics.NodeTarget`), the evaluation's metric
     ``--metric`` or the kind's default. ``comm``: the ranks whose training labels
     ``--pos-weight auto`` counts (one all-reduce; None: this part's alone)."""
 
     name = "node"
 
     def __init__(self, part, cfg, comm=None) -> None:
-        from gnnscale.training.node_metrics import NodeTarget, label_counts
+        from gnnscale.tasks.node_metrics import NodeTarget, label_counts
 
         self.part, self.cfg = part, cfg
         self.target = target = NodeTarget.of(part.meta)

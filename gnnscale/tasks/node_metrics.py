@@ -14,9 +14,9 @@ takes its loss and its training counts from it, so the loss lives in one place.
   the labels or the predictions, micro = accuracy; binary: predictions logit > 0, macro over
   classes 0 and 1; multilabel: per label with logit > 0, macro over every label, an undefined
   F1 counting 0, micro over every (node, label) entry);
-- ``roc_auc`` / ``ap``: :func:`~gnnscale.training.link_metrics.roc_auc` and
-  :func:`~gnnscale.training.link_metrics.average_precision` (binary), and for multilabel targets
-  the mean over the labels that have both classes (:func:`~gnnscale.training.link_metrics.multilabel_roc_auc`,
+- ``roc_auc`` / ``ap``: :func:`~gnnscale.tasks.scores.roc_auc` and
+  :func:`~gnnscale.tasks.scores.average_precision` (binary), and for multilabel targets
+  the mean over the labels that have both classes (:func:`~gnnscale.tasks.scores.multilabel_roc_auc`,
   OGB's ogbn-proteins ROC-AUC; AP likewise, as OGB's ``eval_ap``);
 - ``mae`` / ``rmse``: over every target value.
 
@@ -172,7 +172,7 @@ def node_metric(metric: str, kind: str, out: Tensor, y: Tensor) -> float | None:
     Returns:
         The figure, or None where it is undefined (no nodes; ROC-AUC without both classes).
     """
-    from gnnscale.training.link_metrics import average_precision, multilabel_roc_auc, roc_auc
+    from gnnscale.tasks.scores import average_precision, multilabel_roc_auc, roc_auc
 
     n = int(y.shape[0])
     if n == 0:
