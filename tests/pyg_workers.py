@@ -41,3 +41,14 @@ def acm_batches(root: str, batch_size: int, seed: int) -> dict:
                 ei={et: b[et].edge_index for et in b.edge_types}) for k, b in enumerate(loader)]
     run.close()
     return dict(batches=out, world=run.world_size)
+
+
+def loop_passes(parts_dir: str, timeout: float) -> int:
+    """Two passes of node batches with every row asked of its owner (collective fetches)."""
+    from gnnscale.pyg import init_distributed
+
+    run = init_distributed(parts_dir, timeout=timeout, host_reads=False)
+    loader = run.node_loader([3, 3], "train", batch_size=16, shuffle=True, seed=0)
+    count = sum(1 for _ in range(2) for _ in loader)
+    run.close()
+    return count

@@ -153,14 +153,15 @@ def test_distributed_batches_are_one_process_batches(cora, cora_partition, parts
             assert res["comm"]["sent"].get("feature", 0) == 0
 
 
-def test_acm_batches_on_two_processes_are_one_process_batches():
+@pytest.mark.parametrize("procs", [2, 3])
+def test_acm_batches_on_several_processes_are_one_process_batches(procs):
     if not ACM.exists():
         pytest.skip(f"ACM is not at {ACM}")
     from gnnscale.datasets import load_dataset
     from gnnscale.datasets.hetero_data import to_hetero_data
 
     data = to_hetero_data(load_dataset(f"acm:{ACM}?split=20"))
-    results = launch_local(acm_batches, 2, args=(str(ACM), 64, 5), threads_per_worker=1)
+    results = launch_local(acm_batches, procs, args=(str(ACM), 64, 5), threads_per_worker=1)
     ref = list(NeighborLoader(data, num_neighbors={et: [4, 2] for et in data.edge_types},
                               input_nodes=("paper", data["paper"].train_mask), batch_size=64, shuffle=True, seed=5))
     count = 0
@@ -169,7 +170,7 @@ def test_acm_batches_on_two_processes_are_one_process_batches():
             if b["repeat"]:
                 continue
             count += 1
-            want = ref[b["k"] * 2 + r]
+            want = ref[b["k"] * procs + r]
             for t in data.node_types:
                 assert torch.equal(b["n_id"][t], want[t].n_id)
             for et in data.edge_types:
@@ -234,3 +235,16 @@ def test_hetero_link_batches_are_what_they_claim(acm_data):
         LinkNeighborLoader(data, num_neighbors=[2], edge_label_index=(("paper", "cites", "paper"), pairs),
                            batch_size=4)
     assert "\n" not in str(err.value) and "naming one of the relations" in str(err.value)
+
+
+def test_a_silent_rank_in_the_users_loop_is_named(cora_partition, monkeypatch):
+    """Rank 1 stops (SIGSTOP) as its second pass starts; rank 0's next collective fetch fails within the
+    timeout and names rank 1, silent, and its last phase."""
+    from gnnscale.errors import PeerError
+    from pyg_workers import loop_passes
+
+    monkeypatch.setenv("GNNSCALE_FAULT", "rank=1,epoch=1,phase=RankNodeLoader pass,action=stop")
+    with pytest.raises(PeerError) as err:
+        launch_local(loop_passes, 2, args=(cora_partition(2), 8.0), threads_per_worker=1, grace=30)
+    msg = str(err.value)
+    assert "rank 1" in msg and "silent" in msg and "epoch 1 RankNodeLoader pass" in msg, msg

@@ -91,9 +91,14 @@ class RankBatches:
 
 
 class _RankPasses:
-    """Every ``iter`` is the next pass: the sampler's draws keyed by it."""
+    """Every ``iter`` is the next pass: the sampler's draws keyed by it (and the heartbeat's phase
+    names it, so a rank gone silent in a user's loop is named with its pass)."""
+
+    _health: Health | None = None
 
     def __iter__(self):
+        if self._health is not None:
+            self._health.enter(f"{type(self).__name__} pass", self._epoch)
         self._sampler.set_epoch(self._epoch)
         self._epoch += 1
         return super().__iter__()  # type: ignore[misc]
@@ -163,7 +168,7 @@ class DistRun:
         loader = RankNodeLoader(data, sampler, input_nodes=nodes,
                                 batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
                                                           self.world_size), **kwargs)
-        loader._sampler, loader._epoch = sampler, 0
+        loader._sampler, loader._epoch, loader._health = sampler, 0, self.health
         return loader
 
     def link_loader(self, num_neighbors: Any, edge_label_index: torch.Tensor, edge_label: torch.Tensor | None = None,
@@ -190,7 +195,7 @@ class DistRun:
                                 neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio,
                                 batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
                                                           self.world_size), **kwargs)
-        loader._sampler, loader._epoch = sampler, 0
+        loader._sampler, loader._epoch, loader._health = sampler, 0, self.health
         return loader
 
     # -- model -------------------------------------------------------------------------------------
@@ -337,7 +342,9 @@ def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Pa
         if rank == 0:
             from gnnscale.partitioning.manifest import load_meta
 
-            fresh = meta.is_file() and int(load_meta(folder).get("num_parts", 0)) == world
+            old = load_meta(folder) if meta.is_file() else {}
+            fresh = int(old.get("num_parts", 0)) == world and int(old.get("num_nodes", -1)) == source.num_nodes \
+                and int(old.get("feature_dim", -1)) == int(source.x.size(1) if source.x is not None else 0)
             if not fresh:
                 from gnnscale.partitioning.api import partition_graph
 
