@@ -93,11 +93,14 @@ def test_same_files_as_the_in_memory_writer_for_the_same_assignment(tmp_path, un
     assert meta["edge_cut"] == edge_cut(data.edge_index, parts, n)[0]
 
 
-def test_metis_within_the_budget_equals_partition_graph(tmp_path):
+@pytest.mark.parametrize("method", ["metis", "kaminpar"])
+def test_in_memory_methods_within_the_budget_equal_partition_graph(tmp_path, method):
+    if method == "kaminpar":
+        pytest.importorskip("kaminpar")
     n = 600
     root = write_graph(tmp_path / "g", planted(n, 5000, 4, 0.9), n, dtype=np.float32)
-    partition_on_disk(root, 3, tmp_path / "ooc", method="metis", memory_budget_gb=4, show_progress=False)
-    partition_graph(load_dataset(f"dir:{root}"), 3, tmp_path / "mem", method="metis", dataset=f"dir:{root}")
+    partition_on_disk(root, 3, tmp_path / "ooc", method=method, memory_budget_gb=4, show_progress=False)
+    partition_graph(load_dataset(f"dir:{root}"), 3, tmp_path / "mem", method=method, dataset=f"dir:{root}")
     assert_same_folder(tmp_path / "ooc", tmp_path / "mem")
 
 
