@@ -52,6 +52,7 @@ class Source:
     disjoint_train_ratio: float = 0.0
     link_relation: str | None = None
     edge_to_node: str | None = None
+    feature_dtype: str = "float32"
 
 
 @dataclass
@@ -99,7 +100,8 @@ def _check_source(src: Source, cfg) -> None:
     if src.parts_dir is not None:
         given = [(f"--{n.replace('_', '-')} {_shown(n, getattr(src, n))}" if n != "partition_seed" else
                   f"partition_seed={src.partition_seed}")
-                 for n in ("method", "method_opt", "balance", "imbalance", "root", "cache_dir", "partition_seed")
+                 for n in ("method", "method_opt", "balance", "imbalance", "root", "cache_dir", "partition_seed",
+                           "feature_dtype")
                  if n != "partition_seed" and _differs(getattr(src, n), getattr(defaults, n))
                  or n == "partition_seed" and src.partition_seed not in (None, 0)]
         if given:
@@ -241,7 +243,8 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
         link = (source.edge_split, source.disjoint_train_ratio, source.link_relation) if cfg.task == "link" else None
         parts_dir = prepare_parts(source.dataset, parts, root=source.root, cache_dir=source.cache_dir,
                                   method=source.method, seed=seed, balance=source.balance, imbalance=source.imbalance,
-                                  method_opt=source.method_opt, link=link, edge_to_node=source.edge_to_node)
+                                  method_opt=source.method_opt, link=link, edge_to_node=source.edge_to_node,
+                                  feature_dtype=source.feature_dtype)
         meta = load_meta(parts_dir)  # typed or not is known once it is cut: the typed checks now
         plan = plan_run(cfg, parts, workers, where=dataset_label(source.dataset), typed=meta.get("typed"),
                         link=meta.get("link"), target=meta.get("target"), edges=meta.get("edge_feature_dim", 0))
@@ -303,6 +306,7 @@ def train(
     disjoint_train_ratio: float = 0.0,
     link_relation: str | None = None,
     edge_to_node: str | None = None,
+    feature_dtype: str = "float32",
     **config,
 ) -> dict:
     """Train a GNN on a partitioned graph; returns the metrics of rank 0 (see ``gnnscale train --metrics``).
@@ -333,6 +337,8 @@ def train(
             own; a typed graph's of the relation ``link_relation``), split with ``partition_seed``.
         edge_to_node: with a ``dataset``: ``"mean"`` or ``"sum"`` of each node's in-edge features
             appended to its features before the cut (``--edge-to-node``; recorded in the partition).
+        feature_dtype: with a ``dataset``: ``"float16"`` or ``"bfloat16"`` stores the feature rows at that
+            precision (``--feature-dtype``: half the bytes on disk and fetched; cast to float32 at the model).
         **config: any :class:`gnnscale.config.TrainConfig` field: ``epochs``, ``fanouts``,
             ``batch_size``, ``hidden``, ``lr``, ``layer`` (a zoo name, ``module:Class`` or a
             layer class), ``layer_kwargs``, ``exchange``, ``cache_policy``, ``pipeline``,
@@ -363,7 +369,7 @@ def train(
 
         setup_logging()
     source = Source(dataset, parts_dir, root, cache_dir, method, method_opt, balance, imbalance, partition_seed,
-                    edge_split, disjoint_train_ratio, link_relation, edge_to_node)
+                    edge_split, disjoint_train_ratio, link_relation, edge_to_node, feature_dtype)
     try:
         cfg = TrainConfig(**config)
     except TypeError as err:  # a dataclass refuses nothing else

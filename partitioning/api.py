@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from gnnscale.errors import PartitionError
+from gnnscale.partitioning.feature_dtype import check_feature_dtype
 from gnnscale.partitioning.format import write_meta, write_partitions
 from gnnscale.partitioning.resources import ResourceMeter
 from gnnscale.partitioning.strategies import BUILTIN_STRATEGIES
@@ -274,6 +275,7 @@ def partition_graph(
     dataset: str | None = None,
     options: Mapping[str, Any] | None = None,
     extra_meta: Mapping[str, Any] | None = None,
+    feature_dtype: str = "float32",
 ) -> dict[str, Any]:
     """Partition ``data`` into ``num_parts`` parts and write the folder ``out_dir``
     (format 1; format 2 for a typed graph).
@@ -299,6 +301,8 @@ def partition_graph(
             ``{"edge_weight": False}`` for metis); recorded in meta.json.
         extra_meta: more JSON-serializable entries for meta.json (e.g. ``{"edge_to_node": "mean"}``:
             how the dataset was transformed before the cut).
+        feature_dtype: ``"float32"``, ``"float16"`` or ``"bfloat16"``: the stored precision of
+            the feature rows (:mod:`~gnnscale.partitioning.feature_dtype`), in meta.json.
 
     Returns:
         The meta dict written to ``out_dir/meta.json``: the format keys, the quality metrics
@@ -308,6 +312,7 @@ def partition_graph(
         (partitioner + writing; see :class:`~gnnscale.partitioning.resources.ResourceMeter`).
     """
     get_partitioner(method)  # fail on an unknown method before anything else
+    check_feature_dtype(feature_dtype)
     data = as_dataset(data)
     n, num_parts = _check_request(data, num_parts)
     if isinstance(balance, str):
@@ -351,6 +356,7 @@ def partition_graph(
             method=method,
             dataset=dataset,
             num_parts=num_parts,
+            feature_dtype=feature_dtype,
             extra_meta={
                 "balance_constraints": list(balance),
                 "imbalance": float(imbalance),

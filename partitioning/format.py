@@ -9,7 +9,8 @@ Layout of a partition folder ``OUT/`` (format 1, untyped graphs)::
                                replication_factor, files {relpath: sha256}, created, ...
     part{p}/indptr.npy         int64 [n_p + 1]  CSC of the in-edges of owned nodes (local dst)
     part{p}/indices.npy        int64 [E_p]      source of each in-edge, in NEW global ids
-    part{p}/x.npy              float32 [n_p, F]
+    part{p}/x.npy              float32 [n_p, F], or float16 / bfloat16 (its bits as uint16) as
+                               meta's feature_dtype says (absent: float32; see feature_dtype.py)
     part{p}/y.npy              int64 [n_p] (target kind class/binary), float32 [n_p, C]
                                (multilabel) or float32 [n_p] / [n_p, D] (regression)
     part{p}/train_mask.npy     bool [n_p]   (also val_mask.npy, test_mask.npy)
@@ -77,6 +78,7 @@ from gnnscale.partitioning.manifest import (  # noqa: F401 - re-exported
     sha256_file,
     verify_part,
 )
+from gnnscale.partitioning.feature_dtype import check_feature_dtype, encode_rows
 from gnnscale.partitioning.link import is_link_file, split_by_source
 from gnnscale.partitioning.inputs import edge_features, node_tensor, targets
 from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
@@ -173,7 +175,7 @@ def _writer_threads() -> int:
 def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray, indices_g: np.ndarray,
                  x: torch.Tensor | None, y: torch.Tensor, masks: dict, typed: _TypedWrite | None = None,
                  part: int = 0, edges: tuple[np.ndarray, np.ndarray] | None = None,
-                 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+                 feature_dtype: str = "float32") -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """The arrays of the part owning new ids ``[lo, hi)`` by file name, and its sizes for meta.json.
 
     ``y``: the targets as stored (:func:`~gnnscale.partitioning.inputs.targets`: int64 or float32).
@@ -182,6 +184,7 @@ def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray,
     ``edges``: ``(edge_ids_g, edge_attr)``, the original column of every stored edge (aligned
     with the global CSC) and the float32 ``[E, De]`` features of the input's columns: adds
     ``edge_ids.npy`` and ``edge_attr.npy`` (the part's rows gathered, aligned with ``indices``).
+    ``feature_dtype``: how ``x.npy``'s rows are stored (:func:`encode_rows`).
     """
     ids_np = old_of_new[lo:hi]
     ids = torch.from_numpy(ids_np)
@@ -190,7 +193,7 @@ def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray,
     arrays = {
         "indptr.npy": indptr_g[lo : hi + 1] - e_lo,
         "indices.npy": indices,
-        "x.npy": None if x is None else x[ids].numpy().astype(np.float32, copy=False),
+        "x.npy": None if x is None else encode_rows(x[ids].to(torch.float32), feature_dtype),
         "y.npy": y[ids].numpy(),
         "train_mask.npy": masks["train_mask"][ids].numpy(),
         "val_mask.npy": masks["val_mask"][ids].numpy(),
@@ -268,6 +271,7 @@ def write_partitions(
     num_parts: int | None = None,
     extra_meta: dict[str, Any] | None = None,
     write_threads: int | None = None,
+    feature_dtype: str = "float32",
 ) -> dict[str, Any]:
     """Relabel nodes contiguously by part and write the partition folder: format 1 for a
     plain graph, format 2 for a typed one (``data.node_types`` and ``data.edge_type``, see
@@ -290,6 +294,8 @@ def write_partitions(
         extra_meta: extra JSON-serializable entries merged into meta.json.
         write_threads: threads that write and hash the files (default: the usable cores, at
             most 4; 1 writes them one after the other).
+        feature_dtype: ``float32``, ``float16`` or ``bfloat16``: the precision of ``x.npy``'s
+            rows, recorded in meta.json (format 1 only; a typed graph refuses the others).
 
     Returns:
         The meta dict that was written to ``out_dir/meta.json``.
@@ -304,6 +310,12 @@ def write_partitions(
             f"{tuple(parts.shape)}; the partitioner output does not match the graph"
         )
     spec = typed_spec(data) if is_typed(data) else None
+    feature_dtype = check_feature_dtype(feature_dtype)
+    if spec is not None and feature_dtype != "float32":
+        raise PartitionError(
+            f"expected --feature-dtype float32 for a typed graph (its rows are per node type), found "
+            f"{feature_dtype!r}; leave --feature-dtype out"
+        )
     x = node_tensor(data, "x", n, 2) if spec is None else None
     y, target = targets(data, n)
     masks = {m: node_tensor(data, m, n, 1).to(torch.bool) for m in _MASKS}
@@ -370,7 +382,8 @@ def write_partitions(
             lo, hi = int(offsets[p]), int(offsets[p + 1])
             pdir = out / part_dir_name(p)
             pdir.mkdir(exist_ok=True)
-            arrays, size = _part_arrays(lo, hi, old_of_new, indptr_g, indices_g, x, y, masks, typed, p, edges)
+            arrays, size = _part_arrays(lo, hi, old_of_new, indptr_g, indices_g, x, y, masks, typed, p, edges,
+                                        feature_dtype)
             sizes.append(size)
             if link_parts is not None:
                 arrays.update(link_parts[p])
@@ -407,7 +420,7 @@ def write_partitions(
         "num_classes": int(num_classes),
         "target": target,
         "edge_feature_dim": edge_dim,
-        "feature_dtype": "float32",
+        "feature_dtype": feature_dtype,
         "parts": sizes,
         **quality,
         "files": files,

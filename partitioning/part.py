@@ -26,6 +26,7 @@ from gnnscale.partitioning.manifest import (
     part_dir_name,
     part_files,
 )
+from gnnscale.partitioning.feature_dtype import as_tensor, file_dtype, meta_feature_dtype
 from gnnscale.partitioning.link import load_link
 from gnnscale.partitioning.typed import TypedPart
 from gnnscale.partitioning.validate import check_pointers, load_array, load_targets
@@ -41,7 +42,8 @@ class LocalPart:
         book: the PartitionBook of the whole partitioning.
         indptr: int64 ``[n+1]`` CSC row pointer over owned (local) targets.
         indices: int64 ``[E_p]`` sources of the in-edges, new global ids.
-        x: read-only float32 memmap ``[n, F]`` (typed parts: an empty float32 ``[n, 0]``;
+        x: read-only memmap ``[n, F]`` of the stored rows: float32, float16, or bfloat16's bits
+            as uint16, as ``feature_dtype`` says (typed parts: an empty float32 ``[n, 0]``;
             their features are per type, in ``typed.x_by_type``).
         y: the targets (meta's ``target``): int64 ``[n]`` for class/binary, float32 ``[n, C]``
             for multilabel, float32 ``[n]`` or ``[n, D]`` for regression; train_mask /
@@ -77,6 +79,22 @@ class LocalPart:
     edge_ids: torch.Tensor | None = field(default=None, repr=False)
 
     @property
+    def feature_dtype(self) -> str:
+        """How ``x``'s rows are stored: ``float32``, ``float16`` or ``bfloat16`` (meta.json's
+        ``feature_dtype``; float32 for folders written before it)."""
+        return meta_feature_dtype(self.meta)
+
+    def stored_rows(self) -> torch.Tensor:
+        """``[n, F]`` every owned row in the stored dtype (float32/float16/bfloat16), a tensor
+        over the mapped file (no copy). Read-only: never write it."""
+        self._untyped("stored_rows()")
+        import warnings
+
+        with warnings.catch_warnings():  # torch warns that the mapping is not writable: it is not written
+            warnings.simplefilter("ignore", UserWarning)
+            return as_tensor(self.x, self.feature_dtype) if isinstance(self.x, np.ndarray) else torch.as_tensor(self.x)
+
+    @property
     def num_owned(self) -> int:
         """Number of nodes this part owns."""
         return int(self.orig_ids.shape[0])
@@ -102,18 +120,14 @@ class LocalPart:
     def feature_rows(self) -> torch.Tensor:
         """float32 ``[n, F]``: every owned row as a tensor over the mapped file (no copy: the
         pages are read as they are touched and stay the page cache's). Read-only: never write it.
+        Rows stored at lower precision (``feature_dtype`` float16/bfloat16) come as a float32
+        copy in memory; :meth:`stored_rows` maps them as stored.
 
         Raises:
             PartitionError: on a typed part (its features are per type: ``typed.x_by_type``).
         """
-        self._untyped("feature_rows()")
-        if not isinstance(self.x, np.ndarray):
-            return torch.as_tensor(self.x)
-        import warnings
-
-        with warnings.catch_warnings():  # torch warns that the mapping is not writable: it is not written
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.from_numpy(self.x)
+        rows = self.stored_rows()
+        return rows if rows.dtype == torch.float32 else rows.to(torch.float32)
 
     def features(self, local_idx: torch.Tensor) -> torch.Tensor:
         """Feature rows of owned nodes.
@@ -122,7 +136,7 @@ class LocalPart:
             local_idx: int64 ``[k]`` local indices in ``[0, num_owned)``.
 
         Returns:
-            float32 ``[k, F]`` (a copy, in memory).
+            float32 ``[k, F]`` (a copy, in memory; lower-precision rows cast).
 
         Raises:
             PartitionError: on a typed part (use ``typed.features(t, idx)``).
@@ -135,6 +149,8 @@ class LocalPart:
                 f"found [{int(idx.min())}, {int(idx.max())}]; convert global ids with "
                 "book.to_local(ids, part) first"
             )
+        if self.feature_dtype != "float32":
+            return as_tensor(np.ascontiguousarray(self.x[idx]), self.feature_dtype).to(torch.float32)
         return torch.from_numpy(np.ascontiguousarray(self.x[idx], dtype=np.float32))
 
     def relation_indptr(self) -> torch.Tensor:
@@ -239,7 +255,8 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
     # by the processes that open the part and dropped under memory pressure, not swapped.
     indices = load_array(pdir / "indices.npy", np.int64, (None,), mmap="c")
     check_pointers(pdir / "indptr.npy", indptr, indices.shape[0])
-    x = np.zeros((n, 0), dtype=np.float32) if typed else load_array(pdir / "x.npy", np.float32, (n, f))
+    x = np.zeros((n, 0), dtype=np.float32) if typed else load_array(
+        pdir / "x.npy", file_dtype(meta_feature_dtype(meta)), (n, f))
     y = load_targets(pdir / "y.npy", meta, n, mmap=False)
     edge_attr = edge_ids = None
     de = edge_feature_dim(meta)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from gnnscale.partitioning.feature_dtype import meta_feature_dtype
 from gnnscale.partitioning.manifest import edge_feature_dim, load_meta, part_dir_name, target_meta
 from gnnscale.partitioning.metrics import metrics_from_counts
 
@@ -21,7 +22,8 @@ def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
         JSON-serializable dict with dataset, method, num_parts, num_nodes, num_edges,
         feature_dim, num_classes, ``target_kind`` (class, binary, multilabel or regression;
         class for folders written before targets had kinds), ``num_outputs``,
-        ``edge_feature_dim`` (0: no edge features), created, the partitioner's settings and cost
+        ``edge_feature_dim`` (0: no edge features), ``feature_dtype`` (float32 for folders written before
+        it), created, the partitioner's settings and cost
         (balance_constraints, imbalance, seed, options, partition_seconds, write_seconds,
         total_seconds, peak_rss_bytes, ...), the quality metrics ``edge_cut`` (int),
         ``edge_cut_fraction``, ``undirected_edges``, ``balance`` {nodes, train, in_edges}
@@ -81,6 +83,7 @@ def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
     if target.get("num_outputs") is not None:
         out["num_outputs"] = int(target["num_outputs"])
     out["edge_feature_dim"] = edge_feature_dim(meta)
+    out["feature_dtype"] = meta_feature_dtype(meta)  # float32 for folders written before the key
     cut = out.get("edge_cut")
     if isinstance(cut, dict):  # folders written before edge_cut became an int
         out["edge_cut"] = int(cut.get("count", 0))

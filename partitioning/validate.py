@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from gnnscale.errors import PartitionError
+from gnnscale.partitioning.feature_dtype import bfloat16_bits_to_float32, file_dtype, meta_feature_dtype
 from gnnscale.partitioning.manifest import (
     META_FILE,
     TYPED_FORMAT_VERSION,
@@ -118,7 +119,9 @@ def check_part(part_dir: str | os.PathLike, part: int, meta: dict | None = None)
     if meta["format_version"] == TYPED_FORMAT_VERSION:
         _check_typed_part(pdir, meta, part, indptr, indices.shape[0])
     else:
-        _check_finite(pdir / "x.npy", load_array(pdir / "x.npy", np.float32, (n, f)))
+        stored = meta_feature_dtype(meta)
+        x = load_array(pdir / "x.npy", file_dtype(stored), (n, f))
+        _check_finite(pdir / "x.npy", x if stored != "bfloat16" else _Bfloat16Rows(x))
     if edge_feature_dim(meta) > 0:
         _check_edge_files(pdir, meta, indices.shape[0])
     y = np.asarray(load_targets(pdir / "y.npy", meta, n))
@@ -193,6 +196,16 @@ def _check_edge_files(pdir: Path, meta: dict, num_edges: int) -> None:
         if s.size and (int(s.min()) < 0 or (top is not None and int(s.max()) >= top)):
             raise PartitionError(f"{path}: expected original edge ids in [0, {top}), found "
                                  f"[{int(s.min())}, {int(s.max())}]; {_RERUN_HINT}")
+
+
+class _Bfloat16Rows:
+    """Slices of bfloat16 rows stored as uint16 bits, read as float32 (for :func:`_check_finite`)."""
+
+    def __init__(self, bits: np.ndarray) -> None:
+        self.bits, self.shape = bits, bits.shape
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        return bfloat16_bits_to_float32(self.bits[rows])
 
 
 def _check_finite(path: Path, x: np.ndarray) -> None:

@@ -286,7 +286,7 @@ def setup_cache(features, part, cfg, comm, sample_epoch: Callable | None, held: 
     if cfg.cache_policy == "none" and held is None:
         return {"policy": "none", "rows": 0, "bytes": 0}
     t0 = time.perf_counter()
-    row_bytes = 4 * int(features.feature_dim)
+    row_bytes = getattr(features, "row_bytes", 4 * int(features.feature_dim))  # of the stored dtype
     lo, hi = part.offset, part.offset + part.num_owned
     sampled: list[int] = []  # epochs the presample policy sampled (reported)
 

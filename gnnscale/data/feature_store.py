@@ -12,6 +12,11 @@ Ranks on one host may read each other's rows straight from the partition folder
 memory-mapped read-only, so the host's page cache holds one copy, and a fetch gathers the
 owners' rows like its own, without asking them. Owners on other hosts still answer through the
 communicator; when every rank reads every part from its host, a fetch exchanges nothing.
+
+Rows stored at lower precision (a part's ``feature_dtype`` float16 or bfloat16, see
+:mod:`gnnscale.partitioning.feature_dtype`) stay in it through the gathers, the exchange (half
+the bytes), the cache and the host reads (moved as 16-bit words), and are cast to float32 at the
+end of :meth:`DistFeatureStore.fetch`, on the training device, where they enter the model.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import torch
 from gnnscale.process.comm import Communicator
 from gnnscale.errors import GnnscaleError
 from gnnscale.partitioning.book import PartitionBook
+from gnnscale.partitioning.feature_dtype import as_tensor, file_dtype, torch_dtype
 from gnnscale.partitioning.routing import Route
 
 try:
@@ -34,8 +40,9 @@ except ImportError:  # pragma: no cover - numba is a dependency
 class LocalRows(Protocol):
     """What the store needs of a loaded part (see ``gnnscale.partitioning.LocalPart``).
 
-    A part that also has ``x`` (a float32 [n, F] numpy array or memmap) is read by the
-    compiled gather; otherwise through ``features``.
+    A part that also has ``x`` (a float32 [n, F] numpy array or memmap; or float16, or
+    bfloat16's bits as uint16, with ``feature_dtype`` naming it) is read by the compiled gather;
+    otherwise through ``features``.
     """
 
     def features(self, local_idx: torch.Tensor) -> torch.Tensor: ...
@@ -90,6 +97,9 @@ class DistFeatureStore:
         self.feature_dim = int(feature_dim)
         self.device = torch.device(device)
         self.offset = int(book.offsets[comm.rank])
+        # how the rows are stored and moved (float32, float16, bfloat16); fetch returns float32
+        stored = getattr(part, "feature_dtype", "float32")
+        self.dtype, self._file_dtype = torch_dtype(stored), np.dtype(file_dtype(stored))
         self.cache = None
         # True when every rank's cache holds every remote row it can ask for (historical mode's
         # halo): fetch then never communicates, and a miss is an error instead of a request.
@@ -100,6 +110,11 @@ class DistFeatureStore:
         self.host_mask = torch.zeros(comm.world_size, dtype=torch.bool)
         self.host_complete = False
         self.stats = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0, "host_rows": 0}
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one row as stored and moved (``feature_dim`` times 4, or 2 at lower precision)."""
+        return self.feature_dim * torch.empty((), dtype=self.dtype).element_size()
 
     def reset_stats(self) -> None:
         for k in self.stats:
@@ -121,10 +136,10 @@ class DistFeatureStore:
             n = int(self.book.offsets[k + 1] - self.book.offsets[k])
             if k == rank or not 0 <= k < world:
                 raise GnnscaleError(f"rank {rank}: host part {k} is not another rank's part (world size {world})")
-            if x.dtype != np.float32 or x.ndim != 2 or x.shape != (n, self.feature_dim):
+            if x.dtype != self._file_dtype or x.ndim != 2 or x.shape != (n, self.feature_dim):
                 raise GnnscaleError(
                     f"rank {rank}: part {k}'s features read on this host are {x.dtype} {tuple(x.shape)}, expected "
-                    f"float32 ({n}, {self.feature_dim}) by the partition book; the partition folder is not the "
+                    f"{self._file_dtype} ({n}, {self.feature_dim}) by the partition book; the partition folder is not the "
                     "one the run was started on, or it was rewritten: re-partition, or leave --host-features out")
         self.host_parts = dict(parts)
         self.host_mask = torch.zeros(world, dtype=torch.bool)
@@ -141,7 +156,7 @@ class DistFeatureStore:
         from gnnscale.data.feature_cache import FeatureCache
 
         self.cache = None
-        rows = self.fetch(ids, category="cache_fill")
+        rows = self._fetch(ids, category="cache_fill")  # kept in the stored dtype
         self.cache = FeatureCache(ids, rows, self.device)
         self.reset_stats()
 
@@ -153,7 +168,13 @@ class DistFeatureStore:
         owners in one exchange. Collective: every rank must call it the same number of times
         (``ids`` may be empty); not collective when the store is ``complete`` (set on every
         rank or none) or every rank reads every part on its host (:meth:`read_host_parts`).
+        Rows stored at lower precision move as stored and are cast to float32 here, last.
         """
+        rows = self._fetch(ids, category)
+        return rows if rows.dtype == torch.float32 else rows.to(torch.float32)
+
+    def _fetch(self, ids: torch.Tensor, category: str) -> torch.Tensor:
+        """:meth:`fetch` in the stored dtype (``self.dtype``)."""
         rank = self.comm.rank
         n = ids.numel()
         owner = self.book.owner(ids)
@@ -176,10 +197,10 @@ class DistFeatureStore:
         # buffer (owned rows first, then the fetched ones) that crosses in one copy.
         m, r = mine_pos.numel(), need_pos.numel()
         if on_host:
-            out = host = torch.empty(n, self.feature_dim, dtype=torch.float32)
+            out = host = torch.empty(n, self.feature_dim, dtype=self.dtype)
             local_at, remote_at = mine_pos, need_pos
         else:
-            host = torch.empty(m + r, self.feature_dim, dtype=torch.float32, pin_memory=True)
+            host = torch.empty(m + r, self.feature_dim, dtype=self.dtype, pin_memory=True)
             local_at, remote_at = None, torch.arange(m, m + r, dtype=torch.int64)
         all_mine = m == n
         self._local(ids[mine_pos] - self.offset if not all_mine else ids - self.offset, host,
@@ -190,7 +211,7 @@ class DistFeatureStore:
         if not self.complete and not self.host_complete:
             self._fetch_remote(ids, owner, ask_pos, ask_at, host, category)
         if not on_host:
-            out = torch.empty(n, self.feature_dim, dtype=torch.float32, device=self.device)
+            out = torch.empty(n, self.feature_dim, dtype=self.dtype, device=self.device)
             if m + r:
                 dest = torch.cat([mine_pos, need_pos]).to(self.device, non_blocking=True)
                 out.index_copy_(0, dest, host.to(self.device, non_blocking=True))
@@ -208,7 +229,7 @@ class DistFeatureStore:
         route = Route.build(owner[need_pos], self.comm.world_size)
         order = route.order
         served, served_counts = self.comm.exchange_flat(ids[need_pos[order]], route.counts, category + "_request")
-        rows = torch.empty(served.numel(), self.feature_dim, dtype=torch.float32)
+        rows = torch.empty(served.numel(), self.feature_dim, dtype=self.dtype)
         self._local(served - self.offset, rows, None)
         back, _ = self.comm.exchange_flat(rows, served_counts, category)
         if need_pos.numel():
@@ -230,12 +251,12 @@ class DistFeatureStore:
             x = self.host_parts[k]
             local = ids_h[sel] - int(self.book.offsets[k])
             if numba is not None:
-                bad = _gather_rows(x, local.numpy(), out.numpy(), at_h[sel].numpy(), True)
+                bad = _gather_rows(_words(x), local.numpy(), _words(out), at_h[sel].numpy(), True)
                 if bad:
                     raise GnnscaleError(f"rank {self.comm.rank}: {bad} feature row(s) asked of part {k} are outside "
                                         f"its {x.shape[0]} rows; the ids are not that part's: check the partition book")
             else:
-                out[at_h[sel]] = torch.from_numpy(np.ascontiguousarray(x[local.numpy()]))
+                out[at_h[sel]] = _rows_tensor(np.ascontiguousarray(x[local.numpy()]), self.dtype)
         self.stats["host_rows"] += int(hp.numel())
         keep = torch.nonzero(~here).flatten()
         return need_pos[keep], at[keep]
@@ -245,10 +266,10 @@ class DistFeatureStore:
         if local_idx.numel() == 0:
             return
         x = getattr(self.part, "x", None)
-        if numba is not None and isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim == 2:
+        if numba is not None and isinstance(x, np.ndarray) and x.dtype == self._file_dtype and x.ndim == 2:
             if x.shape[1] != self.feature_dim:
                 raise GnnscaleError(f"part holds rows of width {x.shape[1]}, expected {self.feature_dim}")
-            bad = _gather_rows(x, local_idx.numpy(), out.numpy(), _NO_POS if pos is None else pos.numpy(),
+            bad = _gather_rows(_words(x), local_idx.numpy(), _words(out), _NO_POS if pos is None else pos.numpy(),
                                pos is not None)
             if bad:
                 raise GnnscaleError(
@@ -256,7 +277,7 @@ class DistFeatureStore:
                     f"owned rows (local ids {int(local_idx.min())}..{int(local_idx.max())}); the ids are not "
                     "this part's: check the partition book")
             return
-        rows = self.part.features(local_idx)
+        rows = self.part.features(local_idx).to(self.dtype)  # float32 of the stored values: exact back
         if rows.shape[1] != self.feature_dim:
             raise GnnscaleError(f"part returned rows of width {rows.shape[1]}, expected {self.feature_dim}")
         if pos is None:
@@ -265,9 +286,22 @@ class DistFeatureStore:
             out[pos] = rows
 
 
+def _words(a: np.ndarray | torch.Tensor) -> np.ndarray:
+    """A numpy view of host rows for the compiled gather: 16-bit rows (float16, bfloat16 or its
+    uint16 bits) as int16 words, which it copies like any number; float32 as it is."""
+    if isinstance(a, torch.Tensor):
+        return a.view(torch.int16).numpy() if a.element_size() == 2 else a.numpy()
+    return a.view(np.int16) if a.dtype.itemsize == 2 else a
+
+
+def _rows_tensor(rows: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    """Stored rows (numpy: float32, float16 or bfloat16's uint16 bits) as a tensor of ``dtype``."""
+    return as_tensor(rows, "bfloat16") if dtype == torch.bfloat16 else torch.from_numpy(rows)
+
+
 def _gather_into(src: torch.Tensor, idx: torch.Tensor, out: torch.Tensor, pos: torch.Tensor) -> None:
-    """out[pos] = src[idx] for host float32 tensors, in one pass when compiled."""
-    if numba is not None and src.dtype == torch.float32 and src.is_contiguous():
-        _gather_rows(src.numpy(), idx.numpy(), out.numpy(), pos.numpy(), True)
+    """out[pos] = src[idx] for host tensors of one dtype, in one pass when compiled."""
+    if numba is not None and src.dtype == out.dtype and src.element_size() in (2, 4) and src.is_contiguous():
+        _gather_rows(_words(src), idx.numpy(), _words(out), pos.numpy(), True)
     else:
         out[pos] = src[idx]

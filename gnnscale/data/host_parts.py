@@ -16,7 +16,8 @@ import torch
 
 from gnnscale.planning.plan import host_reads
 from gnnscale.partitioning.book import PartitionBook
-from gnnscale.partitioning.manifest import edge_feature_dim, part_dir_name
+from gnnscale.partitioning.feature_dtype import file_dtype, meta_feature_dtype
+from gnnscale.partitioning.manifest import edge_feature_dim, load_meta, part_dir_name
 from gnnscale.partitioning.validate import check_pointers, load_array
 from gnnscale.samplers.distributed import HostGraph
 
@@ -72,10 +73,12 @@ def host_setup(comm, parts_dir, cfg, mode: str, typed: dict | str | None = None)
 
 
 def open_host_features(parts_dir, book: PartitionBook, hosts: HostRanks, feature_dim: int) -> dict[int, np.ndarray]:
-    """{rank: read-only float32 memmap [n_rank, F]} of ``hosts.peers``' feature rows."""
+    """{rank: read-only memmap [n_rank, F]} of ``hosts.peers``' feature rows, as stored (float32, float16
+    or bfloat16's bits: the folder's feature_dtype)."""
     out = {}
+    stored = file_dtype(meta_feature_dtype(load_meta(Path(parts_dir))))
     for k in hosts.peers:
-        out[k] = load_array(Path(parts_dir) / part_dir_name(k) / "x.npy", np.float32,
+        out[k] = load_array(Path(parts_dir) / part_dir_name(k) / "x.npy", stored,
                             (book.part_size(k), int(feature_dim)), mmap="r")
     return out
 

@@ -22,22 +22,26 @@ log = logging.getLogger("gnnscale")
 
 def cache_folder(dataset: str, parts: int, root: str | None = None, cache_dir: str | None = None,
                  method: str = "metis", seed: int = 0, balance=("nodes", "train"), imbalance: float = 0.05,
-                 method_opt=(), link: tuple | None = None, edge_to_node: str | None = None) -> Path:
+                 method_opt=(), link: tuple | None = None, edge_to_node: str | None = None,
+                 feature_dtype: str = "float32") -> Path:
     """Where the cut of ``dataset`` into ``parts`` parts with these options is kept (``link``:
     the link split's ``(edge_split, disjoint_train_ratio)``, None without one; ``edge_to_node``:
-    ``mean``/``sum`` aggregated in-edge features appended to ``x``, None: not)."""
+    ``mean``/``sum`` aggregated in-edge features appended to ``x``, None: not; ``feature_dtype``:
+    the stored precision of the rows)."""
     base = cache_dir or os.environ.get("GNNSCALE_CACHE") or os.path.join(Path.home(), ".cache", "gnnscale", "partitions")
     key = [dataset, os.path.abspath(root) if root else None, method, sorted(balance), imbalance, seed,
            sorted(map(str, method_opt))]
     key = key if link is None else key + [list(map(str, link))]
-    key = json.dumps(key if edge_to_node is None else key + [f"edge_to_node={edge_to_node}"])  # older folders keep their names
+    key = key if edge_to_node is None else key + [f"edge_to_node={edge_to_node}"]
+    key = json.dumps(key if feature_dtype == "float32" else key + [f"feature_dtype={feature_dtype}"])  # older folders keep their names
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", dataset)[:60]
     return Path(base) / f"{slug}-{method}-{parts}parts-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
 
 def prepare_parts(dataset, parts: int, root: str | None = None, cache_dir: str | None = None,
                   method: str = "metis", seed: int = 0, balance=("nodes", "train"), imbalance: float = 0.05,
-                  method_opt=(), link: tuple | None = None, edge_to_node: str | None = None) -> str:
+                  method_opt=(), link: tuple | None = None, edge_to_node: str | None = None,
+                  feature_dtype: str = "float32") -> str:
     """The cached partition of ``dataset`` (a name, or an in-memory PyG graph: :func:`inmemory_name`)
     into ``parts`` parts (made on first use); its folder. ``link``: ``(edge_split or None, disjoint_train_ratio)``: the dataset prepared for link
     prediction (:func:`link_data`). ``edge_to_node``: ``mean``/``sum``: each node's aggregated
@@ -49,11 +53,12 @@ def prepare_parts(dataset, parts: int, root: str | None = None, cache_dir: str |
     if not isinstance(dataset, str):  # an in-memory PyG graph: named by its content
         graph, dataset = dataset, inmemory_name(dataset)
     out = cache_folder(dataset, parts, root, cache_dir, method, seed, balance, imbalance, method_opt, link,
-                       edge_to_node)
+                       edge_to_node, feature_dtype)
     if (out / "meta.json").exists():
         try:
             meta = load_meta(out)
-            if meta["num_parts"] == parts and meta.get("edge_to_node") == edge_to_node:
+            if meta["num_parts"] == parts and meta.get("edge_to_node") == edge_to_node and \
+                    meta.get("feature_dtype", "float32") == feature_dtype:
                 log.info("using cached partition %s", out)
                 return str(out)
         except GnnscaleError:
@@ -82,7 +87,7 @@ def prepare_parts(dataset, parts: int, root: str | None = None, cache_dir: str |
         data = link_data(data, *link, seed=seed)
     partition_graph(data, parts, out, method=method, balance=list(balance), imbalance=imbalance, seed=seed,
                     dataset=dataset if graph is None else data.name, options=dict(method_opt),
-                    extra_meta=edge_to_node_meta(edge_to_node))
+                    extra_meta=edge_to_node_meta(edge_to_node), feature_dtype=feature_dtype)
     return str(out)
 
 
