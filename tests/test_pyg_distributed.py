@@ -248,3 +248,21 @@ def test_a_silent_rank_in_the_users_loop_is_named(cora_partition, monkeypatch):
         launch_local(loop_passes, 2, args=(cora_partition(2), 8.0), threads_per_worker=1, grace=30)
     msg = str(err.value)
     assert "rank 1" in msg and "silent" in msg and "epoch 1 RankNodeLoader pass" in msg, msg
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_partition_feature_store_reads_other_parts_from_the_folder(cora, tmp_path, dtype):
+    """Rank 0 of 2 with host reads: every row of the graph, its own and part 1's, from the folder (as
+    stored: a float16 folder gives the float16 rows as float32), and no exchange."""
+    from gnnscale.partitioning import partition_graph
+    from gnnscale.process.comm import Communicator
+    from gnnscale.pyg import PartitionFeatureStore, PartitionGraphStore
+
+    partition_graph(cora, 2, tmp_path, method="metis", feature_dtype=dtype)
+    comm = Communicator(0, 2)  # no group: host reads never exchange
+    fs = PartitionFeatureStore(PartitionGraphStore(tmp_path), comm)
+    ids = torch.randperm(cora.num_nodes, generator=torch.Generator().manual_seed(0))[:500]
+    want = cora.x[ids].to(getattr(torch, dtype)).float()
+    assert torch.equal(fs.get_tensor(group_name=None, attr_name="x", index=ids), want)
+    assert torch.equal(fs.get_tensor(group_name=None, attr_name="y", index=ids), cora.y[ids])
+    assert fs.stats["host_rows"] > 0 and fs.stats["local_rows"] > 0 and comm.stats.bytes_sent == 0

@@ -33,6 +33,7 @@ from gnnscale.data.feature_store import DistFeatureStore
 from gnnscale.data.owner_rows import ask_owners
 from gnnscale.errors import PartitionError, SamplerError
 from gnnscale.partitioning.book import PartitionBook
+from gnnscale.partitioning.feature_dtype import file_dtype, meta_feature_dtype
 from gnnscale.partitioning.manifest import load_meta, part_dir_name
 from gnnscale.partitioning.part import load_part
 from gnnscale.partitioning.validate import load_array
@@ -245,8 +246,9 @@ class PartitionFeatureStore(FeatureStore):
                                  "missing. Copy the whole folder, or pass host_reads=False.")
         self.y_local = self.part.y
         self.y_all = None
-        if self.host_reads and others:
-            self.store.read_host_parts({k: load_array(graph.parts_dir / part_dir_name(k) / "x.npy", np.float32,
+        if self.host_reads and others:  # as stored (float32, or the folder's 16-bit feature_dtype)
+            stored = file_dtype(meta_feature_dtype(graph.meta))
+            self.store.read_host_parts({k: load_array(graph.parts_dir / part_dir_name(k) / "x.npy", stored,
                                                       (graph.book.part_size(k), self.feature_dim), mmap="r")
                                         for k in others}, complete=True)
         if self.host_reads:
