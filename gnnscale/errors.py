@@ -34,6 +34,10 @@ class ExchangeError(GnnscaleError):
     """Bad exchange options, or a historical embedding that may not be used."""
 
 
+class ModelError(GnnscaleError):
+    """A model option is invalid."""
+
+
 def run_main(main, script: str) -> None:
     """Run a script's ``main()``: a :class:`GnnscaleError` (a user's error) ends it with its one
     line, ``<script>: error: <message>`` on stderr, and exit status 2 instead of a traceback.

@@ -22,24 +22,12 @@ from typing import Any
 import numpy as np
 
 from gnnscale.errors import PartitionError
+from gnnscale.partitioning.manifest import is_link_file, link_file, link_part_files  # noqa: F401 - file names
+from gnnscale.partitioning.validate import load_array
 
 PAIR_KEYS = ("train", "val", "test", "val_neg", "test_neg")  # int64 [2, n] each
 DST_KEYS = {"val_neg_dst": "val", "test_neg_dst": "test"}  # int64 [n, Kn], rows follow the positives'
 LABEL_KEYS = {"train_label": "train", "val_label": "val", "test_label": "test"}  # one label per positive, same order
-
-
-def link_file(key: str) -> str:
-    return f"link_{key}.npy"
-
-
-def link_part_files(meta: dict[str, Any]) -> tuple[str, ...]:
-    """The link files every part of a folder with this meta holds (none without a split)."""
-    link = meta.get("link")
-    return tuple(link_file(k) for k in link["arrays"]) if link else ()
-
-
-def is_link_file(name: str) -> bool:
-    return name.startswith("link_") and name.endswith(".npy")
 
 
 def _np(t) -> np.ndarray | None:
@@ -157,8 +145,6 @@ class RowFile:
 def _load_label(path: Path, label: dict) -> np.ndarray:
     """A part's edge labels (``meta["link"]["label"]``): int64 [n] class ids, or float32 [n] (when
     ``dim`` is 1) or [n, D] regression targets; mapped copy-on-write, checked by ``load_array``."""
-    from gnnscale.partitioning.validate import load_array
-
     if label.get("kind") != "regression":
         return load_array(path, np.int64, (None,), mmap="c")
     dim = int(label.get("dim", 1))
@@ -177,8 +163,6 @@ def load_link(pdir: Path, meta: dict[str, Any]) -> dict | None:
     if not link:
         return None
     import torch
-
-    from gnnscale.partitioning.validate import load_array
 
     out = {}
     label = link.get("label")

@@ -240,6 +240,21 @@ def _check_typed_shapes(meta: dict[str, Any], typed: dict[str, Any], path: Path)
         )
 
 
+def link_file(key: str) -> str:
+    """The file of a part's link array ``key`` (:mod:`gnnscale.partitioning.link`)."""
+    return f"link_{key}.npy"
+
+
+def link_part_files(meta: dict[str, Any]) -> tuple[str, ...]:
+    """The link files every part of a folder with this meta holds (none without a split)."""
+    link = meta.get("link")
+    return tuple(link_file(k) for k in link["arrays"]) if link else ()
+
+
+def is_link_file(name: str) -> bool:
+    return name.startswith("link_") and name.endswith(".npy")
+
+
 def part_files(meta: dict[str, Any]) -> tuple[str, ...]:
     """The file names every part of a folder with this meta holds.
 
@@ -248,8 +263,6 @@ def part_files(meta: dict[str, Any]) -> tuple[str, ...]:
     edge features (``edge_feature_dim`` > 0): :data:`EDGE_FILES`; with a link-prediction split:
     its ``link_{key}.npy`` files (:mod:`gnnscale.partitioning.link`).
     """
-    from gnnscale.partitioning.link import link_part_files
-
     edges = EDGE_FILES if edge_feature_dim(meta) > 0 else ()
     if meta.get("format_version") != TYPED_FORMAT_VERSION:
         return PART_FILES + edges + link_part_files(meta)

@@ -113,7 +113,7 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
     """
     from gnnscale.data.degrees import DegreeStore
     from gnnscale.history.halo import ExchangeError, HaloExchange
-    from gnnscale.nn.inference import halo_inference, streamed_inference
+    from gnnscale.tasks.inference import halo_inference, streamed_inference
     from gnnscale.nn.models import GNN
 
     info = init_distributed(timeout=60)
@@ -151,7 +151,7 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
             lookup = degree.lookup(torch.unique(torch.cat([b.src_ids for b in mb.blocks])))
             out[mode] = model(x, mb.blocks, hist=hist, node_degree=lookup)
     # The refresh rule (one hop over histories) with full neighborhoods reproduces the fill's rows.
-    from gnnscale.nn.inference import refresh_embeddings
+    from gnnscale.tasks.inference import refresh_embeddings
     from gnnscale.samplers.kernels import Kernels
 
     kernels = Kernels(book.num_nodes, "cpu", "torch")

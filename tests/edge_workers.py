@@ -12,7 +12,7 @@ def streamed_edge_logits(parts_dir: str, specs: list, states: list, slice_bytes:
     ids and the bytes counted by category."""
     from gnnscale.data.feature_store import DistFeatureStore
     from gnnscale.history.halo import HaloExchange
-    from gnnscale.nn.inference import halo_inference, streamed_inference
+    from gnnscale.tasks.inference import halo_inference, streamed_inference
     from gnnscale.nn.spec import ModelSpec
     from gnnscale.partitioning import load_part
     from gnnscale.process.comm import Communicator
@@ -44,7 +44,7 @@ def historical_vs_exact_edges(parts_dir: str, spec: dict, state: dict, fanouts: 
     drawn edges' rows) against the tables' own rows."""
     from gnnscale.data.feature_store import DistFeatureStore
     from gnnscale.history.halo import HaloExchange
-    from gnnscale.nn.inference import halo_inference, refresh_embeddings
+    from gnnscale.tasks.inference import halo_inference, refresh_embeddings
     from gnnscale.nn.spec import ModelSpec
     from gnnscale.partitioning import load_part
     from gnnscale.process.comm import Communicator

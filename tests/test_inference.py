@@ -1,4 +1,4 @@
-"""Tests of gnnscale.nn.inference.halo_inference in one process (one part owns the whole graph).
+"""Tests of gnnscale.tasks.inference.halo_inference in one process (one part owns the whole graph).
 
 With one part there is no halo: the feature store and the halo exchange are stand-ins that hold
 no rows (``halo_inference`` asks them for zero halo rows and gets zero rows back), so the
@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch_geometric.utils import coalesce, remove_self_loops
 
-import gnnscale.nn.inference as inference
-from gnnscale.nn.inference import halo_inference
+import gnnscale.tasks.inference as inference
+from gnnscale.tasks.inference import halo_inference
 from gnnscale.nn.models import GNN
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.local import NeighborSampler

@@ -34,7 +34,7 @@ def streamed_vs_sampled(parts_dir: str, models: list, hidden: int, slice_bytes: 
     from gnnscale.data.embeddings import TypedEmbeddings
     from gnnscale.data.loader import build_samplers
     from gnnscale.data.typed_store import open_features
-    from gnnscale.nn.inference import streamed_inference
+    from gnnscale.tasks.inference import streamed_inference
     from gnnscale.nn.spec import ModelSpec
     from gnnscale.partitioning import load_part
     from gnnscale.process.comm import Communicator

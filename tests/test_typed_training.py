@@ -102,7 +102,8 @@ def test_typed_runs_honour_their_options(acm, acm_partition, tmp_path):
     assert ev.returncode == 0, ev.stderr[-2000:]
     got = json.loads(ev.stdout)["test_acc"]
     assert abs(got - want) <= near_ties / logits.size(0) + 1e-6, (got, want, near_ties)
-    from gnnscale.training.model_io import embedding_order, tables_to_dataset_order
+    from gnnscale.data.embeddings import embedding_order
+    from gnnscale.nn.typed_encoder import tables_to_dataset_order
 
     misordered = gnnscale.load_model(model)
     meta = json.loads((Path(acm_partition(2)) / "meta.json").read_text())

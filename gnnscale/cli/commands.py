@@ -114,7 +114,7 @@ def cmd_evaluate(args) -> int:
     from gnnscale.partitioning.validate import check_folder
 
     check_folder(args.parts_dir)
-    res = launch_local("gnnscale.tasks.evaluation:evaluate_worker", meta["num_parts"],
+    res = launch_local("gnnscale.training.evaluate:evaluate_worker", meta["num_parts"],
                        args=(args.parts_dir, cfg, args.model), port=args.port)[0]
     if args.json:
         print(json.dumps(res))

@@ -31,12 +31,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import os
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from gnnscale.errors import GnnscaleError
 from gnnscale.partitioning.book import PartitionBook
+from gnnscale.partitioning.manifest import part_dir_name
 from gnnscale.process.comm import Communicator
 from gnnscale.samplers.block import TypedInput
 from gnnscale.samplers.rng import node_hash, stream_key, uniform
@@ -448,3 +451,25 @@ class TypedEmbeddings:
     def gather_all(self, dst: int = 0) -> dict:
         """``{t: float32 [N_t, hidden]}`` on rank ``dst``, ``{t: None}`` on the others. Collective."""
         return {t: self.tables[t].gather(dst) for t in self.types}
+
+
+def embedding_order(parts_dir: str | os.PathLike, typed: dict) -> dict[int, torch.Tensor]:
+    """For each node type without features: the original per-type id (the dataset's order) of
+    each per-type id of the partition (its rows' order in a sharded table), int64 [N_t].
+
+    A model file keeps learned tables in the dataset's order, so that :func:`~gnnscale.training.model_io.load_model` indexes
+    them by the ids a user has; a run on a partition gathers and permutes them (``table[order]``
+    in the partition's order, ``out[order] = table`` back)."""
+    counts = [int(n) for n in typed["num_nodes_per_type"]]
+    type_ptr = np.concatenate([[0], np.cumsum(counts)])  # original ids are grouped by type
+    starts = typed["type_starts"]
+    out = {}
+    for t, f in enumerate(typed["feature_dims"]):
+        if int(f) > 0:
+            continue
+        pieces = []
+        for p, row in enumerate(starts):  # loop over parts
+            orig = np.load(os.path.join(os.fspath(parts_dir), part_dir_name(p), "orig_ids.npy"), mmap_mode="r")
+            pieces.append(np.asarray(orig[int(row[t]):int(row[t + 1])]) - type_ptr[t])
+        out[t] = torch.from_numpy(np.concatenate(pieces).astype(np.int64))
+    return out

@@ -16,6 +16,12 @@ import time
 import torch
 
 from gnnscale.config import check_mode, check_staleness
+from gnnscale.data.degrees import DegreeStore
+from gnnscale.data.feature_store import DistFeatureStore
+from gnnscale.errors import RuntimeSetupError
+from gnnscale.history.halo import HaloExchange
+from gnnscale.samplers.kernels import Kernels
+from gnnscale.tasks.inference import halo_inference, refresh_embeddings
 
 log = logging.getLogger("gnnscale.train")
 
@@ -23,8 +29,6 @@ EMBEDDING_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float
 
 
 def embedding_dtype(name: str) -> torch.dtype:
-    from gnnscale.errors import RuntimeSetupError
-
     if name not in EMBEDDING_DTYPES:
         raise RuntimeSetupError(f"embedding_dtype must be one of {', '.join(EMBEDDING_DTYPES)}; found {name!r}")
     return EMBEDDING_DTYPES[name]
@@ -79,11 +83,6 @@ class HistoricalMode(ExchangeMode):
     """
 
     def __init__(self, net, part, sampler, features, degrees, emb_comm, comm, cfg, device) -> None:
-        from gnnscale.data.degrees import DegreeStore
-        from gnnscale.data.feature_store import DistFeatureStore
-        from gnnscale.history.halo import HaloExchange
-        from gnnscale.samplers.kernels import Kernels
-
         super().__init__("historical")
         self.net, self.part, self.sampler, self.features, self.degrees = net, part, sampler, features, degrees
         self.comm, self.emb_comm, self.cfg = comm, emb_comm, cfg
@@ -139,8 +138,6 @@ class HistoricalMode(ExchangeMode):
 
     def after_step(self, epoch: int, gstep: int, mb, emit) -> None:
         """Recompute this step's refresh slice, push what is due (the push overlaps the next step)."""
-        from gnnscale.nn.inference import refresh_embeddings
-
         halo, sampler, kernels = self.halo, self.sampler, self.refresh_kernels
         halo.drain()  # the previous push (overlapped with this step) lands; its group is free
         nodes = halo.refresh_seeds(gstep)
@@ -169,8 +166,6 @@ class HistoricalMode(ExchangeMode):
         self.halo.drain()
 
     def full_logits(self, step: int):
-        from gnnscale.nn.inference import halo_inference
-
         return halo_inference(self.net, self.part.indptr, self.part.feature_rows(), self.features, self.halo,
                               step=step, node_degree=self.degrees, backend=self.cfg.sampler_backend,
                               edge_attr=self.part.edge_attr if self.net.uses_edge_attr else None)

@@ -23,17 +23,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gnnscale.errors import GnnscaleError
+from gnnscale.errors import ModelError
 from gnnscale.nn.edge_features import construct_kwargs, edge_layers, refuse_edge_dim_kwarg
 from gnnscale.nn.dropout import dropout, layer_seed, relu_dropout
 from gnnscale.samplers.block import Block, TypedInput
 
 NORMS = ("none", "batch", "layer")
 JK = ("none", "cat", "max")
-
-
-class ModelError(GnnscaleError):
-    """A model option is invalid."""
 
 
 def layer_name(layer) -> str:

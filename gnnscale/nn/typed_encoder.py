@@ -6,8 +6,9 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
+from gnnscale.errors import ModelError
 from gnnscale.nn.layers.relational import TypeModuleDict
-from gnnscale.nn.models import ModelError
+from gnnscale.nn.link import gnn_of
 from gnnscale.process.threads import backward_threads, intra_op_threads, op_threads
 from gnnscale.samplers.block import TypedInput
 
@@ -142,3 +143,21 @@ class TypedEncoder(nn.Module):
         ext = f", external={self.external_types}" if self.external_types else ""
         return (f"feature_dims={self.feature_dims}, num_nodes_per_type={self.num_nodes_per_type}, "
                 f"hidden={self.hidden}{ext}")
+
+
+def tables_to_dataset_order(net: nn.Module, order: dict[int, torch.Tensor], inverse: bool = False) -> None:
+    """Permute ``net``'s learned embedding tables in place from the partition's per-type order to
+    the dataset's (``inverse``: back), by :func:`~gnnscale.data.embeddings.embedding_order`'s
+    ``order`` (per featureless type t: int64 [N_t])."""
+    enc = getattr(gnn_of(net), "typed_encoder", None)  # a link model: its encoder's
+    for t, idx in order.items():
+        if enc is None or str(t) not in enc.embeddings:
+            continue
+        w = enc.embeddings[t].weight
+        with torch.no_grad():
+            if inverse:
+                w.copy_(w[idx])
+            else:
+                moved = torch.empty_like(w)
+                moved[idx] = w
+                w.copy_(moved)

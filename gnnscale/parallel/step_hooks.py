@@ -76,7 +76,8 @@ class LearnedEmbeddings(NoStepHooks):
         if rank != 0:
             return None
         from gnnscale.nn.link import gnn_of
-        from gnnscale.training.model_io import embedding_order, tables_to_dataset_order
+        from gnnscale.data.embeddings import embedding_order
+        from gnnscale.nn.typed_encoder import tables_to_dataset_order
 
         whole = spec.build()
         missing = whole.load_state_dict(net.state_dict(), strict=False).missing_keys

@@ -8,8 +8,8 @@ then :func:`~gnnscale.tasks.node_metrics.node_metric` (or :func:`~gnnscale.tasks
 
 - **layer-wise** (``--eval-method layerwise``, or ``auto`` when every eval fanout is -1 or in
   historical mode): exact full-graph inference, over historical mode's halo tables when
-  there are some (:func:`~gnnscale.nn.inference.halo_inference`), else streamed slice by
-  slice (:func:`~gnnscale.nn.inference.streamed_inference`, memory that follows the part; a
+  there are some (:func:`~gnnscale.tasks.inference.halo_inference`), else streamed slice by
+  slice (:func:`~gnnscale.tasks.inference.streamed_inference`, memory that follows the part; a
   typed part's too: inputs per node type, featureless types' rows through ``inputs``, every
   in-edge's relation from ``part.typed.etype``; equal to sampled evaluation with fanouts -1);
 - **sampled**: the eval fanouts' blocks for every val/test node, in batches of
@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 import torch
 
 from gnnscale.samplers.seeds import cut_batches
+from gnnscale.tasks.inference import streamed_inference
 from gnnscale.tasks.node_metrics import NodeTarget, node_metric, ogb_metric
 
 SPLITS = ("train", "val", "test")
@@ -131,8 +132,6 @@ class Evaluator:
         """float32 [n_owned, C] logits of the owned nodes, layer-wise (collective)."""
         if self.tables is not None:
             return self.tables(step)
-        from gnnscale.nn.inference import streamed_inference
-
         typed = getattr(self.part, "typed", None)
         return streamed_inference(net, self.part.indptr, self.part.indices, self.features,
                                   node_degree=self.degrees, backend=self.backend,
@@ -222,69 +221,3 @@ def shared(comm, values: dict | None, source: int = 0) -> dict:
     """``values`` of rank ``source`` (None elsewhere) on every rank of ``comm`` (one all-gather)."""
     every = comm.all_gather_object(values)
     return dict(every[source] or {})
-
-
-def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
-    """One process of ``gnnscale evaluate`` (one per part): the saved model's train/val/test
-    metric over the parts (``--metric`` of its run, else its target kind's default), computed
-    as data-parallel training evaluates (same method and draws): ``{"metric": m, "train_<m>",
-    "val_<m>", "test_<m>"}`` (accuracy: ``train_acc``/``val_acc``/``test_acc`` too). Builds what
-    evaluation reads and nothing else: no DDP, optimizer or cache."""
-    import os
-
-    from gnnscale.data.degrees import DegreeStore
-    from gnnscale.data.typed_store import open_features
-    from gnnscale.history.modes import exchange_mode
-    from gnnscale.logs import setup_logging
-    from gnnscale.nn.spec import ModelSpec
-    from gnnscale.planning.plan import plan_run
-    from gnnscale.partitioning import load_meta, load_part
-    from gnnscale.process.dims import ParallelDims
-    from gnnscale.data.loader import build_samplers
-    from gnnscale.samplers import check_fanouts
-    from gnnscale.training.model_io import read_model_file
-
-    setup_logging(rank=int(os.environ.get("RANK", "0")))
-    meta = load_meta(parts_dir)
-    plan = plan_run(cfg, int(meta["num_parts"]), int(os.environ.get("WORLD_SIZE", "1")), where=str(parts_dir),
-                    typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"))
-    dims = ParallelDims.build(plan, cfg.timeout, embedding=cfg.exchange == "historical")
-    try:
-        part = load_part(parts_dir, dims.rank, verify=cfg.verify)
-        blob = read_model_file(model_path)
-        net = ModelSpec(**blob["spec"]).build()
-        net.load_state_dict(blob["state"])
-        if part.typed is not None:  # the file's learned tables are in the dataset's order: the partition's
-            from gnnscale.training.model_io import embedding_order, tables_to_dataset_order
-
-            tables_to_dataset_order(net, embedding_order(parts_dir, meta["typed"]), inverse=True)
-        features = open_features(part, dims.data)
-        degrees = DegreeStore(part.indptr, part.book, dims.data) if net.uses_degree else None
-        if blob["spec"].get("decoder"):  # a link model: the split's metric, layer-wise
-            from gnnscale.tasks.link_evaluation import LinkEvaluator
-
-            metric = cfg.link_metric or meta["link"]["metric"]
-            if str(blob["spec"]["decoder"]).startswith("edge:"):  # an edge head: accuracy or rmse of the labels
-                from gnnscale.tasks.task import edge_metric
-
-                metric = edge_metric(meta["link"]["label"])
-            evaluator = LinkEvaluator(part, dims.comm, features, degrees, metric, backend=cfg.sampler_backend)
-            got = evaluator.splits(net, net, ("val", "test"), step=-1)
-            return {"metric": metric, **{f"{k}_{metric}": v for k, v in got.items()},
-                    "metrics": evaluator.last["metrics"]}
-        sampler, eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, check_fanouts(cfg.fanouts),
-                                                             cfg.exchange, edge_attr=net.uses_edge_attr)
-        mode = exchange_mode(net, part, sampler, features, degrees, dims.embedding, dims.comm, cfg, torch.device("cpu"))
-        historical = mode.halo is not None
-        evaluator = Evaluator(part, dims.comm, features, degrees, eval_sampler, cfg.eval_batch_size,
-                              use_layerwise(cfg.eval_method, eval_fanouts, historical),
-                              tables=mode.full_logits if historical else None, backend=cfg.sampler_backend,
-                              dataset=meta.get("dataset"), metric=cfg.metric)
-        got = evaluator.splits(net, net, SPLITS, step=-1)
-        metric = evaluator.metric
-        out = {"metric": metric, **{f"{k}_{metric}": v for k, v in got.items()}}
-        if metric == "accuracy":  # the keys it always had
-            out |= {f"{k}_acc": v for k, v in got.items()}
-        return out
-    finally:
-        dims.stop()

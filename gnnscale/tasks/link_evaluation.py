@@ -2,7 +2,7 @@
 scored in bounded slices (``docs/link_prediction.md`` section 5).
 
 1. The encoder runs layer-wise over the whole graph
-   (:func:`~gnnscale.nn.inference.streamed_inference`): each rank gets its own nodes' final
+   (:func:`~gnnscale.tasks.inference.streamed_inference`): each rank gets its own nodes' final
    embeddings, float32 [n_owned, H]; no rank ever holds another's.
 2. Each rank scores the pairs whose source it owns (``part.link``): the destinations' rows are
    fetched from their owners, at most ``slice_rows`` rows per exchange (category
@@ -23,6 +23,8 @@ import numpy as np
 import torch
 
 from gnnscale.data.feature_store import DistFeatureStore
+from gnnscale.tasks.inference import streamed_inference
+from gnnscale.tasks.scores import EdgeMetrics, LinkMetrics
 
 
 EDGE_METRICS = ("accuracy", "rmse")  # --task edge: classes, regression targets (gnnscale.tasks.task.edge_metric)
@@ -66,8 +68,6 @@ class LinkEvaluator:
     def splits(self, net, forward, splits: Sequence[str], step: int) -> dict[str, float | None]:
         """{split: the metric's value} of the model ``net`` (a :class:`~gnnscale.nn.link.LinkModel`)
         for ``splits`` among val and test; every metric by name in ``self.last``."""
-        from gnnscale.nn.inference import streamed_inference
-
         net.eval()
         before = self.comm.stats.snapshot()
         typed = getattr(self.part, "typed", None)
@@ -92,8 +92,6 @@ class LinkEvaluator:
 
     def score_split(self, net, h: torch.Tensor, rows: DistFeatureStore, split: str) -> dict:
         """Every metric of ``split`` (collective)."""
-        from gnnscale.tasks.scores import EdgeMetrics, LinkMetrics
-
         link = self.part.link
         if self.primary in EDGE_METRICS:  # edge classification / regression: the labelled positives
             label = self.part.meta["link"]["label"]

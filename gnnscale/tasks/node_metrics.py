@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gnnscale.config import default_node_metric, parse_pos_weight
+from gnnscale.tasks.scores import average_precision, multilabel_roc_auc, roc_auc
 
 __all__ = ["NodeTarget", "target_of", "node_metric", "ogb_metric", "label_counts"]
 
@@ -172,8 +173,6 @@ def node_metric(metric: str, kind: str, out: Tensor, y: Tensor) -> float | None:
     Returns:
         The figure, or None where it is undefined (no nodes; ROC-AUC without both classes).
     """
-    from gnnscale.tasks.scores import average_precision, multilabel_roc_auc, roc_auc
-
     n = int(y.shape[0])
     if n == 0:
         return None

@@ -1,7 +1,7 @@
 """``gnnscale embed``: every node's embedding from a saved model, written per part, read back as one array.
 
 One worker per part computes its own nodes' final embeddings with the one layer-wise inference
-(:func:`~gnnscale.nn.inference.streamed_inference`: memory follows the part) and writes them
+(:func:`~gnnscale.tasks.inference.streamed_inference`: memory follows the part) and writes them
 with the nodes' original ids. For a link-prediction model the embedding is its encoder's output
 (what the decoder scores); for a node classifier, the model's output (its logits).
 
@@ -33,7 +33,7 @@ def embed_worker(parts_dir: str, cfg, model_path: str, out_dir: str) -> dict:
     """One process of ``gnnscale embed`` (one per part): writes ``part{p}.npy`` and ``ids{p}.npy``."""
     from gnnscale.data.open import open_data
     from gnnscale.logs import setup_logging
-    from gnnscale.nn.inference import streamed_inference
+    from gnnscale.tasks.inference import streamed_inference
     from gnnscale.nn.spec import ModelSpec
     from gnnscale.planning.plan import plan_run
     from gnnscale.partitioning import load_meta, load_part

@@ -75,51 +75,6 @@ def load_model(path: str | os.PathLike) -> GNN:
     return model.eval()
 
 
-def embedding_order(parts_dir: str | os.PathLike, typed: dict) -> dict[int, torch.Tensor]:
-    """For each node type without features: the original per-type id (the dataset's order) of
-    each per-type id of the partition (its rows' order in a sharded table), int64 [N_t].
-
-    A model file keeps learned tables in the dataset's order, so that :func:`load_model` indexes
-    them by the ids a user has; a run on a partition gathers and permutes them (``table[order]``
-    in the partition's order, ``out[order] = table`` back)."""
-    import numpy as np
-
-    from gnnscale.partitioning.manifest import part_dir_name
-
-    counts = [int(n) for n in typed["num_nodes_per_type"]]
-    type_ptr = np.concatenate([[0], np.cumsum(counts)])  # original ids are grouped by type
-    starts = typed["type_starts"]
-    out = {}
-    for t, f in enumerate(typed["feature_dims"]):
-        if int(f) > 0:
-            continue
-        pieces = []
-        for p, row in enumerate(starts):  # loop over parts
-            orig = np.load(os.path.join(os.fspath(parts_dir), part_dir_name(p), "orig_ids.npy"), mmap_mode="r")
-            pieces.append(np.asarray(orig[int(row[t]):int(row[t + 1])]) - type_ptr[t])
-        out[t] = torch.from_numpy(np.concatenate(pieces).astype(np.int64))
-    return out
-
-
-def tables_to_dataset_order(net: GNN, order: dict[int, torch.Tensor], inverse: bool = False) -> None:
-    """Permute ``net``'s learned embedding tables in place from the partition's per-type order to
-    the dataset's (``inverse``: back), by :func:`embedding_order`'s ``order``."""
-    from gnnscale.nn.link import gnn_of
-
-    enc = getattr(gnn_of(net), "typed_encoder", None)  # a link model: its encoder's
-    for t, idx in order.items():
-        if enc is None or str(t) not in enc.embeddings:
-            continue
-        w = enc.embeddings[t].weight
-        with torch.no_grad():
-            if inverse:
-                w.copy_(w[idx])
-            else:
-                moved = torch.empty_like(w)
-                moved[idx] = w
-                w.copy_(moved)
-
-
 @torch.no_grad()
 def predict_full_graph(model: GNN, x: torch.Tensor, edge_index: torch.Tensor,
                        edge_attr: torch.Tensor | None = None) -> torch.Tensor:

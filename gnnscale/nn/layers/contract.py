@@ -69,11 +69,9 @@ def load_layer_class(path: str) -> type:
             a class, or not an ``nn.Module`` subclass.
     """
     if not isinstance(path, str) or ":" not in path:
-        from gnnscale.nn.layers.registry import ZOO
-
         raise LayerError(
             f"expected a layer import path 'package.module:ClassName', found {path!r} (no ':'); "
-            f"write e.g. 'mypkg.layers:MyConv', or use a zoo name ({', '.join(ZOO)})"
+            "write e.g. 'mypkg.layers:MyConv', or use a zoo name (`gnnscale train --help` lists them under --layer)"
         )
     mod_name, _, attr_path = path.partition(":")
     mod_name, attr_path = mod_name.strip(), attr_path.strip()
