@@ -115,10 +115,9 @@ class ModelSpec:
         elif task == "edge":
             extra["decoder"] = f"edge:{int(num_classes)}"
         model = getattr(cfg, "model", None)
-        if model is not None and (typed is not None or task != "node"):
-            raise ModelError(f"--model {layer_name(model)}: a user's whole model trains node targets of untyped graphs "
-                             f"here; {'a typed graph' if typed is not None else f'--task {task}'} is not supported with "
-                             "--model yet: use the built-in layers (--layer)")
+        if model is not None and task != "node":
+            raise ModelError(f"--model {layer_name(model)}: a user's whole model trains node targets here; --task "
+                             f"{task} is not supported with --model yet: use the built-in layers (--layer)")
         if model is not None:
             extra |= {"model": model, "model_kwargs": dict(getattr(cfg, "model_kwargs", {}) or {})}
         return ModelSpec(int(feature_dim or 0) if typed is not None else int(feature_dim), int(cfg.hidden),
@@ -145,8 +144,9 @@ class ModelSpec:
         if self.model is not None:
             from gnnscale.nn.user_model import build_user_model
 
+            typed = {k: getattr(self, k) for k in TYPED_FIELDS} if self.typed else None
             return build_user_model(self.model, self.in_dim, self.hidden, self.out_dim, self.num_layers, self.dropout,
-                                    self.model_kwargs, self.edge_dim)
+                                    self.model_kwargs, self.edge_dim, typed, external_embeddings)
         return GNN(self.in_dim, self.hidden, self.out_dim, num_layers=self.num_layers, layer=self.layer,
                    layer_kwargs=dict(self.layer_kwargs), dropout=self.dropout, norm=self.norm,
                    residual=self.residual, jk=self.jk, node_types=self.node_types, relations=self.relations,

@@ -27,10 +27,17 @@ over edges. The output rows of the seeds (the first ``blocks[-1].num_dst``) are 
 before every step from the engine's step key (``rng_key``: seed, epoch, step) and the first
 seed's original id, so that a resumed run draws what the uninterrupted one drew.
 
+**Typed graphs**: each type's inputs are encoded to H as the built-in typed models do (a linear
+map of its features, or a learned table for a featureless type, sharded by owner in training);
+the class is built with ``in_channels=H`` and made relation-wise by PyG's ``to_hetero``
+(``aggr="sum"``); it is called as ``module(x_dict, edge_index_dict)`` with the node types' names
+and relation ``k`` named ``rel<k>`` (positions within each type, PyG's ``HeteroData`` layout),
+and the seeds' rows of their type are the outputs.
+
 What needs the engine's own layer stack is refused before any worker starts
 (:func:`gnnscale.config.check_model_options`): historical exchange, layer and chunk pipelines,
-layer-wise evaluation, ``--layer``/``--norm``/``--residual``/``--jk``; typed graphs and link /
-edge tasks are not supported yet (refused in one line).
+layer-wise evaluation, ``--layer``/``--norm``/``--residual``/``--jk``; link and edge tasks are
+not supported yet (refused in one line).
 """
 from __future__ import annotations
 
@@ -100,27 +107,33 @@ def model_arguments(cls: type, in_dim: int, hidden: int, out_dim: int, num_layer
     return args | dict(model_kwargs)
 
 
-def subgraph_edges(blocks: Sequence[Block]) -> tuple[torch.Tensor, torch.Tensor | None]:
+def subgraph_edges(blocks: Sequence[Block], with_types: bool = False):
     """The sampled subgraph of ``blocks`` in PyG's layout (see the module docstring):
     ``edge_index`` int64 [2, M] of positions in ``blocks[0].src_ids`` (row 0 source, row 1
     target; the seeds' in-edges first, then each hop's), and ``edge_attr`` [M, De] aligned with
-    it (None when the blocks carry none)."""
-    pieces, attrs = [], []
+    it (None when the blocks carry none); ``with_types``: and ``edge_type`` int64 [M] (typed
+    blocks) as a third item."""
+    pieces, attrs, types = [], [], []
     last = len(blocks) - 1
     for i in range(last, -1, -1):  # loop over blocks (L of them): seeds' edges first
         b = blocks[i]
         if b.num_hist:
             raise ModelError("a user's --model reads a subgraph, not historical leaves; use --exchange exact")
-        ei, attr = b.edge_index, b.edge_attr
+        ei, attr, et = b.edge_index, b.edge_attr, b.edge_type
         if i < last:
             keep = ei[1] >= blocks[i + 1].num_dst  # the destinations first expanded here
             ei = ei[:, keep]
             attr = attr[keep] if attr is not None else None
+            et = et[keep] if et is not None else None
         pieces.append(ei)
         attrs.append(attr)
+        types.append(et)
     edge_index = torch.cat(pieces, 1) if len(pieces) > 1 else pieces[0]
     edge_attr = None if any(a is None for a in attrs) else (torch.cat(attrs) if len(attrs) > 1 else attrs[0])
-    return edge_index, edge_attr
+    if not with_types:
+        return edge_index, edge_attr
+    edge_type = None if any(t is None for t in types) else (torch.cat(types) if len(types) > 1 else types[0])
+    return edge_index, edge_attr, edge_type
 
 
 class UserModel(nn.Module):
@@ -142,7 +155,8 @@ class UserModel(nn.Module):
     jk = "none"
     encoder = None
 
-    def __init__(self, module: nn.Module, num_layers: int, edge_dim: int = 0, spec: str = "") -> None:
+    def __init__(self, module: nn.Module, num_layers: int, edge_dim: int = 0, spec: str = "",
+                 typed: dict | None = None, hidden: int = 0, external_embeddings: bool = False) -> None:
         super().__init__()
         self.module = module
         self.num_layers = int(num_layers)
@@ -150,7 +164,15 @@ class UserModel(nn.Module):
         from gnnscale.nn.layers.contract import forward_takes_edge_attr
 
         self.edge_dim = int(edge_dim)
-        self.uses_edge_attr = self.edge_dim > 0 and forward_takes_edge_attr(module)
+        self.uses_edge_attr = self.edge_dim > 0 and forward_takes_edge_attr(module) and typed is None
+        self.typed_encoder = None
+        if typed is not None:  # the inputs of each type encoded to H, as the built-in typed models do
+            from gnnscale.nn.typed_encoder import TypedEncoder
+
+            self.typed_encoder = TypedEncoder(typed["feature_dims"], typed["num_nodes_per_type"], hidden,
+                                              external=bool(external_embeddings))
+            self.node_types = list(typed["node_types"])
+            self.edge_types = typed_edge_types(typed)
 
     def reseed(self, rng_key: int | None, row_keys: Sequence[torch.Tensor] | None) -> None:
         """Reseed torch's generator for the module's own dropout from the step's key (and the
@@ -172,6 +194,9 @@ class UserModel(nn.Module):
             raise ModelError("a user's --model has no per-layer embeddings to read or emit; use --exchange exact")
         if len(blocks) != self.num_layers:
             raise ModelError(f"model has {self.num_layers} layers but the batch has {len(blocks)} blocks")
+        if self.typed_encoder is not None:
+            self.reseed(rng_key, row_keys)
+            return self._typed(x, blocks)
         device = next(self.parameters()).device if any(True for _ in self.parameters()) else x.device
         edge_index, edge_attr = subgraph_edges(blocks)
         self.reseed(rng_key, row_keys)
@@ -188,6 +213,31 @@ class UserModel(nn.Module):
                              f"subgraph, {x.size(0)} here); found {found}")
         return out[:blocks[-1].num_dst]
 
+
+    def _typed(self, x, blocks: Sequence[Block]) -> torch.Tensor:
+        """A typed batch: the TypedInput encoded (float32 [S, H]), split into ``x_dict`` by node
+        type and the subgraph's edges into ``edge_index_dict`` by relation (positions within each
+        type, PyG's HeteroData layout); the module (``to_hetero``'d) gives ``{type: [n_t, C]}``,
+        of which the seeds' rows (of the seeds' type) are returned."""
+        edge_index, _, edge_type = subgraph_edges(blocks, with_types=True)
+        node_type = blocks[0].node_type
+        if node_type is None or edge_type is None:
+            raise ModelError(f"--model {self.spec} on a typed graph needs typed blocks (node_type, edge_type)")
+        h = self.typed_encoder(x)
+        device = h.device
+        node_type, edge_index, edge_type = node_type.to(device), edge_index.to(device), edge_type.to(device)
+        counts = torch.bincount(node_type, minlength=len(self.node_types))
+        order = torch.argsort(node_type, stable=True)
+        starts = torch.cumsum(counts, 0) - counts
+        pos = torch.empty_like(node_type)  # each node's row within its type
+        pos[order] = torch.arange(node_type.numel(), device=device) - torch.repeat_interleave(starts, counts)
+        x_dict = {name: h[idx] for name, idx in zip(self.node_types, order.split(counts.tolist()))}
+        local = pos[edge_index]
+        edge_index_dict = {et: local[:, edge_type == k] for k, et in enumerate(self.edge_types)}  # loop over R
+        out = self.module(x_dict, edge_index_dict)
+        d = blocks[-1].num_dst
+        target = self.node_types[int(node_type[0])] if d else self.node_types[0]
+        return out[target][pos[:d]]
 
     @property
     def dims(self) -> list[int]:
@@ -206,20 +256,39 @@ class UserModel(nn.Module):
         return self.module(x, edge_index)
 
 
+def typed_edge_types(typed: dict) -> list[tuple[str, str, str]]:
+    """The ``(src type, relation, dst type)`` names of a typed spec's relations: the relation
+    ``k`` is named ``rel<k>`` (the keys of ``edge_index_dict``)."""
+    names = list(typed["node_types"])
+    return [(names[int(s)], f"rel{int(k)}", names[int(d)]) for s, k, d in typed["relations"]]
+
+
 def build_user_model(spec: str | type, in_dim: int, hidden: int, out_dim: int, num_layers: int,
-                     dropout: float = 0.0, model_kwargs: dict | None = None, edge_dim: int = 0) -> UserModel:
+                     dropout: float = 0.0, model_kwargs: dict | None = None, edge_dim: int = 0,
+                     typed: dict | None = None, external_embeddings: bool = False) -> UserModel:
     """The :class:`UserModel` of ``spec`` built by the convention (:func:`model_arguments`).
+
+    ``typed`` (``node_types`` names, ``relations`` index triples, ``feature_dims``,
+    ``num_nodes_per_type``): a typed graph's model: the inputs encoded to ``hidden`` per type
+    (:class:`~gnnscale.nn.typed_encoder.TypedEncoder`; ``external_embeddings``: the featureless
+    types' rows come with the input), the class built with ``in_channels=hidden`` and made
+    relation-wise by PyG's ``to_hetero`` (``aggr="sum"``) over :func:`typed_edge_types`.
 
     Raises:
         ModelError: a class that cannot be loaded or built (the constructor's error, in one line).
     """
     cls = load_model_class(spec)
     label = spec if isinstance(spec, str) else layer_name(spec)
-    kwargs = model_arguments(cls, in_dim, hidden, out_dim, num_layers, dropout, dict(model_kwargs or {}), label)
+    width = hidden if typed is not None else in_dim
+    kwargs = model_arguments(cls, width, hidden, out_dim, num_layers, dropout, dict(model_kwargs or {}), label)
     try:
         module = cls(**kwargs)
+        if typed is not None:
+            from torch_geometric.nn import to_hetero
+
+            module = to_hetero(module, (list(typed["node_types"]), typed_edge_types(typed)), aggr="sum")
     except Exception as err:  # noqa: BLE001 - the user's constructor: its error in one line
         text = " ".join(str(err).split())
-        raise ModelError(f"--model {label} could not be built with {kwargs}: {type(err).__name__}: "
-                         f"{text}; adjust --model-kwargs") from None
-    return UserModel(module, num_layers, edge_dim, label)
+        raise ModelError(f"--model {label} could not be built with {kwargs}{' and to_hetero' if typed else ''}: "
+                         f"{type(err).__name__}: {text}; adjust --model-kwargs") from None
+    return UserModel(module, num_layers, edge_dim, label, typed, hidden, external_embeddings)

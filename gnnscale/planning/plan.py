@@ -382,7 +382,8 @@ def check_typed_options(cfg: TrainConfig, mode: str, where: str) -> None:
         raise PlanError(f"--host-graph does not apply to typed graphs ({where}) yet: their owners sample by relation. "
                         "Leave --host-graph out (or give --no-host-graph).")
     layer = cfg.layer if isinstance(cfg.layer, str) else ""
-    if not (layer in TYPED_LAYERS or layer.startswith("rel:") or ":" in layer.replace("rel:", "", 1)):
+    if getattr(cfg, "model", None) is None and not (layer in TYPED_LAYERS or layer.startswith("rel:")
+                                                     or ":" in layer.replace("rel:", "", 1)):  # --model: to_hetero
         raise PlanError(f"--layer {cfg.layer} does not read relations, and {where} is a typed graph: use --layer "
                         f"rgcn, hgt, or rel:{cfg.layer} (one {cfg.layer} layer per relation, summed per node type).")
 
