@@ -23,7 +23,7 @@ Stages (each timed, with its peak memory, in the returned ``stages``):
 The folder is the format of :func:`~gnnscale.partitioning.format.write_partitions` byte for
 byte for the same assignment (every part file; meta.json the same but for ``created`` and the
 timings). Memory: the O(N) arrays (:func:`plan_memory`'s ``node_bytes``) plus the chunk buffers,
-independent of the edge count. :mod:`gnnscale.partition_dist` runs stages 4-5 on several
+independent of the edge count. :mod:`gnnscale.dist_partition` runs stages 4-5 on several
 processes (:class:`PartWriter` and :class:`Bucketer` are shared).
 """
 
