@@ -165,13 +165,15 @@ def test_edge_regression_beats_the_mean_on_2_workers(cora_edge):
 
 
 def test_best_validation_takes_the_least_rmse_and_the_highest_accuracy():
-    from gnnscale.training.trainer import improves
+    from gnnscale.training.metrics import Selection
 
-    none = {"val_acc": -1.0, "test_acc": 0.0, "epoch": -1}
-    assert improves(0.5, none, "rmse") and improves(0.5, none, "accuracy")
-    best = {"val_acc": 0.5, "test_acc": 0.4, "epoch": 3}
-    assert improves(0.4, best, "rmse") and not improves(0.6, best, "rmse") and improves(0.4, best, "mae")
-    assert improves(0.6, best, "accuracy") and not improves(0.4, best, "auc")
+    none = Selection()
+    assert none.improves(0.5, "rmse") and none.improves(0.5, "accuracy")
+    best = Selection(val=0.5, test=0.4, epoch=3)
+    assert best.improves(0.4, "rmse") and not best.improves(0.6, "rmse") and best.improves(0.4, "mae")
+    assert best.improves(0.6, "accuracy") and not best.improves(0.4, "auc")
+    assert Selection.from_record(best.record()) == best  # a checkpoint's "best" keeps its keys
+    assert best.record() == {"val_acc": 0.5, "test_acc": 0.4, "epoch": 3}
 
 
 def test_cli_edge_run_then_evaluate_gives_the_run_s_rmse(cora_edge, tmp_path):

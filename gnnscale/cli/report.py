@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from gnnscale.errors import GnnscaleError
+from gnnscale.training.metrics import summary_figures
 
 STAGES = ("sample", "fetch", "compute", "wait", "grad_sync")
 IGNORED = {"metrics", "progress", "timeout", "verify", "checkpoint_dir", "resume", "save_model", "tensorboard",
@@ -62,8 +63,9 @@ def summary(runs: Sequence[dict], names: Sequence[str]) -> str:
     for r, name in zip(runs, names):
         ep = r["epochs"]
         fmt = lambda v: "-" if v is None or (isinstance(v, float) and v < 0) else f"{v:.4f}"  # noqa: E731
-        rows.append((name, str(len(ep)), fmt(ep[-1].get("loss")), fmt(r.get("val_acc")), fmt(r.get("test_acc")),
-                     fmt(r.get("best_val_acc")), fmt(r.get("test_acc_at_best_val")),
+        sel = summary_figures(r)  # the selection metric's figures (accuracy, RMSE, ROC-AUC, ...)
+        rows.append((name, str(len(ep)), fmt(ep[-1].get("loss")), fmt(sel["val"]), fmt(sel["test"]),
+                     fmt(sel["best_val"]), fmt(sel["test_at_best_val"]),
                      f"{sum(e['epoch_seconds'] for e in ep) / len(ep):.3f}",
                      f"{sum(e.get('bytes_sent', 0) for e in ep) / 1e6:.1f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

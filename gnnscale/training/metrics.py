@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 
 import torch
 
+from gnnscale.config import LOWER_IS_BETTER
 from gnnscale.process.comm import CATEGORIES
 
 STAGES = ("sample", "fetch", "compute", "wait", "bubble", "grad_sync")
@@ -207,3 +209,131 @@ def reduce_counts(comm, loss_sum: float, correct: int, count: int) -> tuple[floa
     """(mean loss, accuracy) over every rank's steps (one float64 all-reduce)."""
     tot = comm.all_reduce(torch.tensor([loss_sum, float(correct), float(count)], dtype=torch.float64))
     return float(tot[0] / max(tot[2], 1)), float(tot[1] / max(tot[2], 1))
+
+
+# The result schema: what an epoch record and a run's result hold, by name (the trainer fills them).
+
+PROCESS_KEYS = ("rss_mb", "peak_rss_mb", "rss_anon_mb", "rss_file_mb", "open_fds", "training_peak_rss_mb",
+                "evaluation_peak_rss_mb")
+
+
+@dataclass
+class Selection:
+    """The epoch a run keeps: the best validation figure of the run's selection metric so far and
+    the test figure of that epoch. ``metric`` is accuracy, F1, ROC-AUC, AP, Hits@K, MRR, MAE or
+    RMSE, ...: higher is better except for :data:`~gnnscale.config.LOWER_IS_BETTER`. The JSON
+    keeps the names it always had (``best_val_acc``, ``test_acc_at_best_val``, ``best_epoch``;
+    and the same by the metric's name), a checkpoint its ``best`` record (:meth:`record`)."""
+
+    val: float = -1.0
+    test: float = 0.0
+    epoch: int = -1  # -1: no evaluation yet
+
+    def improves(self, value: float, metric: str | None) -> bool:
+        """Whether validation figure ``value`` of ``metric`` beats :attr:`val`."""
+        if metric in LOWER_IS_BETTER:
+            return self.epoch < 0 or value < self.val
+        return value > self.val
+
+    def record(self) -> dict:
+        """As a checkpoint keeps it: ``{"val_acc", "test_acc", "epoch"}`` (the names of every checkpoint so far)."""
+        return {"val_acc": self.val, "test_acc": self.test, "epoch": self.epoch}
+
+    @classmethod
+    def from_record(cls, rec: dict) -> "Selection":
+        return cls(rec["val_acc"], rec["test_acc"], rec["epoch"])
+
+
+def add_evaluation(rec: dict, scores: dict, metric: str) -> None:
+    """An evaluated epoch's figures into its record: ``scores`` ``{"val", "test", "evaluation"?}``
+    of the selection metric, under ``val_acc``/``test_acc`` (the names every run's JSON has had,
+    whatever ``metric`` is), ``metric``, and the same by the metric's name (``val_rmse``, ...)."""
+    rec["val_acc"], rec["test_acc"], rec["evaluation"] = scores["val"], scores["test"], scores.get("evaluation")
+    rec["metric"] = metric  # what val_acc/test_acc measure
+    rec[f"val_{metric}"], rec[f"test_{metric}"] = scores["val"], scores["test"]
+
+
+def epoch_record(rec: dict, epoch: int, seconds: torch.Tensor, totals: dict, procs: list[dict]) -> dict:
+    """Epoch ``epoch``'s record (``result["epochs"][e]``), completed in place and returned.
+
+    Args:
+        rec: the epoch's training figures (loss, train_acc, steps, stage_seconds, ...) and
+            :func:`add_evaluation`'s.
+        seconds: float64 [2 + len(STAGES)], max over the ranks: the epoch's training seconds,
+            with evaluation, then each stage's (:data:`STAGES`).
+        totals: :func:`sum_traffic`'s figures (bytes by category, cache, tables, modelled link).
+        procs: every rank's :func:`process_figures` with its training and evaluation peaks.
+    """
+    for key in PROCESS_KEYS:
+        rec[f"{key}_by_rank"] = [p.get(key) for p in procs]
+    rec.update(epoch=epoch, epoch_seconds=float(seconds[0]), epoch_seconds_with_eval=float(seconds[1]),
+               stage_seconds_max_over_ranks={k: float(v) for k, v in zip(STAGES, seconds[2:])}, **totals)
+    return rec
+
+
+def epoch_timing(history: list[dict]) -> dict[str, float]:
+    """``first_epoch_seconds`` (the first epoch of this run, which pays numba's compilation and the
+    first touches of memory) and ``steady_epoch_seconds`` (the median of the later epochs; the
+    first's own when there is one epoch only)."""
+    times = [float(h["epoch_seconds"]) for h in history]
+    later = sorted(times[1:]) or times[:1]
+    mid = len(later) // 2
+    steady = later[mid] if len(later) % 2 else (later[mid - 1] + later[mid]) / 2
+    return {"first_epoch_seconds": times[0], "steady_epoch_seconds": steady}
+
+
+def run_result(*, config: dict, plan: dict, meta: dict, info: dict, history: list[dict], best: Selection,
+               startup: float, phases: dict, startup_memory: list[dict], device: str, network: dict | None,
+               digest: str, resumed_at: int | None, process: dict, step_losses: list[float]) -> dict:
+    """A run's result (the ``--metrics`` JSON, :func:`as_tensor_free` of it): the run's options and
+    plan, every epoch's record, the last and the best (:class:`Selection`) validation and test
+    figures of the selection metric (under ``*_acc`` and by the metric's name), time, start-up,
+    bytes, the axis's figures (``info``: task, metric, cache, exchange, stages, layer costs), the
+    final weights' sha256 and what this run's live objects used (``process``)."""
+    last = history[-1]
+    metric = info.get("metric", "accuracy")
+    return {
+        "config": config,
+        "plan": plan,
+        "dataset": meta.get("dataset"),
+        "task": info.get("task", "node"),
+        # what val_acc, test_acc and their best measure: accuracy, or a link split's auc, hits@K or mrr
+        "metric": metric,
+        "num_parts": int(meta["num_parts"]),
+        "epochs": history,
+        "val_acc": last.get("val_acc"),
+        "test_acc": last.get("test_acc"),
+        "best_val_acc": best.val,
+        "test_acc_at_best_val": best.test,
+        "best_epoch": best.epoch,
+        # the same by the metric's name (docs/targets_and_edge_features.md section 5)
+        f"val_{metric}": last.get("val_acc"),
+        f"test_{metric}": last.get("test_acc"),
+        f"best_val_{metric}": best.val,
+        f"test_{metric}_at_best_val": best.test,
+        "epoch_seconds": sum(h["epoch_seconds"] for h in history) / len(history),  # the mean, first included
+        **epoch_timing(history),
+        "startup_seconds": startup,
+        "startup_phase_seconds_max_over_ranks": phases,
+        "startup_rss_mb_by_rank": [p["rss_mb"] for p in startup_memory],
+        "startup_rss_anon_mb_by_rank": [p["rss_anon_mb"] for p in startup_memory],
+        "device": device,
+        "bytes_sent": sum(h["bytes_sent"] for h in history),
+        "bytes_received": sum(h["bytes_received"] for h in history),
+        "cache": info.get("cache"),
+        "exchange": info.get("exchange"),
+        "stages": info.get("stages"),
+        "layer_costs": info.get("layer_costs"),
+        "network_model": network,
+        "final_weights_sha256": digest,
+        "resumed_at": resumed_at,
+        "process": process,  # what this run's live objects used (not echoed from the options)
+        "step_losses": step_losses,
+    }
+
+
+def summary_figures(result: dict) -> dict:
+    """What ``gnnscale report``'s summary shows of a result: the last and the best validation
+    figures of its selection metric and the test figure at each (``metric`` names it)."""
+    return {"metric": result.get("metric", "accuracy"), "val": result.get("val_acc"), "test": result.get("test_acc"),
+            "best_val": result.get("best_val_acc"), "test_at_best_val": result.get("test_acc_at_best_val")}

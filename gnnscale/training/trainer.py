@@ -19,9 +19,10 @@ import time
 
 import torch
 
-from gnnscale.config import LOWER_IS_BETTER, TrainConfig
+from gnnscale.config import TrainConfig
 from gnnscale.errors import RuntimeSetupError
 from gnnscale.parallel.axis import RunContext, StepResult
+from gnnscale.partitioning.resources import ResourceMeter
 from gnnscale.planning.plan import DATA_PARALLEL, LAYER_PIPELINE, plan_run
 from gnnscale.process.comm import NetworkModel
 from gnnscale.process.eager import stay_eager
@@ -33,14 +34,6 @@ from gnnscale.training import checkpoint, metrics
 from gnnscale.training.model_io import config_record
 
 log = logging.getLogger("gnnscale.train")
-
-
-def improves(value: float, best: dict, metric: str | None) -> bool:
-    """Whether a validation figure ``value`` beats ``best["val_acc"]`` (``best["epoch"]`` < 0:
-    none yet): higher is better, except for :data:`LOWER_IS_BETTER` metrics."""
-    if metric in LOWER_IS_BETTER:
-        return best["epoch"] < 0 or value < best["val_acc"]
-    return value > best["val_acc"]
 
 
 def _progress_enabled(cfg: TrainConfig, rank: int) -> bool:
@@ -107,7 +100,8 @@ class Trainer:
         self.tb = None  # rank 0's TensorBoard writer, made by fit() with --tensorboard
 
     # -- checkpoints ------------------------------------------------------------------------
-    def _save_checkpoint(self, epoch: int, step: int, history: list, best: dict, partial: dict | None) -> None:
+    def _save_checkpoint(self, epoch: int, step: int, history: list, best: metrics.Selection,
+                         partial: dict | None) -> None:
         """A checkpoint to resume at ``step`` of ``epoch`` (collective)."""
         cfg, axis = self.cfg, self.axis
         cache_ids = getattr(axis, "cache_ids", lambda: None)()
@@ -115,7 +109,7 @@ class Trainer:
                 "axis": None if axis.replicated else axis.state(), "axis_rank": axis.rank_state()}
         shared = None
         if self.rank == 0:
-            shared = {"epoch": epoch, "step": step, "global_step": self.global_step, "history": history, "best": best,
+            shared = {"epoch": epoch, "step": step, "global_step": self.global_step, "history": history, "best": best.record(),
                       "config": config_record(cfg)}
             if axis.replicated:  # every rank holds the same model: rank 0's is the run's
                 shared.update(axis.state())
@@ -125,7 +119,7 @@ class Trainer:
         if self.rank == 0:
             log.info("checkpoint %s written (epoch %d, step %d)", path, epoch, step)
 
-    def _restore(self) -> tuple[int, int, list, dict, dict | None]:
+    def _restore(self) -> tuple[int, int, list, metrics.Selection, dict | None]:
         """Load the resume checkpoint into the model and optimizer; (epoch, step, history, best,
         this rank's partial epoch sums)."""
         state = checkpoint.load(self.resume_from, "train.pt")
@@ -134,8 +128,8 @@ class Trainer:
         self.axis.load_rank_state(self.resume_rank.get("axis_rank"))
         self.global_step = int(state["global_step"])
         torch.set_rng_state(self.resume_rank["rng"])
-        return int(state["epoch"]), int(state["step"]), list(state["history"]), dict(state["best"]), \
-            self.resume_rank.get("partial")
+        return (int(state["epoch"]), int(state["step"]), list(state["history"]),
+                metrics.Selection.from_record(state["best"]), self.resume_rank.get("partial"))
 
     def save_model(self, path: str) -> None:
         """Rank 0 writes the whole trained model (collective: pipeline stages gather their weights)."""
@@ -147,7 +141,8 @@ class Trainer:
             log.info("model written to %s", path)
 
     # -- the loop -----------------------------------------------------------------------------
-    def train_epoch(self, epoch: int, first: int, partial: dict | None, history: list, best: dict) -> dict:
+    def train_epoch(self, epoch: int, first: int, partial: dict | None, history: list,
+                    best: metrics.Selection) -> dict:
         """Train steps ``first ..`` of ``epoch`` (``partial``: this rank's sums over the steps
         before ``first``, from a checkpoint). With ``--checkpoint-every N``, a checkpoint follows
         every N-th global step (``history``/``best``: the metrics so far, saved with it)."""
@@ -200,10 +195,12 @@ class Trainer:
                 "pipeline": out.get("pipeline"), "prefetch_depth": out.get("prefetch_depth")}
 
     def fit(self) -> dict:
+        """Train ``--epochs`` epochs (from the resume checkpoint's step, if any), evaluating every
+        ``--eval-every``; the run's result (:func:`~gnnscale.training.metrics.run_result`), also
+        written to ``--metrics`` by rank 0."""
         cfg, dims, axis = self.cfg, self.dims, self.axis
-        comm = dims.comm
         history: list = []
-        best = {"val_acc": -1.0, "test_acc": 0.0, "epoch": -1}
+        best = metrics.Selection()  # the selection metric's best validation so far: accuracy, RMSE, ROC-AUC, ...
         start_epoch, start_step, partial = 0, 0, None
         self.step_losses: list[float] = []
         if self.resume_from is not None:
@@ -212,9 +209,58 @@ class Trainer:
             from torch.utils.tensorboard import SummaryWriter
 
             self.tb = SummaryWriter(cfg.tensorboard)
+        startup, phases, startup_memory = self._start()
+        info = axis.info()
+        for epoch in range(start_epoch, cfg.epochs):
+            dims.reset_stats()
+            axis.reset_stats()
+            t0 = time.perf_counter()
+            first = start_step if epoch == start_epoch else 0
+            rec = self.train_epoch(epoch, first, partial if epoch == start_epoch else None, history, best)
+            rec = self._close_epoch(epoch, rec, t0, info)
+            history.append(rec)
+            if rec.get("val_acc") is not None and best.improves(rec["val_acc"], rec.get("metric")):
+                best = metrics.Selection(rec["val_acc"], rec["test_acc"], epoch)
+            if self.rank == 0:
+                log.info(metrics.epoch_line(rec, info.get("cache", {}).get("rows", 0), self.network is not None))
+            if self.tb is not None:
+                metrics.tensorboard_epoch(self.tb, rec)
+            if cfg.checkpoint_dir and cfg.checkpoint_every is None:
+                self._save_checkpoint(epoch + 1, 0, history, best, None)
+        if not history:
+            raise RuntimeSetupError(f"nothing to train: the checkpoint resumed from is already at epoch {start_epoch} "
+                                    f"of --epochs {cfg.epochs}; raise --epochs to train on")
+        if self.tb is not None:
+            self.tb.close()
+        if cfg.save_model:
+            self.save_model(cfg.save_model)
+        dynamo = dims.comm.all_gather_object("torch._dynamo" in sys.modules)  # kept off the step path (process/eager.py)
+        result = metrics.run_result(
+            config=config_record(cfg), plan=self.plan.record(), meta=self.meta, info=info, history=history, best=best,
+            startup=startup, phases=phases, startup_memory=startup_memory, device=self.device.type,
+            network=self.network.describe() if self.network else None, digest=self._digest(),
+            resumed_at=self.resume_from.global_step if self.resume_from is not None else None,
+            process={"timeout": dims.comm.timeout, "progress_bar": _progress_enabled(cfg, 0),
+                     "sampler_backend": info.get("sampler_backend"), "verified": bool(self.verified),
+                     # other parts on this host read from the folder (features, graph; parts: how many)
+                     "host_reads": info.get("host_reads"),
+                     "threads": torch.get_num_threads(), "torch_dynamo_imported_by_rank": dynamo,
+                     "heap": self.heap},  # freed memory kept mapped (process/memory.py) or why not
+            step_losses=self.step_losses)
+        if self.rank == 0 and cfg.metrics:
+            os.makedirs(os.path.dirname(os.path.abspath(cfg.metrics)), exist_ok=True)
+            with open(cfg.metrics, "w") as f:
+                json.dump(metrics.as_tensor_free(result), f, indent=2)
+            log.info("metrics written to %s", cfg.metrics)
+        return result
+
+    def _start(self) -> tuple[float, dict, list[dict]]:
+        """The axis started; (start-up seconds, each start-up phase's seconds, every rank's memory),
+        max over the ranks where a figure is one (collective)."""
+        comm, axis = self.dims.comm, self.axis
         if self.rank == 0:
             log.info("training on %s: %s, %d nodes, fanouts %s, batch %d", self.meta.get("dataset"),
-                     self.plan.describe(), int(self.meta["num_nodes"]), list(cfg.fanouts), cfg.batch_size)
+                     self.plan.describe(), int(self.meta["num_nodes"]), list(self.cfg.fanouts), self.cfg.batch_size)
         if axis.steps() == 0:
             raise RuntimeSetupError(f"no part of the partition has a training node, so an epoch has no step: check "
                                     f"the dataset's train mask ({self.meta.get('dataset')})")
@@ -229,111 +275,35 @@ class Trainer:
         if self.rank == 0:
             log.info("start-up %.2f s (max over ranks: %s)", startup,
                      ", ".join(f"{k} {v:.2f}" for k, v in phases.items() if k in self.startup_phases))
-        info = axis.info()
-        for epoch in range(start_epoch, cfg.epochs):
-            dims.reset_stats()
-            axis.reset_stats()
-            t0 = time.perf_counter()
-            first = start_step if epoch == start_epoch else 0
-            rec = self.train_epoch(epoch, first, partial if epoch == start_epoch else None, history, best)
-            train_seconds = time.perf_counter() - t0
-            mine = metrics.traffic(dims.communicators(), dims.data, dims.embedding)  # before evaluation's own
-            feat = axis.feature_counters()
-            ages, bound = axis.ages()
-            trained_peak = metrics.process_figures()["peak_rss_mb"]  # the peak so far: training's (and start-up's)
-            eval_peak = None
-            if cfg.eval_every > 0 and ((epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1):
-                from gnnscale.partitioning.resources import ResourceMeter
+        return startup, phases, startup_memory
 
-                dims.health.enter("evaluation", epoch)
-                with ResourceMeter() as meter:  # exact where evaluation raises the peak, else sampled every 50 ms
-                    acc = axis.evaluate(("val", "test"), self.global_step)
-                eval_peak = meter.peak_rss_bytes / 1e6
-                rec["val_acc"], rec["test_acc"], rec["evaluation"] = acc["val"], acc["test"], acc.get("evaluation")
-                rec["metric"] = name = info.get("metric", "accuracy")  # what val_acc/test_acc measure
-                rec[f"val_{name}"], rec[f"test_{name}"] = acc["val"], acc["test"]  # the same, by the metric's name
-            dims.health.enter("epoch metrics", epoch)
-            vec = torch.tensor([train_seconds, time.perf_counter() - t0] + [rec["stage_seconds"][k]
-                                                                           for k in metrics.STAGES], dtype=torch.float64)
-            comm.all_reduce(vec, "max")
-            totals = metrics.sum_traffic(comm, mine, feat, rec["steps"], ages, bound,
-                                         4 * _row_width(self.meta), self.network)
-            procs = comm.all_gather_object(metrics.process_figures() | {"training_peak_rss_mb": trained_peak,
-                                                                         "evaluation_peak_rss_mb": eval_peak})
-            for key in ("rss_mb", "peak_rss_mb", "rss_anon_mb", "rss_file_mb", "open_fds", "training_peak_rss_mb",
-                        "evaluation_peak_rss_mb"):
-                rec[f"{key}_by_rank"] = [p.get(key) for p in procs]
-            rec.update(epoch=epoch, epoch_seconds=float(vec[0]), epoch_seconds_with_eval=float(vec[1]),
-                       stage_seconds_max_over_ranks={k: float(v) for k, v in zip(metrics.STAGES, vec[2:])}, **totals)
-            history.append(rec)
-            if rec.get("val_acc") is not None and improves(rec["val_acc"], best, rec.get("metric")):
-                best = {"val_acc": rec["val_acc"], "test_acc": rec["test_acc"], "epoch": epoch}
-            if self.rank == 0:
-                log.info(metrics.epoch_line(rec, info.get("cache", {}).get("rows", 0), self.network is not None))
-            if self.tb is not None:
-                metrics.tensorboard_epoch(self.tb, rec)
-            if cfg.checkpoint_dir and cfg.checkpoint_every is None:
-                self._save_checkpoint(epoch + 1, 0, history, best, None)
-        if not history:
-            raise RuntimeSetupError(f"nothing to train: the checkpoint resumed from is already at epoch {start_epoch} "
-                                    f"of --epochs {cfg.epochs}; raise --epochs to train on")
-        if self.tb is not None:
-            self.tb.close()
-        if cfg.save_model:
-            self.save_model(cfg.save_model)
-        last = history[-1]
-        metric = info.get("metric", "accuracy")
-        dynamo = comm.all_gather_object("torch._dynamo" in sys.modules)  # kept off the step path (process/eager.py)
-        result = {
-            "config": config_record(cfg),
-            "plan": self.plan.record(),
-            "dataset": self.meta.get("dataset"),
-            "task": info.get("task", "node"),
-            # what val_acc, test_acc and their best measure: accuracy, or a link split's auc, hits@K or mrr
-            "metric": metric,
-            "num_parts": int(self.meta["num_parts"]),
-            "epochs": history,
-            "val_acc": last.get("val_acc"),
-            "test_acc": last.get("test_acc"),
-            "best_val_acc": best["val_acc"],
-            "test_acc_at_best_val": best["test_acc"],
-            "best_epoch": best["epoch"],
-            # the same by the metric's name (docs/targets_and_edge_features.md section 5)
-            f"val_{metric}": last.get("val_acc"),
-            f"test_{metric}": last.get("test_acc"),
-            f"best_val_{metric}": best["val_acc"],
-            f"test_{metric}_at_best_val": best["test_acc"],
-            "epoch_seconds": sum(h["epoch_seconds"] for h in history) / len(history),  # the mean, first included
-            **epoch_timing(history),
-            "startup_seconds": startup,
-            "startup_phase_seconds_max_over_ranks": phases,
-            "startup_rss_mb_by_rank": [p["rss_mb"] for p in startup_memory],
-            "startup_rss_anon_mb_by_rank": [p["rss_anon_mb"] for p in startup_memory],
-            "device": self.device.type,
-            "bytes_sent": sum(h["bytes_sent"] for h in history),
-            "bytes_received": sum(h["bytes_received"] for h in history),
-            "cache": info.get("cache"),
-            "exchange": info.get("exchange"),
-            "stages": info.get("stages"),
-            "layer_costs": info.get("layer_costs"),
-            "network_model": self.network.describe() if self.network else None,
-            "final_weights_sha256": self._digest(),
-            "resumed_at": self.resume_from.global_step if self.resume_from is not None else None,
-            # what this run's live objects used (not echoed from the options)
-            "process": {"timeout": dims.comm.timeout, "progress_bar": _progress_enabled(cfg, 0),
-                        "sampler_backend": info.get("sampler_backend"), "verified": bool(self.verified),
-                        # other parts on this host read from the folder (features, graph; parts: how many)
-                        "host_reads": info.get("host_reads"),
-                        "threads": torch.get_num_threads(), "torch_dynamo_imported_by_rank": dynamo,
-                        "heap": self.heap},  # freed memory kept mapped (process/memory.py) or why not
-            "step_losses": self.step_losses,
-        }
-        if self.rank == 0 and cfg.metrics:
-            os.makedirs(os.path.dirname(os.path.abspath(cfg.metrics)), exist_ok=True)
-            with open(cfg.metrics, "w") as f:
-                json.dump(metrics.as_tensor_free(result), f, indent=2)
-            log.info("metrics written to %s", cfg.metrics)
-        return result
+    def _close_epoch(self, epoch: int, rec: dict, t0: float, info: dict) -> dict:
+        """Epoch ``epoch``'s record (:func:`~gnnscale.training.metrics.epoch_record`) from its
+        training figures ``rec`` (``t0``: its start): the traffic counted by training, the
+        evaluation when one is due, then every figure reduced over the ranks (collective)."""
+        cfg, dims, axis = self.cfg, self.dims, self.axis
+        comm = dims.comm
+        train_seconds = time.perf_counter() - t0
+        mine = metrics.traffic(dims.communicators(), dims.data, dims.embedding)  # before evaluation's own
+        feat = axis.feature_counters()
+        ages, bound = axis.ages()
+        trained_peak = metrics.process_figures()["peak_rss_mb"]  # the peak so far: training's (and start-up's)
+        eval_peak = None
+        if cfg.eval_every > 0 and ((epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1):
+            dims.health.enter("evaluation", epoch)
+            with ResourceMeter() as meter:  # exact where evaluation raises the peak, else sampled every 50 ms
+                scores = axis.evaluate(("val", "test"), self.global_step)
+            eval_peak = meter.peak_rss_bytes / 1e6
+            metrics.add_evaluation(rec, scores, info.get("metric", "accuracy"))
+        dims.health.enter("epoch metrics", epoch)
+        vec = torch.tensor([train_seconds, time.perf_counter() - t0] + [rec["stage_seconds"][k]
+                                                                       for k in metrics.STAGES], dtype=torch.float64)
+        comm.all_reduce(vec, "max")
+        totals = metrics.sum_traffic(comm, mine, feat, rec["steps"], ages, bound,
+                                     4 * _row_width(self.meta), self.network)
+        procs = comm.all_gather_object(metrics.process_figures() | {"training_peak_rss_mb": trained_peak,
+                                                                     "evaluation_peak_rss_mb": eval_peak})
+        return metrics.epoch_record(rec, epoch, vec, totals, procs)
 
     def _phase_names(self) -> dict:
         """Every start-up phase any mode has (zeros for the ones this run has not), by name."""
@@ -371,14 +341,4 @@ def _row_width(meta: dict) -> int:
     typed = meta.get("typed") or {}
     return int(meta.get("feature_dim") or max(typed.get("feature_dims") or [0]))
 
-
-def epoch_timing(history: list[dict]) -> dict[str, float]:
-    """``first_epoch_seconds`` (the first epoch of this run, which pays numba's compilation and the
-    first touches of memory) and ``steady_epoch_seconds`` (the median of the later epochs; the
-    first's own when there is one epoch only)."""
-    times = [float(h["epoch_seconds"]) for h in history]
-    later = sorted(times[1:]) or times[:1]
-    mid = len(later) // 2
-    steady = later[mid] if len(later) % 2 else (later[mid - 1] + later[mid]) / 2
-    return {"first_epoch_seconds": times[0], "steady_epoch_seconds": steady}
 
