@@ -50,7 +50,7 @@ def main() -> None:
                                          add_negative_train_samples=False)(data)
     run = init_distributed(train, timeout=args.timeout)
     loader = run.link_loader([10, 10], edge_label_index=train.edge_label_index, edge_label=train.edge_label,
-                             neg_sampling_ratio=1.0, batch_size=256, shuffle=True, seed=args.seed)
+                             neg_sampling_ratio=1.0, batch_size=256 // run.world_size, shuffle=True, seed=args.seed)
     model = run.ddp(GraphSAGE(data.num_features, hidden_channels=64, num_layers=2, out_channels=64))
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
 

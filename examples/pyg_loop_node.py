@@ -48,7 +48,9 @@ def main() -> None:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     parts = args.parts or str(Path(tempfile.gettempdir()) / f"gnnscale_pyg_cora_{world}")
     run = init_distributed(data, parts_dir=parts, timeout=args.timeout)
-    loader = run.node_loader([10, 10], input_nodes="train", batch_size=32, shuffle=True, seed=args.seed)
+    # a step trains one batch per process: 32 // N each keeps a step's seeds those of one process's batch of 32
+    loader = run.node_loader([10, 10], input_nodes="train", batch_size=32 // run.world_size, shuffle=True,
+                             seed=args.seed)
     model = run.ddp(GraphSAGE(data.num_features, hidden_channels=64, num_layers=2,
                               out_channels=int(data.num_classes), dropout=0.5))
     opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)

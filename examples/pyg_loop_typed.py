@@ -61,7 +61,9 @@ def main() -> None:
     data = to_hetero_data(load_dataset(f"acm:{args.root}?split=20"))
     run = init_distributed(data, timeout=args.timeout)
     fanouts = {et: [10, 10] for et in data.edge_types}
-    loader = run.node_loader(fanouts, input_nodes="train", batch_size=16, shuffle=True, seed=args.seed)
+    # a step trains one batch per process: 16 // N each keeps a step's seeds those of one process's batch of 16
+    loader = run.node_loader(fanouts, input_nodes="train", batch_size=16 // run.world_size, shuffle=True,
+                             seed=args.seed)
     model = Net(data, classes=int(data.num_classes))
     with torch.no_grad():  # to_hetero's lazy (-1) channels take their sizes from one batch
         model(next(iter(run.node_loader(fanouts, input_nodes="train", batch_size=2))))

@@ -22,6 +22,11 @@ A batch's draws are keyed by (seed, pass, its first seed's position, hop) and ea
 original id, never by the rank, so batch i is the same batch on 1 or N processes. Every rank
 gets ``ceil(batches / N)`` of them (the last ones wrap around to the pass's first, as PyG's
 ``DistributedSampler`` pads): DDP's all-reduces and the stores' exchanges stay in step.
+
+A step of N processes trains N batches (DDP averages their gradients): ``batch_size=B // N``
+keeps a step's seeds those of one process's batch of B (its N consecutive parts; B divisible by
+N), the same number of steps per pass, and, the parts being equal, DDP's mean of the processes'
+mean losses the mean over the step's seeds.
 """
 from __future__ import annotations
 
