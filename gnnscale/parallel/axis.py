@@ -33,7 +33,9 @@ class StepResult:
 @dataclass
 class RunContext:
     """What every mode is built from: the options, the plan, the process groups, the device,
-    the partition folder and its metadata, a start-up phase timer and this rank's resume state."""
+    the partition folder and its metadata, a start-up phase timer, this rank's resume state and
+    the edge features per edge the model and samplers read (``edge_dim``, 0: none; resolved once
+    for the run by :func:`~gnnscale.nn.edge_features.resolve_edge_dim`)."""
 
     cfg: Any
     plan: Any
@@ -44,6 +46,7 @@ class RunContext:
     copier: Any
     phase: Callable[[str], None]
     resume: dict = field(default_factory=dict)
+    edge_dim: int = 0
 
 
 class Axis:
@@ -108,6 +111,11 @@ class Axis:
             return None
         self.whole.load_state_dict(merged)
         return self.whole
+
+    def digest_params(self):
+        """This rank's parameters when they are the whole model's, in its order (every rank the
+        same: a replicated model); None: the digest is of :meth:`whole_model`'s (gathered)."""
+        return None
 
     def feature_counters(self) -> dict:
         """This rank's feature store counters (cache hits, remote and local rows)."""

@@ -47,6 +47,14 @@ class ChunkGraph:
     def num_chunks(self) -> int:
         return len(self.blocks)
 
+    #: the graph is one "part" starting at id 0 (what a task reads of a part: meta, y, train_mask, offset)
+    offset = 0
+
+    @property
+    def train_mask(self) -> torch.Tensor:
+        """bool [N]: the training nodes (``masks["train"]``)."""
+        return self.masks["train"]
+
     def bounds(self, c: int) -> tuple[int, int]:
         return int(self.offsets[c]), int(self.offsets[c + 1])
 

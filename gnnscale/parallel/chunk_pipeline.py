@@ -40,7 +40,6 @@ import torch
 
 from gnnscale.history.table import StalenessError  # noqa: F401 - re-exported: what a too-old read raises
 from gnnscale.nn.inference import graph_inference
-from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.nn.models import GNN
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states, resumed_bounds
@@ -52,7 +51,8 @@ from gnnscale.planning.schedules import plan_stages
 from gnnscale.parallel.stage import PipelineStage, StepStats, all_reduce_gradients, epoch_summary, rng_key
 from gnnscale.process.comm import Communicator
 from gnnscale.tasks.evaluation import mask_metric, shared
-from gnnscale.tasks.node_metrics import NodeTarget, label_counts
+from gnnscale.tasks.node_metrics import NodeTarget
+from gnnscale.tasks.task import make_task
 
 log = logging.getLogger("gnnscale.pipeline")
 
@@ -225,14 +225,12 @@ class ChunkPipeline(Axis):
         self.cfg, self.dims, self.plan = cfg, dims, plan
         s, k = dims.s, plan.pp
         self.graph = graph = load_chunk_graph(ctx.parts_dir, verify=cfg.verify)  # every stage: x0, the cost probe
-        resolve_edge_dim(cfg, graph.meta, plan.mode, dims.rank)  # 0: chunks read no edge features (logged)
         ctx.phase("part load")
         # the targets' kind: output width, the last stage's loss, the metric (every stage holds every label)
-        self.target = target = NodeTarget.of(graph.meta)
-        if target.kind in ("binary", "multilabel"):
-            target.weigh(cfg.pos_weight, label_counts(graph.y[graph.masks["train"]], target.kind))
-        self.metric = cfg.metric or target.default_metric()
-        self.spec = ModelSpec.of(cfg, graph.feature_dim, target.outputs or graph.num_classes,
+        self.task = make_task(graph, cfg)  # every stage holds every label: --pos-weight auto counts them here
+        self.target = target = self.task.target  # the kind's output width, the last stage's loss and counts
+        self.metric = self.task.metric
+        self.spec = ModelSpec.of(cfg, graph.feature_dim, self.task.out_dim or graph.num_classes,
                                  num_layers=plan.num_layers)
         model = self.spec.build(seed=cfg.seed)  # the whole model, identical on every rank
         self.costs = None

@@ -15,23 +15,19 @@ from typing import Callable, Iterator
 
 import torch
 
-from gnnscale.data.degrees import DegreeStore
-from gnnscale.data.feature_cache import setup_cache
-from gnnscale.data.host_parts import host_setup, open_host_features, open_host_graphs
-from gnnscale.data.typed_store import open_features
-from gnnscale.data.loader import MiniBatchLoader, build_samplers, wait_ready
+from gnnscale.data.loader import MiniBatchLoader, wait_ready
+from gnnscale.data.open import open_data
 from gnnscale.history.modes import exchange_mode
-from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult
 from gnnscale.parallel.stage import rng_key
+from gnnscale.parallel.step_hooks import step_hooks
 from gnnscale.process.eager import adam, ddp
 from gnnscale.process.threads import serial_step
 from gnnscale.partitioning import load_part
 from gnnscale.samplers import check_fanouts
 from gnnscale.samplers.seeds import SeedSchedule
-from gnnscale.tasks.evaluation import Evaluator, use_layerwise
-from gnnscale.tasks.link_evaluation import LinkEvaluator
+from gnnscale.tasks.evaluation import use_layerwise
 from gnnscale.tasks.task import make_task
 
 log = logging.getLogger("gnnscale.train")
@@ -139,45 +135,31 @@ class DataParallel(Axis):
         self.part = part = load_part(ctx.parts_dir, dims.rank, verify=cfg.verify)
         ctx.phase("part load")
         fanouts = check_fanouts(cfg.fanouts)
-        # edge features: De when the partition has them, the layers read them and the mode runs them (else 0)
-        self.edge_dim = resolve_edge_dim(cfg, part.meta, ctx.plan.mode, dims.rank)
-        self.sampler, self.eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, fanouts, cfg.exchange,
-                                                                       edge_attr=self.edge_dim > 0)
-        self.sampler.kernels.warmup()
+        self.edge_dim = ctx.edge_dim  # edge features per edge the layers and samplers read (0: none)
         # what is trained: nodes (the sampler's seeds) or edges (a link sampler around it)
         self.task = task = make_task(part, cfg, dims.comm)  # a node task's --pos-weight auto: every rank's labels
+        meta = part.meta
+        # the outputs: a node target kind's width (C, 1, C or D), or an edge head's (C classes or D targets)
+        self.spec = ModelSpec.of(cfg, meta.get("feature_dim", 0), task.out_dim,
+                                 num_layers=len(fanouts), typed=meta.get("typed"), edge_dim=self.edge_dim)
+        # what a step does beside the replicated model: a typed graph's featureless node types' learned
+        # embeddings, sharded by owner, pulled before each forward and updated by a sparse Adam after
+        # each backward, outside DDP (gnnscale.parallel.step_hooks)
+        self.hooks = hooks = step_hooks(part, cfg, dims.comm, device)
+        net = self.spec.build(seed=cfg.seed, external_embeddings=hooks.external_embeddings).to(device)  # identical
+        self.net = net
+        # samplers, feature store (the other parts on this host read from their files) and, for
+        # GCN-style layers on sampled blocks, the degree store (own nodes' in-degrees, others' asked)
+        self.data = data = open_data(part, cfg, dims.data, device, ctx.plan.mode, parts_dir=ctx.parts_dir,
+                                     fanouts=fanouts, edge_attr=self.edge_dim > 0, degrees=net.uses_degree)
+        self.sampler, self.eval_sampler, eval_fanouts = data.sampler, data.eval_sampler, data.eval_fanouts
+        self.features, self.degrees, self.host_reads = data.features, data.degrees, data.host_reads
+        self.sampler.kernels.warmup()
         self.batch_sampler = task.batch_sampler(self.sampler, dims.data)
         ctx.phase("groups and samplers")
-        meta = part.meta
-        self.features = open_features(part, dims.data, device)  # per node type for a typed graph
-        # the other parts on this host: read from their files, not asked for
-        self.host_reads = reads = host_setup(dims.data, ctx.parts_dir, cfg, ctx.plan.mode, part.meta.get("typed"))
-        hosts = reads.hosts
-        if hosts is not None and hosts.peers and dims.rank == 0:
-            log.info("on this host: %d other part(s) read from the partition folder (%s); --no-host-features / "
-                     "--no-host-graph send them through the communicator", len(hosts.peers),
-                     ", ".join(w for w, on in (("feature rows", reads.features), ("sampling", reads.graph)) if on))
-        if reads.features:
-            self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, part.meta["feature_dim"]),
-                                          hosts.complete)
-        if reads.graph:
-            graphs = open_host_graphs(ctx.parts_dir, part.book, hosts, part.meta, edge_attr=self.edge_dim > 0)
-            for sampler in (self.sampler, self.eval_sampler):
-                sampler.read_host_parts(graphs, hosts.complete)
-        # the outputs: a node target kind's width (C, 1, C or D), or an edge head's (C classes or D targets)
-        self.spec = ModelSpec.of(cfg, meta.get("feature_dim", 0), getattr(task, "out_dim", meta["num_classes"]),
-                                 num_layers=len(fanouts), typed=meta.get("typed"), edge_dim=self.edge_dim)
-        # A typed graph's featureless node types: learned embeddings sharded by owner, pulled before
-        # each forward and updated by a sparse Adam after each backward, outside DDP
-        self.embeddings = typed_embeddings(part, cfg, dims.comm, device)
-        self.sharded = self.embeddings is not None
-        net = self.spec.build(seed=cfg.seed, external_embeddings=self.sharded).to(device)  # identical everywhere
-        self.net = net
         # a typed step is hundreds of small per-relation ops: one thread each, the worker's threads
         # for the wide ones (gnnscale.process.threads; issue 44 4c)
         self.serial_steps = meta.get("typed") is not None
-        # GCN-style layers on sampled blocks: own nodes' in-degrees, the others' asked per batch.
-        self.degrees = DegreeStore(part.indptr, part.book, dims.data) if net.uses_degree else None
         self.mode = exchange_mode(net, part, self.sampler, self.features, self.degrees, dims.embedding, dims.comm,
                                   cfg, device)
         ctx.phase("model and halo")
@@ -208,38 +190,31 @@ class DataParallel(Axis):
         counts = train_counts(dims.comm, self.train_ids.numel())
         self.schedule = SeedSchedule(self.train_ids, counts, cfg.batch_size, cfg.seed, self.rank, cfg.max_steps)
         # a node task's loss is the mean over every rank's seeds of the step (DDP averages the ranks')
-        self.step_totals = self.schedule.step_totals(counts) if task.name == "node" and self.world > 1 else None
+        self.step_totals = self.schedule.step_totals(counts) if task.seed_mean and self.world > 1 else None
         historical = self.mode.halo is not None
         # typed graphs too: streamed layer-wise inference (the sharded rows attached by ``inputs``)
         self.layerwise_eval = use_layerwise(cfg.eval_method, eval_fanouts, historical)
         hold = historical and cfg.halo_features == "hold"
-        self.cache_info = setup_cache(
-            self.features, part, cfg, dims.comm, self._sample_epoch, held=self.mode.halo.halo_ids if hold else None,
-            resumed=ctx.resume.get("cache_ids"), complete=hold and self.layerwise_eval)
+        self.cache_info = data.fill_cache(self._sample_epoch, dims.comm, held=self.mode.halo.halo_ids if hold else None,
+                                          resumed=ctx.resume.get("cache_ids"), complete=hold and self.layerwise_eval)
         if historical:  # the refresh reads through the same cache
             self.mode.share_cache(hold)
         ctx.phase("feature cache")
         self.loader = MiniBatchLoader(self.batch_sampler, self.features, task.labels(), self.degrees, self.copier,
-                                      dims.health, keys=self.node_keys(reads))
-        inputs = (lambda x: self.embeddings.attach(x, record=False)) if self.sharded else None
-        if task.name in ("link", "edge"):  # edge: the labelled pairs scored by the same path
-            self.evaluator = LinkEvaluator(part, dims.comm, self.features, self.degrees, task.metric,
-                                           backend=cfg.sampler_backend, inputs=inputs,
-                                           relation=getattr(task, "relation", None))
-        else:
-            self.evaluator = Evaluator(part, dims.comm, self.features, self.degrees, self.eval_sampler,
-                                   cfg.eval_batch_size, self.layerwise_eval,
-                                   tables=self.mode.full_logits if historical else None,
-                                   backend=cfg.sampler_backend, dataset=meta.get("dataset"),
-                                   inputs=inputs, metric=task.metric)
+                                      dims.health, keys=self.node_keys())
+        # the task's evaluator: nodes' metric by the evaluation sampler or layer-wise, or the pairs' scored
+        # layer-wise (the sharded rows attached to the inputs by the hooks)
+        self.evaluator = task.evaluator(data, dims.comm, self.layerwise_eval,
+                                        tables=self.mode.full_logits if historical else None,
+                                        inputs=hooks.eval_inputs)
         self._prefetch = None
         self._held = None
 
-    def node_keys(self, reads):
+    def node_keys(self):
         """The keyed dropout's :class:`~gnnscale.data.node_keys.NodeKeyStore` of a node task whose model
         drops out (None otherwise): masks keyed by (seed, epoch, step, layer, original id, column),
         the same whatever the number of workers (ARCHITECTURE.md, "The same masks on any number of workers")."""
-        if self.task.name != "node" or not self.cfg.dropout > 0:
+        if not self.task.keyed_dropout or not self.cfg.dropout > 0:
             return None
         from gnnscale.data.node_keys import NodeKeyStore
 
@@ -277,9 +252,7 @@ class DataParallel(Axis):
         health.enter("forward/backward and gradient all-reduce", epoch, step)
         hist, emit = self.mode.reads(mb, gstep)
         x, blocks, seeds = mb.x, mb.device_blocks, mb.seeds
-        if self.sharded:
-            health.enter("embedding rows", epoch, step)
-            x = self.embeddings.attach(x)  # collective: this step's rows of the sharded tables
+        x = self.hooks.before_forward(x, health, epoch, step)  # a typed graph: this step's rows of the sharded tables
 
         task = self.task
 
@@ -305,9 +278,7 @@ class DataParallel(Axis):
 
         out, _ = collective_step(self.dims.comm, self.opt, compute, self.complete)
         loss = means[0]  # reported: this rank's mean, as before
-        if self.sharded:  # the rows' gradients to their owners, averaged over the ranks as DDP averages
-            health.enter("embedding gradients", epoch, step)
-            self.embeddings.push(scale=1.0 / self.world)
+        self.hooks.after_backward(self.world, health, epoch, step)  # sharded rows' gradients to their owners
         # The step's graph (and the block adjacencies its nodes keep) is freed once the next step
         # has run, as the loop always did: freed at once, its pages went back to the OS and were
         # faulted in again by the next batch (2.5x the minor page faults, epochs ~10% slower).
@@ -345,34 +316,16 @@ class DataParallel(Axis):
     def whole_model(self):
         """The whole model on rank 0 (None elsewhere); with sharded embeddings a model holding
         the gathered tables (collective)."""
-        if not self.sharded:
-            return self.net if self.rank == 0 else None
-        tables = self.embeddings.gather_all()
-        if self.rank != 0:
-            return None
-        from gnnscale.training.model_io import embedding_order, tables_to_dataset_order
-
-        whole = self.spec.build()
-        missing = whole.load_state_dict(self.net.state_dict(), strict=False).missing_keys
-        from gnnscale.nn.link import gnn_of
-
-        encoder = gnn_of(whole)  # a link model's tables are its encoder's
-        for t, rows in tables.items():
-            encoder.typed_encoder.embeddings[t].weight.data.copy_(rows)
-        assert len(missing) == len(tables), missing  # exactly the tables, filled above
-        # the whole model indexes its tables by the dataset's per-type ids (a model file's order)
-        tables_to_dataset_order(whole, embedding_order(self.parts_dir, self.part.meta["typed"]))
-        return whole
+        return self.hooks.whole_model(self.net, self.spec, self.rank, self.parts_dir, self.part.meta.get("typed"))
 
     def rank_state(self) -> dict | None:
-        return self.embeddings.state_dict() if self.sharded else None
+        return self.hooks.state_dict()
 
     def load_rank_state(self, state: dict | None) -> None:
-        if self.sharded:
-            self.embeddings.load_state_dict(state)
+        self.hooks.load_state_dict(state)
 
     def digest_params(self):
-        return self.model.parameters()
+        return self.hooks.digest_params(self.model)
 
     def feature_counters(self) -> dict:
         return dict(self.features.stats)
@@ -393,22 +346,3 @@ class DataParallel(Axis):
         cache = self.features.cache
         return cache.ids.clone() if cache is not None else None
 
-
-def typed_embeddings(part, cfg, comm, device):
-    """The sharded learned embeddings of a typed part's node types without features (None: an
-    untyped part, or every type has features): rows of this rank's nodes, Adam's lr and seed."""
-    typed = getattr(part, "typed", None)
-    if typed is None or all(int(f) > 0 for f in typed.meta["feature_dims"]):
-        return None
-    from gnnscale.data.embeddings import TypedEmbeddings
-
-    # the rows' initial values keyed by their original per-type ids: the same table on any number of parts
-    meta = typed.meta
-    type_ptr = [0]
-    for n in meta["num_nodes_per_type"]:
-        type_ptr.append(type_ptr[-1] + int(n))
-    row = meta["type_starts"][comm.rank]
-    keys = {t: part.orig_ids[int(row[t]):int(row[t + 1])] - type_ptr[t]
-            for t, f in enumerate(meta["feature_dims"]) if int(f) == 0}
-    return TypedEmbeddings(typed.book, meta["feature_dims"], cfg.hidden, comm, seed=cfg.seed, lr=cfg.lr,
-                           node_types=list(meta["node_types"]), device=device, keys=keys)

@@ -31,12 +31,8 @@ from typing import Iterator, Sequence
 
 import torch
 
-from gnnscale.data.degrees import DegreeStore
-from gnnscale.data.feature_cache import setup_cache
-from gnnscale.data.feature_store import DistFeatureStore
-from gnnscale.data.host_parts import host_setup, open_host_features, open_host_graphs
-from gnnscale.data.loader import MiniBatchLoader, build_samplers, wait_ready
-from gnnscale.nn.edge_features import resolve_edge_dim
+from gnnscale.data.loader import MiniBatchLoader, wait_ready
+from gnnscale.data.open import open_data
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states, resumed_bounds
 from gnnscale.parallel.costs import mean_over_ranks, measure_layer_costs
@@ -44,11 +40,11 @@ from gnnscale.parallel.data_parallel import train_counts
 from gnnscale.planning.schedules import plan_stages
 from gnnscale.parallel.stage import PipelineStage, StepStats, epoch_summary, rng_key
 from gnnscale.partitioning import load_part
-from gnnscale.samplers import DistNeighborSampler, check_fanouts
+from gnnscale.samplers import check_fanouts
 from gnnscale.samplers.block import Block, MiniBatch
 from gnnscale.samplers.seeds import SeedSchedule
-from gnnscale.tasks.evaluation import Evaluator, shared, use_layerwise
-from gnnscale.tasks.task import NodeTask
+from gnnscale.tasks.evaluation import shared, use_layerwise
+from gnnscale.tasks.task import make_task
 
 log = logging.getLogger("gnnscale.pipeline")
 
@@ -68,24 +64,19 @@ class LayerPipeline(Axis):
         self.part = part = load_part(ctx.parts_dir, d, verify=cfg.verify)
         ctx.phase("part load")
         meta = part.meta
-        resolve_edge_dim(cfg, meta, plan.mode, dims.rank)  # 0: stages read no edge features yet (logged)
         fanouts = check_fanouts(cfg.fanouts)
         # the targets' kind: output width, loss (last stage), metric (stage 0); --pos-weight auto counts
         # every part's training labels over the stage's replicas (one per part)
-        self.task = NodeTask(part, cfg, dims.grad)
+        self.task = make_task(part, cfg, dims.grad)
         outputs = int(self.task.out_dim or int(part.y.max()) + 1)
         self.spec = ModelSpec.of(cfg, meta["feature_dim"], outputs, num_layers=len(fanouts))
         model = self.spec.build(seed=cfg.seed)  # the whole model, identical on every rank
         layers = model.num_layers
-        full, self.eval_sampler, eval_fanouts = build_samplers(part, dims.data, cfg, fanouts, cfg.exchange)
-        self.features = DistFeatureStore(part, part.book, dims.data, meta["feature_dim"])
-        # the other parts on this host: read from their files, not asked for
-        self.host_reads = reads = host_setup(dims.data, ctx.parts_dir, cfg, ctx.plan.mode, meta.get("typed"))
-        hosts = reads.hosts
-        if reads.features:
-            self.features.read_host_parts(open_host_features(ctx.parts_dir, part.book, hosts, meta["feature_dim"]),
-                                          hosts.complete)
-        self.degrees = DegreeStore(part.indptr, part.book, dims.data) if model.uses_degree else None
+        # samplers, feature store and degree store (the other parts on this host read from their files)
+        self.data = data = open_data(part, cfg, dims.data, mode=plan.mode, parts_dir=ctx.parts_dir, fanouts=fanouts,
+                                     degrees=model.uses_degree)
+        full, self.eval_sampler, eval_fanouts = data.sampler, data.eval_sampler, data.eval_fanouts
+        self.features, self.degrees, self.host_reads = data.features, data.degrees, data.host_reads
         self.train_ids = torch.nonzero(part.train_mask).flatten() + part.offset
         ctx.phase("groups and samplers")
         self.costs = None
@@ -105,13 +96,7 @@ class LayerPipeline(Axis):
         # A stage samples only the hops its layers and the later ones read: the first hops from
         # the seeds are drawn with the same keys whatever the depth, so its blocks equal the
         # whole sample's blocks[start:]. The last stage samples least, the first everything.
-        self.sampler = full if self.start_layer == 0 else DistNeighborSampler(
-            part.indptr, part.indices, part.book, dims.data, list(fanouts)[:layers - self.start_layer],
-            seed=cfg.seed, owned_keys=part.orig_ids, backend=cfg.sampler_backend, mode=cfg.exchange)
-        if reads.graph:
-            graphs = open_host_graphs(ctx.parts_dir, part.book, hosts, meta)
-            for sampler in {id(x): x for x in (full, self.sampler, self.eval_sampler)}.values():
-                sampler.read_host_parts(graphs, hosts.complete)
+        self.sampler = full if self.start_layer == 0 else data.hop_sampler(list(fanouts)[:layers - self.start_layer])
         self.first, self.last = s == 0, s == k - 1
         self.whole = self.spec.build() if self.first else None  # stage 0 evaluates the whole model
         self.stage = PipelineStage(model, self.bounds, s, plan.stage_ranks(d), dims.comm, lr=cfg.lr,
@@ -122,16 +107,13 @@ class LayerPipeline(Axis):
                                      cfg.batch_size * self.micro, cfg.seed, d, cfg.max_steps, micro=self.micro)
         self.cache_info = {"policy": "none", "rows": 0, "bytes": 0}
         if self.first:  # stage 0 fetches the input rows: the cache is its
-            self.cache_info = setup_cache(self.features, part, cfg, dims.data, self._sample_epoch,
-                                          resumed=ctx.resume.get("cache_ids"))
+            self.cache_info = data.fill_cache(self._sample_epoch, resumed=ctx.resume.get("cache_ids"))
         ctx.phase("feature cache")
-        labels = (lambda seeds: part.y[seeds - part.offset]) if self.last else None
+        labels = self.task.labels() if self.last else None
         self.loader = MiniBatchLoader(self.sampler, self.features if self.first else None, labels, self.degrees,
                                       self.copier, dims.health)
-        self.evaluator = Evaluator(part, dims.data, self.features, self.degrees, self.eval_sampler,
-                                   cfg.eval_batch_size, use_layerwise(cfg.eval_method, eval_fanouts, False),
-                                   backend=cfg.sampler_backend, dataset=meta.get("dataset"),
-                                   metric=self.task.metric) if self.first else None
+        self.evaluator = self.task.evaluator(data, dims.data, use_layerwise(cfg.eval_method, eval_fanouts, False)) \
+            if self.first else None
         self.step_stats: list[StepStats] = []
         self._prefetch = None
         self._blocks = 0

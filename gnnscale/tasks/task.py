@@ -9,10 +9,56 @@ else unchanged: the seed schedule, the loader's sample/fetch/copy, DDP, checkpoi
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What a run trains, as the axes see it.
+
+    Attributes:
+        name: ``node``, ``link`` or ``edge`` (the metrics' ``task``; never branched on).
+        metric: the evaluation's primary metric (``accuracy``, ``rmse``, ``auc``, ``mrr`` ...).
+        out_dim: the model's outputs per node (a node target's C, 1 or D) or per edge (an edge
+            head's C or D); None: the model's embedding width (a link decoder scores pairs).
+        keyed_dropout: whether the step's dropout masks are keyed by each row's node (the loader
+            then fills ``MiniBatch.node_keys``; masks equal on any number of workers).
+        seed_mean: whether the loss is a mean over the step's seeds of every rank (each rank
+            then scales its own mean by its share of them, DDP averaging the ranks').
+        splits: the splits an offline evaluation of a saved model reports.
+    """
+
+    name: str
+    metric: str
+    out_dim: int | None
+    keyed_dropout: bool
+    seed_mean: bool
+    splits: tuple[str, ...]
+
+    def train_ids(self) -> torch.Tensor:
+        """int64 [n]: what an epoch's steps are cut from (global node ids, or edge positions)."""
+
+    def batch_sampler(self, node_sampler, comm):
+        """``sample(ids, epoch, step) -> MiniBatch`` over ``node_sampler``."""
+
+    def labels(self) -> Callable | None:
+        """``ids -> targets`` the loader gathers into ``MiniBatch.y`` (None: the batch brings them)."""
+
+    def forward(self, model, x, blocks, mb, **kw) -> torch.Tensor:
+        """The model's outputs for ``mb`` (per seed, or per scored pair)."""
+
+    def loss(self, out: torch.Tensor, mb) -> torch.Tensor:
+        """The mean loss of the batch (a scalar)."""
+
+    def correct(self, out: torch.Tensor, mb) -> tuple[float, int]:
+        """(right, counted) of the step's outputs, for the training metric."""
+
+    def evaluator(self, data, comm, layerwise: bool = False, tables=None, inputs: Callable | None = None):
+        """The evaluator of the splits over ``data`` (a :class:`~gnnscale.data.open.WorkerData`):
+        ``splits(net, model, names, step) -> {split: value}`` and ``last`` (collective)."""
 
 
 class NodeTask:
@@ -24,6 +70,9 @@ class NodeTask:
     ``--pos-weight auto`` counts (one all-reduce; None: this part's alone)."""
 
     name = "node"
+    keyed_dropout = True  # masks keyed by each row's node: the same on any number of workers
+    seed_mean = True  # the loss: the mean over every rank's seeds of the step
+    splits = ("train", "val", "test")
 
     def __init__(self, part, cfg, comm=None) -> None:
         from gnnscale.tasks.node_metrics import NodeTarget, label_counts
@@ -61,6 +110,17 @@ class NodeTask:
         """(right, counted) of the step's outputs (:meth:`NodeTarget.correct`)."""
         return self.target.correct(out, mb.y)
 
+    def evaluator(self, data, comm, layerwise: bool = False, tables=None, inputs: Callable | None = None):
+        """The nodes' metric over the splits (:class:`~gnnscale.tasks.evaluation.Evaluator`): the
+        evaluation sampler's draws, or layer-wise (``layerwise``); ``tables``: historical mode's
+        stale-row tables."""
+        from gnnscale.tasks.evaluation import Evaluator
+
+        cfg = data.cfg
+        return Evaluator(data.part, comm, data.features, data.degrees, data.eval_sampler, cfg.eval_batch_size,
+                         layerwise, tables=tables, backend=cfg.sampler_backend, dataset=data.part.meta.get("dataset"),
+                         inputs=inputs, metric=self.metric)
+
 
 class LinkTask:
     """Link prediction (``docs/link_prediction.md``): seeds are positions of this part's training
@@ -69,6 +129,9 @@ class LinkTask:
     ``--filter-negatives``), scored by the model's decoder; loss ``--link-loss``."""
 
     name = "link"
+    keyed_dropout = False
+    seed_mean = False
+    splits = ("val", "test")  # the split's held-out pairs and their negatives
 
     def __init__(self, part, cfg) -> None:
         from gnnscale.config import parse_link_metric
@@ -92,6 +155,7 @@ class LinkTask:
                                          draw_src=draw_src, draw_dst=draw_dst)
         self.metric = cfg.link_metric or part.meta["link"]["metric"]
         parse_link_metric(self.metric)
+        self.out_dim = part.meta["num_classes"]  # the encoder's width as a node classifier's (the decoder scores)
 
     def train_ids(self) -> torch.Tensor:
         """int64 [E_r]: positions of this part's training edges."""
@@ -114,20 +178,25 @@ class LinkTask:
         return None  # the pairs' labels come with the batch (edge_label)
 
     def forward(self, model, x, blocks, mb, **kw) -> torch.Tensor:
-        index = mb.edge_label_index.to(blocks[-1].dst_ids.device)
-        return model(x, blocks, index, relation=self.relation, **kw)
+        return model(x, blocks, mb.edge_label_index, relation=self.relation, **kw)
 
     def loss(self, out: torch.Tensor, mb) -> torch.Tensor:
         from gnnscale.nn.link import link_loss
 
-        label = mb.edge_label.to(out.device)
-        neg_of_pos = mb.neg_of_pos.to(out.device) if mb.neg_of_pos is not None else None
-        return link_loss(out, label, neg_of_pos, self.cfg.link_loss)
+        return link_loss(out, mb.edge_label, mb.neg_of_pos, self.cfg.link_loss)
 
     def correct(self, out: torch.Tensor, mb) -> tuple[int, int]:
         """(pairs on the right side of 0, pairs) of the step's scores."""
-        label = mb.edge_label.to(out.device)
+        label = mb.edge_label
         return int(((out > 0) == (label > 0.5)).sum()), int(label.numel())
+
+    def evaluator(self, data, comm, layerwise: bool = False, tables=None, inputs: Callable | None = None):
+        """The split's ranking metric over the positive and negative pairs
+        (:class:`~gnnscale.tasks.link_evaluation.LinkEvaluator`, layer-wise embeddings)."""
+        from gnnscale.tasks.link_evaluation import LinkEvaluator
+
+        return LinkEvaluator(data.part, comm, data.features, data.degrees, self.metric,
+                             backend=data.cfg.sampler_backend, inputs=inputs, relation=self.relation)
 
 
 class EdgeTask:
@@ -140,6 +209,9 @@ class EdgeTask:
     evaluation's primary metric ``accuracy`` or ``rmse`` (lower is better)."""
 
     name = "edge"
+    keyed_dropout = False
+    seed_mean = False
+    splits = ("val", "test")
 
     def __init__(self, part, cfg) -> None:
         self.part, self.cfg = part, cfg
@@ -167,11 +239,10 @@ class EdgeTask:
         return lambda edge_ids: y[edge_ids]  # the loader's "seeds" are the batch's edge positions
 
     def forward(self, model, x, blocks, mb, **kw) -> torch.Tensor:
-        index = mb.edge_label_index.to(blocks[-1].dst_ids.device)
-        return model(x, blocks, index, **kw)
+        return model(x, blocks, mb.edge_label_index, **kw)
 
     def loss(self, out: torch.Tensor, mb) -> torch.Tensor:
-        y = mb.y.to(out.device)
+        y = mb.y
         if self.regression:
             return F.mse_loss(out.reshape(y.shape), y)
         return F.cross_entropy(out, y)
@@ -181,7 +252,15 @@ class EdgeTask:
         n = int(mb.y.shape[0])
         if self.regression or n == 0:
             return 0, n
-        return int((out.argmax(1) == mb.y.to(out.device)).sum()), n
+        return int((out.argmax(1) == mb.y).sum()), n
+
+    def evaluator(self, data, comm, layerwise: bool = False, tables=None, inputs: Callable | None = None):
+        """The labelled pairs' accuracy or RMSE, scored by the same layer-wise path as links
+        (:class:`~gnnscale.tasks.link_evaluation.LinkEvaluator`)."""
+        from gnnscale.tasks.link_evaluation import LinkEvaluator
+
+        return LinkEvaluator(data.part, comm, data.features, data.degrees, self.metric,
+                             backend=data.cfg.sampler_backend, inputs=inputs)
 
 
 def edge_metric(label: dict) -> str:
@@ -190,8 +269,12 @@ def edge_metric(label: dict) -> str:
     return "rmse" if label["kind"] == "regression" else "accuracy"
 
 
-def make_task(part, cfg, comm=None):
-    """The task of ``cfg.task`` on ``part`` (``comm``: a node task's ``--pos-weight auto`` counts)."""
-    if cfg.task == "edge":
-        return EdgeTask(part, cfg)
-    return LinkTask(part, cfg) if cfg.task == "link" else NodeTask(part, cfg, comm)
+TASKS = {"node": NodeTask, "link": LinkTask, "edge": EdgeTask}
+
+
+def make_task(part, cfg, comm=None) -> Task:
+    """The :class:`Task` of ``cfg.task`` on ``part`` (``comm``: a node task's ``--pos-weight auto``
+    counts). A saved model's: ``cfg`` the run's options its file keeps (``config``, which holds
+    its ``task``), on the partition it is evaluated or embedded on."""
+    kind = TASKS[cfg.task]
+    return kind(part, cfg, comm) if kind is NodeTask else kind(part, cfg)

@@ -21,6 +21,7 @@ import torch
 
 from gnnscale.config import TrainConfig
 from gnnscale.errors import RuntimeSetupError
+from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.parallel.axis import RunContext, StepResult
 from gnnscale.partitioning.resources import ResourceMeter
 from gnnscale.planning.plan import DATA_PARALLEL, LAYER_PIPELINE, plan_run
@@ -92,8 +93,10 @@ class Trainer:
         self.meta = meta
         self.verified = bool(cfg.verify)  # every part loads with its checksums checked
         self.resume_from, resume_rank = checkpoint.find_resume(cfg, dims.comm, self.rank, self.world)
+        # edge features: De when the partition has them, the layers read them and the mode runs them (else 0)
+        edge_dim = resolve_edge_dim(cfg, meta, plan.mode, self.rank)
         ctx = RunContext(cfg, plan, dims, str(parts_dir), meta, self.device, DeviceCopier(self.device), phase,
-                         resume_rank)
+                         resume_rank, edge_dim)
         self.axis = _axis_class(plan.mode)(ctx)
         self.resume_rank = resume_rank
         self.global_step = 0
@@ -313,8 +316,9 @@ class Trainer:
 
     def _digest(self) -> str:
         """sha256 of the whole model's parameters, in the model's order (every rank gets rank 0's)."""
-        if self.axis.replicated and not getattr(self.axis, "sharded", False):
-            return metrics.weights_digest(self.axis.digest_params())
+        params = self.axis.digest_params()  # a replicated model's own parameters, when they are the whole model
+        if params is not None:
+            return metrics.weights_digest(params)
         model = self.axis.whole_model()
         mine = metrics.weights_digest(model.parameters()) if model is not None else None
         return self.dims.comm.all_gather_object(mine)[0]
