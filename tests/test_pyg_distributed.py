@@ -44,6 +44,13 @@ def test_rank_batches_cut_one_process_batches_among_ranks():
                 if not rb.is_repeat(k):
                     got[k * world + r] = b
         assert [got[i] for i in range(11)] == ref
+    # batch_size B // N per rank: step k's seeds over the ranks are one process's batch k of B
+    big = [b for b in RankBatches(103, 12, True, False, seed=4, rank=0, world_size=1)]
+    for world in (2, 3):
+        steps = list(zip(*[list(RankBatches(103, 12 // world, True, False, seed=4, rank=r, world_size=world))
+                           for r in range(world)]))
+        for k, want in enumerate(big[:-1]):  # the last, short batch of B: its parts may wrap
+            assert sum(steps[k], []) == want
 
 
 def test_pyg_own_loaders_run_on_memory_stores(cora):
