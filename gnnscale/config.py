@@ -1,32 +1,32 @@
-"""Run options of ``gnnscale train`` and their checks.
+"""Run options of ``gnnscale train``: one table, and the checks it drives.
 
+Each option is one field of :class:`TrainConfig`, and each field says everything about its
+option once, in its :func:`~gnnscale.options.option` metadata: the default, the help, the choices
+or range, the section (:data:`~gnnscale.options.SECTIONS`: model, sampling, exchange, pipeline,
+task, checkpoint, run, ...), the modes it applies to and why not the others, the option it
+requires and an extra check. What is read from it (:data:`OPTIONS`, one
+:class:`~gnnscale.options.OptionSpec` per field, in field order):
+
+- :meth:`TrainConfig.check` (the choices, ranges and checks: :data:`CHOICES`, :data:`AT_LEAST`);
+- the ``train`` command's flags, help and groups (:func:`gnnscale.cli.parser.add_train_options`);
+- the plan's ``APPLIES`` and ``REQUIRES`` (:mod:`gnnscale.planning.plan`).
+
+Adding an option is adding a field here (and its case in ``tests/test_options.py``). Flat
+attribute names and flat YAML keys (``batch_size`` / ``batch-size``) are the contract.
 Torch-free on purpose: the launcher builds and checks a :class:`TrainConfig` before it starts
 any worker, without importing torch (each worker imports it anyway).
 """
 from __future__ import annotations
 
-import numbers
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, fields
 from typing import Sequence
 
-from gnnscale.errors import ExchangeError, GnnscaleError
-
-MODES = ("exact", "historical", "local")  # --exchange: see gnnscale.history
-DEVICES = ("cpu", "cuda", "auto")  # --device: see gnnscale.process.device
-CHOICES = {
-    "exchange": MODES, "device": DEVICES, "halo_features": ("hold", "fetch"),
-    "eval_method": ("auto", "layerwise", "sampled"), "embedding_dtype": ("float32", "bfloat16", "float16"),
-    "sampler_backend": ("auto", "numba", "torch"), "norm": ("none", "batch", "layer"), "jk": ("none", "cat", "max"),
-    "schedule": ("gpipe", "1f1b"), "task": ("node", "link", "edge"), "decoder": ("dot", "mlp", "distmult"),
-    "link_loss": ("bce", "margin"), "neg_sampling": ("uniform", "per_source", "in_batch"),
-    "edge_features": ("auto", "on", "off"),
-}
-# option -> the least value it may take
-AT_LEAST = {
-    "epochs": 1, "batch_size": 1, "eval_batch_size": 1, "hidden": 1, "eval_every": 0, "max_steps": 1,
-    "presample_epochs": 1, "pipeline_depth": 1, "pipeline_stages": 1, "micro_batches": 1, "num_layers": 1,
-    "checkpoint_every": 1, "keep_checkpoints": 1, "log_every": 1, "num_negatives": 1,
-}
+# The names below are this module's too (callers import them from gnnscale.config).
+from gnnscale.options import (  # noqa: F401
+    ALL_MODES, CHUNK_PIPELINE, DATA_PARALLEL, DEVICES, KIND_METRICS, KINDS, LAYER_PIPELINE, LOWER_IS_BETTER, MODES,
+    NODE_METRICS, SAMPLED_MODES, SECTIONS, Needs, OptionError, OptionSpec, check_mode, check_staleness,
+    default_node_metric, flag, int_list, link_metric_value, option, parse_link_metric, parse_pos_weight,
+    parse_weight_decay, pos_weight_value, staleness_value, weight_decay_value)
 
 #: what works instead of a ``dgl:`` layer where DGL cannot load (its wheels need an old torch)
 DGL_ADVICE = ("DGL 2.1's wheels need torch <= 2.2.1, so install it in a separate environment with that torch "
@@ -34,137 +34,382 @@ DGL_ADVICE = ("DGL 2.1's wheels need torch <= 2.2.1, so install it in a separate
               "gat, gin, gcnii) or a PyG layer by its import path (--layer torch_geometric.nn:SAGEConv)")
 
 
-class OptionError(GnnscaleError):
-    """An option whose value is out of its range or not one of its choices."""
+# Reasons and requirements several options share.
+_WHOLE_FEATURES = "every stage holds the whole graph's features"
+_SAMPLES_NOTHING = "chunk pipelining samples nothing"
+_EXACT_EVAL = "chunk pipelining evaluates exactly, layer by layer over the whole graph"
+_NOT_FETCHED = "nothing is sampled or fetched per step"
+_LINK_DP = "link prediction trains data parallel"
+_USER_MODEL_DP = "a user's whole model trains data parallel (the pipelines split the engine's layer stack)"
+_STAGES = {LAYER_PIPELINE, CHUNK_PIPELINE}
+_CHECKPOINT_DIR = ("checkpoint_dir", lambda c: bool(c.checkpoint_dir), "--checkpoint-dir DIR")
+_HISTORICAL = ("exchange", lambda c: c.exchange == "historical", "--exchange historical")
+_LINK = ("task", lambda c: c.task == "link", "--task link")
+_NODE = ("task", lambda c: c.task == "node", "--task node (--link-metric for links)")
 
 
 @dataclass
 class TrainConfig:
-    """Hyperparameters and run options of ``gnnscale train`` (defaults are the CLI's)."""
+    """Hyperparameters and run options of ``gnnscale train`` (defaults are the CLI's): one field per
+    option, whose :func:`option` metadata is the option's one table row (see the module)."""
 
-    epochs: int = 10
-    fanouts: Sequence[int] = (10, 10)
-    eval_fanouts: Sequence[int] | None = None  # None: same as fanouts
-    relation_fanouts: dict = field(default_factory=dict)  # typed graphs: {relation: fanouts}, others --fanouts
-    batch_size: int = 512
-    eval_batch_size: int = 2048
-    hidden: int = 128
-    lr: float = 0.003
-    # Adam's L2 decay: one number for every parameter, or by parameter-name prefix, e.g. "convs=0.01,5e-4"
-    # (a mapping {"convs": 0.01, "": 5e-4} too): see parse_weight_decay
-    weight_decay: float | str | dict = 0.0
-    dropout: float = 0.5
-    seed: int = 0
-    eval_every: int = 1  # 0: never evaluate (benchmarks)
-    max_steps: int | None = None  # cap on steps per epoch (benchmarks); None: the whole epoch
-    timeout: float = 300.0
-    metrics: str | None = None
-    progress: bool | None = None  # None: a bar only when stderr is a terminal and not in CI
-    verify: bool = True
-    sampler_backend: str = "auto"  # "auto" | "numba" | "torch" (identical draws)
-    cache_policy: str = "none"  # none | degree | presample | file | a registered name
-    cache_size: str = "10%"  # rows=N, bytes=64MB, fraction=0.1 or 10% (of the remote rows)
-    cache_file: str | None = None
-    presample_epochs: int = 2
-    # ranks on one host read each other's feature rows (sample each other's nodes) from the partition
-    # folder; None (auto): where it applies (planning/plan.py host_reads), True / False as given
-    host_features: bool | None = None
-    host_graph: bool | None = None
-    pipeline: bool = False  # sample/fetch batch i+1 in a thread while batch i trains
-    pipeline_depth: int = 2
-    net_bandwidth_gbps: float | None = None  # a modelled link (benchmarks on one machine)
-    net_latency_ms: float = 0.05
-    exchange: str = "exact"  # exact | historical | local (see gnnscale.history.halo)
-    staleness: int = 4  # historical mode: no embedding older than this many steps is used
-    embedding_dtype: str = "float32"  # float32 | bfloat16 | float16: halo tables and pushed rows
-    halo_features: str = "hold"  # historical: hold the halo's input rows (fetched once) | fetch them per step
-    eval_method: str = "auto"  # auto | layerwise | sampled (auto: layerwise when exact anyway)
-    layer: str | type = "sage"  # zoo name, module:Class, or a layer class (see gnnscale.nn.layers)
-    layer_kwargs: dict = field(default_factory=dict)
+    epochs: int = option(
+        10, "training", at_least=1,
+        help="training epochs")
+    fanouts: Sequence[int] = option(
+        (10, 10), "sampling",
+        applies=SAMPLED_MODES, why="chunk pipelining trains on full neighbourhoods (every in-edge); set the depth "
+        "with --num-layers L (or give --fanouts -1,-1,...)",
+        help="neighbors per hop from the seeds outwards; -1 = all; one per layer")
+    eval_fanouts: Sequence[int] | None = option(
+        None, "sampling",
+        applies=SAMPLED_MODES, why=_EXACT_EVAL,
+        help="fanouts for evaluation (default: --fanouts)")
+    relation_fanouts: dict = option(
+        {}, "sampling", metavar="JSON",
+        applies={DATA_PARALLEL}, why="typed graphs train data parallel",
+        help="typed graphs: training fanouts of named relations, e.g. '{\"cites\": [5, 5]}' (a mapping in a --config "
+        "file); the other relations take --fanouts, each list as many hops as --fanouts")
+    batch_size: int = option(
+        512, "training", at_least=1,
+        applies=SAMPLED_MODES, why="a chunk (a part of the partition) is the micro-batch; re-partition into more "
+        "parts for smaller ones",
+        help="seed nodes per step per worker")
+    eval_batch_size: int = option(
+        2048, "sampling", at_least=1,
+        applies=SAMPLED_MODES, why="chunk pipelining evaluates the whole graph layer by layer",
+        help="seed nodes per evaluation step per worker")
+    hidden: int = option(
+        128, "model", at_least=1,
+        help="hidden size")
+    lr: float = option(
+        0.003, "training", at_least=0.0,
+        help="Adam learning rate")
+    weight_decay: float | str | dict = option(
+        0.0, "training", metavar="DECAY", parse=weight_decay_value,
+        help="Adam's weight decay: one number for every parameter, or by parameter-name prefix, e.g. convs=0.01,5e-4 "
+        "(GCNII's: 0.01 on the convolutions, 5e-4 on the rest: encoder and head; without a plain number the "
+        "parameters no prefix names get 0); a prefix that names no parameter of the model is refused, listing "
+        "the model's")
+    dropout: float = option(
+        0.5, "model", at_least=0.0, below=1.0,
+        help="dropout between layers")
+    seed: int = option(
+        0, "training",
+        help="seed of sampling, shuffling, initial weights and partitioning")
+    eval_every: int = option(
+        1, "training", at_least=0,
+        help="evaluate on val/test every N epochs (and after the last); 0: never")
+    max_steps: int | None = option(
+        None, "training", at_least=1,
+        applies=SAMPLED_MODES, why="an epoch is one step (every chunk once)",
+        help="cap on steps per epoch (for benchmarks); default: whole epochs")
+    timeout: float = option(
+        300.0, "run", at_least=1e-9,
+        help="seconds before a collective with a silent peer fails")
+    metrics: str | None = option(
+        None, "run", metavar="FILE",
+        help="write per-epoch figures and final val_acc/test_acc/epoch_seconds/bytes as JSON")
+    progress: bool | None = option(
+        None, "run",
+        help="progress bar (default: only on a terminal, never under CI)")
+    verify: bool = option(
+        True, "run",
+        help="check each part's sha256 before training")
+    sampler_backend: str = option(
+        "auto", "sampling", choices=("auto", "numba", "torch"),
+        applies=SAMPLED_MODES, why=_SAMPLES_NOTHING,
+        help="sampling kernels: compiled numba on CPU (auto) or plain torch; identical draws")
+    cache_policy: str = option(
+        "none", "data",
+        applies=SAMPLED_MODES, why=_WHOLE_FEATURES,
+        help="remote feature rows to cache: none, degree (most-referenced halo nodes), presample (access counts over "
+        "--presample-epochs sampled epochs), file (--cache-file ids)")
+    cache_size: str = option(
+        "10%", "data",
+        applies=SAMPLED_MODES, why=_WHOLE_FEATURES,
+        requires=("cache_policy", lambda c: c.cache_policy != "none", "--cache-policy degree|presample|file"),
+        help="cache size: rows=N, bytes=64MB, fraction=0.1 or 10% of the remote rows")
+    cache_file: str | None = option(
+        None, "data", metavar="FILE",
+        applies=SAMPLED_MODES, why=_WHOLE_FEATURES,
+        requires=("cache_policy", lambda c: c.cache_policy == "file", "--cache-policy file"),
+        help="for --cache-policy file: .npy of int64 global ids")
+    presample_epochs: int = option(
+        2, "data", at_least=1,
+        applies=SAMPLED_MODES, why=_WHOLE_FEATURES,
+        requires=("cache_policy", lambda c: c.cache_policy == "presample", "--cache-policy presample"),
+        help="epochs sampled to count accesses (presample policy)")
+    host_features: bool | None = option(
+        None, "data", off_everywhere=True,
+        applies=SAMPLED_MODES, why=_WHOLE_FEATURES,
+        help="workers on one host read each other's feature rows straight from the partition folder (memory-mapped: "
+        "the host's page cache holds one copy) instead of asking their owners; owners on other hosts still "
+        "answer through the communicator. Rows read so count as feature_rows_host. Default: on where it applies "
+        "(sampled modes, untyped graphs, no --net-bandwidth-gbps); --no-host-features sends every remote row "
+        "through the communicator")
+    host_graph: bool | None = option(
+        None, "data", off_everywhere=True,
+        applies=SAMPLED_MODES, why=_SAMPLES_NOTHING,
+        requires=("exchange", lambda c: c.exchange == "exact",
+                  "--exchange exact (historical and local exchange never sample other parts' nodes)"),
+        help="workers on one host sample each other's nodes themselves from the partition folder's CSCs "
+        "(memory-mapped), with the same draws as the owners', instead of asking them; with every worker on one "
+        "host sampling exchanges nothing. Exact exchange, untyped graphs. Default: on where it applies (as "
+        "--host-features, and --exchange exact); --no-host-graph asks the owners")
+    pipeline: bool = option(
+        False, "data",
+        applies=SAMPLED_MODES, why=_NOT_FETCHED,
+        help="sample and fetch the next batches in a background thread while the current one trains")
+    pipeline_depth: int = option(
+        2, "data", at_least=1,
+        applies=SAMPLED_MODES, why=_NOT_FETCHED,
+        requires=("pipeline", lambda c: bool(c.pipeline), "--pipeline"),
+        help="batches prepared ahead (queue depth)")
+    net_bandwidth_gbps: float | None = option(
+        None, "data", above=0.0,
+        help="model a network link of this bandwidth on one machine (reported as modelled)")
+    net_latency_ms: float = option(
+        0.05, "data", at_least=0.0,
+        requires=("net_bandwidth_gbps", lambda c: bool(c.net_bandwidth_gbps), "--net-bandwidth-gbps G"),
+        help="latency per exchange of the modelled link")
+    # every mode; which values each mode takes: gnnscale.planning.plan.check_options
+    exchange: str = option(
+        "exact", "exchange", choices=MODES,
+        help="exact: sampling crosses partitions; historical: remote nodes before the last hop use their owner's "
+        "recent embeddings (halo tables, no remote sampling); local: drop cross-partition edges (the cheap "
+        "baseline)")
+    staleness: int = option(
+        4, "exchange", parse=staleness_value,
+        applies={DATA_PARALLEL, CHUNK_PIPELINE},
+        why="a layer pipeline reads no stale rows (--exchange historical is data-parallel)",
+        requires=("exchange", lambda c: c.exchange == "historical" or c.chunks, "--exchange historical (or --chunks)"),
+        help="historical: no halo embedding older than this many steps is used (>= 2)")
+    embedding_dtype: str = option(
+        "float32", "exchange", choices=("float32", "bfloat16", "float16"),
+        applies={DATA_PARALLEL}, why="only --exchange historical keeps halo tables in this dtype",
+        requires=_HISTORICAL,
+        help="historical: dtype of the halo tables and of the pushed embeddings (16-bit halves both)")
+    halo_features: str = option(
+        "hold", "exchange", choices=("hold", "fetch"),
+        applies={DATA_PARALLEL}, why="only --exchange historical holds halo features",
+        requires=_HISTORICAL,
+        help="historical: hold the input features of the halo (fetched once at start-up; halo rows x features x 4 B "
+        "per worker), so training fetches none; or fetch them per step")
+    eval_method: str = option(
+        "auto", "sampling", choices=("auto", "layerwise", "sampled"),
+        applies=SAMPLED_MODES, why=_EXACT_EVAL,
+        help="layerwise: full-graph inference layer by layer; sampled: with --eval-fanouts; auto: layerwise in "
+        "historical mode or when every eval fanout is -1")
+    layer: str | type = option(
+        "sage", "model",
+        help="message-passing layer: sage, gcn, gat, gin, gine (edge features), gcnii, an import path module:Class "
+        "(called as layer((x_src, x_dst), edge_index); e.g. a PyG layer, torch_geometric.nn:SAGEConv; see "
+        "README), or dgl:Class (needs DGL, which needs torch <= 2.2.1); typed graphs: rgcn, hgt, rel:<layer>")
+    layer_kwargs: dict = option(
+        {}, "model", metavar="JSON",
+        help="extra keyword arguments of every layer, e.g. '{\"heads\": 4}'")
     # a user's whole model (gnnscale.nn.user_model): "pkg.module:Class" or an nn.Module class, built as
-    # Class(in_channels=F, hidden_channels=H, out_channels=C, num_layers=L, **model_kwargs); None: the layer stack
-    model: str | type | None = None
-    model_kwargs: dict = field(default_factory=dict)
-    device: str = "auto"  # cpu | cuda | auto (cuda when a GPU is visible): see gnnscale.process.device
-    norm: str = "none"  # none | batch | layer
-    residual: bool = False
-    jk: str = "none"  # none | cat | max
-    # edge features (docs/targets_and_edge_features.md section 5): auto = on when the partition has them,
-    # a layer reads edge_attr and the mode runs them; on (refused where they cannot be); off
-    edge_features: str = "auto"
-    pipeline_stages: int = 1  # K > 1: the layers split into K stages, one worker each (see gnnscale.parallel.layer_pipeline)
-    stage_layers: Sequence[int] | None = None  # layers per stage; None: balanced
-    micro_batches: int = 4  # micro-batches of batch_size seeds per optimizer step (pipeline)
-    schedule: str = "1f1b"  # gpipe | 1f1b (both flushed: exact gradients)
-    chunks: bool = False  # chunk pipelining (GNNPipe): full-graph training, the parts are the micro-batches
-    halo_gradients: bool = True  # chunks: a halo read's gradient goes to the row's own chunk (PipeGCN-style)
-    num_layers: int | None = None  # model layers; None: one per fanout
-    checkpoint_dir: str | None = None  # where checkpoints go (see gnnscale.training.checkpoint)
-    checkpoint_every: int | None = None  # steps between checkpoints; None: after every epoch
-    keep_checkpoints: int = 3  # the newest K are kept
-    resume: bool = False  # continue from the newest valid checkpoint in checkpoint_dir
-    save_model: str | None = None  # write the trained model here at the end (gnnscale.load_model)
-    tensorboard: str | None = None  # TensorBoard scalars here (rank 0)
-    log_every: int | None = None  # with tensorboard: loss and step time every N steps
-    # link prediction (docs/link_prediction.md): seed edges of the partition's link split
-    task: str = "node"  # node (classification) | link (prediction) | edge (classification or regression)
-    decoder: str = "dot"  # link: dot | mlp (Hadamard product, then an MLP) | distmult
-    link_loss: str = "bce"  # link: bce (binary cross-entropy with logits) | margin (hinge, margin 1)
-    neg_sampling: str = "uniform"  # link: uniform | per_source (corrupt the destination) | in_batch
-    num_negatives: int = 1  # link: negatives per positive edge
-    filter_negatives: bool = False  # link: drop negatives that are edges of the graph (their owner checks)
-    exclude_seed_edges: bool = True  # link/edge: a batch's own edges (and reverses) leave its sampled blocks
-    link_metric: str | None = None  # link: auc | hits@K | mrr (None: the split's own, e.g. OGB's)
-    # node targets (docs/targets_and_edge_features.md section 5): what evaluation reports and selects on
-    metric: str | None = None  # accuracy | macro_f1 | micro_f1 | roc_auc | ap | mae | rmse (None: the kind's)
-    pos_weight: str | float | None = None  # binary / multilabel: auto (negatives / positives per label) or a number
+    # Class(in_channels=F, hidden_channels=H, out_channels=C, num_layers=L, **model_kwargs); None: the layer
+    # stack; check_model_options names the options that need the layer stack
+    model: str | type | None = option(
+        None, "model", metavar="MODULE:CLASS",
+        applies={DATA_PARALLEL}, why=_USER_MODEL_DP,
+        help="a whole PyG model instead of the layer stack, e.g. torch_geometric.nn.models:GraphSAGE: any nn.Module "
+        "called as model(x, edge_index) on each sampled subgraph, built as Class(in_channels=F, "
+        "hidden_channels=--hidden, out_channels=C, num_layers=L[, dropout=--dropout], **--model-kwargs) "
+        "(docs/training.md)")
+    model_kwargs: dict = option(
+        {}, "model", metavar="JSON",
+        applies={DATA_PARALLEL}, why=_USER_MODEL_DP,
+        requires=("model", lambda c: c.model is not None, "--model MODULE:CLASS"),
+        help="extra keyword arguments of --model's class, e.g. '{\"jk\": \"cat\"}'")
+    device: str = option(
+        "auto", "run", choices=DEVICES,
+        help="where the model, the batches' blocks and rows and the feature cache live: cpu, cuda (one worker per "
+        "GPU, gradients over NCCL; sampling and remote fetches stay on the host over gloo) or auto (cuda when a "
+        "GPU is visible, else cpu; default)")
+    norm: str = option(
+        "none", "model", choices=("none", "batch", "layer"),
+        help="normalization after each hidden layer")
+    residual: bool = option(
+        False, "model",
+        help="add each layer's input to its output where shapes agree")
+    # every mode; not with pipeline stages (gnnscale.planning.plan.check_options)
+    jk: str = option(
+        "none", "model", choices=("none", "cat", "max"),
+        help="jumping-knowledge readout")
+    # off and auto in every mode; on where gnnscale.planning.plan.check_edge_options allows it
+    edge_features: str = option(
+        "auto", "model", choices=("auto", "on", "off"),
+        help="give the layers each edge's features (the partition's edge_attr, sampled with every block, remote rows "
+        "sent by their owners): auto = on when the partition has them and the layer reads edge_attr (gat, "
+        "gat-pyg, gine, torch_geometric.nn:TransformerConv, ...) in data-parallel training of node targets, "
+        "else off (logged); on (refused where it cannot be); off")
+    pipeline_stages: int = option(
+        1, "pipeline", metavar="K", at_least=1,
+        help="split the layers into K consecutive stages, one worker each; micro-batches flow through them (1: every "
+        "worker holds the whole model)")
+    stage_layers: Sequence[int] | None = option(
+        None, "pipeline", metavar="N,N,...",
+        applies=_STAGES, why="data-parallel workers hold every layer; give --pipeline-stages K",
+        help="layers per stage, e.g. 8,8 (default: balanced)")
+    micro_batches: int = option(
+        4, "pipeline", metavar="M", at_least=1,
+        applies=_STAGES, why="a data-parallel step is one batch of --batch-size seeds per worker; give "
+        "--pipeline-stages K for micro-batches",
+        help="micro-batches of --batch-size seeds per optimizer step (gradients over all M are exact)")
+    schedule: str = option(
+        "1f1b", "pipeline", choices=("gpipe", "1f1b"),
+        applies=_STAGES, why="there is no pipeline to schedule; give --pipeline-stages K",
+        help="gpipe: M forwards then M backwards (holds M micro-batches); 1f1b: one forward one backward (holds at "
+        "most K); both flush before the optimizer step")
+    chunks: bool = option(
+        False, "pipeline",
+        help="chunk pipelining (GNNPipe): full-graph training of a deep model (e.g. --layer gcnii --num-layers 16), "
+        "one step per epoch; the parts of --parts-dir are the chunks that flow through the K stages (--workers "
+        "K; with --dataset the graph is cut into --micro-batches chunks); a neighbour in a chunk that has not "
+        "yet passed a layer is read from the previous pass (within --staleness); --fanouts and --batch-size do "
+        "not apply")
+    halo_gradients: bool = option(
+        True, "pipeline",
+        applies={CHUNK_PIPELINE}, why="only chunk pipelining reads neighbour rows from stage tables",
+        help="--chunks: the gradient of each neighbour row a chunk reads from a table is added to that row's own "
+        "gradient when its chunk runs backward (in this pass, or in the next one for a chunk that ran before; "
+        "as PipeGCN does), so no edge's gradient is dropped; each stage holds every chunk's halo gradient per "
+        "layer until its owners took it. --no-halo-gradients drops them (GNNAutoScale's historical embeddings)")
+    num_layers: int | None = option(
+        None, "model", at_least=1,
+        help="model layers (default: the number of fanouts; must match it)")
+    checkpoint_dir: str | None = option(
+        None, "checkpoint", metavar="DIR",
+        help="write checkpoints here (model, optimizer, epoch and step, RNG states, cache ids; atomic, with a sha256 "
+        "per file); under torchrun a restarted group resumes from the newest by itself")
+    checkpoint_every: int | None = option(
+        None, "checkpoint", metavar="N", at_least=1,
+        requires=_CHECKPOINT_DIR,
+        help="a checkpoint every N steps (default: after every epoch)")
+    keep_checkpoints: int = option(
+        3, "checkpoint", metavar="K", at_least=1,
+        requires=_CHECKPOINT_DIR,
+        help="keep the newest K checkpoints")
+    resume: bool = option(
+        False, "checkpoint", negatable=False,
+        requires=_CHECKPOINT_DIR,
+        help="continue from the newest valid checkpoint in --checkpoint-dir (a damaged newest one is reported and "
+        "the one before it used); the run's options must match the checkpoint's")
+    save_model: str | None = option(
+        None, "checkpoint", metavar="FILE",
+        help="write the trained model at the end (weights, layer spec, feature and class counts); read it with "
+        "gnnscale.load_model(FILE), `gnnscale evaluate` or `gnnscale predict`")
+    tensorboard: str | None = option(
+        None, "run", metavar="DIR",
+        help="write TensorBoard scalars here (rank 0): per epoch loss, accuracies, stage seconds, bytes by category, "
+        "cache hit rate, embedding ages; per --log-every steps loss and step time (needs the tensorboard "
+        "package: pip install 'gnnscale[tensorboard]')")
+    log_every: int | None = option(
+        None, "run", metavar="N", at_least=1,
+        requires=("tensorboard", lambda c: bool(c.tensorboard), "--tensorboard DIR"),
+        help="with --tensorboard: rank 0's loss and step time every N steps")
+    # link and edge tasks train data parallel on a partition with a link split (plan.check_link_options)
+    task: str = option(
+        "node", "task", choices=("node", "link", "edge"),
+        help="node: classify nodes; link: score node pairs, trained on the partition's training edges (a split made "
+        "by --edge-split or an ogbl-* dataset's own); edge: classify the split's labelled edges or regress "
+        "their targets (a split with edge labels: random_link_split(edge_label=...))")
+    decoder: str = option(
+        "dot", "task", choices=("dot", "mlp", "distmult"),
+        applies={DATA_PARALLEL}, why=_LINK_DP,
+        requires=_LINK,
+        help="how a pair (u, v) is scored from its embeddings: dot product, an MLP over their Hadamard product, or "
+        "DistMult (a learned diagonal per relation)")
+    link_loss: str = option(
+        "bce", "task", choices=("bce", "margin"),
+        applies={DATA_PARALLEL}, why=_LINK_DP,
+        requires=_LINK,
+        help="binary cross-entropy with logits, or a margin loss relu(1 - s_pos + s_neg)")
+    neg_sampling: str = option(
+        "uniform", "task", choices=("uniform", "per_source", "in_batch"),
+        applies={DATA_PARALLEL}, why=_LINK_DP,
+        requires=_LINK,
+        help="negatives: node pairs uniform over all nodes, each positive's source with a uniform destination "
+        "(ogbl-citation2), or the batch's other destinations; drawn without communication")
+    num_negatives: int = option(
+        1, "task", metavar="K", at_least=1,
+        applies={DATA_PARALLEL}, why=_LINK_DP,
+        requires=_LINK,
+        help="negatives per positive edge")
+    filter_negatives: bool = option(
+        False, "task",
+        applies={DATA_PARALLEL}, why=_LINK_DP,
+        requires=_LINK,
+        help="drop negatives that are edges of the graph (the destination's owner checks)")
+    exclude_seed_edges: bool = option(
+        True, "task",
+        applies={DATA_PARALLEL}, why=_LINK_DP,
+        requires=("task", lambda c: c.task in ("link", "edge"), "--task link or edge"),
+        help="remove each batch's own edges (and their reverses) from its sampled neighbourhoods, so a model cannot "
+        "read the edge it scores (DGL's exclude='reverse_id'); --no-exclude-seed-edges keeps them, as the "
+        "full-batch graph auto-encoder does")
+    link_metric: str | None = option(
+        None, "task", metavar="auc|hits@K|mrr", parse=link_metric_value,
+        applies={DATA_PARALLEL}, why=_LINK_DP,
+        requires=_LINK,
+        help="what evaluation reports and selects on (default: the split's: auc and average precision for "
+        "--edge-split, OGB's Hits@K or MRR for ogbl-*)")
+    # node targets, every mode; whether they fit the partition's target kind: plan.check_target_options
+    metric: str | None = option(
+        None, "targets", choices=NODE_METRICS,
+        requires=_NODE,
+        help="what evaluation reports and selects on (default: the partition's target kind's: accuracy for classes, "
+        "ROC-AUC for binary and multilabel targets (mean over labels with both classes), RMSE for regression); "
+        "one that does not fit the kind is refused")
+    pos_weight: str | float | None = option(
+        None, "targets", metavar="auto|FLOAT", parse=pos_weight_value,
+        requires=_NODE,
+        help="binary and multilabel targets: weight of the positives in the binary cross-entropy, auto (negatives / "
+        "positives of the training labels, per label) or a number")
 
     def model_layers(self) -> int:
         """The model's depth: ``num_layers``, else one layer per fanout."""
         return int(self.num_layers or len(self.fanouts))
 
     def check(self) -> "TrainConfig":
-        """Every option's value within its range and among its choices.
+        """Every option's value within its range and among its choices (:data:`OPTIONS`).
 
         Raises:
             OptionError: naming the option, what it may be and what was found.
         """
-        for name in INT_LISTS:  # "10,10" as the command line takes it; anything else but integers refused
-            setattr(self, name, int_list(name, getattr(self, name)))
-        for name in ("layer_kwargs", "relation_fanouts", "model_kwargs"):
-            if not isinstance(getattr(self, name), dict):
-                raise OptionError(f"--{name.replace('_', '-')} expects a mapping, e.g. {{'heads': 4}}; found "
-                                  f"{getattr(self, name)!r}")
-        for name, allowed in CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise OptionError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}; found "
-                                  f"{getattr(self, name)!r}")
-        for name, least in AT_LEAST.items():
-            value = getattr(self, name)
-            if value is None and name in ("max_steps", "num_layers", "checkpoint_every", "log_every"):
+        for spec in OPTIONS.values():  # the kinds taken as text too: "10,10" as the command line takes it
+            value = getattr(self, spec.name)
+            if spec.kind == "ints":
+                setattr(self, spec.name, int_list(spec.name, value))
+            elif spec.kind == "mapping" and not isinstance(value, dict):
+                raise OptionError(f"{flag(spec.name)} expects a mapping, e.g. {{'heads': 4}}; found {value!r}")
+        for spec in OPTIONS.values():
+            value = getattr(self, spec.name)
+            if value is None and spec.nullable:  # unset
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise OptionError(f"--{name.replace('_', '-')} must be an integer of at least {least}; found {value!r}")
-        for name, lo, hi in (("lr", 0.0, None), ("dropout", 0.0, 1.0),
-                             ("timeout", 1e-9, None), ("net_latency_ms", 0.0, None)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < lo or (hi is not None and value >= hi):
+            if spec.choices is not None and value not in spec.choices:
+                raise OptionError(f"{flag(spec.name)} must be one of {', '.join(spec.choices)}; found {value!r}")
+            if spec.kind == "int" and spec.at_least is not None and (
+                    isinstance(value, bool) or not isinstance(value, int) or value < spec.at_least):
+                raise OptionError(f"{flag(spec.name)} must be an integer of at least {spec.at_least}; found {value!r}")
+            lo, hi = spec.at_least, spec.below
+            if spec.kind == "float" and (lo is not None or hi is not None) and (
+                    isinstance(value, bool) or not isinstance(value, (int, float))
+                    or (lo is not None and value < lo) or (hi is not None and value >= hi)):
                 span = f"in [{lo:g}, {hi:g})" if hi is not None else f"at least {lo:g}"
-                raise OptionError(f"--{name.replace('_', '-')} must be a number {span}; found {value!r}")
-        if self.net_bandwidth_gbps is not None and not self.net_bandwidth_gbps > 0:
-            raise OptionError(f"--net-bandwidth-gbps must be above 0; found {self.net_bandwidth_gbps!r}")
-        default, groups = parse_weight_decay(self.weight_decay)
-        if not groups:  # one decay for all: the number, however it was given
-            self.weight_decay = default
-        check_staleness(self.staleness)
-        if self.link_metric is not None:
-            parse_link_metric(self.link_metric)
-        if self.metric is not None and self.metric not in NODE_METRICS:
-            raise OptionError(f"--metric must be one of {', '.join(NODE_METRICS)}; found {self.metric!r}")
-        parse_pos_weight(self.pos_weight)
+                raise OptionError(f"{flag(spec.name)} must be a number {span}; found {value!r}")
+            if spec.above is not None and not value > spec.above:
+                raise OptionError(f"{flag(spec.name)} must be above {spec.above:g}; found {value!r}")
+        for spec in OPTIONS.values():
+            value = getattr(self, spec.name)
+            if spec.parse is not None and not (value is None and spec.nullable):
+                setattr(self, spec.name, spec.parse(value))
         if self.model is not None:
             check_model_options(self)
-        if self.relation_fanouts:
+        if self.relation_fanouts:  # depends on --fanouts
             from gnnscale.samplers.fanouts import typed_fanouts
 
             typed_fanouts(self.fanouts, list(self.relation_fanouts), len(self.fanouts), self.relation_fanouts)
@@ -207,136 +452,22 @@ def check_model_options(cfg: TrainConfig) -> None:
         cfg.eval_method = "sampled"
 
 
+def _spec(f) -> OptionSpec:
+    kind = KINDS.get(f.type.removesuffix(" | None"))
+    if kind is None:
+        raise ValueError(f"TrainConfig.{f.name}: {f.type!r} is not a kind the options know ({', '.join(KINDS)}); "
+                         "give it one in gnnscale.config.KINDS")
+    facts = dict(f.metadata["option"])
+    if f.default is MISSING:
+        facts["default"] = f.default_factory()
+    return OptionSpec(name=f.name, kind=kind, **facts)
+
+
+#: every option, in field order: its one row
+OPTIONS: dict[str, OptionSpec] = {f.name: _spec(f) for f in fields(TrainConfig)}
+#: option -> its choices
+CHOICES = {name: spec.choices for name, spec in OPTIONS.items() if spec.choices is not None}
+#: option -> the least integer it may take
+AT_LEAST = {name: spec.at_least for name, spec in OPTIONS.items() if spec.kind == "int" and spec.at_least is not None}
 #: options that hold a list of integers (None: unset, where the default is None)
-INT_LISTS = ("fanouts", "eval_fanouts", "stage_layers")
-
-
-def int_list(name: str, value) -> list[int] | tuple[int, ...] | None:
-    """The list option ``name``'s value: a sequence of integers as given, a comma-separated string
-    (``"10,10"``, as ``--fanouts`` takes it) as a list, None where the option may be unset.
-
-    Raises:
-        OptionError: anything else, naming the option (``--fanouts``), what it takes and what was found.
-    """
-    if value is None and name != "fanouts":
-        return None
-    if isinstance(value, str):
-        try:
-            return [int(v) for v in value.split(",") if v.strip()]
-        except ValueError:
-            pass
-    elif isinstance(value, (list, tuple)) and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value):
-        return value
-    raise OptionError(f"--{name.replace('_', '-')} expects integers, e.g. [10, 10] or '10,10'; found {value!r}")
-
-
-def check_mode(mode: str) -> str:
-    if mode not in MODES:
-        raise ExchangeError(f"exchange mode must be one of {', '.join(MODES)}; found {mode!r}. "
-                            "Use --exchange exact (default), historical or local.")
-    return mode
-
-
-def check_staleness(staleness: int) -> int:
-    if isinstance(staleness, bool) or int(staleness) != staleness or int(staleness) < 2:
-        raise ExchangeError(
-            f"the staleness bound must be an integer >= 2 steps; found {staleness!r}. Pushed embeddings "
-            "travel while the next step computes, so the freshest row a step can read is 2 steps old."
-        )
-    return int(staleness)
-
-
-# Node targets' metrics (docs/targets_and_edge_features.md section 5): each kind's, its default first.
-NODE_METRICS = ("accuracy", "macro_f1", "micro_f1", "roc_auc", "ap", "mae", "rmse")
-KIND_METRICS = {"class": ("accuracy", "macro_f1", "micro_f1"), "binary": ("roc_auc", "ap", "accuracy", "macro_f1"),
-                "multilabel": ("roc_auc", "ap", "micro_f1", "macro_f1"), "regression": ("rmse", "mae")}
-#: metrics where lower is better (regression targets): the best epoch has the least
-LOWER_IS_BETTER = ("rmse", "mae")
-
-
-def default_node_metric(kind: str) -> str:
-    """The metric a target ``kind`` is judged by without ``--metric``: accuracy, roc_auc, roc_auc, rmse."""
-    return KIND_METRICS.get(kind, KIND_METRICS["class"])[0]
-
-
-def parse_pos_weight(value) -> str | float | None:
-    """``--pos-weight``: None, ``"auto"`` or a positive number (a numeric string too)."""
-    if value is None or value == "auto":
-        return value
-    try:
-        number = float(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        number = None
-    if number is None or not number > 0 or number == float("inf"):
-        raise OptionError(f"--pos-weight must be auto or a positive number; found {value!r}. Pass --pos-weight auto "
-                          "(negatives / positives of the training labels) or e.g. --pos-weight 3.")
-    return number
-
-
-def parse_link_metric(text: str) -> tuple[str, int | None]:
-    """(``auc`` | ``hits`` | ``mrr``, K) of ``--link-metric`` (``auc``, ``mrr`` or ``hits@K``)."""
-    t = str(text).strip().lower()
-    if t in ("auc", "mrr"):
-        return t, None
-    if t.startswith("hits@") and t[5:].isascii() and t[5:].isdigit() and int(t[5:]) > 0:
-        return "hits", int(t[5:])
-    raise OptionError(f"--link-metric must be auc, mrr or hits@K with K a positive integer; found {text!r}. "
-                      "Pass e.g. --link-metric auc, --link-metric mrr or --link-metric hits@50.")
-
-
-def _decay(text, item: str) -> float:
-    """One decay of ``--weight-decay``: a finite number of at least 0."""
-    try:
-        value = float(text) if not isinstance(text, bool) else None
-    except (TypeError, ValueError):
-        value = None
-    if value is None or not 0.0 <= value < float("inf"):
-        raise OptionError(f"--weight-decay must be a number of at least 0 or PREFIX=DECAY items; found {item!r} in it. "
-                          "Pass e.g. --weight-decay 5e-4 or --weight-decay convs=0.01,5e-4")
-    return value
-
-
-def parse_weight_decay(value) -> tuple[float, dict[str, float]]:
-    """``--weight-decay``: (the decay of the parameters no prefix names, {prefix: decay}).
-
-    ``value`` is a number (one decay for every parameter: ``(value, {})``), or items
-    ``PREFIX=DECAY`` separated by commas, with at most one plain number for the parameters no
-    prefix names (0 without one): ``"convs=0.01,5e-4"`` -> ``(5e-4, {"convs": 0.01})``; or the
-    same as a mapping (the key ``""`` or ``"*"`` for the rest). A prefix names the parameters whose
-    dotted name (``model.named_parameters()``: ``convs.3.weight1``, ``encoder.weight``,
-    ``head.bias``) is the prefix or starts with it and a dot; where several name one parameter, the
-    longest wins. Whether each prefix names a parameter of the model is checked where the model is
-    built (:func:`gnnscale.process.eager.param_groups`).
-
-    Raises:
-        OptionError: an item that is neither a number nor ``PREFIX=DECAY``, a decay below 0, a
-            prefix given twice or two plain numbers.
-    """
-    if isinstance(value, dict):
-        items = [(str(k), v) for k, v in value.items()]
-    elif isinstance(value, str):
-        items = []
-        for part in value.split(","):
-            key, eq, decay = part.strip().rpartition("=")
-            items.append((key.strip() if eq else "", decay.strip()))
-    else:
-        return _decay(value, value), {}
-    rest: float | None = None
-    groups: dict[str, float] = {}
-    for key, decay in items:
-        item = f"{key}={decay}" if key else str(decay)
-        number = _decay(decay, item)
-        if key in ("", "*"):
-            if rest is not None:
-                raise OptionError(f"--weight-decay takes at most one plain number (the decay of the parameters no "
-                                  f"prefix names); found two in {value!r}. Keep one, e.g. convs=0.01,5e-4")
-            rest = number
-            continue
-        parts = key.split(".")
-        if not all(p and (p.replace("_", "").isalnum()) and p.isascii() for p in parts):
-            raise OptionError(f"--weight-decay prefix {key!r} is not a parameter name's leading part (names and "
-                              "indices joined by dots, e.g. convs or convs.0); pass e.g. convs=0.01,5e-4")
-        if key in groups:
-            raise OptionError(f"--weight-decay names the prefix {key!r} twice in {value!r}; give each prefix once")
-        groups[key] = number
-    return (rest if rest is not None else 0.0), groups
+INT_LISTS = tuple(name for name, spec in OPTIONS.items() if spec.kind == "ints")

@@ -264,6 +264,35 @@ def test_datasets_prints_without_importing_torch():
     assert text == DATASET_HELP
 
 
+TRAIN_HELP_PROBE = """
+import sys
+from gnnscale.cli.main import main
+try:
+    main(["train", "--help"])
+except SystemExit as exit:
+    assert exit.code == 0, exit.code
+print("HEAVY", sorted(m for m in ("torch", "torch_geometric", "numba") if m in sys.modules))
+"""
+
+
+def test_train_help_prints_without_importing_torch_one_group_per_section():
+    """``gnnscale train --help`` is made from the options' table (gnnscale.config, torch-free): one
+    group per section, every TrainConfig field's flag in it."""
+    from dataclasses import fields
+
+    from gnnscale.config import SECTIONS, TrainConfig
+
+    r = subprocess.run([sys.executable, "-c", TRAIN_HELP_PROBE], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    text, heavy = r.stdout.rsplit("HEAVY", 1)
+    assert heavy.strip() == "[]"
+    for title in SECTIONS.values():
+        assert f"\n{title}:\n" in text, title
+    for f in fields(TrainConfig):
+        assert f"--{f.name.replace('_', '-')}" in text, f.name
+
+
 def test_load_embeddings_is_exported():
     from gnnscale import load_embeddings
     from gnnscale.training.embed import load_embeddings as original

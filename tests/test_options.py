@@ -344,3 +344,82 @@ def test_host_reads_are_on_where_they_apply_and_off_is_accepted_everywhere():
         check_options(replace(chunk, host_features=True), CHUNK_PIPELINE)
     with pytest.raises(PlanError, match=r"--host-graph \(host_graph=True\) applies only with --exchange exact"):
         check_options(replace(dp, exchange="historical", host_graph=True), DATA_PARALLEL)
+
+
+# --- one table per option (issue 45 item 4) ------------------------------------------------------
+
+def test_the_parser_the_checks_and_the_plan_read_each_option_from_its_row():
+    """Every ``train`` flag, its group in ``--help``, its range and choices in ``TrainConfig.check``
+    and its row of the plan's APPLIES / REQUIRES come from the field's ``option(...)`` metadata."""
+    from gnnscale.cli.parser import build_parser
+    from gnnscale.config import OPTIONS, SECTIONS, OptionError, flag
+
+    train = build_parser().subcommands["train"]
+    actions = {a.dest: a for a in train._actions}
+    group = {a.dest: g.title for g in train._action_groups for a in g._group_actions}
+    assert list(OPTIONS) == [f.name for f in fields(TrainConfig)]
+    assert {spec.section for spec in OPTIONS.values()} == set(SECTIONS)  # no empty group
+    for name, spec in OPTIONS.items():
+        a = actions[name]
+        assert a.option_strings[0] == flag(name) and a.help == spec.help.replace("%", "%%"), name
+        assert group[name] == SECTIONS[spec.section], name
+        assert a.default == (list(spec.default) if spec.kind == "ints" and spec.default is not None
+                             else spec.default), name
+        assert (tuple(a.choices) if a.choices else None) == spec.choices and a.metavar == spec.metavar, name
+        assert APPLIES[name] == (spec.applies, spec.why), name
+        assert REQUIRES.get(name) == spec.requires, name
+        assert TrainConfig(**{name: spec.default}).check()  # the default is in range
+        bad = []
+        if spec.choices:
+            bad.append("no-such-value")
+        if spec.at_least is not None:
+            bad.append(spec.at_least - 1)
+        if spec.below is not None:
+            bad.append(spec.below)
+        if spec.above is not None:
+            bad.append(spec.above)
+        for value in bad:
+            with pytest.raises(OptionError, match=f"^{flag(name)} must be .*; found {value!r}$"):
+                TrainConfig(**{name: value}).check()
+
+
+def _other_value(spec):
+    """A value of ``spec``'s option that is not its default, as a flag and as YAML loads it back."""
+    if spec.kind == "bool":
+        value = not spec.default if spec.default is not None else True
+        return [("--" if value else "--no-") + spec.name.replace("_", "-")], value
+    value = {"int": (spec.at_least or 0) + 7, "float": 0.25, "ints": [3, 2], "mapping": {"k": 1},
+             "decay": "convs=0.01,0.0005", "str": "x"}[spec.kind]
+    if spec.choices:
+        value = next(c for c in reversed(spec.choices) if c != spec.default)
+    text = json.dumps(value) if spec.kind == "mapping" else ",".join(map(str, value)) if spec.kind == "ints" \
+        else str(value)
+    return [f"{'--' + spec.name.replace('_', '-')}={text}"], value
+
+
+def test_print_config_round_trips_every_option_through_config(tmp_path):
+    """``--print-config`` with every option set to another value than its default prints a YAML
+    file that ``--config`` reads back as the same run (flat keys, the flags' names)."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from gnnscale.config import OPTIONS
+
+    flags, want = [], {}
+    for name, spec in OPTIONS.items():
+        given, value = _other_value(spec)
+        flags += given
+        want[name.replace("_", "-")] = value
+    env = {k: v for k, v in os.environ.items() if k != "GNNSCALE_FAULT"} | {"CI": "1"}
+    first = subprocess.run([sys.executable, "-m", "gnnscale", "train", "--print-config", *flags],
+                           capture_output=True, text=True, timeout=120, env=env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    printed = yaml.safe_load(first.stdout)
+    assert {k: printed[k] for k in want} == want
+    (tmp_path / "run.yaml").write_text(first.stdout)
+    again = subprocess.run([sys.executable, "-m", "gnnscale", "train", "--config", str(tmp_path / "run.yaml"),
+                            "--print-config"], capture_output=True, text=True, timeout=120, env=env)
+    assert again.returncode == 0 and again.stdout == first.stdout, again.stderr[-2000:]

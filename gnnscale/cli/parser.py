@@ -2,7 +2,9 @@
 
 The command line is a contract that scripts and benchmarks rely on; every option is listed
 with its default by ``gnnscale <command> --help``. A ``train`` option's flag is its
-:class:`~gnnscale.config.TrainConfig` field with dashes (a test checks that every field has one).
+:class:`~gnnscale.config.TrainConfig` field with dashes, made with its type, default, choices and
+help from the field's row of :data:`gnnscale.config.OPTIONS` (:func:`add_train_options`); the
+``train`` options written here are the launcher's and the partitioner's.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import json
 import re
 
 from gnnscale import __version__
+from gnnscale.config import OPTIONS, SECTIONS, OptionError, flag, weight_decay_value
 
 DEFAULT_DATASET = "synthetic"
 
@@ -43,6 +46,24 @@ def _int_list(text: str) -> list[int]:
 
 def _str_list(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def _weight_decay(text: str) -> float | str:
+    """--weight-decay: a number, or PREFIX=DECAY items (checked by gnnscale.config.parse_weight_decay)."""
+    try:
+        return weight_decay_value(text)
+    except OptionError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _json_dict(text: str) -> dict:
+    try:
+        val = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"expected a JSON object like '{{\"heads\": 4}}'; found {text!r} ({err})")
+    if not isinstance(val, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object like '{{\"heads\": 4}}'; found {text!r}")
+    return val
 
 
 DATASET_NAMES = (
@@ -85,13 +106,15 @@ def _key_value(text: str) -> tuple[str, object]:
 def _add_partition_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--method", default="metis",
-        help="partitioning method: metis, random, hash, range, ldg, fennel, a registered name, or a plug-in "
+        help="partitioning method: metis, random, hash, range, ldg, fennel, kaminpar, kahip (optional packages: "
+        "pip install 'gnnscale[kaminpar]', '[kahip]'), a registered name, or a plug-in "
         "'module.path:function' returning LongTensor[N] of part ids",
     )
     p.add_argument(
         "--method-opt", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
         help="an option of the method, repeatable (metis: scheme=auto|kway|recursive, edge_weight=true; "
-        "ldg/fennel: slack=0.1, passes=2, chunk_size=N; fennel: gamma=1.5)",
+        "ldg/fennel: slack=0.1, passes=2, chunk_size=N; fennel: gamma=1.5; kaminpar: context=default|fast|terapart, "
+        "threads=1; kahip: mode=fast|eco|strong)",
     )
     p.add_argument(
         "--balance", type=_str_list, default=["nodes", "train"],
@@ -110,10 +133,37 @@ def _add_partition_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--disjoint-train-ratio", type=float, default=0.0, metavar="R",
                    help="link prediction: hold this fraction of the training edges out of message passing too "
                    "(supervision only, as PyG's RandomLinkSplit), so a model never reads the edge it scores")
+    p.add_argument("--feature-dtype", choices=["float32", "float16", "bfloat16"], default="float32",
+                   help="precision of the feature rows stored in the parts (float16/bfloat16: half the bytes on disk "
+                   "and fetched between workers; cast to float32 where rows enter the model); recorded in meta.json")
     p.add_argument("--edge-to-node", choices=["mean", "sum"], default=None,
                    help="append each node's in-edge features aggregated (mean or sum over the edges into it; zeros "
                    "for a node without any) to its features before partitioning (ogbn-proteins' baselines); the "
                    "partition records it")
+
+
+# How each kind of TrainConfig field is read from the command line (gnnscale.config.KINDS; str: as given).
+_TYPES = {"int": int, "float": float, "ints": _int_list, "mapping": _json_dict, "decay": _weight_decay}
+
+
+def add_train_options(p: argparse.ArgumentParser) -> None:
+    """One flag per :class:`~gnnscale.config.TrainConfig` field, from its row of
+    :data:`gnnscale.config.OPTIONS` (type, default, choices, metavar and help), in one argument
+    group per section (:data:`gnnscale.config.SECTIONS`)."""
+    groups = {section: p.add_argument_group(title) for section, title in SECTIONS.items()}
+    for spec in OPTIONS.values():
+        kwargs: dict = dict(default=spec.default, help=spec.help.replace("%", "%%"))
+        if spec.kind == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction if spec.negatable else "store_true"
+        elif spec.kind in _TYPES:
+            kwargs["type"] = _TYPES[spec.kind]
+        if spec.kind == "ints" and spec.default is not None:
+            kwargs["default"] = list(spec.default)  # as the command line gives it (and YAML writes it)
+        if spec.choices is not None:
+            kwargs["choices"] = list(spec.choices)
+        if spec.metavar is not None:
+            kwargs["metavar"] = spec.metavar
+        groups[spec.section].add_argument(flag(spec.name), **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -155,182 +205,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "given here override it; the resolved configuration is written beside --metrics")
     t.add_argument("--print-config", action="store_true",
                    help="print the resolved configuration (the file, then the flags) as YAML and exit")
-    t.add_argument("--tensorboard", default=None, metavar="DIR",
-                   help="write TensorBoard scalars here (rank 0): per epoch loss, accuracies, stage seconds, bytes "
-                   "by category, cache hit rate, embedding ages; per --log-every steps loss and step time "
-                   "(needs the tensorboard package: pip install 'gnnscale[tensorboard]')")
-    t.add_argument("--log-every", type=int, default=None, metavar="N",
-                   help="with --tensorboard: rank 0's loss and step time every N steps")
     t.add_argument("--workers", type=int, default=None, help="local worker processes (default: the number of parts, or 2)")
+    t.add_argument("--port", type=int, default=None, help="rendezvous port on 127.0.0.1 for local workers (default: a free one)")
+    t.add_argument("--threads", type=int, default=None, help="torch threads per worker (default: cores / workers)")
     t.add_argument(
         "--cache-dir", default=None, metavar="DIR",
         help="where --dataset partitions are cached (default: $GNNSCALE_CACHE or ~/.cache/gnnscale/partitions)",
     )
     _add_partition_args(t)
-    t.add_argument("--epochs", type=int, default=10, help="training epochs")
-    t.add_argument("--fanouts", type=_int_list, default=[10, 10], help="neighbors per hop from the seeds outwards; -1 = all; one per layer")
-    t.add_argument("--num-layers", type=int, default=None, help="model layers (default: the number of fanouts; must match it)")
-    t.add_argument("--eval-fanouts", type=_int_list, default=None, help="fanouts for evaluation (default: --fanouts)")
-    t.add_argument("--relation-fanouts", type=_json_dict, default={}, metavar="JSON",
-                   help="typed graphs: training fanouts of named relations, e.g. '{\"cites\": [5, 5]}' (a mapping "
-                   "in a --config file); the other relations take --fanouts, each list as many hops as --fanouts")
-    t.add_argument("--batch-size", type=int, default=512, help="seed nodes per step per worker")
-    t.add_argument("--eval-batch-size", type=int, default=2048, help="seed nodes per evaluation step per worker")
-    t.add_argument("--hidden", type=int, default=128, help="hidden size")
-    t.add_argument("--lr", type=float, default=0.003, help="Adam learning rate")
-    t.add_argument("--weight-decay", type=_weight_decay, default=0.0, metavar="DECAY",
-                   help="Adam's weight decay: one number for every parameter, or by parameter-name prefix, e.g. "
-                   "convs=0.01,5e-4 (GCNII's: 0.01 on the convolutions, 5e-4 on the rest: encoder and head; "
-                   "without a plain number the parameters no prefix names get 0); a prefix that names no "
-                   "parameter of the model is refused, listing the model's")
-    t.add_argument("--dropout", type=float, default=0.5, help="dropout between layers")
-    t.add_argument("--seed", type=int, default=0, help="seed of sampling, shuffling, initial weights and partitioning")
-    t.add_argument("--eval-every", type=int, default=1, help="evaluate on val/test every N epochs (and after the last); 0: never")
-    t.add_argument("--max-steps", type=int, default=None, help="cap on steps per epoch (for benchmarks); default: whole epochs")
-    t.add_argument("--metrics", default=None, metavar="FILE", help="write per-epoch figures and final val_acc/test_acc/epoch_seconds/bytes as JSON")
-    t.add_argument("--port", type=int, default=None, help="rendezvous port on 127.0.0.1 for local workers (default: a free one)")
-    t.add_argument("--timeout", type=float, default=300.0, help="seconds before a collective with a silent peer fails")
-    t.add_argument("--threads", type=int, default=None, help="torch threads per worker (default: cores / workers)")
-    t.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto",
-                   help="where the model, the batches' blocks and rows and the feature cache live: cpu, cuda (one "
-                        "worker per GPU, gradients over NCCL; sampling and remote fetches stay on the host over "
-                        "gloo) or auto (cuda when a GPU is visible, else cpu; default)")
-    t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar (default: only on a terminal, never under CI)")
-    t.add_argument("--sampler-backend", choices=["auto", "numba", "torch"], default="auto",
-                   help="sampling kernels: compiled numba on CPU (auto) or plain torch; identical draws")
-    g = t.add_argument_group("feature cache, pipeline and network model")
-    g.add_argument("--cache-policy", default="none",
-                   help="remote feature rows to cache: none, degree (most-referenced halo nodes), presample "
-                   "(access counts over --presample-epochs sampled epochs), file (--cache-file ids)")
-    g.add_argument("--cache-size", default="10%",
-                   help="cache size: rows=N, bytes=64MB, fraction=0.1 or 10%% of the remote rows")
-    g.add_argument("--cache-file", default=None, metavar="FILE", help="for --cache-policy file: .npy of int64 global ids")
-    g.add_argument("--presample-epochs", type=int, default=2, help="epochs sampled to count accesses (presample policy)")
-    g.add_argument("--host-features", action=argparse.BooleanOptionalAction, default=None,
-                   help="workers on one host read each other's feature rows straight from the partition folder "
-                   "(memory-mapped: the host's page cache holds one copy) instead of asking their owners; owners on "
-                   "other hosts still answer through the communicator. Rows read so count as feature_rows_host. "
-                   "Default: on where it applies (sampled modes, untyped graphs, no --net-bandwidth-gbps); "
-                   "--no-host-features sends every remote row through the communicator")
-    g.add_argument("--host-graph", action=argparse.BooleanOptionalAction, default=None,
-                   help="workers on one host sample each other's nodes themselves from the partition folder's CSCs "
-                   "(memory-mapped), with the same draws as the owners', instead of asking them; with every worker on "
-                   "one host sampling exchanges nothing. Exact exchange, untyped graphs. Default: on where it "
-                   "applies (as --host-features, and --exchange exact); --no-host-graph asks the owners")
-    g.add_argument("--pipeline", action=argparse.BooleanOptionalAction, default=False,
-                   help="sample and fetch the next batches in a background thread while the current one trains")
-    g.add_argument("--pipeline-depth", type=int, default=2, help="batches prepared ahead (queue depth)")
-    g.add_argument("--net-bandwidth-gbps", type=float, default=None,
-                   help="model a network link of this bandwidth on one machine (reported as modelled)")
-    g.add_argument("--net-latency-ms", type=float, default=0.05, help="latency per exchange of the modelled link")
-    t.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True, help="check each part's sha256 before training")
-    x = t.add_argument_group("cross-partition embedding exchange")
-    x.add_argument("--exchange", choices=["exact", "historical", "local"], default="exact",
-                   help="exact: sampling crosses partitions; historical: remote nodes before the last hop use "
-                   "their owner's recent embeddings (halo tables, no remote sampling); local: drop "
-                   "cross-partition edges (the cheap baseline)")
-    x.add_argument("--staleness", type=int, default=4,
-                   help="historical: no halo embedding older than this many steps is used (>= 2)")
-    x.add_argument("--embedding-dtype", choices=["float32", "bfloat16", "float16"], default="float32",
-                   help="historical: dtype of the halo tables and of the pushed embeddings (16-bit halves both)")
-    x.add_argument("--halo-features", choices=["hold", "fetch"], default="hold",
-                   help="historical: hold the input features of the halo (fetched once at start-up; "
-                   "halo rows x features x 4 B per worker), so training fetches none; or fetch them per step")
-    x.add_argument("--eval-method", choices=["auto", "layerwise", "sampled"], default="auto",
-                   help="layerwise: full-graph inference layer by layer; sampled: with --eval-fanouts; "
-                   "auto: layerwise in historical mode or when every eval fanout is -1")
-    lp = t.add_argument_group("layer pipeline (the model's layers split over workers)")
-    lp.add_argument("--pipeline-stages", type=int, default=1, metavar="K",
-                    help="split the layers into K consecutive stages, one worker each; micro-batches flow through "
-                    "them (1: every worker holds the whole model)")
-    lp.add_argument("--stage-layers", type=_int_list, default=None, metavar="N,N,...",
-                    help="layers per stage, e.g. 8,8 (default: balanced)")
-    lp.add_argument("--micro-batches", type=int, default=4, metavar="M",
-                    help="micro-batches of --batch-size seeds per optimizer step (gradients over all M are exact)")
-    lp.add_argument("--schedule", choices=["gpipe", "1f1b"], default="1f1b",
-                    help="gpipe: M forwards then M backwards (holds M micro-batches); 1f1b: one forward one "
-                    "backward (holds at most K); both flush before the optimizer step")
-    lp.add_argument("--chunks", action=argparse.BooleanOptionalAction, default=False,
-                    help="chunk pipelining (GNNPipe): full-graph training of a deep model (e.g. --layer gcnii "
-                    "--num-layers 16), one step per epoch; the parts of --parts-dir are the chunks that flow "
-                    "through the K stages (--workers K; with --dataset the graph is cut into --micro-batches chunks); "
-                    "a neighbour in a chunk that has not yet passed a layer is read from the previous pass (within "
-                    "--staleness); --fanouts and --batch-size do not apply")
-    lp.add_argument("--halo-gradients", action=argparse.BooleanOptionalAction, default=True,
-                    help="--chunks: the gradient of each neighbour row a chunk reads from a table is added to that "
-                    "row's own gradient when its chunk runs backward (in this pass, or in the next one for a chunk "
-                    "that ran before; as PipeGCN does), so no edge's gradient is dropped; each stage holds every chunk's "
-                    "halo gradient per layer until its owners took it. --no-halo-gradients drops them "
-                    "(GNNAutoScale's historical embeddings)")
-    ck = t.add_argument_group("checkpoints and the saved model")
-    ck.add_argument("--checkpoint-dir", default=None, metavar="DIR",
-                    help="write checkpoints here (model, optimizer, epoch and step, RNG states, cache ids; atomic, "
-                    "with a sha256 per file); under torchrun a restarted group resumes from the newest by itself")
-    ck.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
-                    help="a checkpoint every N steps (default: after every epoch)")
-    ck.add_argument("--keep-checkpoints", type=int, default=3, metavar="K", help="keep the newest K checkpoints")
-    ck.add_argument("--resume", action="store_true",
-                    help="continue from the newest valid checkpoint in --checkpoint-dir (a damaged newest one is "
-                    "reported and the one before it used); the run's options must match the checkpoint's")
-    ck.add_argument("--save-model", default=None, metavar="FILE",
-                    help="write the trained model at the end (weights, layer spec, feature and class counts); "
-                    "read it with gnnscale.load_model(FILE), `gnnscale evaluate` or `gnnscale predict`")
-    m = t.add_argument_group("model")
-    m.add_argument("--layer", default="sage",
-                   help="message-passing layer: sage, gcn, gat, gin, gine (edge features), gcnii, an import path "
-                   "module:Class (called as layer((x_src, x_dst), edge_index); e.g. a PyG layer, "
-                   "torch_geometric.nn:SAGEConv; see README), or dgl:Class (needs DGL, which needs torch <= 2.2.1); "
-                   "typed graphs: rgcn, hgt, rel:<layer>")
-    m.add_argument("--layer-kwargs", type=_json_dict, default={}, metavar="JSON",
-                   help='extra keyword arguments of every layer, e.g. \'{"heads": 4}\'')
-    m.add_argument("--model", default=None, metavar="MODULE:CLASS",
-                   help="a whole PyG model instead of the layer stack, e.g. torch_geometric.nn.models:GraphSAGE: any "
-                   "nn.Module called as model(x, edge_index) on each sampled subgraph, built as Class(in_channels=F, "
-                   "hidden_channels=--hidden, out_channels=C, num_layers=L[, dropout=--dropout], **--model-kwargs) "
-                   "(docs/training.md)")
-    m.add_argument("--model-kwargs", type=_json_dict, default={}, metavar="JSON",
-                   help='extra keyword arguments of --model\'s class, e.g. \'{"jk": "cat"}\'')
-    m.add_argument("--norm", choices=["none", "batch", "layer"], default="none", help="normalization after each hidden layer")
-    m.add_argument("--residual", action=argparse.BooleanOptionalAction, default=False,
-                   help="add each layer's input to its output where shapes agree")
-    m.add_argument("--jk", choices=["none", "cat", "max"], default="none", help="jumping-knowledge readout")
-    m.add_argument("--edge-features", choices=["auto", "on", "off"], default="auto",
-                   help="give the layers each edge's features (the partition's edge_attr, sampled with every block, "
-                   "remote rows sent by their owners): auto = on when the partition has them and the layer reads "
-                   "edge_attr (gat, gat-pyg, gine, torch_geometric.nn:TransformerConv, ...) in data-parallel "
-                   "training of node targets, else off (logged); on (refused where it cannot be); off")
-    lk = t.add_argument_group("link prediction (--task link; docs/link_prediction.md)")
-    lk.add_argument("--task", choices=["node", "link", "edge"], default="node",
-                    help="node: classify nodes; link: score node pairs, trained on the partition's training edges "
-                    "(a split made by --edge-split or an ogbl-* dataset's own); edge: classify the split's labelled "
-                    "edges or regress their targets (a split with edge labels: random_link_split(edge_label=...))")
-    lk.add_argument("--decoder", choices=["dot", "mlp", "distmult"], default="dot",
-                    help="how a pair (u, v) is scored from its embeddings: dot product, an MLP over their Hadamard "
-                    "product, or DistMult (a learned diagonal per relation)")
-    lk.add_argument("--link-loss", choices=["bce", "margin"], default="bce",
-                    help="binary cross-entropy with logits, or a margin loss relu(1 - s_pos + s_neg)")
-    lk.add_argument("--neg-sampling", choices=["uniform", "per_source", "in_batch"], default="uniform",
-                    help="negatives: node pairs uniform over all nodes, each positive's source with a uniform "
-                    "destination (ogbl-citation2), or the batch's other destinations; drawn without communication")
-    lk.add_argument("--num-negatives", type=int, default=1, metavar="K", help="negatives per positive edge")
-    lk.add_argument("--filter-negatives", action=argparse.BooleanOptionalAction, default=False,
-                    help="drop negatives that are edges of the graph (the destination's owner checks)")
-    lk.add_argument("--exclude-seed-edges", action=argparse.BooleanOptionalAction, default=True,
-                    help="remove each batch's own edges (and their reverses) from its sampled neighbourhoods, so a "
-                    "model cannot read the edge it scores (DGL's exclude='reverse_id'); --no-exclude-seed-edges "
-                    "keeps them, as the full-batch graph auto-encoder does")
-    lk.add_argument("--link-metric", default=None, metavar="auc|hits@K|mrr",
-                    help="what evaluation reports and selects on (default: the split's: auc and average precision "
-                    "for --edge-split, OGB's Hits@K or MRR for ogbl-*)")
-    nt = t.add_argument_group("node targets (class, binary, multilabel, regression; docs/targets_and_edge_features.md)")
-    nt.add_argument("--metric", default=None,
-                    choices=["accuracy", "macro_f1", "micro_f1", "roc_auc", "ap", "mae", "rmse"],
-                    help="what evaluation reports and selects on (default: the partition's target kind's: accuracy "
-                    "for classes, ROC-AUC for binary and multilabel targets (mean over labels with both classes), "
-                    "RMSE for regression); one that does not fit the kind is refused")
-    nt.add_argument("--pos-weight", default=None, metavar="auto|FLOAT",
-                    help="binary and multilabel targets: weight of the positives in the binary cross-entropy, auto "
-                    "(negatives / positives of the training labels, per label) or a number")
+    add_train_options(t)  # every TrainConfig field: gnnscale.config.OPTIONS
 
     b = sub.add_parser(
         "bench-partition", help="compare partitioning methods: cut, balance, halo, remote bytes, time, memory",
@@ -343,8 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_dataset_args(b, required=True)
     b.add_argument("--parts", type=_int_list, default=[2, 4, 8], help="part counts, comma-separated")
-    b.add_argument("--methods", type=_str_list, default=["metis", "random", "ldg", "fennel"], help="methods, comma-separated")
-    b.add_argument("--balance", type=_str_list, default=["nodes", "train"], help="METIS balance constraints")
+    b.add_argument("--methods", type=_str_list, default=["metis", "random", "ldg", "fennel"],
+                   help="methods, comma-separated; a method's own options as NAME?KEY=VALUE&KEY=VALUE, e.g. "
+                   "kaminpar?context=fast&threads=2, kahip?mode=eco")
+    b.add_argument("--balance", type=_str_list, default=["nodes", "train"],
+                   help="METIS balance constraints (kaminpar and kahip balance one weight made from them)")
     b.add_argument("--imbalance", type=float, default=0.05, help="allowed imbalance per constraint")
     b.add_argument("--fanouts", type=_int_list, default=[10, 10], help="sampler fanouts for the communication figure")
     b.add_argument("--batch-size", type=int, default=512, help="training batch size per part for the communication figure")
@@ -413,27 +299,3 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", required=True, metavar="DIR", help="folder for the PNGs and summary.txt")
     parser.subcommands = {"train": t, "report": rp}
     return parser
-
-
-
-
-def _weight_decay(text: str) -> float | str:
-    """--weight-decay: a number, or PREFIX=DECAY items (checked by gnnscale.config.parse_weight_decay)."""
-    from gnnscale.config import OptionError, parse_weight_decay
-
-    try:
-        rest, groups = parse_weight_decay(text)
-    except OptionError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text if groups else rest
-
-
-def _json_dict(text: str) -> dict:
-    try:
-        val = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"expected a JSON object like '{{\"heads\": 4}}'; found {text!r} ({err})")
-    if not isinstance(val, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object like '{{\"heads\": 4}}'; found {text!r}")
-    return val
-

@@ -11,17 +11,19 @@ and the worker count (:func:`plan_run`), before anything is built:
   the parts are the micro-batches (chunks), one step per epoch.
 
 Every option is honoured in every mode or rejected here, before any worker starts, with an
-error that names the option and the mode (:func:`check_options`; the table ``APPLIES``
-says where each option applies). Torch-free: the launcher runs it without importing torch.
+error that names the option and the mode (:func:`check_options`; the tables ``APPLIES`` and
+``REQUIRES``, read from each option's row of :data:`gnnscale.config.OPTIONS`, say where each option
+applies and what it needs). Torch-free: the launcher runs it without importing torch.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 
-from gnnscale.config import TrainConfig
+from gnnscale.config import (CHUNK_PIPELINE, DATA_PARALLEL, LAYER_PIPELINE, OPTIONS, SAMPLED_MODES, TrainConfig,
+                             flag)
 from gnnscale.errors import GnnscaleError
 
-DATA_PARALLEL, LAYER_PIPELINE, CHUNK_PIPELINE = "data_parallel", "layer_pipeline", "chunk_pipeline"
 MODE_NAMES = {
     DATA_PARALLEL: "data-parallel training",
     LAYER_PIPELINE: "the layer pipeline (--pipeline-stages > 1)",
@@ -92,13 +94,8 @@ class ParallelPlan:
         return out
 
 
-def flag(name: str) -> str:
-    """The command-line flag of a TrainConfig field."""
-    return "--" + name.replace("_", "-")
-
-
 # options whose default is auto (None) and whose False (off) applies in every mode
-_OFF_ANYWHERE = ("host_features", "host_graph")
+_OFF_ANYWHERE = tuple(name for name, spec in OPTIONS.items() if spec.off_everywhere)
 
 
 def _given(cfg: TrainConfig, name: str) -> bool:
@@ -113,80 +110,15 @@ def _given(cfg: TrainConfig, name: str) -> bool:
 
 
 DP, LP, CP = DATA_PARALLEL, LAYER_PIPELINE, CHUNK_PIPELINE
-ALL = frozenset({DP, LP, CP})
-SAMPLED = frozenset({DP, LP})
-# Where each option applies (every field of TrainConfig is listed; a test checks it), and why
-# not elsewhere. Options that depend on another option say so in ``REQUIRES``.
-APPLIES: dict[str, tuple[frozenset, str]] = {
-    "epochs": (ALL, ""), "hidden": (ALL, ""), "lr": (ALL, ""), "weight_decay": (ALL, ""), "dropout": (ALL, ""),
-    "seed": (ALL, ""), "eval_every": (ALL, ""), "timeout": (ALL, ""), "metrics": (ALL, ""),
-    "progress": (ALL, ""), "verify": (ALL, ""), "layer": (ALL, ""), "layer_kwargs": (ALL, ""), "norm": (ALL, ""),
-    "residual": (ALL, ""), "num_layers": (ALL, ""), "checkpoint_dir": (ALL, ""), "checkpoint_every": (ALL, ""),
-    "keep_checkpoints": (ALL, ""), "resume": (ALL, ""), "save_model": (ALL, ""), "tensorboard": (ALL, ""),
-    "log_every": (ALL, ""), "net_bandwidth_gbps": (ALL, ""), "net_latency_ms": (ALL, ""), "device": (ALL, ""),
-    "pipeline_stages": (ALL, ""), "chunks": (ALL, ""),
-    "fanouts": (SAMPLED, "chunk pipelining trains on full neighbourhoods (every in-edge); set the depth with "
-                         "--num-layers L (or give --fanouts -1,-1,...)"),
-    "eval_fanouts": (SAMPLED, "chunk pipelining evaluates exactly, layer by layer over the whole graph"),
-    "eval_method": (SAMPLED, "chunk pipelining evaluates exactly, layer by layer over the whole graph"),
-    "batch_size": (SAMPLED, "a chunk (a part of the partition) is the micro-batch; re-partition into more parts "
-                            "for smaller ones"),
-    "eval_batch_size": (SAMPLED, "chunk pipelining evaluates the whole graph layer by layer"),
-    "max_steps": (SAMPLED, "an epoch is one step (every chunk once)"),
-    "sampler_backend": (SAMPLED, "chunk pipelining samples nothing"),
-    "cache_policy": (SAMPLED, "every stage holds the whole graph's features"),
-    "cache_size": (SAMPLED, "every stage holds the whole graph's features"),
-    "cache_file": (SAMPLED, "every stage holds the whole graph's features"),
-    "presample_epochs": (SAMPLED, "every stage holds the whole graph's features"),
-    "host_features": (SAMPLED, "every stage holds the whole graph's features"),
-    "host_graph": (SAMPLED, "chunk pipelining samples nothing"),
-    "pipeline": (SAMPLED, "nothing is sampled or fetched per step"),
-    "pipeline_depth": (SAMPLED, "nothing is sampled or fetched per step"),
-    "exchange": (ALL, ""),  # values checked below
-    "staleness": (frozenset({DP, CP}), "a layer pipeline reads no stale rows (--exchange historical is data-parallel)"),
-    "embedding_dtype": (frozenset({DP}), "only --exchange historical keeps halo tables in this dtype"),
-    "halo_features": (frozenset({DP}), "only --exchange historical holds halo features"),
-    "jk": (ALL, ""),  # checked below: not with stages
-    "stage_layers": (frozenset({LP, CP}), "data-parallel workers hold every layer; give --pipeline-stages K"),
-    "micro_batches": (frozenset({LP, CP}), "a data-parallel step is one batch of --batch-size seeds per worker; "
-                                           "give --pipeline-stages K for micro-batches"),
-    "schedule": (frozenset({LP, CP}), "there is no pipeline to schedule; give --pipeline-stages K"),
-    "halo_gradients": (frozenset({CP}), "only chunk pipelining reads neighbour rows from stage tables"),
-    "relation_fanouts": (frozenset({DP}), "typed graphs train data parallel"),
-    "task": (ALL, ""),  # checked below: link prediction trains data parallel
-    **{name: (frozenset({DP}), "link prediction trains data parallel")
-       for name in ("decoder", "link_loss", "neg_sampling", "num_negatives", "filter_negatives", "link_metric")},
-    "exclude_seed_edges": (frozenset({DP}), "link prediction trains data parallel"),
-    "edge_features": (ALL, ""),  # off and auto everywhere; on where check_edge_options allows it
-    # node targets: every mode; whether they fit the partition's target kind is checked below
-    "metric": (ALL, ""), "pos_weight": (ALL, ""),
-    # a user's whole model (gnnscale.nn.user_model): config.check_model_options names what needs the layer stack
-    **{name: (frozenset({DP}), "a user's whole model trains data parallel (the pipelines split the engine's layer "
-                               "stack)") for name in ("model", "model_kwargs")},
-}
-# option -> (the option it needs, a predicate on the config, what it needs, in words)
-REQUIRES = {
-    "cache_size": ("cache_policy", lambda c: c.cache_policy != "none", "--cache-policy degree|presample|file"),
-    "cache_file": ("cache_policy", lambda c: c.cache_policy == "file", "--cache-policy file"),
-    "presample_epochs": ("cache_policy", lambda c: c.cache_policy == "presample", "--cache-policy presample"),
-    "pipeline_depth": ("pipeline", lambda c: bool(c.pipeline), "--pipeline"),
-    "net_latency_ms": ("net_bandwidth_gbps", lambda c: bool(c.net_bandwidth_gbps), "--net-bandwidth-gbps G"),
-    "checkpoint_every": ("checkpoint_dir", lambda c: bool(c.checkpoint_dir), "--checkpoint-dir DIR"),
-    "keep_checkpoints": ("checkpoint_dir", lambda c: bool(c.checkpoint_dir), "--checkpoint-dir DIR"),
-    "resume": ("checkpoint_dir", lambda c: bool(c.checkpoint_dir), "--checkpoint-dir DIR"),
-    "log_every": ("tensorboard", lambda c: bool(c.tensorboard), "--tensorboard DIR"),
-    "embedding_dtype": ("exchange", lambda c: c.exchange == "historical", "--exchange historical"),
-    "staleness": ("exchange", lambda c: c.exchange == "historical" or c.chunks, "--exchange historical (or --chunks)"),
-    "halo_features": ("exchange", lambda c: c.exchange == "historical", "--exchange historical"),
-    "host_graph": ("exchange", lambda c: c.exchange == "exact",
-                   "--exchange exact (historical and local exchange never sample other parts' nodes)"),
-    **{name: ("task", lambda c: c.task == "link", "--task link")
-       for name in ("decoder", "link_loss", "neg_sampling", "num_negatives", "filter_negatives", "link_metric")},
-    "exclude_seed_edges": ("task", lambda c: c.task in ("link", "edge"), "--task link or edge"),
-    **{name: ("task", lambda c: c.task == "node", "--task node (--link-metric for links)")
-       for name in ("metric", "pos_weight")},
-    "model_kwargs": ("model", lambda c: c.model is not None, "--model MODULE:CLASS"),
-}
+# Where each option applies (every field of TrainConfig), and why not elsewhere; the options that
+# depend on another option: (the option it needs, a predicate on the config, what it needs in words).
+# Both are read from the options' rows (gnnscale.config.option): edit them there. What depends on
+# an option's value rather than on its being set is checked by check_options below (--exchange,
+# --jk, --device), check_link_options (--task), check_edge_options (--edge-features on) and
+# check_target_options (--metric, --pos-weight against the partition's target kind); --model by
+# gnnscale.config.check_model_options.
+APPLIES: dict[str, tuple[frozenset, str]] = {name: (spec.applies, spec.why) for name, spec in OPTIONS.items()}
+REQUIRES = {name: spec.requires for name, spec in OPTIONS.items() if spec.requires is not None}
 
 
 def _mode_of(cfg: TrainConfig) -> str:
@@ -338,7 +270,7 @@ def host_reads(cfg: TrainConfig, mode: str, typed: dict | str | None = None) -> 
     machine's partitions from shared memory: rows and samples a worker can read on its host are
     never sent through the communicator, and an owner on another host still answers there. The
     same rows and draws either way (tests/test_distributed.py), so results are unchanged."""
-    auto = mode in SAMPLED and not (typed and typed != UNKNOWN) and not cfg.net_bandwidth_gbps
+    auto = mode in SAMPLED_MODES and not (typed and typed != UNKNOWN) and not cfg.net_bandwidth_gbps
     features = cfg.host_features if cfg.host_features is not None else auto
     graph = cfg.host_graph if cfg.host_graph is not None else auto and cfg.exchange == "exact"
     return bool(features), bool(graph)
@@ -388,22 +320,20 @@ def check_typed_options(cfg: TrainConfig, mode: str, where: str) -> None:
                         f"rgcn, hgt, or rel:{cfg.layer} (one {cfg.layer} layer per relation, summed per node type).")
 
 
-#: ``plan_run(..., typed=UNKNOWN)``: a dataset not cut yet (whether it is typed is known after)
+#: a fact of a dataset not cut yet (whether it is typed, its target, split, edge features: known after)
 UNKNOWN = "unknown"
 
 
-def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where: str = "the partition",
-             typed: dict | str | None = None, link: dict | str | None = None,
-             target: dict | str | None = None, edges: int | str | None = None) -> ParallelPlan:
-    """The plan of a run of ``cfg`` on ``num_parts`` parts with ``workers`` workers (None: as the
-    mode wants: a worker per part, D x K for pipelines, K in chunk mode). ``typed``: the
-    partition's typed metadata (a typed graph: :func:`check_typed_options`), None for an untyped
-    one, :data:`UNKNOWN` before a dataset is cut (the typed checks wait for the partition).
-    ``link``: the partition's link-prediction split (``meta["link"]``; :func:`check_link_options`).
-    ``target``: the partition's ``meta["target"]`` (:func:`check_target_options`; :data:`UNKNOWN`
-    before a dataset is cut).
-    ``edges``: the partition's ``meta["edge_feature_dim"]`` (:func:`check_edge_options`; None or
-    :data:`UNKNOWN`: not checked).
+def plan_run(cfg: TrainConfig, meta: "Mapping | int", workers: int | None = None,
+             where: str = "the partition") -> ParallelPlan:
+    """The plan of a run of ``cfg`` on a partition with ``workers`` workers (None: as the mode
+    wants: a worker per part, D x K for pipelines, K in chunk mode).
+
+    ``meta``: the partition's ``meta.json``, whose facts the checks read: ``num_parts``, ``typed``
+    (a typed graph: :func:`check_typed_options`; absent: untyped), ``link`` (the link-prediction
+    split: :func:`check_link_options`), ``target`` (:func:`check_target_options`) and
+    ``edge_feature_dim`` (:func:`check_edge_options`; absent: 0). An int: the parts a dataset not
+    cut yet will be cut into (those facts are :data:`UNKNOWN`: their checks wait for the cut).
 
     Raises:
         PlanError: an option the mode does not honour, or a worker count that does not fit.
@@ -411,6 +341,12 @@ def plan_run(cfg: TrainConfig, num_parts: int, workers: int | None = None, where
     """
     from gnnscale.planning.schedules import check_pipeline
 
+    if isinstance(meta, Mapping):
+        num_parts, typed, link = int(meta["num_parts"]), meta.get("typed"), meta.get("link")
+        target, edges = meta.get("target"), meta.get("edge_feature_dim", 0)
+    else:
+        num_parts, typed = int(meta), UNKNOWN
+        link = target = edges = UNKNOWN
     mode = _mode_of(cfg)
     check_options(cfg, mode)
     check_link_options(cfg, mode, where, link)

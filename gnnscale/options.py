@@ -1,0 +1,277 @@
+"""The options' table machinery and their values' checks, beside :mod:`gnnscale.config`.
+
+:func:`option` makes a :class:`~gnnscale.config.TrainConfig` field that carries its option's
+facts (an :class:`OptionSpec` row: default, help, section, choices or range, the modes it applies
+to, what it requires, an extra check); :data:`SECTIONS` names the sections; the run's modes are
+named here so that a row can say where it applies. The checks of values that are more than a
+range (``--weight-decay``, ``--link-metric``, ``--pos-weight``, ``--staleness``, integer lists)
+are here too, used by the rows and by the code that reads the values. Torch-free.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple, Sequence
+
+from gnnscale.errors import ExchangeError, GnnscaleError
+
+# The run's modes (resolved by gnnscale.planning.plan), as the options' ``applies`` name them.
+DATA_PARALLEL, LAYER_PIPELINE, CHUNK_PIPELINE = "data_parallel", "layer_pipeline", "chunk_pipeline"
+ALL_MODES = frozenset({DATA_PARALLEL, LAYER_PIPELINE, CHUNK_PIPELINE})
+SAMPLED_MODES = frozenset({DATA_PARALLEL, LAYER_PIPELINE})
+
+MODES = ("exact", "historical", "local")  # --exchange: see gnnscale.history
+DEVICES = ("cpu", "cuda", "auto")  # --device: see gnnscale.process.device
+# Node targets' metrics (docs/targets_and_edge_features.md section 5): each kind's, its default first.
+NODE_METRICS = ("accuracy", "macro_f1", "micro_f1", "roc_auc", "ap", "mae", "rmse")
+KIND_METRICS = {"class": ("accuracy", "macro_f1", "micro_f1"), "binary": ("roc_auc", "ap", "accuracy", "macro_f1"),
+                "multilabel": ("roc_auc", "ap", "micro_f1", "macro_f1"), "regression": ("rmse", "mae")}
+#: metrics where lower is better (regression targets): the best epoch has the least
+LOWER_IS_BETTER = ("rmse", "mae")
+
+#: section -> the title of its group in ``gnnscale train --help`` (in this order)
+SECTIONS = {
+    "training": "training",
+    "model": "model",
+    "sampling": "sampling and evaluation",
+    "data": "feature cache, pipeline and network model",
+    "exchange": "cross-partition embedding exchange",
+    "pipeline": "layer and chunk pipelines (the model's layers split over workers)",
+    "task": "task: link prediction and edge targets (--task; docs/link_prediction.md)",
+    "targets": "node targets (class, binary, multilabel, regression; docs/targets_and_edge_features.md)",
+    "checkpoint": "checkpoints and the saved model",
+    "run": "run: devices, logs and checks",
+}
+
+class OptionError(GnnscaleError):
+    """An option whose value is out of its range or not one of its choices."""
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a TrainConfig field: ``batch_size`` -> ``--batch-size``."""
+    return "--" + name.replace("_", "-")
+
+
+class Needs(NamedTuple):
+    """What an option requires: another ``option`` set so that ``ok(cfg)`` holds, ``words`` for the error."""
+
+    option: str
+    ok: Callable[[Any], bool]
+    words: str
+
+
+# The kind of each field's type as written (``int | None``: an int that may be unset): how the
+# command line parses it and what the check takes. A field of another type must be given one.
+KINDS = {"int": "int", "float": "float", "str": "str", "bool": "bool", "Sequence[int]": "ints", "dict": "mapping",
+         "str | type": "str", "str | float": "str", "float | str | dict": "decay"}
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option's facts (the :func:`option` metadata of a :class:`TrainConfig` field).
+
+    Attributes:
+        name: the field (``batch_size``; the flag is ``--batch-size``). default: its default
+            (a dict option's: a fresh copy of it per config).
+        section: a key of :data:`SECTIONS`. help: the ``--help`` text (plain ``%``).
+        kind: int, float, str, bool, ints (a list of integers), mapping, decay (``--weight-decay``).
+        choices: the values it may take (None: any of its kind). metavar: the help's placeholder.
+        at_least / below / above: its range (``below`` and ``above`` exclusive); None: unbounded.
+        parse: a check of the value that returns the value to keep (None: none).
+        applies: the modes that honour it; why: why not the others (the plan's error says it).
+        requires: the option it needs (None: none). off_everywhere: False applies in every mode
+            (an auto option whose off is the plain path). negatable: a bool option with ``--no-``.
+        nullable: None is a value (its default is None: unset).
+    """
+
+    name: str
+    default: Any
+    section: str
+    help: str
+    kind: str
+    choices: tuple | None = None
+    metavar: str | None = None
+    at_least: float | None = None
+    below: float | None = None
+    above: float | None = None
+    parse: Callable[[Any], Any] | None = None
+    applies: frozenset = ALL_MODES
+    why: str = ""
+    requires: Needs | None = None
+    off_everywhere: bool = False
+    negatable: bool = True
+
+    @property
+    def nullable(self) -> bool:
+        return self.default is None
+
+
+def option(default: Any, section: str, *, help: str, choices: Sequence | None = None, metavar: str | None = None,
+           at_least: float | None = None, below: float | None = None, above: float | None = None,
+           parse: Callable[[Any], Any] | None = None, applies: frozenset | set = ALL_MODES, why: str = "",
+           requires: tuple | None = None, off_everywhere: bool = False, negatable: bool = True) -> Any:
+    """A :class:`TrainConfig` field that carries its option's facts (see :class:`OptionSpec`).
+
+    Raises:
+        ValueError: a section not in :data:`SECTIONS`, a mode not in :data:`ALL_MODES`, or an
+            option that applies to fewer modes without saying why (a mistake in this module).
+    """
+    applies = frozenset(applies)
+    if section not in SECTIONS or not applies <= ALL_MODES or (applies != ALL_MODES and not why):
+        raise ValueError(f"option(section={section!r}, applies={sorted(applies)}, why={why!r}): the section must be "
+                         f"one of {', '.join(SECTIONS)}, the modes among {', '.join(sorted(ALL_MODES))}, and an "
+                         "option that applies to fewer modes says why")
+    facts = dict(default=default, section=section, help=help, choices=tuple(choices) if choices else None,
+                 metavar=metavar, at_least=at_least, below=below, above=above, parse=parse, applies=applies, why=why,
+                 requires=Needs(*requires) if requires else None, off_everywhere=off_everywhere, negatable=negatable)
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata={"option": facts})
+    return field(default=default, metadata={"option": facts})
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ExchangeError(f"exchange mode must be one of {', '.join(MODES)}; found {mode!r}. "
+                            "Use --exchange exact (default), historical or local.")
+    return mode
+
+
+def check_staleness(staleness: int) -> int:
+    if isinstance(staleness, bool) or int(staleness) != staleness or int(staleness) < 2:
+        raise ExchangeError(
+            f"the staleness bound must be an integer >= 2 steps; found {staleness!r}. Pushed embeddings "
+            "travel while the next step computes, so the freshest row a step can read is 2 steps old."
+        )
+    return int(staleness)
+
+
+def default_node_metric(kind: str) -> str:
+    """The metric a target ``kind`` is judged by without ``--metric``: accuracy, roc_auc, roc_auc, rmse."""
+    return KIND_METRICS.get(kind, KIND_METRICS["class"])[0]
+
+
+def parse_pos_weight(value) -> str | float | None:
+    """``--pos-weight``: None, ``"auto"`` or a positive number (a numeric string too)."""
+    if value is None or value == "auto":
+        return value
+    try:
+        number = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not number > 0 or number == float("inf"):
+        raise OptionError(f"--pos-weight must be auto or a positive number; found {value!r}. Pass --pos-weight auto "
+                          "(negatives / positives of the training labels) or e.g. --pos-weight 3.")
+    return number
+
+
+def parse_link_metric(text: str) -> tuple[str, int | None]:
+    """(``auc`` | ``hits`` | ``mrr``, K) of ``--link-metric`` (``auc``, ``mrr`` or ``hits@K``)."""
+    t = str(text).strip().lower()
+    if t in ("auc", "mrr"):
+        return t, None
+    if t.startswith("hits@") and t[5:].isascii() and t[5:].isdigit() and int(t[5:]) > 0:
+        return "hits", int(t[5:])
+    raise OptionError(f"--link-metric must be auc, mrr or hits@K with K a positive integer; found {text!r}. "
+                      "Pass e.g. --link-metric auc, --link-metric mrr or --link-metric hits@50.")
+
+
+def _decay(text, item: str) -> float:
+    """One decay of ``--weight-decay``: a finite number of at least 0."""
+    try:
+        value = float(text) if not isinstance(text, bool) else None
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not 0.0 <= value < float("inf"):
+        raise OptionError(f"--weight-decay must be a number of at least 0 or PREFIX=DECAY items; found {item!r} in it. "
+                          "Pass e.g. --weight-decay 5e-4 or --weight-decay convs=0.01,5e-4")
+    return value
+
+
+def parse_weight_decay(value) -> tuple[float, dict[str, float]]:
+    """``--weight-decay``: (the decay of the parameters no prefix names, {prefix: decay}).
+
+    ``value`` is a number (one decay for every parameter: ``(value, {})``), or items
+    ``PREFIX=DECAY`` separated by commas, with at most one plain number for the parameters no
+    prefix names (0 without one): ``"convs=0.01,5e-4"`` -> ``(5e-4, {"convs": 0.01})``; or the
+    same as a mapping (the key ``""`` or ``"*"`` for the rest). A prefix names the parameters whose
+    dotted name (``model.named_parameters()``: ``convs.3.weight1``, ``encoder.weight``,
+    ``head.bias``) is the prefix or starts with it and a dot; where several name one parameter, the
+    longest wins. Whether each prefix names a parameter of the model is checked where the model is
+    built (:func:`gnnscale.process.eager.param_groups`).
+
+    Raises:
+        OptionError: an item that is neither a number nor ``PREFIX=DECAY``, a decay below 0, a
+            prefix given twice or two plain numbers.
+    """
+    if isinstance(value, dict):
+        items = [(str(k), v) for k, v in value.items()]
+    elif isinstance(value, str):
+        items = []
+        for part in value.split(","):
+            key, eq, decay = part.strip().rpartition("=")
+            items.append((key.strip() if eq else "", decay.strip()))
+    else:
+        return _decay(value, value), {}
+    rest: float | None = None
+    groups: dict[str, float] = {}
+    for key, decay in items:
+        item = f"{key}={decay}" if key else str(decay)
+        number = _decay(decay, item)
+        if key in ("", "*"):
+            if rest is not None:
+                raise OptionError(f"--weight-decay takes at most one plain number (the decay of the parameters no "
+                                  f"prefix names); found two in {value!r}. Keep one, e.g. convs=0.01,5e-4")
+            rest = number
+            continue
+        parts = key.split(".")
+        if not all(p and (p.replace("_", "").isalnum()) and p.isascii() for p in parts):
+            raise OptionError(f"--weight-decay prefix {key!r} is not a parameter name's leading part (names and "
+                              "indices joined by dots, e.g. convs or convs.0); pass e.g. convs=0.01,5e-4")
+        if key in groups:
+            raise OptionError(f"--weight-decay names the prefix {key!r} twice in {value!r}; give each prefix once")
+        groups[key] = number
+    return (rest if rest is not None else 0.0), groups
+
+
+def int_list(name: str, value) -> list[int] | tuple[int, ...] | None:
+    """The list option ``name``'s value: a sequence of integers as given, a comma-separated string
+    (``"10,10"``, as ``--fanouts`` takes it) as a list, None where the option may be unset.
+
+    Raises:
+        OptionError: anything else, naming the option (``--fanouts``), what it takes and what was found.
+    """
+    if value is None and name != "fanouts":
+        return None
+    if isinstance(value, str):
+        try:
+            return [int(v) for v in value.split(",") if v.strip()]
+        except ValueError:
+            pass
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value):
+        return value
+    raise OptionError(f"--{name.replace('_', '-')} expects integers, e.g. [10, 10] or '10,10'; found {value!r}")
+
+
+# The options' extra checks (``parse``): each returns the value the config keeps.
+def weight_decay_value(value) -> float | str | dict:
+    """``--weight-decay`` checked: one decay for all as the number, however it was given; groups as given."""
+    default, groups = parse_weight_decay(value)
+    return value if groups else default
+
+
+def staleness_value(value) -> int:
+    """``--staleness`` checked (:func:`check_staleness`), kept as given."""
+    check_staleness(value)
+    return value
+
+
+def link_metric_value(value) -> str:
+    """``--link-metric`` checked (:func:`parse_link_metric`), kept as given."""
+    parse_link_metric(value)
+    return value
+
+
+def pos_weight_value(value) -> str | float:
+    """``--pos-weight`` checked (:func:`parse_pos_weight`), kept as given."""
+    parse_pos_weight(value)
+    return value
