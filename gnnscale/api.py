@@ -193,7 +193,7 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
     Raises:
         GnnscaleError: one line naming the option, what it may be and what was found.
     """
-    from gnnscale.planning.plan import UNKNOWN, parts_for, plan_run
+    from gnnscale.planning.plan import parts_for, plan_run
     from gnnscale.process.launch import in_torchrun, launch_device
 
     _check_source(source, cfg)
@@ -216,16 +216,13 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
         from gnnscale.partitioning import load_meta
 
         meta = load_meta(parts_dir)
-        plan = plan_run(cfg, meta["num_parts"], int(os.environ["WORLD_SIZE"]), where=parts_dir,
-                        typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"),
-                        edges=meta.get("edge_feature_dim", 0))
+        plan = plan_run(cfg, meta, int(os.environ["WORLD_SIZE"]), where=parts_dir)
         return PreparedRun(parts_dir, plan, cfg, "cpu", torchrun=True, typed=meta.get("typed") is not None)
     if parts_dir is not None:
         from gnnscale.partitioning.validate import check_folder, check_meta
 
         meta = check_meta(parts_dir)  # every field a worker relies on, typed and consistent
-        plan = plan_run(cfg, meta["num_parts"], workers, where=parts_dir, typed=meta.get("typed"),
-                        link=meta.get("link"), target=meta.get("target"), edges=meta.get("edge_feature_dim", 0))
+        plan = plan_run(cfg, meta, workers, where=parts_dir)
         if cfg.verify:  # fail fast, before any worker starts, on a corrupt part (parts hash in parallel)
             from gnnscale.partitioning import verify_parts
 
@@ -237,8 +234,7 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
         from gnnscale.partitioning import load_meta
 
         parts, workers = parts_for(cfg, workers)
-        plan_run(cfg, parts, workers, where=f"{dataset_label(source.dataset)} cut into {parts} parts", typed=UNKNOWN,
-                 link=UNKNOWN, target=UNKNOWN)  # before cutting
+        plan_run(cfg, parts, workers, where=f"{dataset_label(source.dataset)} cut into {parts} parts")  # before cutting
         seed = cfg.seed if source.partition_seed is None else source.partition_seed
         link = (source.edge_split, source.disjoint_train_ratio, source.link_relation) if cfg.task == "link" else None
         parts_dir = prepare_parts(source.dataset, parts, root=source.root, cache_dir=source.cache_dir,
@@ -246,8 +242,7 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
                                   method_opt=source.method_opt, link=link, edge_to_node=source.edge_to_node,
                                   feature_dtype=source.feature_dtype)
         meta = load_meta(parts_dir)  # typed or not is known once it is cut: the typed checks now
-        plan = plan_run(cfg, parts, workers, where=dataset_label(source.dataset), typed=meta.get("typed"),
-                        link=meta.get("link"), target=meta.get("target"), edges=meta.get("edge_feature_dim", 0))
+        plan = plan_run(cfg, meta, workers, where=dataset_label(source.dataset))
     device = launch_device(cfg.device, plan.world) if not plan.pipelined else "cpu"  # no CUDA, or too few GPUs
     return PreparedRun(str(parts_dir), plan, cfg, device, typed=meta.get("typed") is not None)
 

@@ -193,11 +193,11 @@ def test_edge_feature_resolution(humloc2):
     with pytest.raises(EdgeFeatureError, match=r"--edge-features on, but layer 'sage' reads no edge features"):
         resolve_edge_dim(_cfg(layer="sage", edge_features="on"), meta, dp)
     with pytest.raises(PlanError, match=r"--edge-features on does not apply here: the layer pipeline"):
-        plan_run(_cfg(**GAT, edge_features="on", pipeline_stages=2), 2, 4, edges=21)
-    assert plan_run(_cfg(**GAT, edge_features="on", exchange="historical"), 2, 2, edges=21).dp == 2
+        plan_run(_cfg(**GAT, edge_features="on", pipeline_stages=2), {"num_parts": 2, "edge_feature_dim": 21}, 4)
+    assert plan_run(_cfg(**GAT, edge_features="on", exchange="historical"), {"num_parts": 2, "edge_feature_dim": 21}, 2).dp == 2
     with pytest.raises(PlanError, match=r"--edge-features on does not apply here: --task link"):
         check_edge_options(_cfg(edge_features="on", task="link"), dp, "HumLoc", None, 21)
-    assert plan_run(_cfg(**GAT, edge_features="off", exchange="historical"), 2, 2, edges=21).dp == 2
+    assert plan_run(_cfg(**GAT, edge_features="off", exchange="historical"), {"num_parts": 2, "edge_feature_dim": 21}, 2).dp == 2
     assert [layer_reads_edges(s) for s in ("gat", "gat-pyg", "gine", "sage", "gcn", "rel:gat",
                                            "torch_geometric.nn:TransformerConv", "torch_geometric.nn:SAGEConv")] == \
         [True, True, True, False, False, False, True, False]

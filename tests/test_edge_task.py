@@ -252,25 +252,25 @@ def test_task_edge_without_labels_and_link_options_are_refused(cora_edge, cora_p
     from gnnscale.partitioning import load_meta
 
     with pytest.raises(PlanError) as err:
-        plan_run(_cfg(), 2, 2, where="cora", link={"metric": "auc", "arrays": ["train", "val", "test"]})
+        plan_run(_cfg(), {"num_parts": 2, "link": {"metric": "auc", "arrays": ["train", "val", "test"]}}, 2, where="cora")
     assert _one_line(err) == ("--task edge needs a split with edge labels, and cora has a link split without edge "
                               "labels: split with random_link_split(data, edge_label=...) and partition that.")
     with pytest.raises(PlanError) as err:
-        plan_run(_cfg(), 2, 2, where="cora", link=None)
+        plan_run(_cfg(), {"num_parts": 2}, 2, where="cora")
     assert _one_line(err) == ("--task edge needs a split with edge labels, and cora has no link split: split with "
                               "random_link_split(data, edge_label=...) and partition that.")
     labelled = load_meta(cora_edge("class")[0])["link"]
-    plan_run(_cfg(), 2, 2, link=labelled)  # fine
-    plan_run(TrainConfig(task="link"), 2, 2, link=labelled)  # link prediction on a labelled split: labels unused
+    plan_run(_cfg(), {"num_parts": 2, "link": labelled}, 2)  # fine
+    plan_run(TrainConfig(task="link"), {"num_parts": 2, "link": labelled}, 2)  # link prediction on a labelled split: labels unused
     for name, value in (("decoder", "mlp"), ("link_loss", "margin"), ("neg_sampling", "per_source"),
                         ("num_negatives", 3), ("filter_negatives", True), ("link_metric", "hits@20")):
         with pytest.raises(PlanError) as err:
-            plan_run(_cfg(**{name: value}).check(), 2, 2, link=labelled)
+            plan_run(_cfg(**{name: value}).check(), {"num_parts": 2, "link": labelled}, 2)
         flag = "--" + name.replace("_", "-")
         assert _one_line(err) == (f"{flag} ({name}={value!r}) applies only with --task link, which this run does not "
                                   f"set; add --task link or leave {flag} out.")
     with pytest.raises(PlanError) as err:
-        plan_run(_cfg(pipeline_stages=2), 2, 4, link=labelled)
+        plan_run(_cfg(pipeline_stages=2), {"num_parts": 2, "link": labelled}, 4)
     assert _one_line(err) == ("--task edge does not apply to the layer pipeline (--pipeline-stages > 1) yet: edge "
                               "classification and "
                               "regression train data parallel (leave --pipeline-stages and --chunks out).")

@@ -128,7 +128,7 @@ def test_link_options_are_refused_where_they_do_not_apply(cora_link, kw, match):
 
     meta = load_meta(cora_link(2))
     with pytest.raises(GnnscaleError, match=match):
-        plan_run(_cfg(**kw).check(), 2, 4 if kw.get("pipeline_stages") else 2, link=meta["link"])
+        plan_run(_cfg(**kw).check(), {"num_parts": 2, "link": meta["link"]}, 4 if kw.get("pipeline_stages") else 2)
 
 
 def test_a_partition_without_a_split_is_refused_for_link_and_one_with_a_split_for_nodes(cora_partition, cora_link):
@@ -136,9 +136,9 @@ def test_a_partition_without_a_split_is_refused_for_link_and_one_with_a_split_fo
     from gnnscale.planning.plan import plan_run
 
     with pytest.raises(GnnscaleError, match="--task link needs a link-prediction split"):
-        plan_run(_cfg(), 2, 2, where=cora_partition(2), link=None)
+        plan_run(_cfg(), {"num_parts": 2}, 2, where=cora_partition(2))
     with pytest.raises(GnnscaleError, match="holds a link-prediction split"):
-        plan_run(TrainConfig(), 2, 2, where=cora_link(2), link={"metric": "auc"})
+        plan_run(TrainConfig(), {"num_parts": 2, "link": {"metric": "auc"}}, 2, where=cora_link(2))
 
 
 def test_cli_link_run_then_embed_per_part_reads_back_as_one_array(cora_link, tmp_path):
@@ -197,7 +197,7 @@ def test_mrr_on_a_split_without_per_source_negatives_is_refused(cora_link):
     from gnnscale.partitioning import load_meta
 
     with pytest.raises(GnnscaleError, match="--link-metric mrr ranks each source's positive among its own negatives"):
-        plan_run(_cfg(link_metric="mrr"), 2, 2, link=load_meta(cora_link(2))["link"])
+        plan_run(_cfg(link_metric="mrr"), load_meta(cora_link(2)), 2)
 
 
 def test_mrr_evaluation_is_exact_and_the_same_on_1_and_2_parts(cora, tmp_path):

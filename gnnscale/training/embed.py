@@ -43,8 +43,7 @@ def embed_worker(parts_dir: str, cfg, model_path: str, out_dir: str) -> dict:
 
     setup_logging(rank=int(os.environ.get("RANK", "0")))
     meta = load_meta(parts_dir)
-    plan = plan_run(cfg, int(meta["num_parts"]), int(os.environ.get("WORLD_SIZE", "1")), where=str(parts_dir),
-                    typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"))
+    plan = plan_run(cfg, meta, int(os.environ.get("WORLD_SIZE", "1")), where=str(parts_dir))
     dims = ParallelDims.build(plan, cfg.timeout)
     try:
         part = load_part(parts_dir, dims.rank, verify=cfg.verify)

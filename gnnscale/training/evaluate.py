@@ -33,9 +33,7 @@ def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
     else: no DDP, optimizer or cache."""
     setup_logging(rank=int(os.environ.get("RANK", "0")))
     meta = load_meta(parts_dir)
-    plan = plan_run(cfg, int(meta["num_parts"]), int(os.environ.get("WORLD_SIZE", "1")), where=str(parts_dir),
-                    typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"),
-                    edges=meta.get("edge_feature_dim", 0))
+    plan = plan_run(cfg, meta, int(os.environ.get("WORLD_SIZE", "1")), where=str(parts_dir))
     dims = ParallelDims.build(plan, cfg.timeout, embedding=cfg.exchange == "historical")
     try:
         part = load_part(parts_dir, dims.rank, verify=cfg.verify)

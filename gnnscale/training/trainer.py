@@ -71,8 +71,7 @@ class Trainer:
         self.cfg = cfg
         meta = load_meta(parts_dir)
         world = int(os.environ.get("WORLD_SIZE", "1"))
-        self.plan = plan = plan_run(cfg, int(meta["num_parts"]), world, where=str(parts_dir), typed=meta.get("typed"), link=meta.get("link"), target=meta.get("target"),
-                                    edges=meta.get("edge_feature_dim", 0))
+        self.plan = plan = plan_run(cfg, meta, world, where=str(parts_dir))
         if plan.mode == DATA_PARALLEL:
             self.device = resolve_device(cfg.device, local_rank(), local_world_size())
         else:  # the stages exchange activations over gloo: the CPU (--device cuda was refused by the plan)
