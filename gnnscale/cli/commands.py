@@ -37,7 +37,7 @@ def cmd_partition(args) -> int:
     partition_graph(
         data, args.parts, args.out, method=args.method, balance=args.balance,
         imbalance=args.imbalance, seed=args.seed, dataset=args.dataset, options=dict(args.method_opt),
-        extra_meta=edge_to_node_meta(args.edge_to_node),
+        extra_meta=edge_to_node_meta(args.edge_to_node), feature_dtype=args.feature_dtype,
     )
     return 0  # partition_graph logged the one line of the write
 
@@ -59,7 +59,7 @@ def cmd_train(args) -> int:
     dataset = args.dataset or (None if args.parts_dir else DEFAULT_DATASET)
     source = Source(dataset, args.parts_dir, args.root, args.cache_dir, args.method, args.method_opt, args.balance,
                     args.imbalance, None, args.edge_split, args.disjoint_train_ratio, args.link_relation,
-                    args.edge_to_node)
+                    args.edge_to_node, args.feature_dtype)
     run = prepare_run(cfg, source, args.workers)
     if args.metrics:
         os.makedirs(os.path.dirname(os.path.abspath(args.metrics)), exist_ok=True)
@@ -208,7 +208,7 @@ def cmd_info(args) -> int:
         return _check_failed(args.dir, bad)
     print(f"partition folder: {args.dir}")
     for key in ("format_version", "dataset", "method", "num_parts", "num_nodes", "num_edges", "feature_dim",
-                "num_classes", "target_kind", "edge_feature_dim", "partition_seconds"):
+                "feature_dtype", "num_classes", "target_kind", "edge_feature_dim", "partition_seconds"):
         if key == "feature_dim" and "feature_dims" in summary:  # typed: each node type's own
             print(f"  {'feature_dim':18s} per node type: " + ", ".join(
                 f"{t} {d}" + (" (learned embedding)" if not d else "") for t, d in summary["feature_dims"].items()))

@@ -23,6 +23,7 @@ from gnnscale.config import TrainConfig
 from gnnscale.errors import RuntimeSetupError
 from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.parallel.axis import RunContext, StepResult
+from gnnscale.partitioning.feature_dtype import meta_feature_dtype, row_bytes
 from gnnscale.partitioning.resources import ResourceMeter
 from gnnscale.planning.plan import DATA_PARALLEL, LAYER_PIPELINE, plan_run
 from gnnscale.process.comm import NetworkModel
@@ -302,7 +303,8 @@ class Trainer:
                                                                        for k in metrics.STAGES], dtype=torch.float64)
         comm.all_reduce(vec, "max")
         totals = metrics.sum_traffic(comm, mine, feat, rec["steps"], ages, bound,
-                                     4 * _row_width(self.meta), self.network)
+                                     row_bytes(meta_feature_dtype(self.meta), _row_width(self.meta)),
+                                     self.network)
         procs = comm.all_gather_object(metrics.process_figures() | {"training_peak_rss_mb": trained_peak,
                                                                      "evaluation_peak_rss_mb": eval_peak})
         return metrics.epoch_record(rec, epoch, vec, totals, procs)
