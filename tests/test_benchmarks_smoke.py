@@ -57,6 +57,7 @@ SMOKE: dict[str, tuple[list[str], int, bool]] = {
     "scale.py": (["--workdir", "{tmp}"], 400, True),
     "scaling_model.py": (["--work", "{tmp}"], 500, True),
     "tasks.py": (["--work", "{tmp}"], 600, True),
+    "user_model.py": ([], 300, True),
     "threads_typed.py": (["--work", "{tmp}"], 400, True),
     "worker_count.py": ([], 400, True),
     "zoo.py": ([], 400, True),
