@@ -1,13 +1,13 @@
 """A model of many machines (issue 47 item 5): validated on this machine, then papers100M-shaped.
 
-1. A generated graph (``--nodes`` nodes, average degree 29 as ogbn-papers100M, 128 features,
-   ``--train-frac`` training nodes) is cut by METIS into 2 and 4 parts; each folder trains
+1. A generated graph (``--nodes`` nodes, average degree 29 as ogbn-papers100M, ``--features``
+   features (128), ``--train-frac`` training nodes) is cut by METIS into 2 and 4 parts; each trains
    ``--epochs`` epochs of GraphSAGE (fanouts 15,10,5, batch 1024, hidden 128; evaluation and
    host reads off) through the modelled link of ``--net-bandwidth-gbps`` 1 and 10.
 2. The model (:mod:`gnnscale.planning.machines`) is calibrated on ONE run (2 parts, 10 Gbit/s:
    its CPU seconds per step, input rows, remote share, sample and gradient bytes, exchanges) and
-   predicts the epoch of the four runs; each prediction is set beside the measured epoch (last
-   epoch, no compilation in it), goal within 20%. A second calibration per part count (its
+   predicts the epoch of the four runs; each prediction is set beside the measured epoch (the
+   median epoch after the first, which compiles), goal within 20%. A second calibration per part count (its
    10 Gbit/s run predicting its 1 Gbit/s run) checks the network term alone.
 3. The calibrated model predicts a papers100M-shaped graph (111,059,956 nodes, 1,207,179
    training nodes, 128 float32 features) at 4, 8, 16, 32 and 64 machines over 10 and 100
@@ -56,7 +56,7 @@ def measure(args, work: Path) -> tuple[dict, dict]:
     from gnnscale.datasets import load_dataset
     from gnnscale.partitioning import partition_graph
 
-    spec = (f"synthetic?num_nodes={args.nodes}&avg_degree=29&num_features=128&num_classes=32"
+    spec = (f"synthetic?num_nodes={args.nodes}&avg_degree=29&num_features={args.features}&num_classes=32"
             f"&train_frac={args.train_frac}&val_frac=0.01")
     data = load_dataset(spec)
     graph = {"dataset": spec, "num_nodes": int(data.num_nodes), "num_edges": int(data.edge_index.shape[1]),
@@ -154,6 +154,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=100_000)
     ap.add_argument("--train-frac", type=float, default=0.2)
+    ap.add_argument("--features", type=int, default=128,
+                    help="feature width of the measured graph (wider: the link's share of the epoch grows)")
     ap.add_argument("--epochs", type=int, default=4, help="epochs per run (the median one after the first is used)")
     ap.add_argument("--parts", default="2,4")
     ap.add_argument("--bandwidths", default="1,10", help="Gbit/s of the modelled link")
