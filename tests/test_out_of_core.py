@@ -137,3 +137,23 @@ def test_the_budget_refuses_before_starting(tmp_path):
     with pytest.raises(PartitionError, match="memory budget"):
         partition_on_disk(root, 2, tmp_path / "out", memory_budget_gb=0.1, show_progress=False)
     assert not (tmp_path / "out").exists()
+
+
+def test_gnnscale_partition_memory_budget(tmp_path):
+    """``gnnscale partition --memory-budget``: METIS within the budget writes the folder the plain command writes;
+    the plan is printed; a dataset that is not dir: or a link option is refused in one line, exit 2."""
+    import subprocess
+    import sys
+
+    n = 500
+    root = write_graph(tmp_path / "g", planted(n, 4000, 4, 0.9), n, dtype=np.float32)
+    base = [sys.executable, "-m", "gnnscale", "partition", "--dataset", f"dir:{root}", "--parts", "3", "--method", "metis"]
+    r = subprocess.run(base + ["--out", str(tmp_path / "ooc"), "--memory-budget", "4"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "plan: O(N) arrays" in r.stdout and "estimate" in r.stdout
+    subprocess.run(base + ["--out", str(tmp_path / "mem")], check=True, capture_output=True, timeout=300)
+    assert_same_folder(tmp_path / "ooc", tmp_path / "mem")
+    r = subprocess.run(base + ["--out", str(tmp_path / "x"), "--memory-budget", "4", "--edge-split", "0.8,0.1,0.1"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "--edge-split" in r.stderr and len(r.stderr.strip().splitlines()) == 1

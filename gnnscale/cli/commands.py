@@ -22,6 +22,8 @@ def cmd_partition(args) -> int:
     from gnnscale.datasets import load_dataset
     from gnnscale.partitioning import partition_graph
 
+    if args.memory_budget is not None:
+        return _partition_out_of_core(args)
     data = load_dataset(args.dataset, root=args.root)
     link = args.edge_split is not None or args.disjoint_train_ratio or args.link_relation or \
         getattr(data, "link_split", None) is not None
@@ -40,6 +42,36 @@ def cmd_partition(args) -> int:
         extra_meta=edge_to_node_meta(args.edge_to_node), feature_dtype=args.feature_dtype,
     )
     return 0  # partition_graph logged the one line of the write
+
+
+def _partition_out_of_core(args) -> int:
+    """``gnnscale partition --memory-budget GB``: a dir: folder partitioned by partition_on_disk."""
+    from gnnscale.datasets._options import data_folder, split_spec
+    from gnnscale.errors import PartitionError
+    from gnnscale.partitioning.disk_graph import DiskGraph
+    from gnnscale.partitioning.out_of_core import partition_on_disk
+
+    given = [flag for flag, on in (("--edge-split", args.edge_split is not None),
+                                   ("--disjoint-train-ratio", bool(args.disjoint_train_ratio)),
+                                   ("--link-relation", args.link_relation is not None),
+                                   ("--edge-to-node", args.edge_to_node is not None),
+                                   ("--feature-dtype", args.feature_dtype != "float32")) if on]
+    base, opts = split_spec(args.dataset)
+    if not base.startswith("dir:") or set(opts) - {"undirected"} or given:
+        raise PartitionError(
+            f"expected a dir:PATH dataset (option undirected only) and none of --edge-split, --disjoint-train-ratio, "
+            f"--link-relation, --edge-to-node, --feature-dtype with --memory-budget (the out-of-core pipeline), found "
+            f"--dataset {args.dataset!r}{' and ' + ', '.join(given) if given else ''}; drop them or --memory-budget")
+    folder = data_folder(base[4:], args.root, "a folder with edge_index.npy or edges/*.npy, x.npy, y.npy", "dir")
+    graph = DiskGraph.open(folder, undirected=bool(opts.get("undirected", False)), name=args.dataset)
+    meta = partition_on_disk(graph, args.parts, args.out, method=args.method, memory_budget_gb=args.memory_budget,
+                             balance=args.balance, imbalance=args.imbalance, seed=args.seed,
+                             options=dict(args.method_opt))
+    plan, ooc = meta["out_of_core"]["plan"], meta["out_of_core"]
+    print(f"plan: O(N) arrays {plan['node_bytes'] / 1e9:.2f} GB, chunks of {plan['chunk_edges']:,} edges, estimate "
+          f"{plan['estimate_bytes'] / 1e9:.2f} GB (in-memory pipeline ~{plan['in_memory_bytes'] / 1e9:.2f} GB); "
+          f"peak {ooc['peak_rss_bytes'] / 1e9:.2f} GB in {ooc['seconds']:.1f} s, edge cut {meta['edge_cut_fraction']:.4f}")
+    return 0
 
 
 

@@ -186,6 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created; must be empty or a previous partition)")
     _add_partition_args(p)
     p.add_argument("--seed", type=int, default=0, help="partitioner seed")
+    p.add_argument("--memory-budget", type=float, default=None, metavar="GB",
+                   help="partition out of core within this memory (a dir: dataset only: its edge files read in "
+                   "chunks, x.npy mapped, parts written by external bucketing; ldg/fennel streamed from disk, other "
+                   "methods only when the estimate fits); sets the chunk sizes, prints the estimate, and refuses "
+                   "before starting when it cannot hold the O(N) arrays")
 
     t = sub.add_parser(
         "train", help="train a GNN on a partitioned graph, one worker per part",
