@@ -109,8 +109,9 @@ class DistNeighborSampler:
             collectives). An owned node draws the same neighbors in ``exact`` and
             ``historical`` mode.
         typed: a typed graph (:class:`~gnnscale.samplers.typed.TypedGraph`; its
-            ``rel_indptr`` over this rank's CSC), sampled by relation in ``exact`` mode: the
-            owner draws every relation of a requested node in the same exchange.
+            ``rel_indptr`` over this rank's CSC), sampled by relation in ``exact`` mode (the
+            owner draws every relation of a requested node in the same exchange) or
+            ``historical`` mode (owned nodes only, the same draws).
         edge_attr: optional float32 [E_owned, De] attributes of this rank's in-edges, aligned
             with ``indices`` (a tensor, or a numpy array such as a memory map, used without a
             copy). Every block then carries ``edge_attr``, the rows of its edges in
@@ -140,8 +141,8 @@ class DistNeighborSampler:
     ) -> None:
         if mode not in MODES:
             raise SamplerError(f"sampling mode must be one of {', '.join(MODES)}; found {mode!r}")
-        if typed is not None and mode != "exact":
-            raise SamplerError(f"typed graphs are sampled in exact mode only; found mode {mode!r}")
+        if typed is not None and mode == "local":
+            raise SamplerError(f"typed graphs are sampled in exact or historical mode; found mode {mode!r}")
         self.mode = mode
         self.edge_attr = check_edge_attr(edge_attr, indices.numel())
         self.edge_map = None  # local mode: row of edge_attr of each kept edge
@@ -219,10 +220,13 @@ class DistNeighborSampler:
             leaf = (lambda ids: self.book.owner(ids) != self.comm.rank) if self.mode == "historical" else None
 
             def own_fn(dst: torch.Tensor, hop: int) -> tuple[torch.Tensor, ...]:
+                if self.typed is not None:  # by relation: (counts, nbrs, edge_type)
+                    return self.sample_owned_typed(dst, hop, self.keys(epoch, step, hop))
                 out = self._sample_own(dst, hop, epoch, step)
                 return out if self.edge_attr is None else (out[0], out[1], None, out[2])
 
             mb = build_minibatch(seeds, len(self.fanouts), own_fn, self.kernels.relabel, leaf=leaf,
+                                 node_type=self.typed.node_type if self.typed is not None else None,
                                  gather_edges=None if self.edge_attr is None else self._attr_rows)
             mb.stats["remote_frontier_ids"] = mb.stats["host_frontier_ids"] = 0
             return mb
@@ -364,13 +368,24 @@ class DistNeighborSampler:
         back_rows = self._send_rows(s_out[2], edge_sizes) if with_attr else None
         return back, back_rows
 
-    def _sample_typed(self, ids: torch.Tensor, hop: int, key) -> tuple[torch.Tensor, ...]:
+    def _sample_typed(self, ids: torch.Tensor, hop: int, key,
+                      kernels: Kernels | None = None) -> tuple[torch.Tensor, ...]:
         """(counts_kr int64 [k, R], nbrs grouped by id then relation) of owned global ids ``ids``,
         then their CSC edge positions when the sampler has edge attributes."""
         rows = ids - self.offset
-        return sample_relations(self.kernels.sample, self.typed, self.indices, rows, self.typed.node_type(ids),
-                                self.owned_keys[rows], hop, key, self.variant,
+        return sample_relations((kernels or self.kernels).sample, self.typed, self.indices, rows,
+                                self.typed.node_type(ids), self.owned_keys[rows], hop, key, self.variant,
                                 return_edges=self.edge_attr is not None)
+
+    def sample_owned_typed(self, dst: torch.Tensor, hop: int, key,
+                           kernels: Kernels | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(counts int64 [k], nbrs int64 [sum counts] global ids, edge_type int64 [sum counts]):
+        the in-neighbours of owned ids ``dst`` (int64 [k] global) drawn by relation with hop
+        ``hop``'s fan-outs and stream ``key``, as :meth:`_typed_hop` draws them for their owner
+        (historical mode's hops and refresh on a typed graph). No collectives."""
+        kr, nbrs = self._sample_typed(dst, hop, key, kernels)[:2]
+        counts, etype = split_counts(kr)
+        return counts, nbrs, etype
 
     def _typed_hop(self, dst: torch.Tensor, hop: int, epoch: int, step: int):
         """One hop by relation: as :meth:`_hop`, each answer being the counts per (id, relation)

@@ -112,8 +112,35 @@ def test_typed_runs_honour_their_options(acm, acm_partition, tmp_path):
     assert int((moved[acm.test_mask] != pred[acm.test_mask]).sum()) > 50  # the order matters
 
 
+def test_typed_historical_exchange_trains_and_pushes_halo_embeddings_instead_of_sampling(acm_partition):
+    """--exchange historical on a typed graph (issue 45 item 6): owned nodes are drawn by relation
+    as in exact mode, remote ones are leaves read from the halo tables (one row per halo node of
+    any type), so no sampling request and no per-step feature row crosses (the halo's input rows
+    are held), the boundary embeddings are pushed instead; the model, its gradient all-reduce
+    and the featureless subjects' learned rows are those of exact mode."""
+    from dist_workers import run_configs
+
+    cfgs = [_cfg(epochs=3, eval_every=3), _cfg(exchange="historical", epochs=3, eval_every=3)]
+    got = launch_local(run_configs, 2, args=(acm_partition(2), cfgs))[0]
+    assert not [g["error"] for g in got if "error" in g]
+    exact, hist = got
+    se, sh = exact["last"]["bytes_sent_by_category"], hist["last"]["bytes_sent_by_category"]
+    assert se["sample_request"] > 0 and se["sample_response"] > 0 and se["feature"] > 0 and "embedding" not in se
+    assert "sample_request" not in sh and "sample_response" not in sh and "feature" not in sh
+    assert sh["embedding"] > 0 and sh["embedding_pull"] > 0 and sh["embedding_grad"] > 0
+    assert sh["gradient"] == se["gradient"]  # the same model, the same DDP all-reduce
+    ex = hist["exchange"]
+    assert ex["mode"] == "historical" and ex["halo_rows"] > 0 and ex["fill_embedding_bytes"] > 0
+    assert 0 < hist["last"]["embedding_age_max"] <= ex["staleness"]
+    assert hist["steps"] == exact["steps"]
+    assert hist["last"]["test_acc"] > 0.5 and abs(hist["last"]["test_acc"] - exact["last"]["test_acc"]) < 0.1, \
+        (hist["last"]["test_acc"], exact["last"]["test_acc"])
+
+
 @pytest.mark.parametrize("kw, message", [
-    (dict(exchange="historical"), "--exchange historical does not apply to typed graphs"),
+    (dict(exchange="local"), "--exchange local does not apply to typed graphs"),
+    (dict(exchange="historical", pipeline_stages=2, micro_batches=2),
+     "--exchange historical does not apply to the layer pipeline"),
     (dict(pipeline_stages=2, micro_batches=2), "does not run typed graphs yet"),
     (dict(layer="sage"), "--layer sage does not read relations"),
     (dict(relation_fanouts={"cites": [1, 1]}), r"names relation\(s\) \['cites'\] that the graph does not have"),

@@ -84,6 +84,13 @@ class TypedFeatureStore:
             store.fill_cache(tid[ntype == t])
         self._cached = ids[self.has_rows(ids)]
 
+    def share_cache(self, other: "TypedFeatureStore") -> None:
+        """Read through ``other``'s caches (the same part's store on another communicator: the
+        rows are the same), each type's store sharing its type's cache."""
+        for t, store in self.stores.items():
+            store.cache = other.stores[t].cache
+        self._cached = other._cached
+
     def has_rows(self, ids: torch.Tensor) -> torch.Tensor:
         """bool [n]: whether each global id's node type has features (a cache candidate)."""
         ntype = self.book.ntype(ids)

@@ -17,7 +17,7 @@ import torch
 
 from gnnscale.config import check_mode, check_staleness
 from gnnscale.data.degrees import DegreeStore
-from gnnscale.data.feature_store import DistFeatureStore
+from gnnscale.data.typed_store import TypedFeatureStore, open_features
 from gnnscale.errors import RuntimeSetupError
 from gnnscale.history.halo import HaloExchange
 from gnnscale.samplers.kernels import Kernels
@@ -80,17 +80,24 @@ class HistoricalMode(ExchangeMode):
         features, degrees: the training feature store and degree store (the fill's rows).
         emb_comm: the embedding group's communicator (pushes, refresh fetches, in their own thread).
         comm: the world's (figures). cfg: the run's options. device: the training device.
+        inputs: ``x -> x`` applied to the fill's and the refresh's input rows before the encoder
+            (the step hooks' ``eval_inputs``: a typed graph's featureless types' learned rows).
+
+    A typed part (``part.typed``) keeps the same tables (one row per halo node, whatever its
+    type, of the layer's width): the sampler draws owned nodes by relation, the fill and the
+    refresh fetch per node type and hand the layers relations and node types.
     """
 
-    def __init__(self, net, part, sampler, features, degrees, emb_comm, comm, cfg, device) -> None:
+    def __init__(self, net, part, sampler, features, degrees, emb_comm, comm, cfg, device, inputs=None) -> None:
         super().__init__("historical")
         self.net, self.part, self.sampler, self.features, self.degrees = net, part, sampler, features, degrees
-        self.comm, self.emb_comm, self.cfg = comm, emb_comm, cfg
+        self.comm, self.emb_comm, self.cfg, self.inputs = comm, emb_comm, cfg, inputs
         self.staleness = check_staleness(cfg.staleness)
         book = part.book
         self.halo = HaloExchange(part.indptr, part.indices, book, emb_comm, net.dims[1:net.num_layers],
                                  self.staleness, dtype=embedding_dtype(cfg.embedding_dtype))
-        self.refresh_features = DistFeatureStore(part, book, emb_comm, part.meta["feature_dim"], device)
+        self.refresh_features = open_features(part, emb_comm, device)  # per node type for a typed part
+        self.typed = isinstance(self.refresh_features, TypedFeatureStore)
         self.refresh_degrees = DegreeStore(part.indptr, book, emb_comm) if net.uses_degree else None
         # Its own kernels: the compiled relabeler keeps a table that the prefetch thread also uses.
         self.refresh_kernels = Kernels(book.num_nodes, part.indptr.device, cfg.sampler_backend,
@@ -111,7 +118,10 @@ class HistoricalMode(ExchangeMode):
 
     def share_cache(self, complete: bool) -> None:
         """The refresh reads through the training store's cache (the held halo, when ``complete``)."""
-        self.refresh_features.cache = self.features.cache
+        if self.typed:
+            self.refresh_features.share_cache(self.features)
+        else:
+            self.refresh_features.cache = self.features.cache
         self.refresh_features.complete = complete
 
     def start(self, step: int = -1) -> float:
@@ -147,12 +157,14 @@ class HistoricalMode(ExchangeMode):
         with_attr = self.net.uses_edge_attr  # edge features: the drawn edges' positions, then their rows
 
         def sample_fn(ids: torch.Tensor):
+            if self.typed:  # by relation, with the first hop's fan-outs: (counts, nbrs, edge_type)
+                return sampler.sample_owned_typed(ids, 0, key, kernels=kernels)
             return sampler.sample_owned(ids, fanout, key, kernels=kernels, return_edges=with_attr)
 
         self.net.eval()
         fresh = refresh_embeddings(self.net, nodes, sample_fn, kernels.relabel, self.refresh_features, halo,
                                    node_degree=self.refresh_degrees,
-                                   edge_rows=sampler.edge_rows if with_attr else None)
+                                   edge_rows=sampler.edge_rows if with_attr else None, inputs=self.inputs)
         self.net.train()
         ids, rows = [], []
         for l in range(self.net.num_layers - 1):  # loop over hidden layers
@@ -166,9 +178,11 @@ class HistoricalMode(ExchangeMode):
         self.halo.drain()
 
     def full_logits(self, step: int):
-        return halo_inference(self.net, self.part.indptr, self.part.feature_rows(), self.features, self.halo,
-                              step=step, node_degree=self.degrees, backend=self.cfg.sampler_backend,
-                              edge_attr=self.part.edge_attr if self.net.uses_edge_attr else None)
+        typed = self.part.typed if self.typed else None  # a typed part's rows come through its store
+        return halo_inference(self.net, self.part.indptr, None if typed else self.part.feature_rows(), self.features,
+                              self.halo, step=step, node_degree=self.degrees, backend=self.cfg.sampler_backend,
+                              edge_attr=self.part.edge_attr if self.net.uses_edge_attr else None,
+                              edge_type=typed.etype if typed is not None else None, inputs=self.inputs)
 
     def age_counts(self) -> dict:
         return self.halo.age_counts()
@@ -180,8 +194,8 @@ class HistoricalMode(ExchangeMode):
         return dict(self._info)
 
 
-def exchange_mode(net, part, sampler, features, degrees, emb_comm, comm, cfg, device) -> ExchangeMode:
-    """The mode object of ``cfg.exchange``."""
+def exchange_mode(net, part, sampler, features, degrees, emb_comm, comm, cfg, device, inputs=None) -> ExchangeMode:
+    """The mode object of ``cfg.exchange`` (``inputs``: the step hooks' ``eval_inputs``)."""
     if check_mode(cfg.exchange) == "historical":
-        return HistoricalMode(net, part, sampler, features, degrees, emb_comm, comm, cfg, device)
+        return HistoricalMode(net, part, sampler, features, degrees, emb_comm, comm, cfg, device, inputs)
     return ExchangeMode(cfg.exchange)

@@ -161,7 +161,7 @@ class DataParallel(Axis):
         # for the wide ones (gnnscale.process.threads; issue 44 4c)
         self.serial_steps = meta.get("typed") is not None
         self.mode = exchange_mode(net, part, self.sampler, self.features, self.degrees, dims.embedding, dims.comm,
-                                  cfg, device)
+                                  cfg, device, inputs=hooks.eval_inputs)
         ctx.phase("model and halo")
         self.complete = None
         if self.world > 1:

@@ -299,14 +299,15 @@ TYPED_LAYERS = ("rgcn", "hgt", "rel:")
 
 def check_typed_options(cfg: TrainConfig, mode: str, where: str) -> None:
     """Reject what typed (heterogeneous) graphs do not run yet, before any worker starts: the
-    two pipelines, historical and local exchange, and a layer that does not read relations
-    (``rgcn``, ``hgt`` and ``rel:<layer>`` do). Layer-wise evaluation runs (streamed)."""
+    two pipelines, local exchange, and a layer that does not read relations (``rgcn``, ``hgt``
+    and ``rel:<layer>`` do). Layer-wise evaluation runs (streamed; over the halo tables with
+    ``--exchange historical``, whose tables hold one row per halo node of any type)."""
     if mode != DP:
         raise PlanError(f"{where} is a typed graph, and {MODE_NAMES[mode]} does not run typed graphs yet: train it "
                         "data parallel (leave --pipeline-stages and --chunks out).")
-    if cfg.exchange != "exact":
-        raise PlanError(f"--exchange {cfg.exchange} does not apply to typed graphs ({where}) yet: their halo tables "
-                        "are untyped. Use --exchange exact.")
+    if cfg.exchange == "local":
+        raise PlanError(f"--exchange local does not apply to typed graphs ({where}) yet: their sampler drops no "
+                        "relation's cross-partition edges. Use --exchange exact or historical.")
     if cfg.host_features:  # None (auto) is off for typed graphs
         raise PlanError(f"--host-features does not apply to typed graphs ({where}) yet: their rows are read per node "
                         "type through the communicator. Leave --host-features out (or give --no-host-features).")

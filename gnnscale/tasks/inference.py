@@ -46,6 +46,8 @@ def halo_inference(
     node_degree: torch.Tensor | None = None,
     backend: str = "auto",
     edge_attr: torch.Tensor | None = None,
+    edge_type: torch.Tensor | None = None,
+    inputs: Callable | None = None,
 ) -> torch.Tensor:
     """Logits float32 [n_owned, C] (on the host) of every owned node, computed on the full graph.
 
@@ -63,18 +65,35 @@ def halo_inference(
             ``"torch"`` (see :class:`Kernels`; ``--sampler-backend``). Same result with each.
         edge_attr: float32 [E, De] features of this rank's in-edges (aligned with its CSC:
             ``part.edge_attr``), for a model whose layers read them (each slice gets its rows).
+        edge_type: typed parts: the relation of each in-edge (int [E], ``part.typed.etype``).
+            ``features`` is then the part's :class:`~gnnscale.data.typed_store.TypedFeatureStore`,
+            ``own_features`` None (the owned rows are fetched through it as a TypedInput), and
+            every layer gets its slice's relations and the sources' node types (the book's).
+        inputs: ``x -> x`` applied to the owned and the halo input rows before the encoder
+            (collective: a typed run attaches its featureless types' sharded embedding rows).
 
     Collective: every rank calls it (one feature fetch and L - 1 embedding exchanges).
     """
     n = halo.num_owned
+    typed_book = features.book if isinstance(features, TypedFeatureStore) else None
+    own_ids = torch.arange(halo.offset, halo.offset + n, dtype=torch.int64)
+    x_own, x_halo = own_features, None
+    if typed_book is not None:  # the owned rows through the typed store (no exchange: they are here)
+        x_own = features.fetch(own_ids)
+    if inputs is not None:
+        x_own = inputs(x_own)
     # Embeddings stay on the host between layers (the halo tables are there); each layer
     # step runs on the model's device.
-    h_own, x0_own = (t.cpu() if t is not None else None for t in model.encode(own_features))
-    h_halo = model.encode(features.fetch(halo.halo_ids))[0].cpu()
+    h_own, x0_own = (t.cpu() if t is not None else None for t in model.encode(x_own))
+    x_halo = features.fetch(halo.halo_ids)
+    if inputs is not None:
+        x_halo = inputs(x_halo)
+    h_halo = model.encode(x_halo)[0].cpu()
+    del x_own, x_halo
+    ntype_local = typed_book.ntype(torch.cat([own_ids, halo.halo_ids])) if typed_book is not None else None
     kernels = Kernels(n + halo.num_halo, indptr.device, backend)
     deg_local = None
     if node_degree is not None and model.uses_degree:
-        own_ids = torch.arange(halo.offset, halo.offset + n, dtype=torch.int64)
         deg_local = _degrees(node_degree, torch.cat([own_ids, halo.halo_ids]))
     spans = dst_slices(indptr, chunk_edges)  # a handful of slices
     outs = []
@@ -90,9 +109,14 @@ def halo_inference(
             hs = torch.empty(src.numel(), h_own.shape[1], dtype=torch.float32)
             hs[is_own] = h_own[src[is_own]].to(torch.float32)
             hs[~is_own] = h_halo[src[~is_own] - n].to(torch.float32)
+            etype = ntype = None
+            if typed_book is not None:
+                ntype = ntype_local[src]
+                if edge_type is not None:
+                    etype = torch.as_tensor(edge_type[int(indptr[a]):int(indptr[b])]).to(torch.int64)
             pieces.append(slice_layer(model, i, hs, b - a, torch.stack([nbr_local, dst_local]),
                                       x0_own[a:b] if x0_own is not None else None,
-                                      deg_local[src] if deg_local is not None else None,
+                                      deg_local[src] if deg_local is not None else None, etype, ntype,
                                       edge_attr=edge_rows(model, edge_attr, int(indptr[a]), int(indptr[b]),
                                                            "halo_inference")))
         h_own = torch.cat(pieces) if pieces else h_own[:0]
@@ -226,6 +250,7 @@ def refresh_embeddings(
     halo: HaloExchange,
     node_degree: torch.Tensor | None = None,
     edge_rows: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    inputs: Callable | None = None,
 ) -> list[torch.Tensor]:
     """Recompute the hidden embeddings h^1..h^{L-1} of owned ``nodes`` (int64 [k] global ids).
 
@@ -235,12 +260,19 @@ def refresh_embeddings(
     layer-(l-1) rows (``halo.history``); ``node_degree`` as in :func:`halo_inference`. Returns per hidden layer float32 [k, d] (on the host).
     A model that reads edge features: ``sample_fn`` returns the drawn edges' CSC positions third,
     and ``edge_rows(positions)`` gives their float32 [M, De] rows (every layer reads the same edges).
+    A typed part (``features`` a :class:`~gnnscale.data.typed_store.TypedFeatureStore`):
+    ``sample_fn`` returns the drawn edges' relations third (``sample_owned_typed``), the sources'
+    node types come from the book, and ``inputs`` (``x -> x``, collective) attaches the
+    featureless types' rows to the fetched TypedInput before the encoder.
     """
     k = nodes.numel()
     drawn = sample_fn(nodes)
     counts, nbrs = drawn[0], drawn[1]
-    attr = None
-    if model.uses_edge_attr:
+    attr = etype = ntype = None
+    typed_book = features.book if isinstance(features, TypedFeatureStore) else None
+    if typed_book is not None:
+        etype = drawn[2]
+    elif model.uses_edge_attr:
         if edge_rows is None or len(drawn) < 3:
             raise ModelError("refresh_embeddings: the model reads edge features; sample_fn must return the drawn "
                              "edges' positions (return_edges=True) and edge_rows must map them to their rows")
@@ -248,12 +280,18 @@ def refresh_embeddings(
     src, nbr_local = relabel(nodes, nbrs)
     edge_index = torch.stack([nbr_local, torch.repeat_interleave(torch.arange(k), counts, output_size=nbrs.numel())])
     deg = _degrees(node_degree, src) if node_degree is not None and model.uses_degree else None
-    h, x0 = model.encode(features.fetch(src))
+    x = features.fetch(src)
+    if typed_book is not None:
+        ntype = typed_book.ntype(src)
+    if inputs is not None:
+        x = inputs(x)
+    h, x0 = model.encode(x)
     x0_dst = x0[:k] if x0 is not None else None
     out = []
     for i in range(model.num_layers - 1):
         if i > 0:
             h = halo.history(i, src)
-        h = model.layer_step(i, h, h[:k], edge_index, x0_dst, deg, edge_attr=attr)
+        h = model.layer_step(i, h, h[:k], edge_index, x0_dst, deg, edge_attr=attr, edge_type=etype,
+                             node_type=ntype)
         out.append(h.cpu())  # pushed from the host's halo tables
     return out
