@@ -59,6 +59,7 @@ SMOKE: dict[str, tuple[list[str], int, bool]] = {
     "tasks.py": (["--work", "{tmp}"], 600, True),
     "user_model.py": ([], 300, True),
     "threads_typed.py": (["--work", "{tmp}"], 400, True),
+    "typed_exchange.py": (["--workdir", "{tmp}"], 400, True),
     "worker_count.py": ([], 400, True),
     "zoo.py": ([], 400, True),
 }
