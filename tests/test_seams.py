@@ -12,7 +12,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE = [*sorted((ROOT / "gnnscale" / "parallel").glob("*.py")), ROOT / "gnnscale" / "training" / "trainer.py",
-          ROOT / "gnnscale" / "training" / "evaluate.py", ROOT / "gnnscale" / "training" / "embed.py"]
+          ROOT / "gnnscale" / "training" / "evaluate.py", ROOT / "gnnscale" / "training" / "embed.py",
+          ROOT / "gnnscale" / "cli" / "commands.py"]  # gnnscale evaluate reads the model file
 BRANCHES = {"a task name": re.compile(r"task\.name\b|cfg\.task\b"),
             "a decoder string": re.compile(r"decoder|\"edge:\""),
             "sharded": re.compile(r"sharded")}
@@ -78,3 +79,20 @@ def test_plan_run_reads_the_partitions_facts_from_its_metadata():
     assert plan_run(cfg, 2, 2).dp == 2  # a dataset not cut yet: its edge features are checked after the cut
     with pytest.raises(PlanError, match="link"):
         plan_run(TrainConfig(task="link"), {"num_parts": 2}, 2)  # no split in the metadata
+
+
+def test_a_saved_model_is_checked_against_the_partition_by_its_task():
+    """``gnnscale evaluate`` asks the model's task whether it fits the partition (no decoder string)."""
+    from gnnscale.tasks.task import TASKS
+
+    node_meta = {"feature_dim": 1433, "num_classes": 7}
+    blob = {"num_features": 1433, "num_classes": 7}
+    assert TASKS["node"].model_misfit(node_meta, blob) is None
+    assert TASKS["node"].model_misfit(node_meta | {"num_classes": 6}, blob) == "1433 features, 6 outputs per node"
+    assert TASKS["node"].model_misfit(node_meta | {"target": {"num_outputs": 1}}, blob) == \
+        "1433 features, 1 outputs per node"
+    link_blob = {"num_features": 1433, "num_classes": 64}  # an encoder's width, not classes
+    for task in ("link", "edge"):
+        assert TASKS[task].model_misfit(node_meta | {"link": {"metric": "auc"}}, link_blob) is None
+        assert TASKS[task].model_misfit(node_meta, link_blob).startswith("no link split; evaluate it on a partition")
+        assert TASKS[task].model_misfit(node_meta | {"feature_dim": 10, "link": {}}, link_blob) == "10 features"

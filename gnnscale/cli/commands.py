@@ -117,21 +117,18 @@ def cmd_evaluate(args) -> int:
     from gnnscale.process.launch import launch_local
     from gnnscale.training.model_io import ModelFileError, describe, read_model_file
     from gnnscale.partitioning import load_meta, verify_parts
+    from gnnscale.tasks.task import TASKS
 
     blob = read_model_file(args.model)
     meta = load_meta(args.parts_dir)
-    link = bool(blob["spec"].get("decoder"))  # a link model: its out_dim is the embedding size, not classes
-    outputs = int((meta.get("target") or {}).get("num_outputs") or meta["num_classes"])  # 1 for binary targets
-    if int(meta["feature_dim"]) != blob["num_features"] or (not link and outputs != blob["num_classes"]):
-        raise ModelFileError(f"{args.model} ({describe(blob)}) does not fit {args.parts_dir}: "
-                             f"{meta['feature_dim']} features, {outputs} outputs per node")
     known = set(TrainConfig.__dataclass_fields__)
     saved = {k: v for k, v in (blob.get("config") or {}).items() if k in known}
+    task = TASKS[saved.get("task", TrainConfig.task)]  # the model's task, from the run's options its file keeps
+    misfit = task.model_misfit(meta, blob)
+    if misfit:
+        raise ModelFileError(f"{args.model} ({describe(blob)}) does not fit {args.parts_dir}: it holds {misfit}")
     # Evaluated as data-parallel training evaluates (one worker per part); a model trained by
     # chunk pipelining (full neighbourhoods) is evaluated layer-wise, exactly as it was.
-    if link and not meta.get("link"):
-        raise ModelFileError(f"{args.model} is a link-prediction model and {args.parts_dir} holds no link split; "
-                             "evaluate it on a partition written with --edge-split (or an ogbl-* dataset)")
     run = dict(timeout=args.timeout, metrics=None, checkpoint_dir=None, resume=False, save_model=None, verify=False,
                progress=False, device="cpu", tensorboard=None, log_every=None, pipeline=False)
     run |= {k: getattr(TrainConfig, k) for k in ("pipeline_stages", "stage_layers", "micro_batches", "schedule",
@@ -150,16 +147,12 @@ def cmd_evaluate(args) -> int:
                        args=(args.parts_dir, cfg, args.model), port=args.port)[0]
     if args.json:
         print(json.dumps(res))
-    elif link:
-        m = res["metric"]
-        print(f"{args.model} ({describe(blob)}) on {args.parts_dir}: val_{m} {res[f'val_{m}']:.4f} "
-              f"test_{m} {res[f'test_{m}']:.4f}")
     else:
         m = res["metric"]
         name = "acc" if m == "accuracy" else m
         print(f"{args.model} ({describe(blob)}) on {args.parts_dir}: "
               + " ".join(f"{s}_{name} " + ("n/a" if res[f"{s}_{m}"] is None else f"{res[f'{s}_{m}']:.4f}")
-                         for s in ("train", "val", "test")))
+                         for s in task.splits))
     return 0
 
 

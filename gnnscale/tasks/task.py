@@ -56,6 +56,11 @@ class Task(Protocol):
     def correct(self, out: torch.Tensor, mb) -> tuple[float, int]:
         """(right, counted) of the step's outputs, for the training metric."""
 
+    @staticmethod
+    def model_misfit(meta: dict, blob: dict) -> str | None:
+        """Why a saved model (``blob``, a model file's record) cannot be evaluated on a partition of
+        ``meta`` (its meta.json), as "what the partition holds"; None where it fits."""
+
     def evaluator(self, data, comm, layerwise: bool = False, tables=None, inputs: Callable | None = None):
         """The evaluator of the splits over ``data`` (a :class:`~gnnscale.data.open.WorkerData`):
         ``splits(net, model, names, step) -> {split: value}`` and ``last`` (collective)."""
@@ -87,6 +92,14 @@ class NodeTask:
             if comm is not None:
                 counts = comm.all_reduce(counts)
         target.weigh(cfg.pos_weight, counts)
+
+    @staticmethod
+    def model_misfit(meta: dict, blob: dict) -> str | None:
+        """The features and the outputs per node (1 for a binary target) must be the model's."""
+        outputs = int((meta.get("target") or {}).get("num_outputs") or meta["num_classes"])
+        if int(meta["feature_dim"]) != int(blob["num_features"]) or outputs != int(blob["num_classes"]):
+            return f"{meta['feature_dim']} features, {outputs} outputs per node"
+        return None
 
     def train_ids(self) -> torch.Tensor:
         """int64 [n] global ids of this part's training nodes."""
@@ -157,6 +170,12 @@ class LinkTask:
         parse_link_metric(self.metric)
         self.out_dim = part.meta["num_classes"]  # the encoder's width as a node classifier's (the decoder scores)
 
+    @staticmethod
+    def model_misfit(meta: dict, blob: dict) -> str | None:
+        """The features must be the model's (its outputs are an embedding or an edge head's, not
+        the nodes' classes) and the partition must hold the pairs to score (a link split)."""
+        return pair_misfit(meta, blob)
+
     def train_ids(self) -> torch.Tensor:
         """int64 [E_r]: positions of this part's training edges."""
         return torch.arange(self.pos.shape[1], dtype=torch.int64)
@@ -222,6 +241,12 @@ class EdgeTask:
         self.out_dim = int(label["dim"] if self.regression else label["num_classes"])  # the head's outputs
         self.metric = edge_metric(label)
 
+    @staticmethod
+    def model_misfit(meta: dict, blob: dict) -> str | None:
+        """The features must be the model's (its outputs are an embedding or an edge head's, not
+        the nodes' classes) and the partition must hold the pairs to score (a link split)."""
+        return pair_misfit(meta, blob)
+
     def train_ids(self) -> torch.Tensor:
         """int64 [E_r]: positions of this part's training edges."""
         return torch.arange(self.pos.shape[1], dtype=torch.int64)
@@ -261,6 +286,15 @@ class EdgeTask:
 
         return LinkEvaluator(data.part, comm, data.features, data.degrees, self.metric,
                              backend=data.cfg.sampler_backend, inputs=inputs)
+
+
+def pair_misfit(meta: dict, blob: dict) -> str | None:
+    """A model scoring pairs (link or edge task) on a partition of ``meta``: why it does not fit, or None."""
+    if int(meta["feature_dim"]) != int(blob["num_features"]):
+        return f"{meta['feature_dim']} features"
+    if not meta.get("link"):
+        return ("no link split; evaluate it on a partition written with --edge-split (or an ogbl-* dataset)")
+    return None
 
 
 def edge_metric(label: dict) -> str:
