@@ -126,6 +126,7 @@ class LocalPart:
         Raises:
             PartitionError: on a typed part (its features are per type: ``typed.x_by_type``).
         """
+        self._untyped("feature_rows()")  # the error names what the caller called
         rows = self.stored_rows()
         return rows if rows.dtype == torch.float32 else rows.to(torch.float32)
 
