@@ -135,7 +135,29 @@ class NodeTask:
                          inputs=inputs, metric=self.metric)
 
 
-class LinkTask:
+class PairSeeds:
+    """What the tasks that score pairs share (link prediction, edge targets): their seeds are
+    positions of the part's training edges (``self.pos``, int64 [2, E_r]), and a saved model
+    fits a partition with its features and a link split."""
+
+    pos: torch.Tensor
+
+    @staticmethod
+    def model_misfit(meta: dict, blob: dict) -> str | None:
+        """The features must be the model's (its outputs are an embedding or an edge head's, not
+        the nodes' classes) and the partition must hold the pairs to score (a link split)."""
+        if int(meta["feature_dim"]) != int(blob["num_features"]):
+            return f"{meta['feature_dim']} features"
+        if not meta.get("link"):
+            return "no link split; evaluate it on a partition written with --edge-split (or an ogbl-* dataset)"
+        return None
+
+    def train_ids(self) -> torch.Tensor:
+        """int64 [E_r]: positions of this part's training edges."""
+        return torch.arange(self.pos.shape[1], dtype=torch.int64)
+
+
+class LinkTask(PairSeeds):
     """Link prediction (``docs/link_prediction.md``): seeds are positions of this part's training
     edges (``part.link["train"]``, int64 [2, E_r], sources owned here); a batch's pairs are its
     positive edges and their negatives (``--neg-sampling``, ``--num-negatives``,
@@ -169,16 +191,6 @@ class LinkTask:
         self.metric = cfg.link_metric or part.meta["link"]["metric"]
         parse_link_metric(self.metric)
         self.out_dim = part.meta["num_classes"]  # the encoder's width as a node classifier's (the decoder scores)
-
-    @staticmethod
-    def model_misfit(meta: dict, blob: dict) -> str | None:
-        """The features must be the model's (its outputs are an embedding or an edge head's, not
-        the nodes' classes) and the partition must hold the pairs to score (a link split)."""
-        return pair_misfit(meta, blob)
-
-    def train_ids(self) -> torch.Tensor:
-        """int64 [E_r]: positions of this part's training edges."""
-        return torch.arange(self.pos.shape[1], dtype=torch.int64)
 
     def batch_sampler(self, node_sampler, comm):
         """A :class:`~gnnscale.samplers.link.LinkSampler` of this part's training edges around the
@@ -218,7 +230,7 @@ class LinkTask:
                              backend=data.cfg.sampler_backend, inputs=inputs, relation=self.relation)
 
 
-class EdgeTask:
+class EdgeTask(PairSeeds):
     """Edge classification / regression (``--task edge``; ``docs/link_prediction.md`` section 6):
     seeds are positions of this part's training edges (``part.link["train"]``) as for links, but
     a batch holds the positives only (no negatives), each labelled by ``part.link["train_label"]``
@@ -240,16 +252,6 @@ class EdgeTask:
         self.regression = label["kind"] == "regression"
         self.out_dim = int(label["dim"] if self.regression else label["num_classes"])  # the head's outputs
         self.metric = edge_metric(label)
-
-    @staticmethod
-    def model_misfit(meta: dict, blob: dict) -> str | None:
-        """The features must be the model's (its outputs are an embedding or an edge head's, not
-        the nodes' classes) and the partition must hold the pairs to score (a link split)."""
-        return pair_misfit(meta, blob)
-
-    def train_ids(self) -> torch.Tensor:
-        """int64 [E_r]: positions of this part's training edges."""
-        return torch.arange(self.pos.shape[1], dtype=torch.int64)
 
     def batch_sampler(self, node_sampler, comm):
         """A :class:`~gnnscale.samplers.link.LinkSampler` of this part's training edges without
@@ -286,15 +288,6 @@ class EdgeTask:
 
         return LinkEvaluator(data.part, comm, data.features, data.degrees, self.metric,
                              backend=data.cfg.sampler_backend, inputs=inputs)
-
-
-def pair_misfit(meta: dict, blob: dict) -> str | None:
-    """A model scoring pairs (link or edge task) on a partition of ``meta``: why it does not fit, or None."""
-    if int(meta["feature_dim"]) != int(blob["num_features"]):
-        return f"{meta['feature_dim']} features"
-    if not meta.get("link"):
-        return ("no link split; evaluate it on a partition written with --edge-split (or an ogbl-* dataset)")
-    return None
 
 
 def edge_metric(label: dict) -> str:
