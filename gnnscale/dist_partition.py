@@ -10,12 +10,12 @@ Every rank runs :func:`partition_distributed` (started by torchrun, or by
    does) and broadcast as one all-reduce of int32 ``[N]`` (category ``partition_assignment``);
 3. every rank reads its shard of the input columns (``[r E / W, (r + 1) E / W)``) in chunks, routes
    each chunk's in-edges and undirected pairs to their buckets
-   (:class:`~gnnscale.partitioning.out_of_core.Bucketer`) and sends each row ``(bucket, a, b)`` to the
+   (:class:`~gnnscale.partitioning.part_writer.Bucketer`) and sends each row ``(bucket, a, b)`` to the
    rank owning the bucket's part (part ``p`` lives on rank ``p % W``) through the
    :class:`~gnnscale.process.comm.Communicator` (category ``partition_edges``, bytes counted, every
    wait bounded by its timeout); every rank makes the same number of rounds (the largest shard's);
 4. each rank sorts and writes its parts from its own spill files
-   (:class:`~gnnscale.partitioning.out_of_core.PartWriter`); rank 0 gathers the parts' sizes, hashes
+   (:class:`~gnnscale.partitioning.part_writer.PartWriter`); rank 0 gathers the parts' sizes, hashes
    and cut counts and writes meta.json.
 
 Run it as ``torchrun --nnodes H --nproc-per-node 1 ... -m gnnscale.dist_partition FOLDER --parts P --out DIR``
@@ -44,16 +44,8 @@ from gnnscale.errors import PartitionError
 from gnnscale.partitioning.disk_graph import DiskGraph
 from gnnscale.partitioning.format import _remove_stale, write_meta
 from gnnscale.partitioning.manifest import PART_FILES
-from gnnscale.partitioning.out_of_core import (
-    Bucketer,
-    PartWriter,
-    _in_memory_assign,
-    disk_csr,
-    folder_meta,
-    plan_memory,
-    stream_assign,
-    sub_ranges,
-)
+from gnnscale.partitioning.out_of_core import _in_memory_assign, disk_csr, plan_memory, stream_assign
+from gnnscale.partitioning.part_writer import Bucketer, PartWriter, folder_meta, sub_ranges
 from gnnscale.partitioning.relabel import contiguous_relabel
 from gnnscale.partitioning.resources import ResourceMeter
 from gnnscale.partitioning.spill import SpillFiles
