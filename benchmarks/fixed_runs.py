@@ -10,6 +10,9 @@ both hashes side by side, with ``equal`` per run. Runs (issue 26's list):
 * the layer pipeline, D = 2 x K = 2, GPipe and 1F1B
 * chunk pipelining, K = 4 stages over 4 chunks (GCNII, 4 layers), halo gradients on
 * a resumed run: 2 epochs of 4 with checkpoints, then ``--resume`` to the end
+* typed graphs (2 METIS parts each, ``rel:sage``, 2 workers): ACM (every type with features) and
+  a 3,000-node ``synthetic-mag`` (featureless types: learned embeddings sharded by owner), exact
+  and historical exchange
 
 Usage::
 
@@ -47,6 +50,13 @@ RUNS: dict[str, list[str]] = {
                                  "--num-layers", "4", "--halo-gradients"],
 }
 RESUMED = ["--workers", "2", "--exchange", "exact", *SAMPLED]
+TYPED = ["--workers", "2", "--layer", "rel:sage", *SAMPLED]
+#: The typed runs: {name: (dataset, its arguments)}; each dataset is cut into 2 parts once.
+TYPED_RUNS: dict[str, tuple[str, list[str]]] = {
+    "typed_acm_exact": ("acm", [*TYPED, "--exchange", "exact"]),
+    "typed_acm_historical": ("acm", [*TYPED, "--exchange", "historical"]),
+    "typed_mag_embeddings_exact": ("mag", [*TYPED, "--exchange", "exact"]),
+}
 
 
 # Run in a checkout whose pipelines wrote no --metrics file (before the one engine): the CLI's
@@ -103,6 +113,12 @@ def run_all(parts: dict[int, str], work: str, env: dict | None, cwd: str, side: 
         m = _train(["--parts-dir", parts[p], *args], os.path.join(work, f"{side}-{name}.json"), env, cwd)
         out[name] = m["final_weights_sha256"]
         print(f"[{side}] {name}: {out[name]}", flush=True)
+    for name, (ds, args) in TYPED_RUNS.items():
+        if only and name not in only:
+            continue
+        m = _train(["--parts-dir", parts[ds], *args], os.path.join(work, f"{side}-{name}.json"), env, cwd)
+        out[name] = m["final_weights_sha256"]
+        print(f"[{side}] {name}: {out[name]}", flush=True)
     if only and "dp_exact_resumed" not in only:
         return out
     ck = os.path.join(work, f"{side}-ckpt")
@@ -122,6 +138,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vs-checkout", metavar="DIR", help="also run these runs with this other checkout of gnnscale")
     ap.add_argument("--root", default=str(SHARED / "planetoid" / "raw"), help="Planetoid raw files")
+    ap.add_argument("--acm", default=str(SHARED / "acm"), help="ACM's folder (typed runs)")
     ap.add_argument("--workdir", default=None, help="scratch folder (default: a temporary one)")
     ap.add_argument("--json", default=None, help="write the hashes here")
     ap.add_argument("--runs", default=None, help="only these runs (comma-separated names; default: all)")
@@ -138,6 +155,12 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "gnnscale", "partition", "--dataset", "planetoid:cora", "--root",
                             args.root, "--parts", str(p), "--out", parts[p]], check=True,
                            stdout=subprocess.DEVNULL)
+    typed = {"acm": f"acm:{args.acm}?split=20", "mag": "synthetic-mag?num_nodes=3000"}
+    for key, dataset in typed.items():
+        parts[key] = os.path.join(work, f"{key}2")
+        if not os.path.exists(os.path.join(parts[key], "meta.json")):
+            subprocess.run([sys.executable, "-m", "gnnscale", "partition", "--dataset", dataset, "--parts", "2",
+                            "--out", parts[key]], check=True, stdout=subprocess.DEVNULL)
     here = os.path.join(work, "here")
     os.makedirs(here, exist_ok=True)  # run from outside the checkout, as the other side is
     only = set(args.runs.split(",")) if args.runs else None

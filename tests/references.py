@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from gnnscale.nn.models import LayerHooks
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.chunk_graph import load_chunk_graph
 from gnnscale.parallel.stage import rng_key
@@ -49,7 +50,7 @@ def reference_steps(model, steps, keys, x_rows, labels, degree=None, lr: float =
             loss_sum = 0.0
             for b, k in zip(batches, ks):
                 h, _ = model.forward_layers(x_rows(b.blocks[0].src_ids), None, b.blocks, 0, model.num_layers,
-                                            node_degree=degree, rng_key=k)
+                                            LayerHooks(node_degree=degree, rng_key=k))
                 loss = F.cross_entropy(h, labels(b.seeds), reduction="sum") / total
                 loss.backward()
                 loss_sum += float(loss.detach())
@@ -111,15 +112,15 @@ def full_graph_reference(parts_dir: str, cfg, epochs: int | None = None, eval_ev
     def evaluate() -> dict:
         model.eval()
         with torch.no_grad():
-            pred = model.forward_layers(graph.x, None, blocks, 0, num_layers, node_degree=graph.degree)[0].argmax(1)
+            pred = model.forward_layers(graph.x, None, blocks, 0, num_layers, LayerHooks(node_degree=graph.degree))[0].argmax(1)
         return mask_accuracy(pred, graph.y, graph.masks)
 
     losses, history = [], []
     for epoch in range(total):
         model.train()
         opt.zero_grad(set_to_none=True)
-        out, _ = model.forward_layers(graph.x, None, blocks, 0, num_layers, node_degree=graph.degree,
-                                      rng_key=rng_key(cfg.seed, epoch, 0, 0))
+        out, _ = model.forward_layers(graph.x, None, blocks, 0, num_layers,
+                                      LayerHooks(node_degree=graph.degree, rng_key=rng_key(cfg.seed, epoch, 0, 0)))
         loss = F.cross_entropy(out[train], graph.y[train])
         loss.backward()
         opt.step()

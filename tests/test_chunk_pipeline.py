@@ -14,6 +14,7 @@ import torch
 from references import full_graph_reference, load_saved_state
 
 from gnnscale.config import TrainConfig
+from gnnscale.nn.models import LayerHooks
 from gnnscale.parallel.chunk_graph import chunk_block, load_chunk_graph
 from gnnscale.parallel.chunk_pipeline import StalenessError
 from gnnscale.parallel.chunk_tables import HaloGradients, StageTables
@@ -252,7 +253,7 @@ def test_halo_gradients_make_a_chunked_step_the_full_graph_gradient(cora_partiti
 
     model = ModelSpec.of(cfg, graph.feature_dim, graph.num_classes).build(cfg.seed)
     full = graph.full_block()
-    out, _ = model.forward_layers(graph.x, None, [full] * layers, 0, layers, node_degree=graph.degree)
+    out, _ = model.forward_layers(graph.x, None, [full] * layers, 0, layers, LayerHooks(node_degree=graph.degree))
     train = graph.masks["train"]
     loss = torch.nn.functional.cross_entropy(out[train], graph.y[train])
     loss.backward()

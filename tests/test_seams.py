@@ -96,3 +96,36 @@ def test_a_saved_model_is_checked_against_the_partition_by_its_task():
         assert TASKS[task].model_misfit(node_meta | {"link": {"metric": "auc"}}, link_blob) is None
         assert TASKS[task].model_misfit(node_meta, link_blob).startswith("no link split; evaluate it on a partition")
         assert TASKS[task].model_misfit(node_meta | {"feature_dim": 10, "link": {}}, link_blob) == "10 features"
+
+
+def test_the_layer_stack_is_homogeneous_and_a_typed_graph_gets_typed_gnn():
+    """``GNN`` holds no typed branch (a ``TypedGNN`` owns the typed encoder); the typed model keeps
+    the parameter names and draw order of the model files written before the split."""
+    from gnnscale.config import TrainConfig
+    from gnnscale.nn.models import GNN
+    from gnnscale.nn.spec import ModelSpec
+    from gnnscale.nn.typed_model import TypedGNN
+
+    text = (ROOT / "gnnscale" / "nn" / "models.py").read_text()
+    tree = ast.parse(text)
+    gnn = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "GNN")
+    branches = [ast.get_source_segment(text, n.test) for n in ast.walk(gnn) if isinstance(n, (ast.If, ast.IfExp))]
+    assert not [b for b in branches if re.search(r"typed", b)], branches
+    meta = {"node_types": ["paper", "author"], "edge_types": [["author", "writes", "paper"]],
+            "feature_dims": [5, 0], "num_nodes_per_type": [4, 3]}
+    model = ModelSpec.of(TrainConfig(layer="rgcn", hidden=8), None, 3, typed=meta).build(seed=0)
+    assert type(model) is TypedGNN and model.node_types == ["paper", "author"]
+    assert [n for n, _ in model.named_parameters()][:3] == [
+        "typed_encoder.linears.0.weight", "typed_encoder.linears.0.bias", "typed_encoder.embeddings.1.weight"]
+    assert type(ModelSpec.of(TrainConfig(hidden=8), 5, 3).build(seed=0)) is GNN
+
+
+def test_forward_layers_takes_one_hooks_object():
+    import inspect
+
+    from gnnscale.nn.models import GNN, LayerHooks
+
+    params = list(inspect.signature(GNN.forward_layers).parameters)
+    assert params == ["self", "h", "x0", "blocks", "start", "end", "hooks"]
+    assert sorted(f for f in LayerHooks.__dataclass_fields__) == sorted(
+        ["hist", "emit", "node_degree", "rng_key", "row_keys", "grad_hooks"])

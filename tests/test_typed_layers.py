@@ -12,6 +12,7 @@ from torch_geometric.nn import GATConv, HeteroConv, HGTConv, RGCNConv, SAGEConv
 from gnnscale.nn.layers import (TYPED_ZOO, ZOO, BlockHGTConv, BlockRGCNConv, LayerError, RelationWise, build_conv,
                                 check_typed_layer, is_typed_spec)
 from gnnscale.nn.models import GNN, ModelError, layer_needs_x0
+from gnnscale.nn.typed_model import TypedGNN
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.nn.typed_encoder import TypedEncoder
 from gnnscale.samplers.block import Block, MiniBatch, TypedInput
@@ -434,7 +435,7 @@ def test_homogeneous_layer_on_typed_graph_is_rejected() -> None:
     with pytest.raises(ModelError, match="relation-aware and needs a typed graph"):
         ModelSpec.of(cfg("rgcn"), 8, 3).build()
     with pytest.raises(ModelError, match="num_nodes_per_type missing"):
-        GNN(4, 8, 3, layer="rgcn", relations=[(0, 0, 0)], feature_dims=[4])
+        TypedGNN(8, 3, layer="rgcn", relations=[(0, 0, 0)], feature_dims=[4])
     with pytest.raises(ModelError, match="leave them out of layer_kwargs"):
         ModelSpec.of(cfg("rgcn", layer_kwargs={"num_relations": 6}), None, 3, typed=META_TYPED).build()
 
@@ -476,7 +477,7 @@ def test_untyped_model_is_unchanged_by_typed_support() -> None:
     """An untyped spec builds the same model as before (no typed encoder, same parameters)."""
     spec = ModelSpec(5, 8, 3, 2, "gcnii")
     model = spec.build(seed=0)
-    assert model.typed is None and model.typed_encoder is None and model.encoder is not None
+    assert model.typed is None and not hasattr(model, "typed_encoder") and model.encoder is not None
     assert [n for n, _ in model.named_parameters()][:2] == ["encoder.weight", "encoder.bias"]
     with pytest.raises(ModelError, match="model is untyped"):
         g = typed_graph()
@@ -489,8 +490,8 @@ def test_typed_layer_by_import_path_and_class() -> None:
     conv = build_conv("gnnscale.nn.layers.rgcn:BlockRGCNConv", 6, 4, index=0, num_layers=1, **kw)  # typed probe
     assert isinstance(conv, BlockRGCNConv) and is_typed_spec("gnnscale.nn.layers.rgcn:BlockRGCNConv")
     torch.manual_seed(0)
-    model = GNN(0, 8, 3, num_layers=2, layer=BlockRGCNConv, layer_kwargs={"num_bases": 2}, dropout=0.0,
-                relations=g.relations, feature_dims=FEATURE_DIMS, num_nodes_per_type=COUNTS, node_types=NODE_TYPES)
+    model = TypedGNN(8, 3, num_layers=2, layer=BlockRGCNConv, layer_kwargs={"num_bases": 2}, dropout=0.0,
+                     relations=g.relations, feature_dims=FEATURE_DIMS, num_nodes_per_type=COUNTS, node_types=NODE_TYPES)
     mb = two_block_batch(g, torch.tensor([1, 4]))
     assert model(mb.x, mb.blocks).shape == (2, 3)
 
@@ -505,4 +506,4 @@ def test_typed_layer_by_import_path_and_class() -> None:
             return self.lin(x[1])
 
     with pytest.raises(LayerError, match="must take edge_type and node_type keywords"):
-        GNN(0, 8, 3, layer=Broken, relations=g.relations, feature_dims=FEATURE_DIMS, num_nodes_per_type=COUNTS)
+        TypedGNN(8, 3, layer=Broken, relations=g.relations, feature_dims=FEATURE_DIMS, num_nodes_per_type=COUNTS)

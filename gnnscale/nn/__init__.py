@@ -5,7 +5,7 @@ from __future__ import annotations
 from gnnscale.lazy import lazy_exports
 
 _EXPORTS = {"GNN": ".models", "GraphSAGE": ".models", "build_conv": ".layers", "ZOO": ".layers",
-            "TYPED_ZOO": ".layers", "ModelSpec": ".spec", "TypedEncoder": ".typed_encoder",
+            "TYPED_ZOO": ".layers", "ModelSpec": ".spec", "TypedEncoder": ".typed_encoder", "TypedGNN": ".typed_model",
             "BlockRGCNConv": ".layers", "BlockHGTConv": ".layers", "RelationWise": ".layers"}
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -10,13 +10,13 @@ leaves whose input embedding comes from a halo table instead of the previous lay
 caller passes those rows as ``hist[i]`` and they are appended below the previous layer's
 output. ``emit`` collects each hidden layer's output (the embedding a halo table holds).
 
-Typed graphs (docs/typed_graphs.md): given the graph's types (``relations``, ``feature_dims``,
-``num_nodes_per_type``), the input is a :class:`~gnnscale.samplers.block.TypedInput` encoded by a
-:class:`~gnnscale.nn.typed_encoder.TypedEncoder`, and every layer must be relation-aware
-(``rgcn``, ``hgt``, ``rel:<spec>``): it gets each block's ``edge_type`` and ``node_type``.
+Typed graphs (docs/typed_graphs.md) have their own model, :class:`~gnnscale.nn.typed_model.TypedGNN`:
+this stack with the typed input encoder in front and relation-aware layers, which get each
+block's ``edge_type`` and ``node_type``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -30,6 +30,41 @@ from gnnscale.samplers.block import Block, TypedInput
 
 NORMS = ("none", "batch", "layer")
 JK = ("none", "cat", "max")
+
+
+@dataclass
+class LayerHooks:
+    """What a caller hands the layers besides the rows and the blocks (:meth:`GNN.forward_layers`);
+    every field is optional and each axis fills the ones it uses.
+
+    Attributes:
+        hist: per block, float32 [blocks[i].num_hist, dims[i]]: the historical rows of its leaves
+            (historical exchange; None where ``num_hist == 0``).
+        emit: a list: each hidden layer's output h^l (rows = ``blocks[l-1].dst_ids``) is appended,
+            detached (halo tables and chunk tables read them).
+        node_degree: int64 [N]: the in-degree of every node by global id, for layers that set
+            ``needs_degree`` (without it they normalize with degrees within the block).
+        rng_key: the dropout's key: layer i's mask draws from a generator reseeded with
+            ``(rng_key, i)``, so it does not depend on which process runs the layer or in what
+            order (pipelined runs equal unpipelined ones).
+        row_keys: with ``rng_key``, int64 [blocks[i].num_src] per block, each source row's key (its
+            node's original id): the dropout is then keyed by (``rng_key``, i, row key, column), so a
+            node's mask is the same whichever process holds it (1, 2 or 4 data-parallel workers drop
+            the same elements).
+        grad_hooks: ``{i: hook}``: registered on h^i, the output of layer i - 1 (start < i < end),
+            as on any tensor (``grad -> grad or None``); chunk mode adds there the gradients that
+            halo reads of these rows collected.
+    """
+
+    hist: Sequence[torch.Tensor | None] | None = None
+    emit: list | None = None
+    node_degree: torch.Tensor | None = None
+    rng_key: int | None = None
+    row_keys: Sequence[torch.Tensor] | None = None
+    grad_hooks: dict | None = None
+
+
+NO_HOOKS = LayerHooks()
 
 
 def layer_name(layer) -> str:
@@ -63,38 +98,6 @@ def layer_needs_edge_type(spec) -> bool:
     return is_typed_spec(spec)
 
 
-def typed_layer_args(relations, feature_dims, num_nodes_per_type, node_types=None) -> dict | None:
-    """The graph's types, checked: ``{"num_relations", "num_node_types", "relations"}`` (what
-    relation-aware layers are built with), or None when all are None (an untyped model).
-
-    Raises:
-        ModelError: some given and others not, lengths that disagree, a triple out of range.
-    """
-    given = {"relations": relations, "feature_dims": feature_dims, "num_nodes_per_type": num_nodes_per_type}
-    if all(v is None for v in given.values()) and node_types is None:
-        return None
-    missing = [k for k, v in given.items() if v is None]
-    if missing:
-        raise ModelError(f"a typed model needs relations, feature_dims and num_nodes_per_type; {', '.join(missing)} "
-                         "missing (take them from the partition's meta['typed']: ModelSpec.of(cfg, ..., typed=...))")
-    t = len(feature_dims)
-    if len(num_nodes_per_type) != t or (node_types is not None and len(node_types) != t):
-        raise ModelError(f"node types disagree: {t} feature_dims, {len(num_nodes_per_type)} num_nodes_per_type"
-                         + ("" if node_types is None else f", {len(node_types)} node_types")
-                         + "; give one entry per node type")
-    triples = [tuple(int(v) for v in rel) for rel in relations]
-    if any(len(rel) != 3 for rel in triples):
-        raise ModelError(f"relations must be (src type, relation, dst type) index triples, found {relations!r}")
-    from gnnscale.nn.layers import LayerError
-    from gnnscale.nn.layers.typed import check_relations
-
-    try:
-        check_relations(len(triples), t, triples, "typed model")
-    except LayerError as exc:
-        raise ModelError(str(exc)) from None
-    return {"num_relations": len(triples), "num_node_types": t, "relations": triples}
-
-
 class GNN(nn.Module):
     """A stack of message-passing layers on bipartite blocks.
 
@@ -113,27 +116,22 @@ class GNN(nn.Module):
     output is ``x0``), hidden-to-hidden layers and a linear head H -> C; so do models with
     ``jk``. Otherwise the last layer maps to C directly.
 
-    Typed graphs (all None: an untyped model):
-        node_types: T names (for messages). relations: R index triples ``(src type, relation,
-        dst type)``. feature_dims: T ints (0: the type has no features and gets a learned
-        embedding). num_nodes_per_type: T ints (the embedding tables' sizes).
-        The input is then a :class:`~gnnscale.samplers.block.TypedInput` and ``in_dim`` is not
-        used: a :class:`~gnnscale.nn.typed_encoder.TypedEncoder` (``typed_encoder``) maps it to H
-        (``x0`` for layers that need it; dropped out before layer 0). The layers must be
-        relation-aware (``rgcn``, ``hgt``, ``rel:<spec>`` or a class setting ``needs_edge_type``),
-        built with ``num_relations``, ``num_node_types``, ``relations`` and called with the
-        blocks' ``edge_type`` and ``node_type``; a homogeneous layer raises :class:`ModelError`.
-        external_embeddings: the featureless types' embedding rows come with the input
-        (``TypedInput.emb_rows``, from tables sharded by owner, ``gnnscale.data.embeddings``)
-        instead of tables in the model.
+    The stack is homogeneous: a typed graph's model is a
+    :class:`~gnnscale.nn.typed_model.TypedGNN`, which adds the typed input encoder and builds
+    relation-aware layers with the graph's types; a relation-aware layer here raises
+    :class:`ModelError`.
 
     Edge features (:mod:`gnnscale.nn.edge_features`): ``edge_dim`` De > 0 builds layers whose
     constructor takes ``edge_dim`` with it, and every layer whose forward takes ``edge_attr`` is
     called with its block's ``edge_attr`` float32 [M, De] (``edge_layers``, decided once here).
 
-    ``forward(x, blocks, hist=None, emit=None)``: x float32 [blocks[0].num_src, F] (or a
-    TypedInput) -> logits float32 [blocks[-1].num_dst, C].
+    ``forward(x, blocks, hist=None, emit=None)``: x float32 [blocks[0].num_src, F] -> logits
+    float32 [blocks[-1].num_dst, C].
     """
+
+    #: A typed graph's facts (set by TypedGNN; None here: the stack is homogeneous).
+    typed: dict | None = None
+    node_types: list[str] | None = None
 
     def __init__(
         self,
@@ -147,15 +145,17 @@ class GNN(nn.Module):
         norm: str = "none",
         residual: bool = False,
         jk: str = "none",
-        node_types: Sequence[str] | None = None,
-        relations: Sequence[Sequence[int]] | None = None,
-        feature_dims: Sequence[int] | None = None,
-        num_nodes_per_type: Sequence[int] | None = None,
-        external_embeddings: bool = False,
         edge_dim: int = 0,
     ) -> None:
         super().__init__()
-        from gnnscale.nn.layers import build_conv, check_layer, check_typed_layer
+        self._build(in_dim, hidden, out_dim, num_layers, layer, layer_kwargs, dropout, norm, residual, jk, edge_dim)
+
+    def _build(self, in_dim: int, hidden: int, out_dim: int, num_layers: int, layer: str | type,
+               layer_kwargs: dict | None, dropout: float, norm: str, residual: bool, jk: str, edge_dim: int) -> None:
+        """The stack (after ``nn.Module.__init__``): input encoder, layers, norms, head, in the
+        order their parameters are drawn. Subclasses change three steps: :meth:`_layer_kwargs`,
+        :meth:`_make_input` and :meth:`_check_conv`."""
+        from gnnscale.nn.layers import build_conv
 
         if num_layers < 1:
             raise ModelError(f"num_layers must be >= 1; found {num_layers}")
@@ -163,38 +163,18 @@ class GNN(nn.Module):
             raise ModelError(f"norm must be one of {', '.join(NORMS)}; found {norm!r}")
         if jk not in JK:
             raise ModelError(f"jk must be one of {', '.join(JK)}; found {jk!r}")
-        kwargs = dict(layer_kwargs or {})
         self.num_layers = num_layers
         self.dropout = float(dropout)
         self.residual = bool(residual)
         self.jk = jk
         self.spec = layer_name(layer)
-        typed = typed_layer_args(relations, feature_dims, num_nodes_per_type, node_types)
-        self.typed = typed
-        self.node_types = list(node_types) if node_types is not None else None
-        if typed is not None:
-            self._check_typed_layer(layer, kwargs)
-            kwargs.update(typed)
-        elif layer_needs_edge_type(layer):
-            raise ModelError(f"layer {self.spec!r} is relation-aware and needs a typed graph: give the model the "
-                             "graph's relations, feature_dims and num_nodes_per_type (ModelSpec.of(cfg, ..., "
-                             "typed=meta['typed']) for a typed partition), or use a homogeneous layer")
+        kwargs = self._layer_kwargs(layer, dict(layer_kwargs or {}))
         encoder = layer_needs_x0(layer)
-        self.encoder = nn.Linear(in_dim, hidden) if encoder and typed is None else None
-        self.typed_encoder = None
-        if typed is not None:
-            from gnnscale.nn.typed_encoder import TypedEncoder
-
-            self.typed_encoder = TypedEncoder(feature_dims, num_nodes_per_type, hidden,
-                                              external=bool(external_embeddings))
+        first = self._make_input(in_dim, hidden, encoder)
         with_head = encoder or jk != "none"
-        first = hidden if encoder or typed is not None else in_dim
         dims = [first] + [hidden] * (num_layers - 1) + [hidden if with_head else out_dim]
         self.dims = dims
         refuse_edge_dim_kwarg(kwargs)
-        if edge_dim and typed is not None:
-            raise ModelError("edge features (edge_dim > 0) are not passed to a typed model's relation-wise layers yet; "
-                             "build it with edge_dim=0 (--edge-features off)")
 
         def make(i: int) -> nn.Module:
             if isinstance(layer, str):
@@ -203,10 +183,7 @@ class GNN(nn.Module):
             if not (isinstance(layer, type) and issubclass(layer, nn.Module)):
                 raise ModelError(f"layer must be a spec string or an nn.Module subclass; found {layer!r}")
             conv = layer(dims[i], dims[i + 1], **construct_kwargs(layer, edge_dim, kwargs))
-            if typed is not None:
-                check_typed_layer(conv, dims[i], dims[i + 1], self.spec, typed["num_node_types"], typed["relations"])
-            else:
-                check_layer(conv, dims[i], dims[i + 1], self.spec, edge_dim=edge_dim)
+            self._check_conv(conv, dims[i], dims[i + 1], edge_dim)
             return conv
 
         self.convs = nn.ModuleList(make(i) for i in range(num_layers))
@@ -218,7 +195,7 @@ class GNN(nn.Module):
         self.uses_edge_attr = any(self.edge_layers)
         self.uses_degree = any(self.needs_degree)
         self.uses_x0 = any(self.needs_x0)
-        if self.uses_x0 and self.encoder is None and self.typed_encoder is None:
+        if self.uses_x0 and not self.encodes_input:
             raise ModelError(f"layer {layer!r} needs x0 (an initial representation of the hidden size); "
                              "such layers are used with the encoder of the 'gcnii' spec")
         n_post = num_layers if with_head else num_layers - 1
@@ -234,18 +211,32 @@ class GNN(nn.Module):
         else:
             self.head = None
 
-    def _check_typed_layer(self, layer, kwargs: dict) -> None:
-        """A typed model's layers must be relation-aware and get the types from the model only."""
-        clash = sorted(set(kwargs) & {"num_relations", "num_node_types", "relations"})
-        if clash:
-            raise ModelError(f"layer_kwargs {clash} are the graph's types, which a typed model passes its layers "
-                             "itself; leave them out of layer_kwargs (give relations to the model / ModelSpec)")
-        if not layer_needs_edge_type(layer):
-            name = self.spec
-            raise ModelError(f"layer {name!r} is homogeneous but the graph is typed ({self.typed['num_node_types']} "
-                             f"node types, {self.typed['num_relations']} relations): it would mix all relations; "
-                             f"use layer='rel:{name}' (one {name!r} per relation, summed per destination type) "
-                             "or a relation-aware layer ('rgcn', 'hgt')")
+    # -- the three steps a subclass changes -------------------------------------------------
+    def _layer_kwargs(self, layer, kwargs: dict) -> dict:
+        """The keyword arguments every layer is built with (a homogeneous stack refuses
+        relation-aware layers)."""
+        if layer_needs_edge_type(layer):
+            raise ModelError(f"layer {self.spec!r} is relation-aware and needs a typed graph: give the model the "
+                             "graph's relations, feature_dims and num_nodes_per_type (ModelSpec.of(cfg, ..., "
+                             "typed=meta['typed']) for a typed partition), or use a homogeneous layer")
+        return kwargs
+
+    def _make_input(self, in_dim: int, hidden: int, encoder: bool) -> int:
+        """Build the input encoder (``self.encoder``: Linear F -> H, for layers that need x0) and
+        return the first layer's input width."""
+        self.encoder = nn.Linear(in_dim, hidden) if encoder else None
+        return hidden if encoder else in_dim
+
+    def _check_conv(self, conv: nn.Module, in_dim: int, out_dim: int, edge_dim: int) -> None:
+        """A user's layer class, built: does it keep the layer contract?"""
+        from gnnscale.nn.layers import check_layer
+
+        check_layer(conv, in_dim, out_dim, self.spec, edge_dim=edge_dim)
+
+    @property
+    def encodes_input(self) -> bool:
+        """Whether the input passes an encoder (then it is dropped out before layer 0, and h^0 is x0)."""
+        return self.encoder is not None
 
     # -- pieces shared by mini-batch forward and layer-wise inference ------------------------
     def _dev(self, t: torch.Tensor | TypedInput | None) -> torch.Tensor | TypedInput | None:
@@ -259,16 +250,10 @@ class GNN(nn.Module):
 
     def encode(self, x: torch.Tensor | TypedInput, keys: torch.Tensor | None = None,
                seed: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Input features [n, F] (a TypedInput of n rows for a typed model) -> (h^0 [n, dims[0]],
+        """Input features [n, F] -> (h^0 [n, dims[0]],
         x0 or None), on the model's device. ``keys`` int64 [n], ``seed``: the encoder's input
         dropout keyed by row (:func:`~gnnscale.nn.dropout.dropout`)."""
         x = self._dev(x)
-        if self.typed_encoder is not None:
-            if not isinstance(x, TypedInput):
-                raise ModelError(f"a typed model's input is a TypedInput (node_type, type_index, rows), found "
-                                 f"{type(x).__qualname__}; typed partitions' batches carry one")
-            h = self.typed_encoder(x)
-            return h, (h if self.uses_x0 else None)
         if isinstance(x, TypedInput):
             raise ModelError("the input is a TypedInput (a typed graph) but the model is untyped; build it with the "
                              "graph's types (ModelSpec.of(cfg, ..., typed=meta['typed']))")
@@ -340,7 +325,7 @@ class GNN(nn.Module):
 
     def input_dropout(self, i: int, h: torch.Tensor, keys: torch.Tensor | None = None,
                       seed: int | None = None) -> torch.Tensor:
-        if i == 0 and self.encoder is None and self.typed_encoder is None:
+        if i == 0 and not self.encodes_input:
             return h  # raw input features are not dropped (GraphSAGE's recipe)
         return dropout(h, self.dropout, self.training, keys, seed) if self.dropout > 0 else h
 
@@ -379,8 +364,8 @@ class GNN(nn.Module):
         """
         if len(blocks) != self.num_layers:
             raise ModelError(f"model has {self.num_layers} layers but the batch has {len(blocks)} blocks")
-        return self.forward_layers(x, None, blocks, 0, self.num_layers, hist=hist, emit=emit,
-                                   node_degree=node_degree, rng_key=rng_key, row_keys=row_keys)[0]
+        hooks = LayerHooks(hist=hist, emit=emit, node_degree=node_degree, rng_key=rng_key, row_keys=row_keys)
+        return self.forward_layers(x, None, blocks, 0, self.num_layers, hooks)[0]
 
     def reseed(self, rng_key: int | None, i: int) -> None:
         """Reseed torch's generator for the dropout of layer ``i`` (``i = 0``: the encoder's input)
@@ -400,12 +385,7 @@ class GNN(nn.Module):
         blocks: Sequence[Block],
         start: int,
         end: int,
-        hist: Sequence[torch.Tensor | None] | None = None,
-        emit: list | None = None,
-        node_degree: torch.Tensor | None = None,
-        rng_key: int | None = None,
-        grad_hooks: dict | None = None,
-        row_keys: Sequence[torch.Tensor] | None = None,
+        hooks: LayerHooks = NO_HOOKS,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Layers ``[start, end)`` of the stack: a pipeline stage's share of :meth:`forward`.
 
@@ -416,17 +396,8 @@ class GNN(nn.Module):
             x0: GCNII's initial representation at the rows of ``h`` (None at ``start == 0``
                 and for models without it).
             blocks: all L blocks of the batch (only ``blocks[start:end]`` are read).
-            rng_key: when given, the dropout of layer i draws from a generator reseeded with
-                ``(rng_key, i)``, so that its mask does not depend on which process runs the
-                layer or in what order (pipelined runs equal unpipelined ones).
-            row_keys: with ``rng_key``, int64 [blocks[i].num_src] per block: each source row's key
-                (its node's original id). The dropout of layer i is then keyed by
-                (``rng_key``, i, the row's key, the column) instead (torch's generator is not
-                reseeded): a node's mask is the same whichever process holds it and wherever
-                its row is, so 1, 2 or 4 data-parallel workers drop the same elements.
-            grad_hooks: ``{i: hook}``: ``hook`` is registered on h^i, the output of layer i - 1
-                (start < i < end), as on any tensor (``grad -> grad or None``); chunk mode adds
-                there the gradients that halo reads of these rows collected.
+            hooks: the rest (historical rows, emitted outputs, degrees, dropout keys, gradient
+                hooks): :class:`LayerHooks`.
 
         Returns:
             (h, x0): at ``end == L`` the logits float32 [blocks[-1].num_dst, C] and None;
@@ -439,6 +410,8 @@ class GNN(nn.Module):
             raise ModelError(f"jumping knowledge (jk={self.jk!r}) reads every layer's output at the seeds, so its "
                              "layers cannot be split into pipeline stages; use jk='none' with --pipeline-stages")
 
+        hist, emit, node_degree, grad_hooks = hooks.hist, hooks.emit, hooks.node_degree, hooks.grad_hooks
+        rng_key, row_keys = hooks.rng_key, hooks.row_keys
         keyed = rng_key is not None and row_keys is not None
         if keyed and len(row_keys) != len(blocks):
             raise ModelError(f"row_keys must give one tensor per block ({len(blocks)}), found {len(row_keys)}")

@@ -147,11 +147,15 @@ class ModelSpec:
             typed = {k: getattr(self, k) for k in TYPED_FIELDS} if self.typed else None
             return build_user_model(self.model, self.in_dim, self.hidden, self.out_dim, self.num_layers, self.dropout,
                                     self.model_kwargs, self.edge_dim, typed, external_embeddings)
-        return GNN(self.in_dim, self.hidden, self.out_dim, num_layers=self.num_layers, layer=self.layer,
-                   layer_kwargs=dict(self.layer_kwargs), dropout=self.dropout, norm=self.norm,
-                   residual=self.residual, jk=self.jk, node_types=self.node_types, relations=self.relations,
-                   feature_dims=self.feature_dims, num_nodes_per_type=self.num_nodes_per_type,
-                   external_embeddings=external_embeddings, edge_dim=self.edge_dim)
+        common = dict(num_layers=self.num_layers, layer=self.layer, layer_kwargs=dict(self.layer_kwargs),
+                      dropout=self.dropout, norm=self.norm, residual=self.residual, jk=self.jk, edge_dim=self.edge_dim)
+        if self.typed:
+            from gnnscale.nn.typed_model import TypedGNN
+
+            return TypedGNN(self.hidden, self.out_dim, relations=self.relations, feature_dims=self.feature_dims,
+                            num_nodes_per_type=self.num_nodes_per_type, node_types=self.node_types,
+                            external_embeddings=external_embeddings, **common)
+        return GNN(self.in_dim, self.hidden, self.out_dim, **common)
 
     def record(self) -> dict:
         """Plain data (the layer as a printable spec, the types as lists; an untyped spec without

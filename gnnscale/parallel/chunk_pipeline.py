@@ -40,7 +40,7 @@ import torch
 
 from gnnscale.history.table import StalenessError  # noqa: F401 - re-exported: what a too-old read raises
 from gnnscale.nn.inference import graph_inference
-from gnnscale.nn.models import GNN
+from gnnscale.nn.models import GNN, LayerHooks
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states, resumed_bounds
 from gnnscale.parallel.chunk_graph import ChunkGraph, load_chunk_graph
@@ -160,8 +160,9 @@ class ChunkStage(PipelineStage):
                 if hooks and h.requires_grad:  # its gradient goes back to the previous stage
                     h.register_hook(hooks[self.start])
             x0 = self._x0(g.x[lo:hi], key)
-        out, _ = model.forward_layers(h, x0, [blk] * model.num_layers, self.start, self.end, hist=hist, emit=emit,
-                                      node_degree=g.degree, rng_key=key, grad_hooks=hooks)
+        out, _ = model.forward_layers(h, x0, [blk] * model.num_layers, self.start, self.end,
+                                      LayerHooks(hist=hist, emit=emit, node_degree=g.degree, rng_key=key,
+                                                 grad_hooks=hooks))
         for j, e in enumerate(emit or []):  # h^{i} of this chunk for this stage's later layers
             if self.start + j + 1 in self.tables.rows:
                 self.tables.write(self.start + j + 1, lo, hi, e, step)

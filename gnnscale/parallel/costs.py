@@ -11,7 +11,7 @@ from typing import Sequence
 
 import torch
 
-from gnnscale.nn.models import GNN
+from gnnscale.nn.models import GNN, LayerHooks
 from gnnscale.parallel.chunk_graph import ChunkGraph, chunk_block
 from gnnscale.parallel.chunk_tables import HaloGradients, StageTables
 from gnnscale.process.comm import Communicator
@@ -46,7 +46,7 @@ def measure_layer_costs(model: GNN, blocks: Sequence[Block], x: torch.Tensor, re
             if hist is not None and hist[i] is not None:
                 rows[i] = hist[i].detach().requires_grad_(i > 0)
             t0 = time.perf_counter()
-            h, x0 = model.forward_layers(inp, x0_in, blocks, i, i + 1, hist=rows)
+            h, x0 = model.forward_layers(inp, x0_in, blocks, i, i + 1, LayerHooks(hist=rows))
             (h.sum() + (x0.sum() if x0 is not None else 0)).backward()
             if rep:
                 costs[i] = min(costs[i], time.perf_counter() - t0)

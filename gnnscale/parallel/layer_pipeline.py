@@ -20,7 +20,7 @@ One step of stage ``s`` of pipeline ``d`` (layers ``[start, end)``, see
 The loss of a step is the mean loss of the target kind (cross-entropy, binary cross-entropy,
 MSE: :class:`~gnnscale.tasks.node_metrics.NodeTarget`) over all seeds of its M micro-batches, so a
 pipelined step equals one unpipelined step accumulating the same M micro-batches. Dropout
-masks are keyed by (step, micro-batch, layer) (``GNN.forward_layers(rng_key=...)``), so they
+masks are keyed by (step, micro-batch, layer) (``LayerHooks.rng_key``), so they
 too are equal whichever process runs a layer. The seeds are the data-parallel seed schedule
 at ``batch_size x M`` seeds a step (:class:`~gnnscale.samplers.seeds.SeedSchedule`).
 """
@@ -33,6 +33,7 @@ import torch
 
 from gnnscale.data.loader import MiniBatchLoader, wait_ready
 from gnnscale.data.open import open_data
+from gnnscale.nn.models import LayerHooks
 from gnnscale.nn.spec import ModelSpec
 from gnnscale.parallel.axis import Axis, RunContext, StepResult, merge_states, resumed_bounds
 from gnnscale.parallel.costs import mean_over_ranks, measure_layer_costs
@@ -170,7 +171,7 @@ class LayerPipeline(Axis):
         def forward(m: int, inp: list[torch.Tensor]):
             mb = batches[m]
             h, x0 = model.forward_layers(inp[0], inp[1] if len(inp) > 1 else None, mb.device_blocks, start, end,
-                                         node_degree=mb.degrees, rng_key=keys[m])
+                                         LayerHooks(node_degree=mb.degrees, rng_key=keys[m]))
             if st.last:
                 correct[0] += target.correct(h, mb.y)[0]
                 return target.loss(h, mb.y, reduction="sum") / total
