@@ -147,14 +147,10 @@ class GNN(nn.Module):
         jk: str = "none",
         edge_dim: int = 0,
     ) -> None:
+        """The stack: input encoder, layers, norms, head, in the order their parameters are drawn.
+        A subclass changes three steps (:meth:`_layer_kwargs`, :meth:`_make_input`,
+        :meth:`_check_conv`) and may set its facts before calling this."""
         super().__init__()
-        self._build(in_dim, hidden, out_dim, num_layers, layer, layer_kwargs, dropout, norm, residual, jk, edge_dim)
-
-    def _build(self, in_dim: int, hidden: int, out_dim: int, num_layers: int, layer: str | type,
-               layer_kwargs: dict | None, dropout: float, norm: str, residual: bool, jk: str, edge_dim: int) -> None:
-        """The stack (after ``nn.Module.__init__``): input encoder, layers, norms, head, in the
-        order their parameters are drawn. Subclasses change three steps: :meth:`_layer_kwargs`,
-        :meth:`_make_input` and :meth:`_check_conv`."""
         from gnnscale.nn.layers import build_conv
 
         if num_layers < 1:

@@ -57,15 +57,16 @@ class TypedGNN(GNN):
     """:class:`~gnnscale.nn.models.GNN` on a typed graph.
 
     Args:
-        hidden, out_dim, num_layers, layer, layer_kwargs, dropout, norm, residual, jk: as
-            :class:`~gnnscale.nn.models.GNN` (``layer`` must be relation-aware).
+        hidden, out_dim: as :class:`~gnnscale.nn.models.GNN`.
+        stack: GNN's other options by keyword (``num_layers``, ``layer`` (default ``"rgcn"``;
+            relation-aware), ``layer_kwargs``, ``dropout``, ``norm``, ``residual``, ``jk``).
         relations: R index triples ``(src type, relation, dst type)``. feature_dims: T ints (0:
             the type has no features and gets a learned embedding). num_nodes_per_type: T ints
             (the embedding tables' sizes). node_types: T names (for messages).
         external_embeddings: the featureless types' rows come with the input
             (``TypedInput.emb_rows``, from tables sharded by owner, ``gnnscale.data.embeddings``)
             instead of tables in the model.
-        edge_dim: must be 0 (edge features do not reach relation-wise layers yet).
+        ``edge_dim`` must be 0 (edge features do not reach relation-wise layers yet).
 
     ``forward(x, blocks, ...)``: x a TypedInput of ``blocks[0].num_src`` rows, blocks with
     ``edge_type`` and ``node_type`` -> logits float32 [blocks[-1].num_dst, C]. The typed encoder's
@@ -74,36 +75,22 @@ class TypedGNN(GNN):
     same weights, and model files keep their keys (``typed_encoder.*``).
     """
 
-    def __init__(
-        self,
-        hidden: int,
-        out_dim: int,
-        num_layers: int = 2,
-        layer: str | type = "rgcn",
-        layer_kwargs: dict | None = None,
-        dropout: float = 0.5,
-        norm: str = "none",
-        residual: bool = False,
-        jk: str = "none",
-        *,
-        relations: Sequence[Sequence[int]] | None = None,
-        feature_dims: Sequence[int] | None = None,
-        num_nodes_per_type: Sequence[int] | None = None,
-        node_types: Sequence[str] | None = None,
-        external_embeddings: bool = False,
-        edge_dim: int = 0,
-    ) -> None:
-        nn.Module.__init__(self)
-        self.typed = typed_layer_args(relations, feature_dims, num_nodes_per_type, node_types)
-        if self.typed is None:
+    def __init__(self, hidden: int, out_dim: int, *, relations: Sequence[Sequence[int]] | None = None,
+                 feature_dims: Sequence[int] | None = None, num_nodes_per_type: Sequence[int] | None = None,
+                 node_types: Sequence[str] | None = None, external_embeddings: bool = False, **stack) -> None:
+        typed = typed_layer_args(relations, feature_dims, num_nodes_per_type, node_types)
+        if typed is None:
             raise ModelError("TypedGNN needs the graph's relations, feature_dims and num_nodes_per_type; for an "
                              "untyped graph use GNN")
-        self.node_types = list(node_types) if node_types is not None else None
-        self._input = (list(feature_dims), list(num_nodes_per_type), bool(external_embeddings))
-        if edge_dim:
+        if stack.get("edge_dim"):
             raise ModelError("edge features (edge_dim > 0) are not passed to a typed model's relation-wise layers yet; "
                              "build it with edge_dim=0 (--edge-features off)")
-        self._build(0, hidden, out_dim, num_layers, layer, layer_kwargs, dropout, norm, residual, jk, 0)
+        # The facts the three steps read, set before the stack is built (plain values: allowed
+        # before nn.Module.__init__, which keeps them).
+        self.typed = typed
+        self.node_types = list(node_types) if node_types is not None else None
+        self._input = (list(feature_dims), list(num_nodes_per_type), bool(external_embeddings))
+        super().__init__(0, hidden, out_dim, **{"layer": "rgcn", **stack})
         del self._input
 
     def _layer_kwargs(self, layer, kwargs: dict) -> dict:
