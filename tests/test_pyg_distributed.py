@@ -93,63 +93,83 @@ def test_a_folder_of_another_part_count_is_one_line(cora_partition):
     assert "\n" not in msg and "holds 2 parts but 1 processes were started" in msg and "--nproc-per-node 2" in msg
 
 
-def _one_process(cora, pairs, seed):
-    ref = NeighborLoader(cora, num_neighbors=FANOUTS, input_nodes=cora.train_mask, batch_size=16, shuffle=True,
-                         seed=seed)
+def _one_process(cora, pairs, seed, parts):
+    """One process's batches at parts times the ranks' batch size (16 seeds, 64 pairs)."""
+    ref = NeighborLoader(cora, num_neighbors=FANOUTS, input_nodes=cora.train_mask, batch_size=16 * parts,
+                         shuffle=True, seed=seed)
     nodes = [list(ref) for _ in range(2)]
     links = list(LinkNeighborLoader(cora, num_neighbors=FANOUTS, edge_label_index=pairs, neg_sampling_ratio=2.0,
-                                    batch_size=64, shuffle=True, seed=seed))
+                                    batch_size=64 * parts, shuffle=True, seed=seed))
     return nodes, links
 
 
 @pytest.mark.parametrize("parts,host_reads", [(2, False), (3, None)])
 def test_distributed_batches_are_one_process_batches(cora, cora_partition, parts, host_reads):
-    """Every rank's batch g (g = k * parts + rank) is one process's batch g: ids, edges (each an edge of
-    Cora, named by e_id), x rows, labels of the seeds, per-hop counts within the fan-outs; link
-    batches' positives real, negatives not, at ratio 2. Without host reads the rows come from their
-    owners (bytes under feature / label); with them nothing is exchanged."""
+    """Every rank's batch is what it claims: x rows, labels of the seeds, every edge one of Cora's
+    (named by e_id), per-hop counts within the fan-outs; link batches' positives real, negatives
+    not, at ratio 2. Step k's batches of the ranks (rank r: batch k * parts + r) together are one
+    process's batch k at parts times the batch size: its seeds in rank order, its nodes and edges
+    (gnnscale.pyg.steps; tests/test_pyg_global_steps.py checks it hop by hop), its pairs and
+    negatives. Without host reads the rows come from their owners (bytes under feature / label);
+    with them nothing is exchanged."""
     n = cora.num_nodes
     keys = edge_keys(cora.edge_index, n)
     pairs = cora.edge_index[:, torch.arange(0, cora.edge_index.size(1), 37)]
     seed = 7
     results = launch_local(cora_batches, parts, args=(cora_partition(parts), FANOUTS, 16, seed, host_reads, pairs),
                            threads_per_worker=1)
-    ref_nodes, ref_links = _one_process(cora, pairs, seed)
-    seen = set()
+    ref_nodes, ref_links = _one_process(cora, pairs, seed, parts)
     deg = torch.bincount(cora.edge_index[1], minlength=n)
+    steps: dict = {}
     for r, res in enumerate(results):
         assert res["world"] == parts
         for ep in range(2):
             for b in res["nodes"][ep]:
-                g = b["k"] * parts + r
                 if b["repeat"]:
                     continue
-                seen.add((ep, g))
-                ref = ref_nodes[ep][g]
-                assert torch.equal(b["n_id"], ref.n_id) and torch.equal(b["edge_index"], ref.edge_index)
+                steps.setdefault((ep, b["k"]), []).append(b)
                 assert torch.equal(b["x_sum"], cora.x[b["n_id"]].to(torch.float64).sum(1))
                 bs = b["batch_size"]
                 assert torch.equal(b["y"][:bs], cora.y[b["n_id"][:bs]])
                 src, dst = b["n_id"][b["edge_index"]]
                 assert bool(is_edge(keys, n, src, dst).all())
                 assert torch.equal(res["coo"][:, b["e_id"]], torch.stack([src, dst]))
-                # per hop: hop h draws min(fanout, in-degree) in-edges of each node hop h-1 added
+                # per hop: a node draws min(fanout, in-degree) in-edges, the fan-out of the hop at
+                # which the whole step reaches it (this hop or an earlier one)
                 start = 0
-                for h, f in enumerate(FANOUTS):
+                for h in range(len(FANOUTS)):
                     frontier = b["n_id"][start:start + b["nsn"][h]]
-                    assert b["nse"][h] == int(torch.clamp(deg[frontier], max=f).sum())
+                    lo, hi = min(FANOUTS[:h + 1]), max(FANOUTS[:h + 1])
+                    assert int(torch.clamp(deg[frontier], max=lo).sum()) <= b["nse"][h]
+                    assert b["nse"][h] <= int(torch.clamp(deg[frontier], max=hi).sum())
                     start += b["nsn"][h]
                 assert sum(b["nsn"]) == b["n_id"].numel() and sum(b["nse"]) == b["edge_index"].size(1)
         for b in res["links"]:
             if b["repeat"]:
                 continue
-            ref = ref_links[b["k"] * parts + r]
-            assert torch.equal(b["eli"], ref.n_id[ref.edge_label_index]) and torch.equal(b["label"], ref.edge_label)
+            steps.setdefault(("link", b["k"]), []).append(b)
             pos, neg = b["label"] == 1, b["label"] == 0
             assert int(neg.sum()) == 2 * int(pos.sum())
             assert bool(is_edge(keys, n, b["eli"][0, pos], b["eli"][1, pos]).all())
             assert not bool(is_edge(keys, n, b["eli"][0, neg], b["eli"][1, neg]).any())
-    assert seen == {(ep, g) for ep in range(2) for g in range(len(ref_nodes[ep]))}
+    assert set(steps) == {(ep, k) for ep in range(2) for k in range(len(ref_nodes[ep]))} | \
+        {("link", k) for k in range(len(ref_links))}
+    for (ep, k), parts_of_step in steps.items():  # rank order: appended rank by rank
+        if ep == "link":
+            ref = ref_links[k]
+            for label in (1, 0):
+                got = torch.cat([b["eli"][:, b["label"] == label] for b in parts_of_step], 1)
+                assert torch.equal(got, ref.n_id[ref.edge_label_index[:, ref.edge_label == label]])
+            continue
+        ref = ref_nodes[ep][k]
+        assert torch.equal(torch.cat([b["n_id"][:b["batch_size"]] for b in parts_of_step]), ref.n_id[:ref.batch_size])
+        assert set(torch.cat([b["n_id"] for b in parts_of_step]).tolist()) == set(ref.n_id.tolist())
+        got = set()
+        for b in parts_of_step:
+            src, dst = b["n_id"][b["edge_index"]]
+            got |= set(zip(dst.tolist(), src.tolist()))
+        src, dst = ref.n_id[ref.edge_index]
+        assert got == set(zip(dst.tolist(), src.tolist()))
     if host_reads is False:
         for res in results:
             assert res["rows"]["remote_rows"] > 0 and res["rows"]["host_rows"] == 0

@@ -18,15 +18,18 @@ bounded). Given a ``HeteroData`` (no folder), every rank holds the graph in memo
 Batches: one pass cuts the split's seeds into the batches one process would make (shuffled by a
 generator seeded with ``seed``: one ``randperm`` per pass, as PyG's ``shuffle=True`` with
 :class:`gnnscale.pyg.NeighborLoader`'s ``seed``), and rank r takes batches r, r + N, r + 2N, ...
-A batch's draws are keyed by (seed, pass, its first seed's position, hop) and each node's
-original id, never by the rank, so batch i is the same batch on 1 or N processes. Every rank
-gets ``ceil(batches / N)`` of them (the last ones wrap around to the pass's first, as PyG's
-``DistributedSampler`` pads): DDP's all-reduces and the stores' exchanges stay in step.
+Every rank gets ``ceil(batches / N)`` of them (the last ones wrap around to the pass's first, as
+PyG's ``DistributedSampler`` pads): DDP's all-reduces and the stores' exchanges stay in step.
 
 A step of N processes trains N batches (DDP averages their gradients): ``batch_size=B // N``
 keeps a step's seeds those of one process's batch of B (its N consecutive parts; B divisible by
 N), the same number of steps per pass, and, the parts being equal, DDP's mean of the processes'
-mean losses the mean over the step's seeds.
+mean losses the mean over the step's seeds. The draws are the step's, as in the engine
+(:mod:`gnnscale.pyg.steps`): keyed by (seed, pass, the step, hop) and each node's original id,
+never by the rank, and each rank knowing the step's other seeds, so the union of the N batches'
+subgraphs (nodes, edges, negatives) is one process's batch of B, and a model without random
+layers takes the same step (float32 sums aside). Typed graphs (``HeteroData``) key each batch by
+its own first seed: batch i is one process's batch i at the same ``batch_size``, not a step.
 """
 from __future__ import annotations
 
@@ -44,6 +47,8 @@ from gnnscale.process.comm import Communicator
 from gnnscale.process.groups import init_distributed as join_group
 from gnnscale.process.groups import shutdown_distributed
 from gnnscale.process.health import Health
+from gnnscale.pyg.sampler import GnnscaleSampler
+from gnnscale.pyg.steps import StepBook
 from gnnscale.pyg.stores import PartitionFeatureStore, PartitionGraphStore, sampler_for
 
 
@@ -53,7 +58,12 @@ class RankBatches:
     Args:
         n: the number of inputs (seeds or seed edges); batch_size, shuffle, drop_last: PyG's.
         seed: the shuffle's generator seed; rank, world_size: this rank's place.
+
+    ``book``: a :class:`~gnnscale.pyg.steps.StepBook` told every pass's batches (the sampler's
+    global steps), or None.
     """
+
+    book: StepBook | None = None
 
     def __init__(self, n: int, batch_size: int, shuffle: bool, drop_last: bool, seed: int, rank: int,
                  world_size: int) -> None:
@@ -91,6 +101,8 @@ class RankBatches:
 
     def __iter__(self) -> Iterator[list[int]]:
         batches = self.global_batches()
+        if self.book is not None:
+            self.book.set_pass(batches)
         for k in range(len(self)):
             yield batches[(k * self.world + self.rank) % len(batches)].tolist()
 
@@ -174,7 +186,15 @@ class DistRun:
                                 batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
                                                           self.world_size), **kwargs)
         loader._sampler, loader._epoch, loader._health = sampler, 0, self.health
+        self._share_steps(loader, sampler, loader.input_data.node, loader.input_data.input_id)
         return loader
+
+    def _share_steps(self, loader: Any, sampler: Any, inputs: torch.Tensor, input_id: torch.Tensor | None) -> None:
+        """N processes: key each batch's draws by its global step (:mod:`gnnscale.pyg.steps`), so a
+        step's N batches draw what one process's batch of their seeds draws. Typed graphs
+        (``HeteroGnnscaleSampler``) keep each batch's own key."""
+        if self.world_size > 1 and isinstance(sampler, GnnscaleSampler):
+            sampler.steps = loader.batch_sampler.book = StepBook(self.world_size, inputs, input_id)
 
     def link_loader(self, num_neighbors: Any, edge_label_index: torch.Tensor, edge_label: torch.Tensor | None = None,
                     neg_sampling: Any = None, neg_sampling_ratio: float | None = None, batch_size: int = 1,
@@ -201,6 +221,8 @@ class DistRun:
                                 batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
                                                           self.world_size), **kwargs)
         loader._sampler, loader._epoch, loader._health = sampler, 0, self.health
+        self._share_steps(loader, sampler, torch.stack([loader.input_data.row, loader.input_data.col]),
+                          loader.input_data.input_id)
         return loader
 
     # -- model -------------------------------------------------------------------------------------

@@ -24,7 +24,11 @@ A node's draws at hop ``h`` equal those of the engine's block sampler
 (:class:`gnnscale.samplers.NeighborSampler`) at the same (epoch, step, hop): same keys, same CSC
 order (each node's in-edges by source id). ``epoch`` is the loader's pass (set by
 :class:`gnnscale.pyg.NeighborLoader` at every ``iter``), ``step`` the first input id of the batch
-(unique within an epoch, and the same in a DataLoader worker as in the main process).
+(unique within an epoch, and the same in a DataLoader worker as in the main process), or under
+N processes that of the global step holding the batch (``steps``, :mod:`gnnscale.pyg.steps`):
+then the batch also knows the step's other seeds, and a node that the whole step reaches at an
+earlier hop than this batch does draws that hop's neighbours, so the N batches of a step
+together draw what one process's batch of their seeds draws (and share its negatives).
 
 Negatives (``sample_from_edges``) come from a ``torch.Generator`` keyed by (seed, epoch, step)
 (the engine's :class:`~gnnscale.samplers.link.NegativeSampler` keys) and, unlike PyG's (which
@@ -47,6 +51,7 @@ from torch_geometric.sampler import (
 )
 
 from gnnscale.errors import SamplerError
+from gnnscale.pyg.steps import Step, StepBook
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.link import EdgeFilter, NegativeSampler
 from gnnscale.samplers.local import check_edge_weight, check_replace, sampling_variant
@@ -107,6 +112,8 @@ class GnnscaleSampler(BaseSampler):
             raise SamplerError(f"disjoint must be a bool; found {disjoint!r}. Pass disjoint=True or False.")
         self.disjoint = disjoint
         self._filter: EdgeFilter | None = None
+        # N processes: the global step of each batch (gnnscale.pyg.distributed sets it)
+        self.steps: StepBook | None = None
 
     @property
     def edge_permutation(self) -> None:
@@ -117,43 +124,118 @@ class GnnscaleSampler(BaseSampler):
         """Key the following batches' draws by ``epoch`` (the loaders call it at every ``iter``)."""
         self.epoch = int(epoch)
 
-    def _step(self, input_id: torch.Tensor | None) -> int:
-        return int(input_id[0]) if input_id is not None and input_id.numel() else 0
+    def _step(self, input_id: torch.Tensor | None) -> tuple[int, Step | None]:
+        """(the draws' step number, the batch's global step or None). Alone, a batch's step is its
+        first input position; under a :class:`~gnnscale.pyg.steps.StepBook` (N processes) it is the
+        global step's (that of the one-process batch holding it)."""
+        plan = self.steps.step(input_id) if self.steps is not None else None
+        if plan is not None:
+            return plan.key, plan
+        return (int(input_id[0]) if input_id is not None and input_id.numel() else 0), None
 
-    def sample(self, seeds: torch.Tensor, epoch: int, step: int) -> SamplerOutput:
+    def _levels(self, seeds: torch.Tensor, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(ids int64 [R] sorted, level int64 [R]): the hop at which the batch of ``seeds`` (int64,
+        repeats allowed) reaches each node it reaches within ``len(fanouts) - 1`` hops, as
+        :meth:`sample` draws it (hop h draws the nodes hop h - 1 added). None when the draws do not
+        depend on the hop (every fan-out -1)."""
+        if all(f == -1 for f in self.fanouts):
+            return None
+        ids = frontier = torch.unique(seeds)
+        levels = [torch.zeros(ids.numel(), dtype=torch.int64)]
+        for hop, fanout in enumerate(self.fanouts[:-1]):
+            key = stream_key(self.seed, epoch, step, 0, hop)
+            nbrs = self.kernels.sample(self.indptr, self.indices, frontier, frontier, fanout, key, **self.variant)[1]
+            grown, _ = self.kernels.relabel(ids, nbrs)
+            frontier, ids = grown[ids.numel():], grown
+            levels.append(torch.full((frontier.numel(),), hop + 1, dtype=torch.int64))
+        order = torch.argsort(ids)
+        return ids[order], torch.cat(levels)[order]
+
+    def _hop(self, frontier: torch.Tensor, hop: int, epoch: int, step: int,
+              levels: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
+        """(dst int64 [M] (numpy): each drawn edge's destination, an index into ``frontier``;
+        nbrs int64 [M]; CSC positions int64 [M]) of hop ``hop``'s draws for ``frontier`` (draw ids:
+        original ids, or ``tree * N + node`` when disjoint).
+
+        With ``levels`` (the global step's first hops, :meth:`_levels`), a node the whole step
+        reaches at an earlier hop ``l`` draws what that hop drew (key and fan-out of hop ``l``):
+        its in-edges are those of the one-process batch."""
+        n = self.num_nodes
+        at = frontier % n if self.disjoint else frontier
+        lv = None
+        if levels is not None and frontier.numel():
+            ids, level = levels
+            pos = torch.searchsorted(ids, at).clamp(max=max(ids.numel() - 1, 0))
+            lv = torch.where(ids[pos] == at, level[pos], hop) if ids.numel() else torch.full_like(at, hop)
+            if bool((lv == hop).all()):
+                lv = None
+        groups = [(hop, None)] if lv is None else [(int(l), torch.nonzero(lv == l).flatten())
+                                                   for l in torch.unique(lv).tolist()]
+        dsts, nbrs, edges = [], [], []
+        for level, sel in groups:  # at most len(fanouts) groups: one kernel call each
+            key = stream_key(self.seed, epoch, step, 0, level)
+            f_at, f_ids = (at, frontier) if sel is None else (at[sel], frontier[sel])
+            counts, nb, ed = self.kernels.sample(self.indptr, self.indices, f_at, f_ids, self.fanouts[level], key,
+                                                 return_edges=True, **self.variant)
+            if self.disjoint:  # a neighbour joins its destination's tree
+                nb = nb + torch.from_numpy(np.repeat((f_ids - f_at).numpy(), counts.numpy()))
+            # numpy's repeat: several times faster than torch's repeat_interleave at these sizes
+            index = np.arange(frontier.numel(), dtype=np.int64) if sel is None else sel.numpy()
+            dsts.append(np.repeat(index, counts.numpy()))
+            nbrs.append(nb)
+            edges.append(ed)
+        if len(groups) == 1:
+            return dsts[0], nbrs[0], edges[0]
+        return np.concatenate(dsts), torch.cat(nbrs), torch.cat(edges)
+
+    def sample(self, seeds: torch.Tensor, epoch: int, step: int, others: torch.Tensor | None = None,
+               trees: torch.Tensor | None = None) -> SamplerOutput:
         """PyG's output for seeds int64 [B] (node, row, col, edge, per-hop counts; ``batch`` when disjoint).
 
         Not disjoint, the seeds must be distinct. Disjoint, seed ``i`` grows its own tree: a node
         is identified by ``tree * N + node`` (relabeled, and the key of its draws, so trees draw
-        independently) and ``batch`` is its tree."""
+        independently) and ``batch`` is its tree (its index in ``seeds``).
+
+        One rank's share of a global step (:mod:`gnnscale.pyg.steps`): ``others`` int64 the other
+        ranks' seeds of the step (not disjoint): a node that the whole step reaches at an earlier
+        hop than this batch does draws that hop's neighbours, so the union of the ranks' subgraphs
+        is the one-process batch's (each rank keeps what its seeds reach); ``trees`` int64 [B]
+        (disjoint): the seeds' tree numbers in the global step (default ``arange(B)``)."""
         seeds = seeds.to(torch.int64).contiguous()
         n = self.num_nodes
-        ids = seeds + torch.arange(seeds.numel()) * n if self.disjoint else seeds
+        if self.disjoint:
+            tree = torch.arange(seeds.numel()) if trees is None else trees.to(torch.int64)
+            ids = seeds + tree * n
+            levels = None
+        else:
+            ids = seeds
+            levels = None if others is None or not others.numel() else \
+                self._levels(torch.cat([seeds, others.to(torch.int64)]), epoch, step)
         frontier = ids
         rows, cols, pos = [], [], []
         num_nodes, num_edges = [seeds.numel()], []
-        for hop, fanout in enumerate(self.fanouts):
-            key = stream_key(self.seed, epoch, step, 0, hop)
-            at = frontier % n if self.disjoint else frontier
-            counts, nbrs, edges = self.kernels.sample(self.indptr, self.indices, at, frontier, fanout, key,
-                                                      return_edges=True, **self.variant)
-            if self.disjoint:  # a neighbour joins its destination's tree
-                nbrs = nbrs + torch.from_numpy(np.repeat((frontier - at).numpy(), counts.numpy()))
+        for hop in range(len(self.fanouts)):
+            dst, nbrs, edges = self._hop(frontier, hop, epoch, step, levels)
             grown, nbr_local = self.kernels.relabel(ids, nbrs)
             first = ids.numel() - frontier.numel()  # local id of the frontier's first node
             rows.append(nbr_local)
-            # numpy's repeat and take: several times faster than torch's repeat_interleave and
-            # indexing at these sizes on the CPU (benchmarks/pyg_loader.py)
-            cols.append(torch.from_numpy(np.repeat(np.arange(first, ids.numel(), dtype=np.int64), counts.numpy())))
+            cols.append(torch.from_numpy(dst + first))
             pos.append(edges)
             frontier = grown[ids.numel():]
             ids = grown
             num_nodes.append(frontier.numel())
             num_edges.append(nbrs.numel())
+        # numpy's take: faster than torch indexing at these sizes on the CPU (benchmarks/pyg_loader.py)
         edge = torch.from_numpy(np.take(self.perm.numpy(), torch.cat(pos).numpy())) if pos else \
             torch.empty(0, dtype=torch.int64)
         cat = (lambda t: torch.cat(t)) if rows else (lambda t: torch.empty(0, dtype=torch.int64))
-        node, batch = (ids % n, torch.div(ids, n, rounding_mode="floor")) if self.disjoint else (ids, None)
+        if self.disjoint:
+            node, batch = ids % n, torch.div(ids, n, rounding_mode="floor")
+            if trees is not None:  # global tree numbers -> the seeds' indices in this batch
+                order = torch.argsort(tree)
+                batch = order[torch.searchsorted(tree[order], batch)]
+        else:
+            node, batch = ids, None
         return SamplerOutput(node=node, row=cat(rows), col=cat(cols), edge=edge, batch=batch,
                              num_sampled_nodes=num_nodes, num_sampled_edges=num_edges)
 
@@ -162,7 +244,13 @@ class GnnscaleSampler(BaseSampler):
         if inputs.input_type is not None:
             raise SamplerError(f"gnnscale's PyG sampler samples homogeneous graphs; found node type "
                                f"{inputs.input_type!r}. Pass a torch_geometric Data (not HeteroData).")
-        out = self.sample(inputs.node, self.epoch, self._step(inputs.input_id))
+        step, plan = self._step(inputs.input_id)
+        if plan is None:
+            out = self.sample(inputs.node, self.epoch, step)
+        elif self.disjoint:
+            out = self.sample(inputs.node, self.epoch, step, trees=plan.offset + torch.arange(plan.size))
+        else:
+            out = self.sample(inputs.node, self.epoch, step, others=self.steps.inputs[plan.others()])
         out.metadata = (inputs.input_id, inputs.time)
         return out
 
@@ -201,6 +289,47 @@ class GnnscaleSampler(BaseSampler):
             bad = bad[has(s[bad], d[bad])]
         return s, d
 
+    def _neg_range(self, plan: Step, neg: NegativeSampling) -> tuple[int, int]:
+        """[lo, hi): this batch's share of its step's binary negatives (or triplet, not disjoint)."""
+        a = neg.amount
+        if neg.is_binary():
+            return math.ceil(plan.offset * a), math.ceil((plan.offset + plan.size) * a)
+        return plan.offset * int(a), (plan.offset + plan.size) * int(a)
+
+    def step_pairs(self, plan: Step, neg: NegativeSampling | None, epoch: int
+                   ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor]:
+        """(src_neg, dst_neg, ends) of a batch that is one rank's share of global step ``plan``: the
+        step's negatives are drawn for every rank's positives (as one process draws its batch's) and
+        cut by position, so the ranks' negatives together are the one-process batch's; ``ends``
+        int64: every endpoint of the step's pairs, positives and negatives (None negatives without
+        ``neg``)."""
+        pairs = self.steps.inputs[:, plan.positions]
+        if neg is None:
+            return None, None, pairs.reshape(-1)
+        s, d = self.negatives(pairs[0], pairs[1], neg, epoch, plan.key)
+        ends = torch.cat([pairs.reshape(-1), s, d] if neg.is_binary() else [pairs.reshape(-1), d])
+        if not neg.is_binary() and self.disjoint:  # negative q pairs with positive q % S
+            rows, cut = int(neg.amount), slice(plan.offset, plan.offset + plan.size)
+            return s.view(rows, -1)[:, cut].reshape(-1), d.view(rows, -1)[:, cut].reshape(-1), ends
+        lo, hi = self._neg_range(plan, neg)
+        return s[lo:hi], d[lo:hi], ends
+
+    def step_trees(self, plan: Step, neg: NegativeSampling | None) -> torch.Tensor:
+        """int64: the global step's tree number of each of this batch's disjoint seeds
+        (``cat([src, dst])`` as :meth:`sample_from_edges` lays them out, the step's the same way)."""
+        S, off, b = plan.positions.numel(), plan.offset, plan.size
+        pos = torch.arange(off, off + b)
+        if neg is None:
+            return torch.cat([pos, S + pos])
+        if neg.is_binary():  # src = [pos S, neg Q], dst likewise
+            Q = math.ceil(S * neg.amount)
+            lo, hi = self._neg_range(plan, neg)
+            pairs = torch.cat([pos, S + torch.arange(lo, hi)])
+            return torch.cat([pairs, S + Q + pairs])
+        rows = int(neg.amount)  # src = [pos S]; dst = [pos S, neg [rows, S]]
+        neg_t = 2 * S + (torch.arange(rows)[:, None] * S + pos[None, :]).reshape(-1)
+        return torch.cat([pos, S + pos, neg_t])
+
     def sample_from_edges(self, inputs: EdgeSamplerInput,
                           neg_sampling: NegativeSampling | None = None) -> SamplerOutput:
         """PyG's link sampling (``edge_sample``, homogeneous): the unique endpoints of the positives and
@@ -212,11 +341,13 @@ class GnnscaleSampler(BaseSampler):
         if inputs.time is not None:
             raise SamplerError("gnnscale's PyG sampler has no temporal sampling; found edge_label_time. "
                                "Leave edge_label_time unset.")
-        epoch, step = self.epoch, self._step(inputs.input_id)
+        epoch, (step, plan) = self.epoch, self._step(inputs.input_id)
         src, dst, label = inputs.row, inputs.col, inputs.label
         num_pos = src.numel()
+        s_neg, d_neg, ends = (None, None, None) if plan is None else self.step_pairs(plan, neg_sampling, epoch)
         if neg_sampling is not None:
-            s_neg, d_neg = self.negatives(src, dst, neg_sampling, epoch, step)
+            if plan is None:
+                s_neg, d_neg = self.negatives(src, dst, neg_sampling, epoch, step)
             if neg_sampling.is_binary():
                 src, dst = torch.cat([src, s_neg]), torch.cat([dst, d_neg])
                 if label is None:
@@ -226,7 +357,7 @@ class GnnscaleSampler(BaseSampler):
                 dst = torch.cat([dst, d_neg])
         if self.disjoint:  # PyG's disjoint edge_sample: one tree per endpoint, trees numbered by positive
             seed = torch.cat([src, dst])
-            out = self.sample(seed, epoch, step)
+            out = self.sample(seed, epoch, step, trees=None if plan is None else self.step_trees(plan, neg_sampling))
             out.batch = out.batch % num_pos
             if neg_sampling is None or neg_sampling.is_binary():
                 out.metadata = (inputs.input_id, torch.arange(seed.numel()).view(2, -1), label, None)
@@ -236,7 +367,7 @@ class GnnscaleSampler(BaseSampler):
                                 neg_index.reshape(num_pos, -1).squeeze(-1), None)
             return out
         seed, inverse = torch.unique(torch.cat([src, dst]), return_inverse=True)
-        out = self.sample(seed, epoch, step)
+        out = self.sample(seed, epoch, step, others=ends)
         if neg_sampling is None or neg_sampling.is_binary():
             out.metadata = (inputs.input_id, inverse.view(2, -1), label, None)
         else:

@@ -1,0 +1,56 @@
+"""Worker functions of tests/test_pyg_global_steps.py (spawned by gnnscale.process.launch.launch_local)."""
+from __future__ import annotations
+
+import torch
+
+
+def _edges(b, coo) -> torch.Tensor:
+    """int64 [M, 2]: (destination, source) original ids of the batch's edges, checked against e_id."""
+    src, dst = b.n_id[b.edge_index]
+    assert torch.equal(coo[:, b.e_id], torch.stack([src, dst]))
+    return torch.stack([dst, src], 1)
+
+
+def step_batches(parts_dir: str, fanouts, batch_size: int, seed: int, pairs: torch.Tensor) -> dict:
+    """One pass of this rank's node batches (train split) and of its link batches (ratio 2) at
+    ``batch_size`` each: seeds, nodes and edges in original ids, negatives."""
+    from gnnscale.pyg import init_distributed
+
+    run = init_distributed(parts_dir, timeout=60)
+    coo = run.graph_store.coo_of()
+    loader = run.node_loader(fanouts, "train", batch_size=batch_size, shuffle=True, seed=seed)
+    nodes = [dict(k=k, repeat=loader.batch_sampler.is_repeat(k), n_id=b.n_id, bs=b.batch_size, edges=_edges(b, coo))
+             for k, b in enumerate(loader)]
+    links = run.link_loader(fanouts, pairs, neg_sampling_ratio=2.0, batch_size=batch_size, shuffle=True, seed=seed)
+    link = [dict(k=k, repeat=links.batch_sampler.is_repeat(k), n_id=b.n_id, eli=b.n_id[b.edge_label_index],
+                 label=b.edge_label, edges=_edges(b, coo)) for k, b in enumerate(links)]
+    out = dict(nodes=nodes, links=link, world=run.world_size)
+    run.close()
+    return out
+
+
+def train_steps(parts_dir: str, fanouts, batch_size: int, seed: int) -> dict:
+    """One epoch of a plain PyG loop (GraphSAGE, dropout 0, SGD) at ``batch_size`` per process:
+    each step's loss on this rank, and the final weights."""
+    import torch.nn.functional as F
+    from torch_geometric.nn.models import GraphSAGE
+
+    from gnnscale.pyg import init_distributed
+
+    torch.set_num_threads(1)
+    run = init_distributed(parts_dir, timeout=60)
+    loader = run.node_loader(fanouts, "train", batch_size=batch_size, shuffle=True, seed=seed)
+    torch.manual_seed(seed)
+    model = run.ddp(GraphSAGE(1433, 16, num_layers=len(fanouts), out_channels=7, dropout=0.0))
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    losses = []
+    for batch in loader:
+        opt.zero_grad()
+        out = model(batch.x, batch.edge_index)[:batch.batch_size]
+        loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    run.close()
+    return dict(losses=losses, weights=weights, world=run.world_size)

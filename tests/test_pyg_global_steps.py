@@ -1,0 +1,158 @@
+"""A global step is the same on 1 or N processes (gnnscale.pyg.steps): with ``batch_size=b`` on N
+processes, step k's N batches together are one process's batch k at ``batch_size=N b``: the same
+seeds, the union of their sampled subgraphs (nodes and edges, hop by hop) is the one-process
+batch's, the negatives of a link step are the one-process batch's, and a short deterministic run
+gives the same losses and weights (within float32 summation order)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch_geometric.sampler import NegativeSampling
+
+from gnnscale.process.launch import launch_local
+from gnnscale.pyg import sampler_for
+from gnnscale.pyg.distributed import RankBatches, RankLinkLoader, RankNodeLoader
+from gnnscale.pyg.steps import StepBook
+
+from pyg_step_workers import step_batches, train_steps
+
+FANOUTS = [5, 3, 2]
+
+
+def _loaders(data, world, b, seed, disjoint=False, pairs=None, neg=None, replace=False):
+    """Every rank's loader of one process world (rank r: RankBatches(rank=r)), as DistRun builds them."""
+    out = []
+    inputs = torch.nonzero(data.train_mask).flatten()
+    for r in range(world):
+        s = sampler_for(data, FANOUTS, seed=seed, replace=replace)
+        s.disjoint = disjoint
+        rb = RankBatches(inputs.numel() if pairs is None else pairs.size(1), b, True, False, seed, r, world)
+        if pairs is None:
+            loader = RankNodeLoader(data, s, input_nodes=inputs, batch_sampler=rb)
+            by_pos = loader.input_data.node
+        else:
+            loader = RankLinkLoader(data, s, edge_label_index=pairs, neg_sampling=neg, batch_sampler=rb)
+            by_pos = torch.stack([loader.input_data.row, loader.input_data.col])
+        if world > 1:
+            s.steps = rb.book = StepBook(world, by_pos, loader.input_data.input_id)
+        loader._sampler, loader._epoch = s, 0
+        out.append(loader)
+    return out
+
+
+def _steps(data, world, b, seed, **kw):
+    """[(one-process batch k at N b, [the step's real batches of the N ranks])] of the second pass."""
+    one = _loaders(data, 1, world * b, seed, **kw)[0]
+    ranks = _loaders(data, world, b, seed, **kw)
+    for loader in [one] + ranks:  # pass 0, then check pass 1 (the draws follow the pass)
+        list(loader)
+    ref = list(one)
+    per_rank = [list(loader) for loader in ranks]
+    real = ranks[0].batch_sampler.num_batches
+    return [(want, [per_rank[r][k] for r in range(world) if k * world + r < real]) for k, want in enumerate(ref)]
+
+
+def _edge_set(b, trees: bool = False, offset: int = 0) -> set:
+    src, dst = b.n_id[b.edge_index]
+    cols = [dst, src, b.e_id]
+    if trees:
+        cols.insert(0, b.batch[b.edge_index[1]] + offset)
+    return set(zip(*[c.tolist() for c in cols]))
+
+
+def _hop_of(b) -> dict:
+    """{original id: the hop at which batch b reaches it} (not disjoint)."""
+    hops = torch.repeat_interleave(torch.arange(len(b.num_sampled_nodes)), torch.tensor(b.num_sampled_nodes))
+    return dict(zip(b.n_id.tolist(), hops.tolist()))
+
+
+@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("replace", [False, True])
+def test_node_step_union_is_the_one_process_batch(cora, world, replace):
+    for want, parts in _steps(cora, world, 12, 3, replace=replace):
+        assert torch.equal(torch.cat([p.n_id[:p.batch_size] for p in parts]), want.n_id[:want.batch_size])
+        hop = _hop_of(want)
+        got_nodes = set().union(*[set(p.n_id.tolist()) for p in parts])
+        assert got_nodes == set(want.n_id.tolist())
+        got = set().union(*[_edge_set(p) for p in parts])
+        assert got == _edge_set(want)
+        # hop by hop: the one-process batch's hop-h edges are the ranks' edges into its hop-h nodes
+        start = 0
+        for h, count in enumerate(want.num_sampled_edges):
+            src, dst = want.n_id[want.edge_index[:, start:start + count]]
+            mine = set(zip(dst.tolist(), src.tolist(), want.e_id[start:start + count].tolist()))
+            assert mine == {e for e in got if hop[e[0]] == h}
+            start += count
+        for p in parts:  # each rank's batch is a subgraph of the step's
+            assert _edge_set(p) <= _edge_set(want)
+
+
+def test_disjoint_trees_are_the_one_process_trees(cora):
+    for want, parts in _steps(cora, 2, 12, 5, disjoint=True):
+        offsets = [sum(p.batch_size for p in parts[:i]) for i in range(len(parts))]
+        got = set().union(*[_edge_set(p, True, o) for p, o in zip(parts, offsets)])
+        assert got == _edge_set(want, True)
+        for p in parts:  # each rank's trees are numbered in its batch, as PyG's disjoint batches are
+            assert torch.equal(p.batch.unique(), torch.arange(p.batch_size))
+
+
+@pytest.mark.parametrize("neg", ["binary", "triplet"])
+def test_link_step_union_and_negatives_are_the_one_process_batch(cora, neg):
+    pairs = cora.edge_index[:, torch.arange(0, cora.edge_index.size(1), 29)]
+    ns = NegativeSampling(neg, 2)
+    for want, parts in _steps(cora, 2, 16, 7, pairs=pairs, neg=ns):
+        assert set().union(*[set(p.n_id.tolist()) for p in parts]) == set(want.n_id.tolist())
+        assert set().union(*[_edge_set(p) for p in parts]) == _edge_set(want)
+        if neg == "binary":  # positives, then negatives: each rank's share, in rank order
+            for label in (1, 0):
+                got = torch.cat([p.n_id[p.edge_label_index[:, p.edge_label == label]] for p in parts], 1)
+                assert torch.equal(got, want.n_id[want.edge_label_index[:, want.edge_label == label]])
+        else:
+            for name in ("src_index", "dst_pos_index", "dst_neg_index"):
+                got = torch.cat([p.n_id[p[name]] for p in parts])
+                assert torch.equal(got, want.n_id[want[name]]), name
+
+
+def test_disjoint_link_trees_are_the_one_process_trees(cora):
+    pairs = cora.edge_index[:, torch.arange(0, cora.edge_index.size(1), 29)]
+    for neg in (NegativeSampling("binary", 1), NegativeSampling("triplet", 2)):
+        for want, parts in _steps(cora, 2, 16, 7, pairs=pairs, neg=neg, disjoint=True):
+            assert set().union(*[_edge_set(p) for p in parts]) == _edge_set(want)
+            assert set().union(*[set(p.n_id.tolist()) for p in parts]) == set(want.n_id.tolist())
+
+
+def test_step_union_on_two_processes(cora, cora_partition):
+    """gloo, 2 processes over a 2-part folder, against one process over a 1-part folder."""
+    pairs = cora.edge_index[:, torch.arange(0, cora.edge_index.size(1), 37)]
+    fan = [5, 3]
+    one = launch_local(step_batches, 1, args=(cora_partition(1), fan, 32, 7, pairs), threads_per_worker=1)[0]
+    two = launch_local(step_batches, 2, args=(cora_partition(2), fan, 16, 7, pairs), threads_per_worker=1)
+    assert one["world"] == 1 and [r["world"] for r in two] == [2, 2]
+
+    def key_set(edges):
+        return set(map(tuple, edges.tolist()))
+
+    for kind in ("nodes", "links"):
+        for k, want in enumerate(one[kind]):
+            parts = [two[r][kind][k] for r in range(2) if not two[r][kind][k]["repeat"]]
+            assert parts
+            assert set().union(*[set(p["n_id"].tolist()) for p in parts]) == set(want["n_id"].tolist())
+            assert set().union(*[key_set(p["edges"]) for p in parts]) == key_set(want["edges"])
+            if kind == "nodes":
+                assert torch.equal(torch.cat([p["n_id"][:p["bs"]] for p in parts]), want["n_id"][:want["bs"]])
+            else:
+                for label in (1, 0):
+                    got = torch.cat([p["eli"][:, p["label"] == label] for p in parts], 1)
+                    assert torch.equal(got, want["eli"][:, want["label"] == label])
+
+
+def test_one_epoch_of_a_plain_loop_is_the_same_on_two_processes(cora_partition):
+    """GraphSAGE, dropout 0, 1 thread, 140 training nodes in 5 steps of 28 (2 x 14): equal losses and
+    weights within float32 summation order (DDP's all-reduce, the edges' order in the mean)."""
+    one = launch_local(train_steps, 1, args=(cora_partition(1), [5, 3], 28, 0), threads_per_worker=1)[0]
+    two = launch_local(train_steps, 2, args=(cora_partition(2), [5, 3], 14, 0), threads_per_worker=1)
+    assert len(one["losses"]) == 5 and [len(r["losses"]) for r in two] == [5, 5]
+    step = [(a + b) / 2 for a, b in zip(two[0]["losses"], two[1]["losses"])]
+    assert step == pytest.approx(one["losses"], rel=1e-5, abs=1e-6)
+    for name, w in one["weights"].items():
+        torch.testing.assert_close(two[0]["weights"]["module." + name], w, rtol=1e-5, atol=1e-6)
