@@ -114,6 +114,7 @@ class GnnscaleSampler(BaseSampler):
         self._filter: EdgeFilter | None = None
         # N processes: the global step of each batch (gnnscale.pyg.distributed sets it)
         self.steps: StepBook | None = None
+        self._level: torch.Tensor | None = None  # int8 [N]: a step's first hops (_levels)
 
     @property
     def edge_permutation(self) -> None:
@@ -133,40 +134,41 @@ class GnnscaleSampler(BaseSampler):
             return plan.key, plan
         return (int(input_id[0]) if input_id is not None and input_id.numel() else 0), None
 
-    def _levels(self, seeds: torch.Tensor, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """(ids int64 [R] sorted, level int64 [R]): the hop at which the batch of ``seeds`` (int64,
-        repeats allowed) reaches each node it reaches within ``len(fanouts) - 1`` hops, as
-        :meth:`sample` draws it (hop h draws the nodes hop h - 1 added). None when the draws do not
-        depend on the hop (every fan-out -1)."""
+    def _levels(self, seeds: torch.Tensor, epoch: int, step: int) -> torch.Tensor | None:
+        """The hop at which the batch of ``seeds`` (int64, repeats allowed) reaches each node it
+        reaches within ``len(fanouts) - 1`` hops, as :meth:`sample` draws it (hop h draws the nodes
+        hop h - 1 added), written into ``self._level`` (int8 [N], -1 elsewhere; the caller resets
+        the returned ids int64 [R] to -1). None when the draws do not depend on the hop (every
+        fan-out -1)."""
         if all(f == -1 for f in self.fanouts):
             return None
+        if self._level is None:  # one byte per node, allocated at the first step of several processes
+            self._level = torch.full((self.num_nodes,), -1, dtype=torch.int8)
         ids = frontier = torch.unique(seeds)
-        levels = [torch.zeros(ids.numel(), dtype=torch.int64)]
+        self._level[ids] = 0
         for hop, fanout in enumerate(self.fanouts[:-1]):
             key = stream_key(self.seed, epoch, step, 0, hop)
             nbrs = self.kernels.sample(self.indptr, self.indices, frontier, frontier, fanout, key, **self.variant)[1]
             grown, _ = self.kernels.relabel(ids, nbrs)
             frontier, ids = grown[ids.numel():], grown
-            levels.append(torch.full((frontier.numel(),), hop + 1, dtype=torch.int64))
-        order = torch.argsort(ids)
-        return ids[order], torch.cat(levels)[order]
+            self._level[frontier] = hop + 1
+        return ids
 
     def _hop(self, frontier: torch.Tensor, hop: int, epoch: int, step: int,
-              levels: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
+             levels: bool) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
         """(dst int64 [M] (numpy): each drawn edge's destination, an index into ``frontier``;
         nbrs int64 [M]; CSC positions int64 [M]) of hop ``hop``'s draws for ``frontier`` (draw ids:
         original ids, or ``tree * N + node`` when disjoint).
 
-        With ``levels`` (the global step's first hops, :meth:`_levels`), a node the whole step
+        With ``levels`` (the global step's first hops in ``self._level``: :meth:`_levels`), a node the whole step
         reaches at an earlier hop ``l`` draws what that hop drew (key and fan-out of hop ``l``):
         its in-edges are those of the one-process batch."""
         n = self.num_nodes
         at = frontier % n if self.disjoint else frontier
         lv = None
-        if levels is not None and frontier.numel():
-            ids, level = levels
-            pos = torch.searchsorted(ids, at).clamp(max=max(ids.numel() - 1, 0))
-            lv = torch.where(ids[pos] == at, level[pos], hop) if ids.numel() else torch.full_like(at, hop)
+        if levels and frontier.numel():
+            lv = self._level[at].to(torch.int64)
+            lv = torch.where(lv < 0, hop, lv)  # never: every node this batch reaches, the step reaches
             if bool((lv == hop).all()):
                 lv = None
         groups = [(hop, None)] if lv is None else [(int(l), torch.nonzero(lv == l).flatten())
@@ -206,25 +208,29 @@ class GnnscaleSampler(BaseSampler):
         if self.disjoint:
             tree = torch.arange(seeds.numel()) if trees is None else trees.to(torch.int64)
             ids = seeds + tree * n
-            levels = None
+            reached = None
         else:
             ids = seeds
-            levels = None if others is None or not others.numel() else \
+            reached = None if others is None or not others.numel() else \
                 self._levels(torch.cat([seeds, others.to(torch.int64)]), epoch, step)
         frontier = ids
         rows, cols, pos = [], [], []
         num_nodes, num_edges = [seeds.numel()], []
-        for hop in range(len(self.fanouts)):
-            dst, nbrs, edges = self._hop(frontier, hop, epoch, step, levels)
-            grown, nbr_local = self.kernels.relabel(ids, nbrs)
-            first = ids.numel() - frontier.numel()  # local id of the frontier's first node
-            rows.append(nbr_local)
-            cols.append(torch.from_numpy(dst + first))
-            pos.append(edges)
-            frontier = grown[ids.numel():]
-            ids = grown
-            num_nodes.append(frontier.numel())
-            num_edges.append(nbrs.numel())
+        try:
+            for hop in range(len(self.fanouts)):
+                dst, nbrs, edges = self._hop(frontier, hop, epoch, step, reached is not None)
+                grown, nbr_local = self.kernels.relabel(ids, nbrs)
+                first = ids.numel() - frontier.numel()  # local id of the frontier's first node
+                rows.append(nbr_local)
+                cols.append(torch.from_numpy(dst + first))
+                pos.append(edges)
+                frontier = grown[ids.numel():]
+                ids = grown
+                num_nodes.append(frontier.numel())
+                num_edges.append(nbrs.numel())
+        finally:
+            if reached is not None:
+                self._level[reached] = -1
         # numpy's take: faster than torch indexing at these sizes on the CPU (benchmarks/pyg_loader.py)
         edge = torch.from_numpy(np.take(self.perm.numpy(), torch.cat(pos).numpy())) if pos else \
             torch.empty(0, dtype=torch.int64)
