@@ -51,6 +51,7 @@ SMOKE: dict[str, tuple[list[str], int, bool]] = {
     "out_of_core.py": (["--workdir", "{tmp}"], 300, True),
     "partition_scale.py": (["--workdir", "{tmp}"], 300, True),
     "pipeline.py": (["--workdir", "{tmp}"], 300, True),
+    "pyg_accuracy.py": ([], 300, True),
     "pyg_loader.py": ([], 300, True),
     "roofline.py": ([], 300, True),
     "sampler.py": ([], 200, True),
