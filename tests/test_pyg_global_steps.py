@@ -156,3 +156,74 @@ def test_one_epoch_of_a_plain_loop_is_the_same_on_two_processes(cora_partition):
     assert step == pytest.approx(one["losses"], rel=1e-5, abs=1e-6)
     for name, w in one["weights"].items():
         torch.testing.assert_close(two[0]["weights"]["module." + name], w, rtol=1e-5, atol=1e-6)
+
+
+def _typed_steps(data, world, b, seed, input_nodes=None, pairs=None):
+    """As _steps, on a HeteroData: [(one-process batch k at N b, [the step's real batches])]."""
+    fan = {et: [4, 2, 2] for et in data.edge_types}
+
+    def loaders(w, size):
+        out = []
+        count = int(input_nodes[1].numel()) if pairs is None else int(pairs[1].size(1))
+        for r in range(w):
+            s = sampler_for(data, fan, seed=seed)
+            rb = RankBatches(count, size, True, False, seed, r, w)
+            if pairs is None:
+                loader = RankNodeLoader(data, s, input_nodes=input_nodes, batch_sampler=rb)
+                by_pos = loader.input_data.node
+            else:
+                loader = RankLinkLoader(data, s, edge_label_index=pairs, neg_sampling_ratio=2.0, batch_sampler=rb)
+                by_pos = torch.stack([loader.input_data.row, loader.input_data.col])
+            if w > 1:
+                s.steps = rb.book = StepBook(w, by_pos, loader.input_data.input_id)
+            loader._sampler, loader._epoch = s, 0
+            out.append(loader)
+        return out
+
+    one, ranks = loaders(1, world * b)[0], loaders(world, b)
+    ref = list(one)
+    per_rank = [list(loader) for loader in ranks]
+    real = ranks[0].batch_sampler.num_batches
+    return [(want, [per_rank[r][k] for r in range(world) if k * world + r < real]) for k, want in enumerate(ref)]
+
+
+def _typed_edges(b, et) -> set:
+    src, dst = b[et[0]].n_id[b[et].edge_index[0]], b[et[2]].n_id[b[et].edge_index[1]]
+    return set(zip(dst.tolist(), src.tolist(), b[et].e_id.tolist()))
+
+
+@pytest.fixture(scope="module")
+def acm_data(shared_data):
+    root = shared_data / "acm"
+    if not root.exists():
+        pytest.skip(f"ACM is not at {root}")
+    from gnnscale.datasets import load_dataset
+    from gnnscale.datasets.hetero_data import to_hetero_data
+
+    return to_hetero_data(load_dataset(f"acm:{root}?split=20"))
+
+
+def test_typed_step_union_is_the_one_process_batch(acm_data):
+    """ACM (paper, author, subject), 3 hops, 2 ranks: per node type and relation, the union of the
+    step's batches is one process's batch; link batches (paper-author, ratio 2): pairs and negatives too."""
+    data = acm_data
+    train = ("paper", torch.nonzero(data["paper"].train_mask).flatten())
+    et = next(e for e in data.edge_types if e[0] != e[2])
+    pairs = (et, data[et].edge_index[:, torch.arange(0, data[et].edge_index.size(1), 50)])
+    for kind, steps in (("nodes", _typed_steps(data, 2, 16, 5, input_nodes=train)),
+                        ("links", _typed_steps(data, 2, 32, 5, pairs=pairs))):
+        assert steps
+        for want, parts in steps:
+            for t in data.node_types:
+                assert set().union(*[set(p[t].n_id.tolist()) for p in parts]) == set(want[t].n_id.tolist()), t
+            for e in data.edge_types:
+                assert set().union(*[_typed_edges(p, e) for p in parts]) == _typed_edges(want, e), e
+            if kind == "nodes":
+                got = torch.cat([p["paper"].n_id[:p["paper"].batch_size] for p in parts])
+                assert torch.equal(got, want["paper"].n_id[:want["paper"].batch_size])
+            else:
+                for label in (1, 0):
+                    def ends(b):
+                        eli = b[et].edge_label_index[:, b[et].edge_label == label]
+                        return torch.stack([b[et[0]].n_id[eli[0]], b[et[2]].n_id[eli[1]]])
+                    assert torch.equal(torch.cat([ends(p) for p in parts], 1), ends(want))

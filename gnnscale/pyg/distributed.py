@@ -27,9 +27,8 @@ N), the same number of steps per pass, and, the parts being equal, DDP's mean of
 mean losses the mean over the step's seeds. The draws are the step's, as in the engine
 (:mod:`gnnscale.pyg.steps`): keyed by (seed, pass, the step, hop) and each node's original id,
 never by the rank, and each rank knowing the step's other seeds, so the union of the N batches'
-subgraphs (nodes, edges, negatives) is one process's batch of B, and a model without random
-layers takes the same step (float32 sums aside). Typed graphs (``HeteroData``) key each batch by
-its own first seed: batch i is one process's batch i at the same ``batch_size``, not a step.
+subgraphs (nodes, edges, negatives; typed graphs too) is one process's batch of B, and a model
+without random layers takes the same step (float32 sums aside).
 """
 from __future__ import annotations
 
@@ -47,6 +46,7 @@ from gnnscale.process.comm import Communicator
 from gnnscale.process.groups import init_distributed as join_group
 from gnnscale.process.groups import shutdown_distributed
 from gnnscale.process.health import Health
+from gnnscale.pyg.hetero import HeteroGnnscaleSampler
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.steps import StepBook
 from gnnscale.pyg.stores import PartitionFeatureStore, PartitionGraphStore, sampler_for
@@ -191,9 +191,8 @@ class DistRun:
 
     def _share_steps(self, loader: Any, sampler: Any, inputs: torch.Tensor, input_id: torch.Tensor | None) -> None:
         """N processes: key each batch's draws by its global step (:mod:`gnnscale.pyg.steps`), so a
-        step's N batches draw what one process's batch of their seeds draws. Typed graphs
-        (``HeteroGnnscaleSampler``) keep each batch's own key."""
-        if self.world_size > 1 and isinstance(sampler, GnnscaleSampler):
+        step's N batches draw what one process's batch of their seeds draws (typed graphs too)."""
+        if self.world_size > 1 and isinstance(sampler, (GnnscaleSampler, HeteroGnnscaleSampler)):
             sampler.steps = loader.batch_sampler.book = StepBook(self.world_size, inputs, input_id)
 
     def link_loader(self, num_neighbors: Any, edge_label_index: torch.Tensor, edge_label: torch.Tensor | None = None,

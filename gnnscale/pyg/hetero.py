@@ -8,6 +8,11 @@ relations at once, so a node appears once per type. The output is PyG's ``Hetero
 ``node[type]`` original per-type ids (the seeds first), ``row``/``col``/``edge`` per relation
 (local source, local target, original edge id), ``num_sampled_nodes[type]`` per hop and
 ``num_sampled_edges[relation]`` per hop, as ``trim_to_layer`` reads them.
+
+Under N processes (``steps``, :mod:`gnnscale.pyg.steps`) a batch is drawn as its share of the
+global step, as :class:`gnnscale.pyg.sampler.GnnscaleSampler` draws it: keyed by the step, a node
+that the whole step reaches at an earlier hop drawing that hop's relations' neighbours, and the
+step's negatives cut by position.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from torch_geometric.sampler import BaseSampler, HeteroSamplerOutput, NodeSample
 
 from gnnscale.errors import SamplerError
 from gnnscale.pyg.sampler import csc_of
+from gnnscale.pyg.steps import Step, StepBook
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.local import check_replace
 from gnnscale.samplers.rng import stream_key
@@ -57,6 +63,8 @@ class HeteroGnnscaleSampler(BaseSampler):
         self.epoch = 0
         self.disjoint = False
         self._filters: dict = {}
+        self.steps: StepBook | None = None  # N processes: each batch's global step
+        self._level: dict[str, torch.Tensor] = {}  # int8 [N_type]: a step's first hops (_levels)
 
     @property
     def edge_permutation(self) -> None:
@@ -69,8 +77,63 @@ class HeteroGnnscaleSampler(BaseSampler):
         """PyG's output for distinct seeds int64 [B] of ``input_type``."""
         return self.sample_seeds({input_type: seeds}, epoch, step)
 
-    def sample_seeds(self, seeds: Mapping[str, torch.Tensor], epoch: int, step: int) -> HeteroSamplerOutput:
-        """PyG's output for distinct seeds of one or more types (``{type: int64 [B_t]}``; links: both ends)."""
+    def _step(self, input_id: torch.Tensor | None) -> tuple[int, Step | None]:
+        """(the draws' step number, the batch's global step or None), as GnnscaleSampler's."""
+        plan = self.steps.step(input_id) if self.steps is not None else None
+        if plan is not None:
+            return plan.key, plan
+        return (int(input_id[0]) if input_id is not None and input_id.numel() else 0), None
+
+    def _levels(self, seeds: Mapping[str, torch.Tensor], epoch: int, step: int) -> dict[str, torch.Tensor] | None:
+        """The hop at which a batch of ``seeds`` (``{type: int64}``, repeats allowed) reaches each node
+        within ``num_hops - 1`` hops, written into ``self._level[type]`` (int8 [N_type], -1 elsewhere;
+        the caller resets the returned ``{type: ids}``). None when no draw depends on the hop."""
+        if all(f in (-1, 0) for fs in self.fanouts.values() for f in fs) and \
+                all(len(set(fs)) == 1 for fs in self.fanouts.values()):
+            return None
+        nodes, frontier = {}, {}
+        for t in self.node_types:
+            ids = torch.unique(seeds[t].to(torch.int64)) if t in seeds else _EMPTY
+            nodes[t] = frontier[t] = ids
+            if t not in self._level:
+                self._level[t] = torch.full((self.num_nodes[t],), -1, dtype=torch.int8)
+            self._level[t][ids] = 0
+        for hop in range(self.num_hops - 1):
+            drawn: dict[str, list] = {t: [] for t in self.node_types}
+            for r, et in enumerate(self.edge_types):
+                fanout, at = self.fanouts[et][hop], frontier[et[2]]
+                if fanout == 0 or at.numel() == 0:
+                    continue
+                indptr, indices, _ = self.csc[et]
+                key = stream_key(self.seed, epoch, step, 0, hop, r)
+                drawn[et[0]].append(self.kernels.sample(indptr, indices, at, at, fanout, key, **self.variant)[1])
+            for t in self.node_types:
+                grown, _ = self.kernels.relabel(nodes[t], _cat(drawn[t]))
+                frontier[t], nodes[t] = grown[nodes[t].numel():], grown
+                self._level[t][frontier[t]] = hop + 1
+        return nodes
+
+    def sample_seeds(self, seeds: Mapping[str, torch.Tensor], epoch: int, step: int,
+                     others: Mapping[str, torch.Tensor] | None = None) -> HeteroSamplerOutput:
+        """PyG's output for distinct seeds of one or more types (``{type: int64 [B_t]}``; links: both ends).
+
+        ``others``: the other ranks' seeds of the global step (``{type: int64}``, :mod:`gnnscale.pyg.steps`):
+        a node that the whole step reaches at an earlier hop than this batch does draws that hop's
+        neighbours (each relation's fan-out and key of that hop)."""
+        reached = None
+        if others is not None and any(o.numel() for o in others.values()):
+            both = {t: _cat([x for x in (seeds.get(t), others.get(t)) if x is not None])
+                    for t in set(seeds) | set(others)}
+            reached = self._levels(both, epoch, step)
+        try:
+            return self._sample_seeds(seeds, epoch, step, reached is not None)
+        finally:
+            if reached is not None:
+                for t, ids in reached.items():
+                    self._level[t][ids] = -1
+
+    def _sample_seeds(self, seeds: Mapping[str, torch.Tensor], epoch: int, step: int,
+                      levels: bool) -> HeteroSamplerOutput:
         nodes = {t: _EMPTY for t in self.node_types}
         for t, ids in seeds.items():
             nodes[t] = ids.to(torch.int64).contiguous()
@@ -83,18 +146,30 @@ class HeteroGnnscaleSampler(BaseSampler):
         for hop in range(self.num_hops):
             drawn = {}
             for r, et in enumerate(self.edge_types):
-                fanout, at = self.fanouts[et][hop], frontier[et[2]]
-                if fanout == 0 or at.numel() == 0:
+                at = frontier[et[2]]
+                lv = self._level[et[2]][at].to(torch.int64) if levels and at.numel() else None
+                if lv is not None:
+                    lv = torch.where(lv < 0, hop, lv)
+                groups = [(hop, None)] if lv is None or bool((lv == hop).all()) else \
+                    [(int(l), torch.nonzero(lv == l).flatten()) for l in torch.unique(lv).tolist()]
+                groups = [(l, sel) for l, sel in groups if self.fanouts[et][l] != 0 and at.numel()]
+                if not groups:
                     nse[et].append(0)
                     continue
                 indptr, indices, perm = self.csc[et]
-                key = stream_key(self.seed, epoch, step, 0, hop, r)
-                counts, nbrs, pos = self.kernels.sample(indptr, indices, at, at, fanout, key, return_edges=True,
-                                                        **self.variant)
-                end = nodes[et[2]].numel()
-                cols[et].append(torch.from_numpy(np.repeat(np.arange(end - at.numel(), end, dtype=np.int64),
-                                                           counts.numpy())))
-                edges[et].append(torch.from_numpy(np.take(perm.numpy(), pos.numpy())))
+                first = nodes[et[2]].numel() - at.numel()
+                got = []
+                for level, sel in groups:  # at most num_hops groups: one kernel call each
+                    key = stream_key(self.seed, epoch, step, 0, level, r)
+                    sub = at if sel is None else at[sel]
+                    counts, nbrs, pos = self.kernels.sample(indptr, indices, sub, sub, self.fanouts[et][level], key,
+                                                            return_edges=True, **self.variant)
+                    index = np.arange(first, first + at.numel(), dtype=np.int64) if sel is None else \
+                        sel.numpy() + first
+                    cols[et].append(torch.from_numpy(np.repeat(index, counts.numpy())))
+                    edges[et].append(torch.from_numpy(np.take(perm.numpy(), pos.numpy())))
+                    got.append(nbrs)
+                nbrs = _cat(got)
                 nse[et].append(nbrs.numel())
                 drawn[et] = nbrs
             for t in self.node_types:  # one relabeling per source type, over all its relations' draws
@@ -120,8 +195,9 @@ class HeteroGnnscaleSampler(BaseSampler):
         if inputs.input_type is None:
             raise SamplerError("a HeteroData loader needs input_nodes with a node type, e.g. "
                                "input_nodes=('paper', mask); found none.")
-        step = int(inputs.input_id[0]) if inputs.input_id is not None and inputs.input_id.numel() else 0
-        out = self.sample(inputs.input_type, inputs.node, self.epoch, step)
+        step, plan = self._step(inputs.input_id)
+        others = None if plan is None else {inputs.input_type: self.steps.inputs[plan.others()]}
+        out = self.sample_seeds({inputs.input_type: inputs.node}, self.epoch, step, others)
         out.metadata = (inputs.input_id, inputs.time)
         return out
 
@@ -170,11 +246,25 @@ class HeteroGnnscaleSampler(BaseSampler):
             raise SamplerError("triplet negatives on HeteroData are not supported yet; found neg_sampling='triplet'. "
                                "Use neg_sampling_ratio (binary) or a Data.")
         epoch = self.epoch
-        step = int(inputs.input_id[0]) if inputs.input_id is not None and inputs.input_id.numel() else 0
+        step, plan = self._step(inputs.input_id)
         src, dst, label = inputs.row, inputs.col, inputs.label
         num_pos = src.numel()
+        others = None
+        if plan is not None:  # the global step's pairs and negatives (cut by position), as GnnscaleSampler's
+            pairs = self.steps.inputs[:, plan.positions]
+            ends = {et[0]: [pairs[0]], et[2]: [pairs[1]]} if et[0] != et[2] else {et[0]: [pairs.reshape(-1)]}
+            if neg_sampling is not None:
+                a = neg_sampling.amount
+                gs, gd = self.negatives(et, math.ceil(pairs.size(1) * a), neg_sampling, epoch, step)
+                ends[et[0]].append(gs)
+                ends[et[2]].append(gd)
+                lo, hi = math.ceil(plan.offset * a), math.ceil((plan.offset + plan.size) * a)
+                s_neg, d_neg = gs[lo:hi], gd[lo:hi]
+            others = {t: torch.cat(v) for t, v in ends.items()}
         if neg_sampling is not None:
-            s_neg, d_neg = self.negatives(et, math.ceil(num_pos * neg_sampling.amount), neg_sampling, epoch, step)
+            if plan is None:
+                s_neg, d_neg = self.negatives(et, math.ceil(num_pos * neg_sampling.amount), neg_sampling, epoch,
+                                              step)
             src, dst = torch.cat([src, s_neg]), torch.cat([dst, d_neg])
             if label is None:
                 label = torch.ones(num_pos)
@@ -186,7 +276,7 @@ class HeteroGnnscaleSampler(BaseSampler):
             s_seed, s_inv = torch.unique(src, return_inverse=True)
             d_seed, d_inv = torch.unique(dst, return_inverse=True)
             seeds, eli = {et[0]: s_seed, et[2]: d_seed}, torch.stack([s_inv, d_inv])
-        out = self.sample_seeds(seeds, epoch, step)
+        out = self.sample_seeds(seeds, epoch, step, others)
         out.metadata = (inputs.input_id, eli, label, None)
         return out
 
