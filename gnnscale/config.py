@@ -442,8 +442,6 @@ def check_model_options(cfg: TrainConfig) -> None:
         (cfg.norm != "none" or cfg.residual or cfg.jk != "none", f"--norm/--residual/--jk do not apply to --model "
          f"{name}: they are options of the engine's layer stack; give the model's own in --model-kwargs (e.g. "
          "'{\"norm\": \"batch\", \"jk\": \"cat\"}' for PyG's GraphSAGE)"),
-        (cfg.task != "node", f"--task {cfg.task} is not supported with --model {name} yet (a whole model trains node "
-         "targets); use the built-in layers (--layer) for link and edge tasks"),
     ]
     for bad, message in refused:
         if bad:

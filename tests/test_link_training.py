@@ -117,7 +117,6 @@ def test_graph_autoencoder_reaches_published_auc_on_1_and_2_workers(cora_link, t
 @pytest.mark.parametrize("kw, match", [
     (dict(pipeline_stages=2), "--task link does not apply to the layer pipeline"),
     (dict(exchange="historical"), "--exchange historical does not apply to --task link"),
-    (dict(eval_method="sampled"), "--eval-method sampled does not apply to --task link"),
     (dict(task="node", decoder="mlp"), r"--decoder \(decoder='mlp'\) applies only with --task link"),
     (dict(link_metric="hits@0"), "--link-metric must be auc, mrr or hits@K"),
 ])
@@ -299,3 +298,19 @@ def test_a_resumed_link_run_ends_bit_equal(cora_link, tmp_path):
     got = launch_local(run_configs, 2, args=(cora_link(2), runs))[0]
     assert not [g["error"] for g in got if "error" in g]
     assert got[2]["resumed_at"] == got[1]["steps"][0] and got[2]["digest"] == got[0]["digest"]
+
+
+def test_sampled_link_evaluation_with_every_neighbour_equals_the_layer_wise_one(cora_link):
+    """--eval-method sampled embeds each owned node by its drawn subgraph; with --eval-fanouts -1,-1
+    that subgraph is the whole neighbourhood, so the figures are the layer-wise ones."""
+    from dist_workers import run_configs
+
+    cfgs = [_cfg(epochs=3, eval_every=3), _cfg(epochs=3, eval_every=3, eval_method="sampled", eval_batch_size=300)]
+    runs = launch_local(run_configs, 2, args=(cora_link(2), cfgs))[0]
+    assert not [g["error"] for g in runs if "error" in g]
+    layer, sampled = (r["last"]["evaluation"] for r in runs)
+    assert (layer["method"], sampled["method"]) == ("layerwise", "sampled") and sampled["batches"] >= 2
+    assert runs[0]["digest"] == runs[1]["digest"]  # the same training
+    for split in ("val", "test"):
+        for k in ("auc", "ap"):
+            assert sampled["metrics"][split][k] == pytest.approx(layer["metrics"][split][k], abs=1e-6)

@@ -115,9 +115,10 @@ class ModelSpec:
         elif task == "edge":
             extra["decoder"] = f"edge:{int(num_classes)}"
         model = getattr(cfg, "model", None)
-        if model is not None and task != "node":
-            raise ModelError(f"--model {layer_name(model)}: a user's whole model trains node targets here; --task "
-                             f"{task} is not supported with --model yet: use the built-in layers (--layer)")
+        if model is not None and link and typed is not None:
+            raise ModelError(f"--model {layer_name(model)} with --task {task} does not run on a typed graph yet (a "
+                             "whole model made relation-wise returns one node type's rows); use --layer rgcn, hgt "
+                             "or rel:<layer>")
         if model is not None:
             extra |= {"model": model, "model_kwargs": dict(getattr(cfg, "model_kwargs", {}) or {})}
         return ModelSpec(int(feature_dim or 0) if typed is not None else int(feature_dim), int(cfg.hidden),

@@ -36,8 +36,10 @@ and the seeds' rows of their type are the outputs.
 
 What needs the engine's own layer stack is refused before any worker starts
 (:func:`gnnscale.config.check_model_options`): historical exchange, layer and chunk pipelines,
-layer-wise evaluation, ``--layer``/``--norm``/``--residual``/``--jk``; link and edge tasks are
-not supported yet (refused in one line).
+layer-wise evaluation, ``--layer``/``--norm``/``--residual``/``--jk``. With ``--task link|edge``
+the module is the encoder of a :class:`~gnnscale.nn.link.LinkModel` (its output: the embedding);
+evaluation embeds every node by its sampled subgraph
+(:meth:`gnnscale.tasks.link_evaluation.LinkEvaluator.embeddings`); not on typed graphs yet.
 """
 from __future__ import annotations
 

@@ -193,9 +193,6 @@ def check_link_options(cfg: TrainConfig, mode: str, where: str, link: dict | str
     if cfg.exchange != "exact":
         raise PlanError(f"--exchange {cfg.exchange} does not apply to {task}: a seed edge's endpoints are sampled "
                         "exactly by their owners. Use --exchange exact.")
-    if cfg.eval_method == "sampled":
-        raise PlanError(f"--eval-method sampled does not apply to {task}: every node's embedding is computed once, "
-                        "layer by layer, and the split's pairs are scored from them. Leave --eval-method out.")
     if cfg.task == "edge":
         if not link or (link != UNKNOWN and not link.get("label")):
             has = "has no link split" if not link else "has a link split without edge labels"
@@ -314,6 +311,10 @@ def check_typed_options(cfg: TrainConfig, mode: str, where: str) -> None:
     if cfg.host_graph:
         raise PlanError(f"--host-graph does not apply to typed graphs ({where}) yet: their owners sample by relation. "
                         "Leave --host-graph out (or give --no-host-graph).")
+    if getattr(cfg, "model", None) is not None and cfg.task != "node":
+        raise PlanError(f"--model with --task {cfg.task} does not apply to typed graphs ({where}) yet: a whole model "
+                        "made relation-wise returns the rows of one node type, and a pair's ends may differ in type. "
+                        f"Use --layer rgcn, hgt or rel:<layer> for --task {cfg.task} on a typed graph.")
     layer = cfg.layer if isinstance(cfg.layer, str) else ""
     if getattr(cfg, "model", None) is None and not (layer in TYPED_LAYERS or layer.startswith("rel:")
                                                      or ":" in layer.replace("rel:", "", 1)):  # --model: to_hetero

@@ -21,7 +21,7 @@ pipelining's rank 0 evaluates the whole graph it holds (:func:`mask_metric`).
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 
@@ -146,22 +146,11 @@ class Evaluator:
         (collective: the same number of batches on every rank): :meth:`NodeTarget.reduce` of the
         outputs (class ids int64 [n], else float32 [n, W]) and the nodes' targets."""
         forward.eval()
-        t = torch.tensor([(ids.numel() + self.batch_size - 1) // self.batch_size], dtype=torch.int64)
-        steps = int(self.comm.all_reduce(t, "max")[0])
+        steps = eval_steps(self.comm, ids.numel(), self.batch_size)
         self.last["batches"] += steps
         preds, labels = [], []
-        device = self.features.device
-        for step, seeds in enumerate(cut_batches(ids, self.batch_size, steps, wrap=False)):
-            mb = self.sampler.sample(seeds, epoch=0, step=step)
-            x = self.features.fetch(mb.input_ids)
-            if self.inputs is not None:
-                x = self.inputs(x)
-            degrees = None
-            if self.degrees is not None:
-                degrees = self.degrees.lookup(torch.unique(torch.cat([b.src_ids for b in mb.blocks] + [mb.seeds])))
-                degrees = degrees.to(device)
-            blocks = mb.blocks if device.type == "cpu" else [b.to(device, non_blocking=True) for b in mb.blocks]
-            out = forward(x, blocks, node_degree=degrees)
+        for seeds, out in sampled_outputs(forward, ids, self.sampler, self.features, self.degrees, self.batch_size,
+                                          steps, self.inputs):
             preds.append(self.target.reduce(out))
             labels.append(self.labels(seeds))
         pred = torch.cat(preds) if preds else self.target.reduce(torch.zeros(0, max(1, self.target.outputs)))
@@ -209,6 +198,34 @@ class Evaluator:
         if y_true.shape[0] == 0:
             return 0.0
         return float(OGBEvaluator(name=self.dataset).eval({"y_true": y_true, "y_pred": y_pred})["acc"])
+
+
+def eval_steps(comm, n: int, batch_size: int) -> int:
+    """The sampled evaluation's batches of ``n`` ids, ``batch_size`` at a time: the most any rank
+    needs (collective: every rank samples as many, so the exchanges stay matched)."""
+    t = torch.tensor([(int(n) + batch_size - 1) // batch_size], dtype=torch.int64)
+    return int(comm.all_reduce(t, "max")[0])
+
+
+def sampled_outputs(forward, ids: torch.Tensor, sampler, features, degrees, batch_size: int, steps: int,
+                    inputs: Callable | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``(seeds int64 [b], forward's output [b, W])`` of this rank's ``ids`` in order, ``batch_size``
+    at a time over ``steps`` batches (:func:`eval_steps`; empty ones past this rank's ids), each
+    drawn by ``sampler`` (the evaluation's, keyed by step), its rows fetched from ``features``
+    (``inputs`` applied) and the degrees of its nodes looked up in ``degrees`` (None: not read).
+    Node evaluation reads class scores; link evaluation without layer-wise inference (a user's
+    ``--model``) reads every owned node's embedding this way."""
+    device = features.device
+    for step, seeds in enumerate(cut_batches(ids, batch_size, steps, wrap=False)):
+        mb = sampler.sample(seeds, epoch=0, step=step)
+        x = features.fetch(mb.input_ids)
+        if inputs is not None:
+            x = inputs(x)
+        deg = None
+        if degrees is not None:
+            deg = degrees.lookup(torch.unique(torch.cat([b.src_ids for b in mb.blocks] + [mb.seeds]))).to(device)
+        blocks = mb.blocks if device.type == "cpu" else [b.to(device, non_blocking=True) for b in mb.blocks]
+        yield seeds, forward(x, blocks, node_degree=deg)
 
 
 def _has_ogb() -> bool:

@@ -3,7 +3,10 @@ scored in bounded slices (``docs/link_prediction.md`` section 5).
 
 1. The encoder runs layer-wise over the whole graph
    (:func:`~gnnscale.tasks.inference.streamed_inference`): each rank gets its own nodes' final
-   embeddings, float32 [n_owned, H]; no rank ever holds another's.
+   embeddings, float32 [n_owned, H]; no rank ever holds another's. With ``--eval-method sampled``
+   (what a user's ``--model``, which has no layers to stream, evaluates with), each owned node's
+   embedding comes instead from its subgraph drawn by the evaluation sampler (``--eval-fanouts``),
+   ``--eval-batch-size`` nodes at a time (:func:`~gnnscale.tasks.evaluation.sampled_outputs`).
 2. Each rank scores the pairs whose source it owns (``part.link``): the destinations' rows are
    fetched from their owners, at most ``slice_rows`` rows per exchange (category
    ``link_fetch``), so memory follows the part plus one slice, however many pairs or
@@ -23,6 +26,8 @@ import numpy as np
 import torch
 
 from gnnscale.data.feature_store import DistFeatureStore
+from gnnscale.nn.link import gnn_of
+from gnnscale.tasks.evaluation import eval_steps, sampled_outputs
 from gnnscale.tasks.inference import streamed_inference
 from gnnscale.tasks.scores import EdgeMetrics, LinkMetrics
 
@@ -54,11 +59,15 @@ class LinkEvaluator:
             :class:`~gnnscale.tasks.evaluation.Evaluator`'s.
         slice_rows: destination rows fetched per round.
         relation: a typed graph's split relation (the decoder's ``relation``), or None.
+        sampler: the evaluation sampler: given, the embeddings are sampled (``batch_size`` owned
+            nodes a batch), not streamed layer by layer.
     """
 
     def __init__(self, part, comm, features, degrees, metric: str, backend: str = "auto",
-                 inputs: Callable | None = None, slice_rows: int = 1 << 17, relation: int | None = None) -> None:
+                 inputs: Callable | None = None, slice_rows: int = 1 << 17, relation: int | None = None,
+                 sampler=None, batch_size: int = 0) -> None:
         self.part, self.comm, self.features, self.degrees = part, comm, features, degrees
+        self.sampler, self.batch_size = sampler, int(batch_size)
         self.relation = relation  # a typed graph's split: the relation a DistMult decoder scores
         self.metric, self.backend, self.inputs, self.slice_rows = metric, backend, inputs, int(slice_rows)
         self.offset = int(part.offset)
@@ -70,10 +79,7 @@ class LinkEvaluator:
         for ``splits`` among val and test; every metric by name in ``self.last``."""
         net.eval()
         before = self.comm.stats.snapshot()
-        typed = getattr(self.part, "typed", None)
-        h = streamed_inference(net.encoder, self.part.indptr, self.part.indices, self.features,
-                               node_degree=self.degrees, backend=self.backend, inputs=self.inputs,
-                               edge_type=typed.etype if typed is not None else None)
+        h, how = self.embeddings(gnn_of(net))
         rows = DistFeatureStore(_Rows(h), self.part.book, self.comm, h.shape[1])
         figures, out = {}, {}
         for split in splits:
@@ -81,9 +87,25 @@ class LinkEvaluator:
             figures[split] = res
             out[split] = res.get(self.primary)
         after = self.comm.stats.snapshot()
-        self.last = {"method": "layerwise", "metric": self.metric, "metrics": figures, "batches": 0, "fanouts": None,
+        self.last = {"metric": self.metric, "metrics": figures, **how,
                      "bytes_sent_by_category": _diff(after["sent"], before["sent"])}
         return out
+
+    def embeddings(self, encoder) -> tuple[torch.Tensor, dict]:
+        """(float32 [n_owned, H] embeddings of this rank's nodes, how they were computed: method,
+        batches, fanouts); collective."""
+        if self.sampler is not None:
+            ids = self.part.owned_ids
+            steps = eval_steps(self.comm, ids.numel(), self.batch_size)
+            outs = [out for _, out in sampled_outputs(encoder, ids, self.sampler, self.features, self.degrees,
+                                                      self.batch_size, steps, self.inputs)]
+            h = torch.cat(outs).float().cpu() if outs else torch.zeros(0, 0)
+            return h, {"method": "sampled", "batches": steps, "fanouts": list(self.sampler.fanouts)}
+        typed = getattr(self.part, "typed", None)
+        h = streamed_inference(encoder, self.part.indptr, self.part.indices, self.features,
+                               node_degree=self.degrees, backend=self.backend, inputs=self.inputs,
+                               edge_type=typed.etype if typed is not None else None)
+        return h, {"method": "layerwise", "batches": 0, "fanouts": None}
 
     @property
     def primary(self) -> str:

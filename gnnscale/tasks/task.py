@@ -223,11 +223,13 @@ class LinkTask(PairSeeds):
 
     def evaluator(self, data, comm, layerwise: bool = False, tables=None, inputs: Callable | None = None):
         """The split's ranking metric over the positive and negative pairs
-        (:class:`~gnnscale.tasks.link_evaluation.LinkEvaluator`, layer-wise embeddings)."""
+        (:class:`~gnnscale.tasks.link_evaluation.LinkEvaluator`; embeddings layer-wise, or
+        sampled: :func:`pair_sampling`)."""
         from gnnscale.tasks.link_evaluation import LinkEvaluator
 
         return LinkEvaluator(data.part, comm, data.features, data.degrees, self.metric,
-                             backend=data.cfg.sampler_backend, inputs=inputs, relation=self.relation)
+                             backend=data.cfg.sampler_backend, inputs=inputs, relation=self.relation,
+                             **pair_sampling(data))
 
 
 class EdgeTask(PairSeeds):
@@ -282,12 +284,21 @@ class EdgeTask(PairSeeds):
         return int((out.argmax(1) == mb.y).sum()), n
 
     def evaluator(self, data, comm, layerwise: bool = False, tables=None, inputs: Callable | None = None):
-        """The labelled pairs' accuracy or RMSE, scored by the same layer-wise path as links
+        """The labelled pairs' accuracy or RMSE, scored by the same path as links
         (:class:`~gnnscale.tasks.link_evaluation.LinkEvaluator`)."""
         from gnnscale.tasks.link_evaluation import LinkEvaluator
 
         return LinkEvaluator(data.part, comm, data.features, data.degrees, self.metric,
-                             backend=data.cfg.sampler_backend, inputs=inputs)
+                             backend=data.cfg.sampler_backend, inputs=inputs, **pair_sampling(data))
+
+
+def pair_sampling(data) -> dict:
+    """The pair tasks' embeddings: layer by layer unless ``--eval-method sampled`` (a user's
+    ``--model`` evaluates so: it has no layers to stream); ``auto`` is layer-wise for them
+    whatever the eval fan-outs. Sampled: ``{"sampler", "batch_size"}`` of the evaluation."""
+    if data.cfg.eval_method != "sampled":
+        return {}
+    return {"sampler": data.eval_sampler, "batch_size": data.cfg.eval_batch_size}
 
 
 def edge_metric(label: dict) -> str:
