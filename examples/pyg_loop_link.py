@@ -15,8 +15,8 @@ with torch's generator but its validation and test negatives with Python's ``ran
 with the same ``--seed`` scored other test negatives (AUC 0.8139 / 0.8068 / 0.8063 on one thread,
 identical training losses), and each torchrun process held its own.
 ``gnnscale.pyg.init_distributed`` joins torchrun's group, ``run.link_loader`` is PyG's LinkLoader
-over this process's share of the batches one process would make (the same batches and
-negatives whatever the number of processes), ``run.ddp`` wraps the model and ``run.link_auc``
+over this process's share of the batches one process would make (a step's N batches draw the
+subgraph and negatives of one process's batch), ``run.ddp`` wraps the model and ``run.link_auc``
 scores every process's test pairs.
 """
 from __future__ import annotations

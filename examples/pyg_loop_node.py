@@ -9,8 +9,8 @@ PyG's own GraphSAGE, PyG's batches, your loop; one process or several, the same 
 ``gnnscale.pyg.init_distributed`` joins torchrun's group (with the run's timeout and heartbeat),
 has rank 0 cut Cora into one part per process (``--parts``; other ranks wait), and opens this
 rank's part as PyG's FeatureStore / GraphStore. ``run.node_loader`` is PyG's NodeLoader over this
-rank's share of the batches one process would make (batch i is the same batch on 1 or N
-processes: draws are keyed by the pass, the batch and each node's id, never by the rank), and
+rank's share of the batches one process would make (a step's N batches draw what one process's
+batch of 32 draws: keyed by the pass, the step and each node's id, never by the rank), and
 ``run.ddp`` wraps the model. Prints the test accuracy over every rank's test nodes.
 """
 from __future__ import annotations

@@ -30,8 +30,9 @@ def step_batches(parts_dir: str, fanouts, batch_size: int, seed: int, pairs: tor
 
 
 def train_steps(parts_dir: str, fanouts, batch_size: int, seed: int) -> dict:
-    """One epoch of a plain PyG loop (GraphSAGE, dropout 0, SGD) at ``batch_size`` per process:
-    each step's loss on this rank, and the final weights."""
+    """One epoch of a plain PyG loop (GraphSAGE, dropout 0, SGD) at ``batch_size`` per process, each
+    rank's mean loss scaled by ``loss_scale`` (its share of the step): each step's scaled loss on
+    this rank, and the final weights."""
     import torch.nn.functional as F
     from torch_geometric.nn.models import GraphSAGE
 
@@ -44,10 +45,10 @@ def train_steps(parts_dir: str, fanouts, batch_size: int, seed: int) -> dict:
     model = run.ddp(GraphSAGE(1433, 16, num_layers=len(fanouts), out_channels=7, dropout=0.0))
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     losses = []
-    for batch in loader:
+    for k, batch in enumerate(loader):
         opt.zero_grad()
         out = model(batch.x, batch.edge_index)[:batch.batch_size]
-        loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+        loss = F.cross_entropy(out, batch.y[:batch.batch_size]) * loader.batch_sampler.loss_scale(k)
         loss.backward()
         opt.step()
         losses.append(float(loss))

@@ -146,16 +146,29 @@ def test_step_union_on_two_processes(cora, cora_partition):
                     assert torch.equal(got, want["eli"][:, want["label"] == label])
 
 
-def test_one_epoch_of_a_plain_loop_is_the_same_on_two_processes(cora_partition):
-    """GraphSAGE, dropout 0, 1 thread, 140 training nodes in 5 steps of 28 (2 x 14): equal losses and
-    weights within float32 summation order (DDP's all-reduce, the edges' order in the mean)."""
-    one = launch_local(train_steps, 1, args=(cora_partition(1), [5, 3], 28, 0), threads_per_worker=1)[0]
-    two = launch_local(train_steps, 2, args=(cora_partition(2), [5, 3], 14, 0), threads_per_worker=1)
+@pytest.mark.parametrize("batch", [28, 32])
+def test_one_epoch_of_a_plain_loop_is_the_same_on_two_processes(cora_partition, batch):
+    """GraphSAGE, dropout 0, 1 thread, 140 training nodes in 5 steps of ``batch`` seeds (2 x batch / 2;
+    32: a last step of 12, one rank's 12 and the other's padding, weighed by loss_scale): equal
+    losses and weights within float32 summation order (DDP's all-reduce, the edges' order in the mean)."""
+    one = launch_local(train_steps, 1, args=(cora_partition(1), [5, 3], batch, 0), threads_per_worker=1)[0]
+    two = launch_local(train_steps, 2, args=(cora_partition(2), [5, 3], batch // 2, 0), threads_per_worker=1)
     assert len(one["losses"]) == 5 and [len(r["losses"]) for r in two] == [5, 5]
     step = [(a + b) / 2 for a, b in zip(two[0]["losses"], two[1]["losses"])]
     assert step == pytest.approx(one["losses"], rel=1e-5, abs=1e-6)
     for name, w in one["weights"].items():
         torch.testing.assert_close(two[0]["weights"]["module." + name], w, rtol=1e-5, atol=1e-6)
+
+
+def test_loss_scale_weighs_a_short_last_step():
+    """140 seeds at 16 per rank on 2 ranks: steps of 32, the last of 12 (rank 0 all of it, rank 1 a
+    padding repeat): DDP's average of the scaled means is the mean over the step's seeds."""
+    scales = [[RankBatches(140, 16, True, False, 0, r, 2).loss_scale(k) for k in range(5)] for r in range(2)]
+    assert scales == [[1.0] * 4 + [2.0], [1.0] * 4 + [0.0]]
+    three = [RankBatches(100, 12, False, False, 0, r, 3).loss_scale(2) for r in range(3)]  # 12 + 12 + 4
+    assert three == pytest.approx([12 * 3 / 28, 12 * 3 / 28, 4 * 3 / 28])
+    assert [RankBatches(100, 16, False, False, 0, r, 3).loss_scale(2) for r in range(3)] == [3.0, 0.0, 0.0]
+    assert [RankBatches(140, 32, True, False, 0, 0, 1).loss_scale(k) for k in range(5)] == [1.0] * 5
 
 
 def _typed_steps(data, world, b, seed, input_nodes=None, pairs=None):

@@ -99,6 +99,17 @@ class RankBatches:
         """Whether this rank's ``k``-th batch of a pass is padding (a batch another rank also yields)."""
         return k * self.world + self.rank >= self.num_batches
 
+    def loss_scale(self, k: int) -> float:
+        """The factor of this rank's mean loss on its ``k``-th batch of a pass that makes DDP's average
+        over the N ranks the mean over the step's seeds, as one process's batch of them: its share of
+        the step's seeds times N (1.0 when the step's N batches are equal; 0.0 for a padding repeat).
+        Only a pass's short last step needs it; ``loss = loss * loader.batch_sampler.loss_scale(k)``."""
+        if self.is_repeat(k):
+            return 0.0
+        real = [min(self.batch_size, self.n - i * self.batch_size)
+                for i in range(k * self.world, min((k + 1) * self.world, self.num_batches))]
+        return real[self.rank] * self.world / sum(real)
+
     def __iter__(self) -> Iterator[list[int]]:
         batches = self.global_batches()
         if self.book is not None:
