@@ -6,9 +6,7 @@ engine's own layer stack is refused in one line before any worker starts."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +14,7 @@ import pytest
 import torch
 
 import gnnscale
+from test_checkpoint import gnnscale as run_gnnscale
 from gnnscale.errors import GnnscaleError
 from gnnscale.nn.user_model import UserModel, build_user_model, subgraph_edges
 from gnnscale.samplers import NeighborSampler
@@ -27,12 +26,8 @@ BASE = ["--workers", "2", "--epochs", "4", "--fanouts", "5,5", "--batch-size", "
 
 
 def gnnscale_cli(*args: str, fault: str | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
-    env = dict(os.environ, CI="1")
-    env.pop("GNNSCALE_FAULT", None)
-    if fault:
-        env["GNNSCALE_FAULT"] = fault
-    return subprocess.run([sys.executable, "-m", "gnnscale", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    """``gnnscale ARGS`` in a subprocess (tests/test_checkpoint.py's runner, a longer timeout)."""
+    return run_gnnscale(*args, fault=fault, timeout=timeout)
 
 
 def _csc(cora):
