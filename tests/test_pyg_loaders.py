@@ -444,3 +444,22 @@ def test_weight_attr_draws_by_weight(cora):
         d.edge_weight = -d.edge_weight - 1
         NeighborLoader(d, num_neighbors=[3], weight_attr="edge_weight")
     assert "\n" not in str(err.value)
+
+
+def test_options_not_yet_honoured_on_hetero_data_are_refused_in_one_line():
+    from torch_geometric.data import HeteroData
+
+    g = HeteroData()
+    g["paper"].x, g["author"].x = torch.randn(4, 3), torch.randn(3, 3)
+    g["author", "writes", "paper"].edge_index = torch.tensor([[0, 1, 2], [0, 1, 3]])
+    g["paper", "rev_writes", "author"].edge_index = torch.tensor([[0, 1, 3], [0, 1, 2]])
+    for kw in (dict(disjoint=True), dict(weight_attr="w")):
+        name, value = next(iter(kw.items()))
+        expected = f"gnnscale.pyg loaders do not support {name}={value!r} on HeteroData yet; leave {name} out."
+        with pytest.raises(GnnscaleError) as err:
+            NeighborLoader(g, num_neighbors=[2], input_nodes="paper", batch_size=2, **kw)
+        assert str(err.value) == expected
+        with pytest.raises(GnnscaleError) as err:
+            LinkNeighborLoader(g, num_neighbors=[2], edge_label_index=(("author", "writes", "paper"),
+                                                                      torch.tensor([[0], [0]])), batch_size=1, **kw)
+        assert str(err.value) == expected

@@ -173,6 +173,14 @@ def refuse_unsupported(given: dict) -> None:
                                f"{defaults[name]!r} only); leave {name} out, or use PyG's loader with pyg-lib.")
 
 
+def refuse_on_hetero(**given: Any) -> None:
+    """One line for an option the loaders honour on a ``Data`` but not yet on a ``HeteroData``."""
+    for name, value in given.items():
+        if value:
+            raise SamplerError(f"gnnscale.pyg loaders do not support {name}={value!r} on HeteroData yet; "
+                               f"leave {name} out.")
+
+
 def _seed_and_generator(seed: int | None, kwargs: dict) -> int:
     """The draws' base seed; with ``seed`` the shuffle gets its own generator too.
 
@@ -229,10 +237,7 @@ class NeighborLoader(_EpochMixin, NodeLoader):
                                 temporal_strategy=temporal_strategy, time_attr=time_attr,
                                 neighbor_sampler=neighbor_sampler, directed=directed))
         if isinstance(data, HeteroData):
-            for name, value in (("disjoint", disjoint), ("weight_attr", weight_attr)):
-                if value:
-                    raise SamplerError(f"gnnscale.pyg loaders do not support {name}={value!r} on HeteroData yet; "
-                                       f"leave {name} out.")
+            refuse_on_hetero(disjoint=disjoint, weight_attr=weight_attr)
             edge_index, num_nodes = check_hetero_data(data)
             fanouts = hetero_fanouts(num_neighbors, list(edge_index))
             nodes = check_typed_input_nodes(input_nodes, num_nodes)
@@ -280,10 +285,7 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader):
                                 temporal_strategy=temporal_strategy, time_attr=time_attr,
                                 neighbor_sampler=neighbor_sampler, directed=directed))
         if isinstance(data, HeteroData):
-            for name, value in (("disjoint", disjoint), ("weight_attr", weight_attr)):
-                if value:
-                    raise SamplerError(f"gnnscale.pyg loaders do not support {name}={value!r} on HeteroData yet; "
-                                       f"leave {name} out.")
+            refuse_on_hetero(disjoint=disjoint, weight_attr=weight_attr)
             edge_index, num_nodes = check_hetero_data(data)
             fanouts = hetero_fanouts(num_neighbors, list(edge_index))
             et, pairs = check_typed_edge_label_index(edge_label_index, edge_index, num_nodes)
