@@ -9,7 +9,7 @@ PyG's own ``to_hetero`` model, PyG's ``HeteroData`` batches, your loop; one proc
 ACM (the HAN/GTN benchmark's paper classification, 3 classes; ``?split=20``: 20 training papers
 per class) is a ``HeteroData`` held by every process; ``gnnscale.pyg.init_distributed`` joins
 torchrun's group, ``run.node_loader`` gives this process its share of the batches one process
-would make (the same batches whatever the number of processes) and ``run.ddp`` wraps the model.
+would make (a step's N batches draw what one process's batch draws) and ``run.ddp`` wraps the model.
 The model is the one ``gnnscale train --layer rel:sage`` builds (so the two give the same
 accuracy): each node type's input mapped to the hidden size first (a ``Linear`` of its features;
 subjects have none, so a learned row per subject), dropout, then ``to_hetero(GraphSAGE)``: one
