@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from gnnscale.errors import PartitionError
+from gnnscale.options import key_value
 from gnnscale.partitioning.disk_graph import DiskGraph
 from gnnscale.partitioning.format import _remove_stale, write_meta
 from gnnscale.partitioning.manifest import PART_FILES
@@ -200,20 +201,6 @@ def _route(graph: DiskGraph, comm: Communicator, bucketer: Bucketer, spill_in: S
         spill_pairs.append(got[is_pair, 0].astype(np.int64) - buckets, got[is_pair, 1:])
 
 
-def _key_value(text: str) -> tuple[str, Any]:
-    import argparse
-
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as slack=0.1; found {text!r}")
-    key, value = text.split("=", 1)
-    for conv in (int, float):
-        try:
-            return key.strip(), conv(value)
-        except ValueError:
-            pass
-    return key.strip(), {"true": True, "false": False}.get(value.lower(), value)
-
-
 def main(argv: list[str] | None = None) -> None:
     """``python -m gnnscale.dist_partition FOLDER --parts P --out DIR`` (under torchrun: every rank)."""
     import argparse
@@ -228,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", required=True, help="the partition folder (a path every process sees)")
     ap.add_argument("--method", default="ldg", help="ldg or fennel (streamed from disk, O(N) memory), or an "
                     "in-memory method (metis, kaminpar, ...) when the plan says the graph fits the budget")
-    ap.add_argument("--method-opt", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+    ap.add_argument("--method-opt", type=key_value, action="append", default=[], metavar="KEY=VALUE",
                     help="an option of the method (ldg/fennel: slack, passes, chunk_size, gamma, alpha)")
     ap.add_argument("--memory-budget", type=float, default=None, metavar="GB",
                     help="each process's memory budget: sets the chunk sizes; refused before starting when it "

@@ -275,3 +275,21 @@ def pos_weight_value(value) -> str | float:
     """``--pos-weight`` checked (:func:`parse_pos_weight`), kept as given."""
     parse_pos_weight(value)
     return value
+
+
+def key_value(text: str) -> tuple[str, Any]:
+    """``--method-opt KEY=VALUE``: ``(key, value)``, the value an int, a float, a bool (true/false)
+    or the string (argparse's type: raises ``argparse.ArgumentTypeError`` on a text without ``=``)."""
+    import argparse
+
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as slack=0.1; found {text!r}")
+    key, value = text.split("=", 1)
+    for conv in (int, float):
+        try:
+            return key.strip(), conv(value)
+        except ValueError:
+            pass
+    if value.lower() in ("true", "false"):
+        return key.strip(), value.lower() == "true"
+    return key.strip(), value

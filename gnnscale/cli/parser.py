@@ -14,6 +14,7 @@ import re
 
 from gnnscale import __version__
 from gnnscale.config import OPTIONS, SECTIONS, OptionError, flag, weight_decay_value
+from gnnscale.options import key_value
 
 DEFAULT_DATASET = "synthetic"
 
@@ -89,20 +90,6 @@ def _add_dataset_args(p: argparse.ArgumentParser, required: bool) -> None:
     )
 
 
-def _key_value(text: str) -> tuple[str, object]:
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as slack=0.1; found {text!r}")
-    key, value = text.split("=", 1)
-    for conv in (int, float):
-        try:
-            return key.strip(), conv(value)
-        except ValueError:
-            pass
-    if value.lower() in ("true", "false"):
-        return key.strip(), value.lower() == "true"
-    return key.strip(), value
-
-
 def _add_partition_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--method", default="metis",
@@ -111,7 +98,7 @@ def _add_partition_args(p: argparse.ArgumentParser) -> None:
         "'module.path:function' returning LongTensor[N] of part ids",
     )
     p.add_argument(
-        "--method-opt", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+        "--method-opt", type=key_value, action="append", default=[], metavar="KEY=VALUE",
         help="an option of the method, repeatable (metis: scheme=auto|kway|recursive, edge_weight=true; "
         "ldg/fennel: slack=0.1, passes=2, chunk_size=N; fennel: gamma=1.5; kaminpar: context=default|fast|terapart, "
         "threads=1; kahip: mode=fast|eco|strong)",

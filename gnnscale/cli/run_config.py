@@ -59,7 +59,7 @@ def _convert(action: argparse.Action, value: Any) -> tuple[Any, str | None]:
         return None, "a list of names, e.g. [nodes, train]"
     if kind == "_json_dict":
         return (dict(value), None) if isinstance(value, dict) else (None, "a mapping, e.g. {heads: 4}")
-    if kind == "_key_value":  # --method-opt: a mapping {slack: 0.1}, or KEY=VALUE items
+    if kind == "key_value":  # --method-opt: a mapping {slack: 0.1}, or KEY=VALUE items
         if isinstance(value, dict) and all(isinstance(k, str) for k in value):
             return list(value.items()), None
         if isinstance(value, list) and all(isinstance(v, str) and "=" in v for v in value):
@@ -136,7 +136,7 @@ def resolved(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[
     for dest, action in _options(parser).items():
         if hasattr(args, dest):
             value = getattr(args, dest)
-            out[dest.replace("_", "-")] = dict(value) if getattr(action.type, "__name__", None) == "_key_value" \
+            out[dest.replace("_", "-")] = dict(value) if getattr(action.type, "__name__", None) == "key_value" \
                 else value
     return out
 
