@@ -12,11 +12,13 @@ torchrun's group, ``run.node_loader`` gives this process its share of the batche
 would make (a step's N batches draw what one process's batch draws) and ``run.ddp`` wraps the model.
 The model is the one ``gnnscale train --layer rel:sage`` builds (so the two give the same
 accuracy): each node type's input mapped to the hidden size first (a ``Linear`` of its features;
-subjects have none, so a learned row per subject), dropout, then ``to_hetero(GraphSAGE)``: one
-``SAGEConv`` per relation, summed per destination type. (``to_hetero`` on the raw 1,902 features
-instead gives every relation its own 1,902-wide weights and no dropout on its input: 4 points
-lower on ACM's 60 training papers, benchmarks/pyg_accuracy.py.) Prints the test accuracy over
-every process's test papers.
+subjects have none, so a learned row per subject, drawn uniform in +-1/sqrt(hidden) as the
+engine's tables), dropout, then ``to_hetero(GraphSAGE)``: one ``SAGEConv`` per relation, summed per
+destination type. On ACM's 60 training papers each part counts: ``to_hetero`` on the raw 1,902
+features (every relation its own 1,902-wide weights, no dropout on the input) with N(0, 1) subject
+rows was 4 points under the engine (seeds 0-6); N(0, 1) rows alone (``nn.Embedding``'s default, std 1
+against the engine's 0.07) cost 5 points over 30 seeds (benchmarks/pyg_accuracy.py, docs/benchmarks.md).
+Prints the test accuracy over every process's test papers.
 """
 from __future__ import annotations
 
@@ -49,6 +51,9 @@ class Net(torch.nn.Module):
         self.dropout = dropout
         gnn = GraphSAGE(hidden, hidden_channels=hidden, num_layers=2, out_channels=classes, dropout=dropout)
         self.gnn = to_hetero(gnn, data.metadata(), aggr="sum")
+        for m in self.encode.values():  # learned rows start small, as the Linear outputs (not nn.Embedding's N(0, 1))
+            if isinstance(m, torch.nn.Embedding):
+                torch.nn.init.uniform_(m.weight, -hidden ** -0.5, hidden ** -0.5)
 
     def forward(self, batch) -> dict:
         x = {t: self.encode[t](batch[t].x if "x" in batch[t] else batch[t].n_id) for t in batch.node_types}
