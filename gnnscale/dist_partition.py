@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
                                     memory_budget_gb=args.memory_budget, seed=args.seed, imbalance=args.imbalance,
                                     options=dict(args.method_opt), undirected=args.undirected)
     finally:
-        shutdown_distributed()
+        shutdown_distributed(timeout=args.timeout)
     if res["meta"] is not None:
         m = res["meta"]
         stages = ", ".join(f"{k} {v['seconds']:.1f} s / {v['peak_rss_bytes'] / 1e9:.2f} GB"

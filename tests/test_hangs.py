@@ -236,3 +236,32 @@ def test_a_stopped_pipeline_stage_is_named_with_its_pid_and_phase(cora_partition
     assert f"rank 1 (pid {res['pid']} on " in err and "is silent" in err and f"epoch 1 step 0 {phase}" in err, err
     assert "Traceback" not in text
     assert not res["leaked"], f"rank 1 (pid {res['pid']}) outlived the launcher"
+
+
+def test_leaving_the_process_group_is_bounded(monkeypatch, caplog):
+    """A teardown that does not return (seen once under torchrun: a rank whose peer had left) is
+    given up after the timeout, logged, instead of holding the process at exit."""
+    import threading
+
+    import torch.distributed as dist
+
+    from gnnscale.process import groups
+
+    never = threading.Event()
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: never.wait(60))
+    with caplog.at_level("WARNING", logger="gnnscale.process.groups"):
+        assert groups.shutdown_distributed(timeout=0.2) is False
+    assert "did not return within 0.2 s; going on without it" in caplog.text
+    never.set()
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: None)
+    assert groups.shutdown_distributed(timeout=5) is True
+
+    def fails():
+        raise RuntimeError("teardown failed")
+
+    monkeypatch.setattr(dist, "destroy_process_group", fails)
+    import pytest
+
+    with pytest.raises(RuntimeError, match="teardown failed"):
+        groups.shutdown_distributed(timeout=5)

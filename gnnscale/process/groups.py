@@ -89,6 +89,34 @@ def new_group(timeout: float, backend: str = "gloo", ranks: list[int] | None = N
     return dist.new_group(ranks=ranks, backend=backend, timeout=datetime.timedelta(seconds=timeout))
 
 
-def shutdown_distributed() -> None:
-    if dist.is_initialized():
+def shutdown_distributed(timeout: float | None = None) -> bool:
+    """Leave the process group (nothing when none is joined). With ``timeout``, wait at most that
+    many seconds for torch to tear it down: True when it did; False when it had not returned by
+    then (logged, naming the wait), the teardown left running in a daemon thread that ends with
+    the process, so that a peer already gone cannot hold this one at exit. An error it raises in
+    time is raised here."""
+    if not dist.is_initialized():
+        return True
+    if timeout is None:
         dist.destroy_process_group()
+        return True
+    import threading
+
+    done, errors = threading.Event(), []
+
+    def leave() -> None:
+        try:
+            dist.destroy_process_group()
+        except BaseException as err:  # noqa: BLE001 - handed to the caller below
+            errors.append(err)
+        finally:
+            done.set()
+
+    threading.Thread(target=leave, name="gnnscale-leave-process-group", daemon=True).start()
+    if not done.wait(timeout):
+        log.warning("leaving the process group (torch.distributed.destroy_process_group) did not return within "
+                    "%g s; going on without it (the peers had passed the final barrier)", timeout)
+        return False
+    if errors:
+        raise errors[0]
+    return True

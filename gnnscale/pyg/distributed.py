@@ -313,7 +313,8 @@ class DistRun:
             try:
                 self.comm.barrier()
             finally:
-                shutdown_distributed()
+                # bounded: once seen, a rank whose peer had left waited in torch's teardown past the timeout
+                shutdown_distributed(timeout=self.timeout)
 
 
 def auc(score: torch.Tensor, label: torch.Tensor) -> float:
