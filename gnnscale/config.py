@@ -90,7 +90,8 @@ class TrainConfig:
         help="Adam's weight decay: one number for every parameter, or by parameter-name prefix, e.g. convs=0.01,5e-4 "
         "(GCNII's: 0.01 on the convolutions, 5e-4 on the rest: encoder and head; without a plain number the "
         "parameters no prefix names get 0); a prefix that names no parameter of the model is refused, listing "
-        "the model's")
+        "the model's. The learned rows of a typed graph's featureless node types (sharded by owner, trained by "
+        "a sparse Adam as DistDGL's SparseAdam) take no weight decay")
     dropout: float = option(
         0.5, "model", at_least=0.0, below=1.0,
         help="dropout between layers")
