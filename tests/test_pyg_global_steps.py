@@ -27,17 +27,23 @@ def _loaders(data, world, b, seed, disjoint=False, pairs=None, neg=None, replace
         s = sampler_for(data, FANOUTS, seed=seed, replace=replace)
         s.disjoint = disjoint
         rb = RankBatches(inputs.numel() if pairs is None else pairs.size(1), b, True, False, seed, r, world)
-        if pairs is None:
-            loader = RankNodeLoader(data, s, input_nodes=inputs, batch_sampler=rb)
-            by_pos = loader.input_data.node
-        else:
-            loader = RankLinkLoader(data, s, edge_label_index=pairs, neg_sampling=neg, batch_sampler=rb)
-            by_pos = torch.stack([loader.input_data.row, loader.input_data.col])
-        if world > 1:
-            s.steps = rb.book = StepBook(world, by_pos, loader.input_data.input_id)
-        loader._sampler, loader._epoch = s, 0
-        out.append(loader)
+        out.append(_rank_loader(data, s, rb, world, inputs, pairs, neg_sampling=neg))
     return out
+
+
+def _rank_loader(data, s, rb, world, input_nodes=None, pairs=None, **negatives):
+    """One rank's loader as DistRun builds it: over ``input_nodes`` (nodes) or ``pairs`` (links,
+    with ``negatives``' keyword), told the step's positions (``StepBook``) when ``world > 1``."""
+    if pairs is None:
+        loader = RankNodeLoader(data, s, input_nodes=input_nodes, batch_sampler=rb)
+        by_pos = loader.input_data.node
+    else:
+        loader = RankLinkLoader(data, s, edge_label_index=pairs, batch_sampler=rb, **negatives)
+        by_pos = torch.stack([loader.input_data.row, loader.input_data.col])
+    if world > 1:
+        s.steps = rb.book = StepBook(world, by_pos, loader.input_data.input_id)
+    loader._sampler, loader._epoch = s, 0
+    return loader
 
 
 def _steps(data, world, b, seed, **kw):
@@ -181,16 +187,7 @@ def _typed_steps(data, world, b, seed, input_nodes=None, pairs=None):
         for r in range(w):
             s = sampler_for(data, fan, seed=seed)
             rb = RankBatches(count, size, True, False, seed, r, w)
-            if pairs is None:
-                loader = RankNodeLoader(data, s, input_nodes=input_nodes, batch_sampler=rb)
-                by_pos = loader.input_data.node
-            else:
-                loader = RankLinkLoader(data, s, edge_label_index=pairs, neg_sampling_ratio=2.0, batch_sampler=rb)
-                by_pos = torch.stack([loader.input_data.row, loader.input_data.col])
-            if w > 1:
-                s.steps = rb.book = StepBook(w, by_pos, loader.input_data.input_id)
-            loader._sampler, loader._epoch = s, 0
-            out.append(loader)
+            out.append(_rank_loader(data, s, rb, w, input_nodes, pairs, neg_sampling_ratio=2.0))
         return out
 
     one, ranks = loaders(1, world * b)[0], loaders(world, b)
