@@ -51,7 +51,7 @@ from _common import REPO, SHARED, write_json  # noqa: E402
 CASES = {
     "node": {"script": "pyg_loop_node.py", "pattern": r"test accuracy: (\S+)", "epochs": 30},
     "typed": {"script": "pyg_loop_typed.py", "pattern": r"test accuracy: (\S+)", "epochs": 20},
-    "link": {"script": "pyg_loop_link.py", "pattern": r"test AUC: (\S+)", "epochs": 5},
+    "link": {"script": "pyg_loop_link.py", "pattern": r"test AUC: ([0-9.]+)", "epochs": 5},
 }
 
 

@@ -2,8 +2,9 @@
 
 PyG's RandomLinkSplit, PyG's GraphSAGE as the encoder, a dot-product decoder, binary
 cross-entropy on each batch's positives and its sampled negatives (``neg_sampling_ratio=1``:
-one uniform negative per positive, never an edge of the training graph). Prints the test AUC
-over every process's test pairs.
+one uniform negative per positive, never an edge of the training graph). Prints the test AUC,
+Hits@20 and MRR over every process's test pairs (``run.link_metrics``: the engine's bounded-memory
+accumulators, OGB's figures).
 
     python examples/pyg_loop_link.py                                # one process
     torchrun --nproc-per-node 2 examples/pyg_loop_link.py           # 2 processes (gloo), DDP
@@ -16,8 +17,8 @@ with the same ``--seed`` scored other test negatives (AUC 0.8139 / 0.8068 / 0.80
 identical training losses), and each torchrun process held its own.
 ``gnnscale.pyg.init_distributed`` joins torchrun's group, ``run.link_loader`` is PyG's LinkLoader
 over this process's share of the batches one process would make (a step's N batches draw the
-subgraph and negatives of one process's batch), ``run.ddp`` wraps the model and ``run.link_auc``
-scores every process's test pairs.
+subgraph and negatives of one process's batch), ``run.ddp`` wraps the model and ``run.link_auc`` /
+``run.link_metrics`` score every process's test pairs.
 """
 from __future__ import annotations
 
@@ -82,8 +83,19 @@ def main() -> None:
     test_loader = run.link_loader([-1, -1], edge_label_index=test.edge_label_index, edge_label=test.edge_label,
                                   batch_size=512, data=test)
     test_auc = run.link_auc(model, test_loader, score)
+    hits = run.link_metrics(model, test_loader, score, "hits@20")["hits@20"]  # OGB's (ogbl-collab's) Hits@K
+
+    def ranked(batch):  # each positive against its own 20 negatives (OGB's ogbl-citation2 MRR)
+        h = model(batch.x, batch.edge_index)
+        s = h[batch.src_index]
+        return (s * h[batch.dst_pos_index]).sum(-1), (s[:, None] * h[batch.dst_neg_index]).sum(-1)
+
+    positives = test.edge_label_index[:, test.edge_label == 1]
+    ranked_loader = run.link_loader([-1, -1], edge_label_index=positives, batch_size=512, data=test,
+                                    neg_sampling=dict(mode="triplet", amount=20), seed=args.seed)
+    mrr = run.link_metrics(model, ranked_loader, ranked, "mrr")["mrr"]
     if run.rank == 0:
-        print(f"test AUC: {test_auc:.4f}")
+        print(f"test AUC: {test_auc:.4f}, hits@20 {hits:.4f}, mrr {mrr:.4f} (20 negatives per positive)")
     run.close()
 
 

@@ -24,9 +24,33 @@ def step_batches(parts_dir: str, fanouts, batch_size: int, seed: int, pairs: tor
     links = run.link_loader(fanouts, pairs, neg_sampling_ratio=2.0, batch_size=batch_size, shuffle=True, seed=seed)
     link = [dict(k=k, repeat=links.batch_sampler.is_repeat(k), n_id=b.n_id, eli=b.n_id[b.edge_label_index],
                  label=b.edge_label, edges=_edges(b, coo)) for k, b in enumerate(links)]
-    out = dict(nodes=nodes, links=link, world=run.world_size)
+    out = dict(nodes=nodes, links=link, world=run.world_size, metrics=_link_metrics(run, fanouts, batch_size, seed, pairs))
     run.close()
     return out
+
+
+def _link_metrics(run, fanouts, batch_size: int, seed: int, pairs: torch.Tensor) -> dict:
+    """run.link_metrics of a fixed GraphSAGE (dot scores): mrr over triplet batches (3 negatives per
+    positive), hits@10 and auc over binary ones (ratio 2)."""
+    from torch_geometric.nn.models import GraphSAGE
+
+    torch.manual_seed(0)
+    model = GraphSAGE(1433, 16, num_layers=len(fanouts), out_channels=16)
+
+    def triplet(b):
+        h = model(b.x, b.edge_index)
+        s = h[b.src_index]
+        return (s * h[b.dst_pos_index]).sum(-1), (s[:, None] * h[b.dst_neg_index]).sum(-1)
+
+    def binary(b):
+        h = model(b.x, b.edge_index)
+        return (h[b.edge_label_index[0]] * h[b.edge_label_index[1]]).sum(-1)
+
+    trips = run.link_loader(fanouts, pairs, neg_sampling=dict(mode="triplet", amount=3), batch_size=batch_size,
+                            seed=seed)
+    pairs2 = run.link_loader(fanouts, pairs, neg_sampling_ratio=2.0, batch_size=batch_size, seed=seed)
+    return run.link_metrics(model, trips, triplet, "mrr") | run.link_metrics(model, pairs2, binary, "hits@10") \
+        | run.link_metrics(model, pairs2, binary, "auc")
 
 
 def train_steps(parts_dir: str, fanouts, batch_size: int, seed: int) -> dict:

@@ -241,7 +241,7 @@ def test_ogbl_examples_help_names_their_anchors() -> None:
 # --- PyG loops (issue 46 item 5): each runs as is in one process and under torchrun ------------------
 
 PYG_LOOPS = {"pyg_loop_node.py": (r"test accuracy: (\S+)", 0.3), "pyg_loop_typed.py": (r"test accuracy: (\S+)", 0.4),
-             "pyg_loop_link.py": (r"test AUC: (\S+)", 0.6)}
+             "pyg_loop_link.py": (r"test AUC: ([0-9.]+)", 0.6)}
 
 
 @pytest.mark.slow
@@ -277,5 +277,7 @@ def test_pyg_link_loop_gives_the_same_auc_for_the_same_seed(tmp_path: Path) -> N
         r = subprocess.run(args, capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path)
         assert r.returncode == 0, r.stderr[-3000:]
         outs.append(r.stdout)
-    assert re.findall(r"test AUC: (\S+)", outs[0]), outs[0]
+    assert re.findall(r"test AUC: ([0-9.]+)", outs[0]), outs[0]
+    (hits, mrr), = re.findall(r"hits@20 ([0-9.]+), mrr ([0-9.]+)", outs[0])  # run.link_metrics
+    assert 0 < float(hits) <= 1 and 1 / 21 < float(mrr) <= 1, outs[0]
     assert outs[0] == outs[1]

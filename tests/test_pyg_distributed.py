@@ -13,7 +13,7 @@ from torch_geometric.loader import LinkLoader, NodeLoader
 from gnnscale.errors import PartitionError
 from gnnscale.process.launch import launch_local
 from gnnscale.pyg import LinkNeighborLoader, NeighborLoader, init_distributed, memory_stores, sampler_for
-from gnnscale.pyg.distributed import RankBatches, auc, ranking_metrics
+from gnnscale.pyg.distributed import RankBatches
 
 from pyg_workers import acm_batches, cora_batches
 
@@ -212,16 +212,6 @@ def test_acm_batches_on_several_processes_are_one_process_batches(procs):
             assert set(torch.cat([b["n_id"][t] for b in parts]).tolist()) == set(want[t].n_id.tolist())
         for et in data.edge_types:
             assert set(torch.cat([b["e_id"][et] for b in parts]).tolist()) == set(want[et].e_id.tolist())
-
-
-def test_link_metrics():
-    score = torch.tensor([0.9, 0.8, 0.3, 0.1, 0.8])
-    label = torch.tensor([1, 0, 1, 0, 1])
-    # pairs (pos, neg): (0.9>0.8,0.1)=2, (0.3: >0.1)=1, (0.8: =0.8 half, >0.1)=1.5 -> 4.5 / 6
-    assert auc(score, label) == pytest.approx(4.5 / 6)
-    m = ranking_metrics(torch.tensor([1.0, 0.0]), torch.tensor([[0.5, 2.0], [1.0, 0.0]]), ks=(1, 2))
-    # ranks 2 and 2.5 (a tie counts half)
-    assert m["count"] == 2 and m["mrr"] == pytest.approx(1 / 2 + 1 / 2.5) and m["hits@1"] == 0 and m["hits@2"] == 1
 
 
 @pytest.fixture(scope="module")

@@ -128,7 +128,8 @@ def test_disjoint_link_trees_are_the_one_process_trees(cora):
 
 
 def test_step_union_on_two_processes(cora, cora_partition):
-    """gloo, 2 processes over a 2-part folder, against one process over a 1-part folder."""
+    """gloo, 2 processes over a 2-part folder, against one process over a 1-part folder: the step's
+    nodes, edges and negatives, and ``run.link_metrics`` (mrr, hits@10, auc) over every rank."""
     pairs = cora.edge_index[:, torch.arange(0, cora.edge_index.size(1), 37)]
     fan = [5, 3]
     one = launch_local(step_batches, 1, args=(cora_partition(1), fan, 32, 7, pairs), threads_per_worker=1)[0]
@@ -150,6 +151,11 @@ def test_step_union_on_two_processes(cora, cora_partition):
                 for label in (1, 0):
                     got = torch.cat([p["eli"][:, p["label"] == label] for p in parts], 1)
                     assert torch.equal(got, want["eli"][:, want["label"] == label])
+    # run.link_metrics: the engine's bounded accumulator reduced over the ranks gives one process's figures
+    m = one["metrics"]
+    assert set(m) == {"mrr", "hits@10", "auc", "ap"} and 0 < m["mrr"] < 1 and 0.5 < m["auc"] < 1
+    for r in range(2):
+        assert two[r]["metrics"] == pytest.approx(m, rel=1e-9)
 
 
 @pytest.mark.parametrize("batch", [28, 32])

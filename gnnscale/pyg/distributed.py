@@ -12,7 +12,8 @@
 collective bounded by it) and starts the engine's heartbeat (a collective that fails names the
 silent rank and its last phase), then opens this rank's part: PyG stores over the folder
 (:mod:`gnnscale.pyg.stores`; rank r reads part r, the folder must hold exactly ``WORLD_SIZE``
-parts). Given a ``Data`` and ``parts_dir``, rank 0 partitions it there first (the others wait,
+parts: all of them, or on several hosts meta.json and the parts of the host's ranks, the others'
+graphs then sent once by their owners). Given a ``Data`` and ``parts_dir``, rank 0 partitions it there first (the others wait,
 bounded). Given a ``HeteroData`` (no folder), every rank holds the graph in memory.
 
 Batches: one pass cuts the split's seeds into the batches one process would make (shuffled by a
@@ -50,6 +51,7 @@ from gnnscale.pyg.hetero import HeteroGnnscaleSampler
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.steps import StepBook
 from gnnscale.pyg.stores import PartitionFeatureStore, PartitionGraphStore, sampler_for
+from gnnscale.tasks.scores import LinkMetrics
 
 
 class RankBatches:
@@ -284,26 +286,54 @@ class DistRun:
         return right / max(total, 1)
 
     @torch.no_grad()
-    def link_auc(self, model: torch.nn.Module, loader: LinkLoader, score: Callable[[Any], torch.Tensor]) -> float:
-        """ROC AUC over every rank's pairs of ``loader`` (padded repeats left out), the model in eval
-        mode: ``score(batch)`` float [B] of ``batch.edge_label_index`` against ``batch.edge_label``.
-        Scores and labels of every rank are gathered (memory: two numbers per pair of the split)."""
+    def link_metrics(self, model: torch.nn.Module, loader: LinkLoader, score: Callable[[Any], Any],
+                     metric: str = "mrr") -> dict[str, float | None]:
+        """A link metric over every rank's pairs of ``loader`` (padded repeats left out), the model in
+        eval mode, with the engine's bounded-memory accumulator (:class:`gnnscale.tasks.scores.LinkMetrics`:
+        OGB's and scikit-learn's figures, the same bits on 1 or N processes).
+
+        Args:
+            loader: a link loader of this run (:meth:`link_loader`).
+            score: ``score(batch)``. For ``metric="mrr"`` (a ``neg_sampling="triplet"`` loader):
+                ``(pos, neg)``, float [B] scores of the batch's positives and float [B, K] of each
+                one's negatives (PyG's ``src_index``, ``dst_pos_index``, ``dst_neg_index``). For
+                ``"auc"`` and ``"hits@K"`` (a binary loader): float [B'] scores of
+                ``batch.edge_label_index``, split by ``batch.edge_label`` (negatives shared, as OGB).
+            metric: ``"mrr"``, ``"hits@K"`` (e.g. ``"hits@50"``) or ``"auc"`` (also gives ``"ap"``).
+
+        Memory: mrr keeps int64 [2 K + 1] counts, hits@K the positives' scores and the top K
+        negatives, auc every score of the split (all gathered on every rank).
+
+        Returns:
+            ``{"mrr": ...}``, ``{"hits@K": ...}`` or ``{"auc": ..., "ap": ...}`` on every rank.
+        """
+        acc = LinkMetrics(metric)
         was = model.training
         model.eval()
-        scores, labels = [torch.empty(0)], [torch.empty(0)]
         for k, batch in enumerate(loader):
-            if loader.batch_sampler.is_repeat(k):
+            if loader.batch_sampler.is_repeat(k):  # padding: another rank scores this batch
                 continue
-            scores.append(score(batch).detach().float().flatten())
-            labels.append(batch.edge_label.float())
+            out = score(batch)
+            if acc.kind == "mrr":
+                if not (isinstance(out, tuple) and len(out) == 2):
+                    raise SamplerError(f"metric='mrr' needs score(batch) to return (pos float [B], neg float [B, K]) "
+                                       f"from a neg_sampling='triplet' loader; found {type(out).__name__}.")
+                acc.add_ranked(*out)
+                continue
+            if not isinstance(out, torch.Tensor) or "edge_label" not in batch:
+                raise SamplerError(f"metric={metric!r} needs score(batch) to return float [B] scores of "
+                                   "batch.edge_label_index from a binary loader (neg_sampling_ratio=...); found "
+                                   f"{type(out).__name__}{'' if 'edge_label' in batch else ' and no edge_label'}.")
+            out = out.detach().flatten()
+            label = batch.edge_label.flatten()
+            acc.add_pos(out[label == 1])
+            acc.add_neg(out[label == 0])
         model.train(was)
-        return auc(self.gather(torch.cat(scores)), self.gather(torch.cat(labels)))
+        return acc.result(self.comm if self.world_size > 1 else None)
 
-    def gather(self, t: torch.Tensor) -> torch.Tensor:
-        """Every rank's ``t`` concatenated in rank order (one bounded all-gather)."""
-        if self.world_size == 1:
-            return t
-        return torch.cat(self.comm.all_gather_object(t.detach().cpu()))
+    def link_auc(self, model: torch.nn.Module, loader: LinkLoader, score: Callable[[Any], torch.Tensor]) -> float:
+        """ROC AUC over every rank's pairs of ``loader``: :meth:`link_metrics` with ``metric="auc"``."""
+        return self.link_metrics(model, loader, score, "auc")["auc"]
 
     def close(self) -> None:
         """Stop the heartbeat and leave the group (every rank, at the end)."""
@@ -315,30 +345,6 @@ class DistRun:
             finally:
                 # bounded: once seen, a rank whose peer had left waited in torch's teardown past the timeout
                 shutdown_distributed(timeout=self.timeout)
-
-
-def auc(score: torch.Tensor, label: torch.Tensor) -> float:
-    """ROC AUC of float [n] scores against 0/1 labels [n] (the rank statistic, ties counted half)."""
-    score = score.to(torch.float64)
-    _, inv, counts = torch.unique(score, return_inverse=True, return_counts=True)
-    ends = torch.cumsum(counts, 0).to(torch.float64)
-    mean_rank = (ends - (counts.to(torch.float64) - 1) / 2)[inv]  # average 1-based rank of each tie group
-    pos = label == 1
-    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
-    if not n_pos or not n_neg:
-        raise SamplerError(f"AUC needs positive and negative labels; found {n_pos} and {n_neg}.")
-    return float((mean_rank[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
-def ranking_metrics(pos: torch.Tensor, neg: torch.Tensor, ks: Sequence[int] = (10, 50)) -> dict[str, float]:
-    """Sums (not means) over positives of reciprocal rank and hits@k: ``pos`` float [P] scores,
-    ``neg`` float [P, K] each positive's negatives (rank = 1 + negatives scored higher, ties half);
-    ``count`` P. Memory O(P K): call per batch and add (:meth:`DistRun.all_sum` over ranks)."""
-    rank = 1 + (neg > pos[:, None]).sum(1).to(torch.float64) + 0.5 * (neg == pos[:, None]).sum(1)
-    out = {"count": float(pos.numel()), "mrr": float((1 / rank).sum())}
-    for k in ks:
-        out[f"hits@{k}"] = float((rank <= k).sum())
-    return out
 
 
 def _wait_for(path: Path, timeout: float) -> None:
@@ -357,7 +363,8 @@ def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Pa
     """Join the run (torchrun's environment; one process without it) and open this rank's data.
 
     Args:
-        source: a partition folder (format 1, exactly ``WORLD_SIZE`` parts), a ``Data`` (with
+        source: a partition folder (format 1, exactly ``WORLD_SIZE`` parts: every part, or this
+            host's ranks' parts and meta.json), a ``Data`` (with
             ``parts_dir``: rank 0 partitions it there into ``WORLD_SIZE`` parts unless a folder of
             that many parts is there already; without: every rank holds it in memory) or a
             ``HeteroData`` (held in memory by every rank).
@@ -396,6 +403,6 @@ def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Pa
         if not (folder / "meta.json").is_file():
             raise PartitionError(f"{folder} is not a partition folder (no meta.json); partition the graph first "
                                  "(gnnscale partition ... or gnnscale.partitioning.partition_graph).")
-    graph = PartitionGraphStore(folder)
+    graph = PartitionGraphStore(folder, comm)  # parts this host lacks: from their owners
     features = PartitionFeatureStore(graph, comm, host_reads=host_reads, cache_rows=cache_rows)
     return DistRun(rank, world, comm, health, (features, graph), timeout, masks=features.mask_ids)
