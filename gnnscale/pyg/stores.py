@@ -7,20 +7,24 @@ the same batches as on the ``Data`` itself. Every index is an ORIGINAL node id.
 - :class:`MemoryFeatureStore` / :class:`MemoryGraphStore`: tensors and edges held in memory
   (:func:`memory_stores` fills them from a ``Data`` or a ``HeteroData``).
 - :class:`PartitionGraphStore`: the graph of a partition folder (format 1), in original ids: every
-  part's CSC read from the folder (host reads: memory-mapped, as the engine's ``--host-graph``),
-  each node's in-edges by original source id, as :func:`gnnscale.pyg.sampler.csc_of` orders a
+  part's CSC read from the folder (host reads: memory-mapped, as the engine's ``--host-graph``) or,
+  for the parts a per-host folder lacks, sent once by their owners through the communicator
+  (bytes under ``graph``; every rank holds the whole topology), each node's in-edges by original
+  source id, as :func:`gnnscale.pyg.sampler.csc_of` orders a
   ``Data``'s, so a node's draws equal the in-memory sampler's. ``e_id`` is the column of the input
   ``edge_index`` when the folder stores ``edge_ids.npy`` (graphs with edge features), else the
   position in this store's own edge list (``get_edge_index(layout="coo")[:, e_id]``).
 - :class:`PartitionFeatureStore`: ``x`` and ``y`` rows of original ids for one rank: its own part's
-  rows, then the cache, then other parts read from the folder on this host (host reads), else
-  asked of their owners through the communicator (:class:`gnnscale.data.DistFeatureStore`; bytes
+  rows, then the cache, then other parts read from the folder on this host (host reads: the parts
+  the host's folder holds), else asked of their owners through the communicator (:class:`gnnscale.data.DistFeatureStore`; bytes
   counted under ``feature_request``/``feature`` and ``label_request``/``label``). Without host
   reads a fetch is collective: every rank fetches once per batch (the rank loaders of
   :mod:`gnnscale.pyg.distributed` give every rank the same number of batches).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +38,7 @@ from gnnscale.data.owner_rows import ask_owners
 from gnnscale.errors import PartitionError, SamplerError
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.feature_dtype import file_dtype, meta_feature_dtype
-from gnnscale.partitioning.manifest import load_meta, part_dir_name
+from gnnscale.partitioning.manifest import load_meta, part_dir_name, part_files
 from gnnscale.partitioning.part import load_part
 from gnnscale.partitioning.validate import load_array
 
@@ -131,34 +135,81 @@ def memory_stores(data: Data | HeteroData) -> tuple[MemoryFeatureStore, MemoryGr
     return fs, gs
 
 
+_GRAPH_FILES = ("indptr.npy", "indices.npy", "orig_ids.npy")
+_SPLITS = ("train_mask", "val_mask", "test_mask")
+
+
+def _check_world(parts: int, world: int, parts_dir: Path) -> None:
+    """Rank r opens part r: the folder must hold one part per process."""
+    if parts != world:
+        raise PartitionError(f"{parts_dir} holds {parts} parts but {world} processes were started; start "
+                             f"{parts} (torchrun --nproc-per-node {parts}) or partition into {world} parts.")
+
+
+def present_parts(parts_dir: Path, meta: dict) -> list[int]:
+    """The parts whose every file (:func:`gnnscale.partitioning.manifest.part_files`) is in ``parts_dir``:
+    all of them in a whole folder, this host's in a per-host one (meta.json and its ranks' parts)."""
+    files = part_files(meta)
+    return [p for p in range(int(meta["num_parts"]))
+            if all((parts_dir / part_dir_name(p) / f).is_file() for f in files)]
+
+
+def _meta_digest(meta: dict) -> str:
+    return hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()
+
+
 class PartitionGraphStore(GraphStore):
     """The whole graph of a partition folder (format 1) in original ids (see the module's docstring).
+
+    Args:
+        parts_dir: the folder: every part (host reads), or meta.json and this host's parts only.
+        comm: this rank's :class:`gnnscale.process.comm.Communicator` (rank p owns part p). With
+            more than one rank the ranks first tell each other (one ``control`` gather) which parts
+            their folders hold and check that their meta.json are one partition's; each part a
+            rank's folder lacks is then sent by its owner once (one exchange, bytes under
+            ``graph``: its CSC, original ids, edge ids and split masks). Without ``comm`` every
+            part must be in the folder.
 
     Attributes:
         meta: the folder's meta.json; book: its PartitionBook (new ids).
         num_nodes: N. old_of_new / new_of_old: int64 [N] id maps.
         indptr int64 [N + 1], indices int64 [E] (original source ids), perm int64 [E] (``e_id``
         of each CSC position): the CSC over original target ids.
+        hosts: per rank, the parts its folder holds (``list[frozenset[int]]``; None without ``comm``).
     """
 
-    def __init__(self, parts_dir: str | Path) -> None:
+    def __init__(self, parts_dir: str | Path, comm=None) -> None:
         super().__init__()
         self.parts_dir = Path(parts_dir)
         self.meta = meta = load_meta(self.parts_dir)
         if int(meta.get("format_version", 1)) != 1 or meta.get("typed"):
-            raise PartitionError(f"gnnscale.pyg's partition stores read untyped folders (format 1); {parts_dir} holds "
-                                 "a typed graph. Pass the HeteroData itself (in-memory stores) instead.")
+            raise PartitionError(f"PartitionGraphStore reads untyped folders (format 1); {parts_dir} holds a typed "
+                                 "graph. Open it with gnnscale.pyg.TypedPartitionGraphStore (init_distributed does).")
         P = int(meta["num_parts"])
         self.book = PartitionBook(meta["offsets"])
         n = self.num_nodes = int(self.book.num_nodes)
+        here = present_parts(self.parts_dir, meta)
+        self.hosts: list[frozenset[int]] | None = None
+        self._sent_masks: dict[int, np.ndarray] = {}
+        sent: dict[int, torch.Tensor] = {}
+        if comm is not None and comm.world_size > 1:
+            _check_world(P, comm.world_size, self.parts_dir)
+            self.hosts, sent = self._from_owners(comm, here)
         ptrs, idxs, olds, eids = [], [], [], []
         for p in range(P):
+            if p in sent:
+                deg, orig, ind, eid = self._unpack(p, sent[p])
+                ptrs.append(deg), olds.append(orig), idxs.append(ind)
+                if eid is not None:
+                    eids.append(eid)
+                continue
             pdir = self.parts_dir / part_dir_name(p)
             size = self.book.part_size(p)
-            missing = [f for f in ("indptr.npy", "indices.npy", "orig_ids.npy") if not (pdir / f).is_file()]
+            missing = [f for f in _GRAPH_FILES if not (pdir / f).is_file()]
             if missing:
-                raise PartitionError(f"the PyG graph store reads every part's graph from the folder (host reads); "
-                                     f"{pdir} lacks {missing[0]}. Copy the whole partition folder to every host.")
+                raise PartitionError(f"the PyG graph store reads every part's graph from the folder without a "
+                                     f"communicator; {pdir} lacks {missing[0]}. Copy the whole partition folder to "
+                                     "every host, or pass comm= (init_distributed does) to get it from its owner.")
             ptrs.append(np.diff(load_array(pdir / "indptr.npy", np.int64, (size + 1,), mmap="r")))
             idxs.append(load_array(pdir / "indices.npy", np.int64, (None,), mmap="r"))
             olds.append(load_array(pdir / "orig_ids.npy", np.int64, (size,), mmap="r"))
@@ -182,6 +233,67 @@ class PartitionGraphStore(GraphStore):
         self.indices = old_of_new[src_new[pos]]
         self.perm = torch.from_numpy(np.concatenate(eids))[pos] if len(eids) == P else torch.arange(e)
         self._coo = None
+
+    def _from_owners(self, comm, here: list[int]) -> tuple[list[frozenset[int]], dict[int, torch.Tensor]]:
+        """Which parts every rank's folder holds (one ``control`` gather, with meta.json's digest), and
+        the packed parts (:meth:`_pack`) this rank's folder lacks, each sent by its owner (one
+        exchange under ``graph``; none when every folder is whole). Collective."""
+        got = comm.all_gather_object((here, _meta_digest(self.meta)), "control")
+        other = [r for r, (_, d) in enumerate(got) if d != got[0][1]]
+        if other:
+            raise PartitionError(f"rank {other[0]}'s partition folder holds another meta.json than rank 0's (another "
+                                 "partition); copy one partition's meta.json and parts to every host.")
+        hosts = [frozenset(h) for h, _ in got]
+        lost = [r for r, h in enumerate(hosts) if r not in h]
+        if lost:
+            raise PartitionError(f"rank {lost[0]}'s partition folder lacks its own part ({part_dir_name(lost[0])}, or "
+                                 f"one of its files); rank r opens part r: copy meta.json and the parts of a host's "
+                                 "ranks to that host's folder.")
+        me, P = comm.rank, len(hosts)
+        if all(len(h) == P for h in hosts):
+            return hosts, {}
+        empty = torch.empty(0, dtype=torch.int64)
+        mine = self._pack(me) if any(me not in h for h in hosts) else empty
+        recv = comm.exchange([mine if r != me and me not in hosts[r] else empty for r in range(P)], "graph")
+        return hosts, {p: recv[p] for p in range(P) if p not in hosts[me]}
+
+    def _pack(self, p: int) -> torch.Tensor:
+        """Part ``p`` from the folder as int64 [2 + 3 n + E (+ E)]: E, whether edge ids follow, in-degrees
+        [n], original ids [n], split masks [n] (bits: train 1, val 2, test 4), sources [E] (new ids)
+        and, when the folder has them, edge ids [E]."""
+        pdir = self.parts_dir / part_dir_name(p)
+        n = self.book.part_size(p)
+        deg = np.diff(load_array(pdir / "indptr.npy", np.int64, (n + 1,), mmap="r"))
+        ind = load_array(pdir / "indices.npy", np.int64, (None,), mmap="r")
+        eid = [load_array(pdir / "edge_ids.npy", np.int64, (ind.shape[0],), mmap="r")] \
+            if (pdir / "edge_ids.npy").is_file() else []
+        bits = np.zeros(n, dtype=np.int64)
+        for i, name in enumerate(_SPLITS):
+            bits |= load_array(pdir / f"{name}.npy", np.bool_, (n,), mmap="r").astype(np.int64) << i
+        orig = load_array(pdir / "orig_ids.npy", np.int64, (n,), mmap="r")
+        head = np.array([ind.shape[0], len(eid)], dtype=np.int64)
+        return torch.from_numpy(np.concatenate([head, deg, orig, bits, ind, *eid]))
+
+    def _unpack(self, p: int, t: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """(in-degrees, original ids, sources, edge ids or None) of a part packed by :meth:`_pack`
+        (its masks kept for :meth:`split_mask`)."""
+        n, a = self.book.part_size(p), t.numpy()
+        e, has = (int(a[0]), int(a[1])) if a.size >= 2 else (-1, 0)
+        if e < 0 or a.size != 2 + 3 * n + e * (1 + has) or int(a[2:2 + n].sum()) != e:
+            raise PartitionError(f"part {p} as sent by its owner holds {a.size} values, expected 2 + 3 * {n} + "
+                                 f"E (+ E) by the partition book; the hosts' folders are not one partition: copy it "
+                                 "again.")
+        self._sent_masks[p] = a[2 + 2 * n:2 + 3 * n]
+        body = 2 + 3 * n
+        return a[2:2 + n], a[2 + n:2 + 2 * n], a[body:body + e], a[body + e:body + 2 * e] if has else None
+
+    def split_mask(self, part: int, name: str) -> np.ndarray:
+        """bool [n_part] ``name`` (``train_mask``, ``val_mask``, ``test_mask``) of part ``part``: read
+        from the folder, or as its owner sent it."""
+        if part in self._sent_masks:
+            return ((self._sent_masks[part] >> _SPLITS.index(name)) & 1).astype(np.bool_)
+        return load_array(self.parts_dir / part_dir_name(part) / f"{name}.npy", np.bool_,
+                          (self.book.part_size(part),), mmap="r")
 
     def csc(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # type: ignore[override]
         """(indptr, indices, perm) over original ids (the sampler's input)."""
@@ -218,12 +330,15 @@ class PartitionFeatureStore(FeatureStore):
     """``x`` (float32 [N, F]) and ``y`` rows of original ids for rank ``comm.rank`` (module docstring).
 
     Args:
-        graph: the folder's :class:`PartitionGraphStore` (id maps, book).
+        graph: the folder's :class:`PartitionGraphStore` (id maps, book; built with ``comm`` it
+            knows which parts every rank's folder holds).
         comm: this rank's :class:`gnnscale.process.comm.Communicator` (rank r reads part r).
-        host_reads: read other parts' rows from the folder (default: when every part's files are
-            there); False asks their owners through ``comm`` (collective fetches).
-        cache_rows: keep this many other parts' rows (the highest in-degree first) in a cache,
-            filled once (collective); 0: none.
+        host_reads: read other parts' rows from the folder (default: those of the parts this
+            host's folder holds; the rest are asked of their owners); True: every part's, which
+            must be in the folder; False: asks every other part's owner through ``comm``.
+            Fetches are collective unless every rank reads every other part on its host.
+        cache_rows: keep this many rows of parts read neither here nor from the host (the highest
+            in-degree first) in a cache, filled once (collective); 0: none.
     """
 
     def __init__(self, graph: PartitionGraphStore, comm, host_reads: bool | None = None, cache_rows: int = 0) -> None:
@@ -232,31 +347,37 @@ class PartitionFeatureStore(FeatureStore):
         self.comm = comm
         rank, world = comm.rank, comm.world_size
         P = self.graph.book.num_parts
-        if P != world:
-            raise PartitionError(f"{graph.parts_dir} holds {P} parts but {world} processes were started; start "
-                                 f"{P} (torchrun --nproc-per-node {P}) or partition into {world} parts.")
+        _check_world(P, world, graph.parts_dir)
         self.part = load_part(graph.parts_dir, rank)
         self.feature_dim = int(self.part.x.shape[1])
         self.store = DistFeatureStore(self.part, graph.book, comm, self.feature_dim)
         others = [k for k in range(world) if k != rank]
-        have = all((graph.parts_dir / part_dir_name(k) / f).is_file() for k in others for f in ("x.npy", "y.npy"))
-        self.host_reads = have if host_reads is None else bool(host_reads)
-        if self.host_reads and not have:
-            raise PartitionError(f"host_reads=True needs every part's x.npy and y.npy in {graph.parts_dir}; some are "
-                                 "missing. Copy the whole folder, or pass host_reads=False.")
+        # the parts on each rank's host: gathered by the graph store, else this folder's (taken as every rank's)
+        hosts = graph.hosts or [frozenset(present_parts(graph.parts_dir, graph.meta))] * world
+        if host_reads and len(hosts[rank]) < P:
+            raise PartitionError(f"host_reads=True needs every part's files in {graph.parts_dir}; it holds "
+                                 f"{len(hosts[rank])} of {P}. Copy the whole folder, or leave host_reads out (the "
+                                 "missing parts are asked of their owners).")
+        read = [k for k in others if k in hosts[rank]] if host_reads is not False else []
+        self.host_reads = bool(read) or (host_reads is not False and not others)
+        complete = host_reads is not False and all(len(h) == P for h in hosts)
         self.y_local = self.part.y
         self.y_all = None
-        if self.host_reads and others:  # as stored (float32, or the folder's 16-bit feature_dtype)
+        self.y_host: dict[int, torch.Tensor] = {}
+        if read:  # as stored (float32, or the folder's 16-bit feature_dtype)
             stored = file_dtype(meta_feature_dtype(graph.meta))
             self.store.read_host_parts({k: load_array(graph.parts_dir / part_dir_name(k) / "x.npy", stored,
                                                       (graph.book.part_size(k), self.feature_dim), mmap="r")
-                                        for k in others}, complete=True)
-        if self.host_reads:
-            self.y_all = torch.cat([self.y_local if k == rank else torch.from_numpy(np.array(np.load(
-                graph.parts_dir / part_dir_name(k) / "y.npy", mmap_mode="r"))) for k in range(world)])
+                                        for k in read}, complete=complete)
+            self.y_host = {k: torch.from_numpy(np.array(np.load(graph.parts_dir / part_dir_name(k) / "y.npy",
+                                                                mmap_mode="r"))) for k in read}
+        if complete:
+            self.y_all = torch.cat([self.y_local if k == rank else self.y_host[k] for k in range(world)])
         if cache_rows:
             deg = graph.indptr[1:] - graph.indptr[:-1]
-            remote = torch.nonzero(graph.book.owner(graph.new_of_old) != rank).flatten()  # original ids
+            held = torch.zeros(world, dtype=torch.bool)
+            held[[rank, *read]] = True
+            remote = torch.nonzero(~held[graph.book.owner(graph.new_of_old)]).flatten()  # original ids
             top = remote[torch.argsort(deg[remote], descending=True, stable=True)[: int(cache_rows)]]
             self.store.fill_cache(graph.new_of_old[top])
 
@@ -278,6 +399,10 @@ class PartitionFeatureStore(FeatureStore):
         out = torch.empty((new.numel(),) + tuple(self.y_local.shape[1:]), dtype=self.y_local.dtype)
         mine = owner == self.comm.rank
         out[mine] = self.y_local[new[mine] - self.part.offset]
+        for k, y in self.y_host.items():  # parts read on this host (a few)
+            at = owner == k
+            out[at] = y[new[at] - int(self.graph.book.offsets[k])]
+            mine |= at
         need = torch.nonzero(~mine).flatten()
         return ask_owners(self.comm, new, owner, need, self.y_local, self.part.offset, out, "label_request", "label")
 
@@ -312,9 +437,8 @@ class PartitionFeatureStore(FeatureStore):
 
     def mask_ids(self, name: str) -> torch.Tensor:
         """Original ids (sorted) of every part's nodes in ``train_mask``/``val_mask``/``test_mask``
-        (read from the folder: one bool per node)."""
-        masks = [np.load(self.graph.parts_dir / part_dir_name(k) / f"{name}.npy", mmap_mode="r")
-                 for k in range(self.graph.book.num_parts)]
+        (one bool per node: read from the folder, or as the part's owner sent it)."""
+        masks = [self.graph.split_mask(k, name) for k in range(self.graph.book.num_parts)]
         new = torch.nonzero(torch.from_numpy(np.concatenate(masks))).flatten()
         return torch.sort(self.graph.old_of_new[new]).values
 
@@ -342,6 +466,11 @@ def sampler_for(data: Any, num_neighbors: Any, seed: int = 0, replace: bool = Fa
     if isinstance(gs, PartitionGraphStore):
         return GnnscaleSampler(None, gs.num_nodes, check_num_neighbors(num_neighbors), seed=seed, replace=replace,
                                backend=backend, csc=gs.csc())
+    from gnnscale.pyg.typed_stores import TypedPartitionGraphStore
+
+    if isinstance(gs, TypedPartitionGraphStore):
+        return HeteroGnnscaleSampler(None, gs.num_nodes, hetero_fanouts(num_neighbors, gs.edge_types), seed=seed,
+                                     replace=replace, backend=backend, csc=gs.csc())
     attrs = gs.get_all_edge_attrs()
     if len(attrs) == 1 and attrs[0].edge_type is None:
         row, col = gs.get_edge_index(edge_type=None, layout="coo")
