@@ -10,10 +10,15 @@ def _node(b, k, loader) -> dict:
                 nsn=list(b.num_sampled_nodes), nse=list(b.num_sampled_edges))
 
 
-def cora_batches(parts_dir: str, fanouts, batch_size: int, seed: int, host_reads, link_pairs) -> dict:
-    """Two passes of this rank's node batches of the training split and one of link batches."""
+def cora_batches(parts_dir, fanouts, batch_size: int, seed: int, host_reads, link_pairs) -> dict:
+    """Two passes of this rank's node batches of the training split and one of link batches.
+    ``parts_dir``: the folder, or one per rank (per-host folders)."""
+    import os
+
     from gnnscale.pyg import init_distributed
 
+    if isinstance(parts_dir, (list, tuple)):
+        parts_dir = parts_dir[int(os.environ["RANK"])]
     run = init_distributed(parts_dir, timeout=60, host_reads=host_reads)
     loader = run.node_loader(fanouts, "train", batch_size=batch_size, shuffle=True, seed=seed)
     nodes = [[_node(b, k, loader) for k, b in enumerate(loader)] for _ in range(2)]

@@ -4,15 +4,18 @@ bounded waits) yielding, step for step, the batches one process yields at N time
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch_geometric.loader import LinkLoader, NodeLoader
 
 from gnnscale.errors import PartitionError
 from gnnscale.process.launch import launch_local
-from gnnscale.pyg import LinkNeighborLoader, NeighborLoader, init_distributed, memory_stores, sampler_for
+from gnnscale.pyg import (LinkNeighborLoader, NeighborLoader, PartitionGraphStore, init_distributed, memory_stores,
+                          sampler_for)
 from gnnscale.pyg.distributed import RankBatches
 
 from pyg_workers import acm_batches, cora_batches
@@ -103,21 +106,33 @@ def _one_process(cora, pairs, seed, parts):
     return nodes, links
 
 
-@pytest.mark.parametrize("parts,host_reads", [(2, False), (3, None)])
-def test_distributed_batches_are_one_process_batches(cora, cora_partition, parts, host_reads):
+def _host_folder(full: str, parts: list[int], out: Path) -> str:
+    """A host's folder: meta.json and ``parts`` of the partition folder ``full`` (copied)."""
+    out.mkdir()
+    shutil.copy(Path(full) / "meta.json", out / "meta.json")
+    for p in parts:
+        shutil.copytree(Path(full) / f"part{p}", out / f"part{p}")
+    return str(out)
+
+
+@pytest.mark.parametrize("parts,per_host", [(2, True), (3, False)])
+def test_distributed_batches_are_one_process_batches(cora, cora_partition, tmp_path, parts, per_host):
     """Every rank's batch is what it claims: x rows, labels of the seeds, every edge one of Cora's
     (named by e_id), per-hop counts within the fan-outs; link batches' positives real, negatives
     not, at ratio 2. Step k's batches of the ranks (rank r: batch k * parts + r) together are one
     process's batch k at parts times the batch size: its seeds in rank order, its nodes and edges
     (gnnscale.pyg.steps; tests/test_pyg_global_steps.py checks it hop by hop), its pairs and
-    negatives. Without host reads the rows come from their owners (bytes under feature / label);
-    with them nothing is exchanged."""
+    negatives. ``per_host``: rank r opens its own folder (meta.json and part r, as on separate
+    hosts): the other part's graph and masks come from its owner once (bytes under graph: its
+    packed CSC) and its rows and labels per batch (feature / label); the graph is the whole
+    folder's. A whole folder: every part read from it (host reads), nothing exchanged."""
     n = cora.num_nodes
     keys = edge_keys(cora.edge_index, n)
     pairs = cora.edge_index[:, torch.arange(0, cora.edge_index.size(1), 37)]
     seed = 7
-    results = launch_local(cora_batches, parts, args=(cora_partition(parts), FANOUTS, 16, seed, host_reads, pairs),
-                           threads_per_worker=1)
+    full = cora_partition(parts)
+    folders = [_host_folder(full, [r], tmp_path / f"host{r}") for r in range(parts)] if per_host else full
+    results = launch_local(cora_batches, parts, args=(folders, FANOUTS, 16, seed, None, pairs), threads_per_worker=1)
     ref_nodes, ref_links = _one_process(cora, pairs, seed, parts)
     deg = torch.bincount(cora.edge_index[1], minlength=n)
     steps: dict = {}
@@ -170,14 +185,21 @@ def test_distributed_batches_are_one_process_batches(cora, cora_partition, parts
             got |= set(zip(dst.tolist(), src.tolist()))
         src, dst = ref.n_id[ref.edge_index]
         assert got == set(zip(dst.tolist(), src.tolist()))
-    if host_reads is False:
-        for res in results:
+    if per_host:
+        whole = PartitionGraphStore(full).coo_of()
+        for r, res in enumerate(results):
             assert res["rows"]["remote_rows"] > 0 and res["rows"]["host_rows"] == 0
             assert res["comm"]["sent"]["feature"] > 0 and res["comm"]["sent"]["label"] > 0
+            assert torch.equal(res["coo"], whole)
+            # part r packed once: E, a flag, in-degrees, original ids, split masks [n_r] and sources [E_r]
+            n_r, e_r = (np.load(Path(full) / f"part{r}" / f, mmap_mode="r").shape[0] for f in ("orig_ids.npy",
+                                                                                               "indices.npy"))
+            assert res["comm"]["sent"]["graph"] == 8 * (2 + 3 * n_r + e_r)
+            assert res["comm"]["received"]["graph"] == results[1 - r]["comm"]["sent"]["graph"]
     else:
         for res in results:
             assert res["rows"]["remote_rows"] == 0 and res["rows"]["host_rows"] > 0
-            assert res["comm"]["sent"].get("feature", 0) == 0
+            assert res["comm"]["sent"].get("feature", 0) == 0 and res["comm"]["sent"].get("graph", 0) == 0
 
 
 @pytest.mark.parametrize("procs", [2, 3])
@@ -289,3 +311,35 @@ def test_partition_feature_store_reads_other_parts_from_the_folder(cora, tmp_pat
     assert torch.equal(fs.get_tensor(group_name=None, attr_name="x", index=ids), want)
     assert torch.equal(fs.get_tensor(group_name=None, attr_name="y", index=ids), cora.y[ids])
     assert fs.stats["host_rows"] > 0 and fs.stats["local_rows"] > 0 and comm.stats.bytes_sent == 0
+
+
+def test_per_host_folder_errors_are_one_line(cora_partition, tmp_path):
+    """A folder lacking a part: without a communicator the store says so; with one (the ranks' answers
+    given here in process), a rank whose folder lacks its own part, or holds another meta.json, is named."""
+    import json
+
+    from gnnscale.pyg.stores import _meta_digest
+
+    full = cora_partition(2)
+    mine = _host_folder(full, [0], tmp_path / "host0")
+    meta = json.loads((Path(full) / "meta.json").read_text())
+
+    class Answers:  # rank 0 of 2; all_gather_object gives the ranks' (parts held, meta digest)
+        rank, world_size = 0, 2
+
+        def __init__(self, theirs):
+            self.theirs = theirs
+
+        def all_gather_object(self, obj, category="control"):
+            return [obj, self.theirs]
+
+    cases = [(None, "lacks indptr.npy", "Copy the whole partition folder to every host, or pass comm="),
+             (Answers(([0], _meta_digest(meta))), "rank 1's partition folder lacks its own part (part1",
+              "copy meta.json and the parts of a host's ranks"),
+             (Answers(([1], _meta_digest({**meta, "num_nodes": 1}))), "rank 1's partition folder holds another "
+              "meta.json than rank 0's", "copy one partition's meta.json and parts to every host")]
+    for comm, what, fix in cases:
+        with pytest.raises(PartitionError) as err:
+            PartitionGraphStore(mine, comm)
+        msg = str(err.value)
+        assert "\n" not in msg and what in msg and fix in msg, msg
