@@ -13,7 +13,8 @@ The baseline in the same run: today's in-memory pipeline (``gnnscale partition -
 ``partition_graph`` on the loaded graph) on the sizes named by ``--in-memory`` (its peak grows with E:
 44 B per directed edge, docs/scaling.md), also in a fresh subprocess; the ratio of the peaks is printed.
 
-The parts store float32 feature rows (today's format: ``feature_dtype`` float32); the input's are float16.
+The parts store the feature rows as ``--feature-dtype`` (default float16, as the input's; float32 doubles
+the parts' x.npy).
 
 Usage::
 
@@ -88,8 +89,9 @@ def generate(folder: Path, n: int, e: int, features: int, communities: int, p_in
 CHILD = r"""
 import json, resource, sys, time
 from gnnscale.partitioning.out_of_core import partition_on_disk
-folder, out, parts, budget, method = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-meta = partition_on_disk(folder, parts, out, method=method, memory_budget_gb=budget, show_progress=False)
+folder, out, parts, budget, method, fdt = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5], sys.argv[6]
+meta = partition_on_disk(folder, parts, out, method=method, memory_budget_gb=budget, show_progress=False,
+                         feature_dtype=fdt)
 print(json.dumps({"ooc": meta["out_of_core"], "edge_cut_fraction": meta["edge_cut_fraction"],
                   "balance": meta["balance"], "num_edges": meta["num_edges"]}))
 """
@@ -98,11 +100,11 @@ CHILD_MEM = r"""
 import json, sys, time
 from gnnscale.datasets import load_dataset
 from gnnscale.partitioning import partition_graph
-folder, out, parts, method = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+folder, out, parts, method, fdt = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 t0 = time.perf_counter()
 data = load_dataset("dir:" + folder)
 load = time.perf_counter() - t0
-meta = partition_graph(data, parts, out, method=method)
+meta = partition_graph(data, parts, out, method=method, feature_dtype=fdt)
 print(json.dumps({"load_seconds": load, "partition_seconds": meta["partition_seconds"],
                   "write_seconds": meta["write_seconds"], "edge_cut_fraction": meta["edge_cut_fraction"],
                   "balance": meta["balance"]}))
@@ -145,6 +147,9 @@ def main() -> None:
     ap.add_argument("--communities", type=int, default=64)
     ap.add_argument("--p-in", type=float, default=0.9)
     ap.add_argument("--method", default="ldg")
+    ap.add_argument("--feature-dtype", default="float16", choices=["float32", "float16", "bfloat16"],
+                    help="how the parts store the feature rows")
+    ap.add_argument("--keep-parts", action="store_true", help="keep the last size's partition folder (to train on it)")
     ap.add_argument("--memory-budget", type=float, default=8.0, help="GB, the whole pipeline's")
     ap.add_argument("--nice", type=int, default=10)
     ap.add_argument("--workdir", default=None)
@@ -167,15 +172,18 @@ def main() -> None:
         else:
             gen = generate(folder, n, e, args.features, args.communities, args.p_in, seed=0)
         res, peak, secs = _peak_of_child(CHILD, [str(folder), str(out), str(args.parts), str(args.memory_budget),
-                                                 args.method], args.nice)
+                                                 args.method, args.feature_dtype], args.nice)
         parts_bytes = du(out)
         row = {"num_nodes": n, "num_edges": e, "generate": gen, "seconds": round(secs, 2), "peak_rss_bytes": peak,
                "stages": res["ooc"]["stages"], "plan": res["ooc"]["plan"], "spill_bytes": res["ooc"]["spill_bytes"],
                "parts_bytes": parts_bytes, "disk_bytes": gen["input_bytes"] + parts_bytes + res["ooc"]["spill_bytes"],
-               "edge_cut_fraction": res["edge_cut_fraction"], "balance": res["balance"]}
-        shutil.rmtree(out, ignore_errors=True)
+               "edge_cut_fraction": res["edge_cut_fraction"], "balance": res["balance"], "parts_dir": str(out)}
+        if not args.keep_parts or (n, e) in in_memory:
+            shutil.rmtree(out, ignore_errors=True)
+            row["parts_dir"] = None
         if (n, e) in in_memory:
-            mres, mpeak, msecs = _peak_of_child(CHILD_MEM, [str(folder), str(out), str(args.parts), args.method],
+            mres, mpeak, msecs = _peak_of_child(CHILD_MEM, [str(folder), str(out), str(args.parts), args.method,
+                                                            args.feature_dtype],
                                                 args.nice)
             row["in_memory"] = {**mres, "seconds": round(msecs, 2), "peak_rss_bytes": mpeak}
             row["peak_ratio_in_memory_over_ooc"] = round(mpeak / peak, 3)
@@ -197,7 +205,7 @@ def main() -> None:
     print(f"peak over sizes: {_gb(summary['peak_min_bytes'])}-{_gb(summary['peak_max_bytes'])} GB for "
           f"{summary['edges_min']:,}-{summary['edges_max']:,} edges")
     write_json(args.json, {"rows": rows, "summary": summary, "args": vars(args),
-                           "note": "input x float16; parts store float32 rows (the format's feature_dtype)"})
+                           "note": f"input x float16; parts store {args.feature_dtype} rows (the format's feature_dtype)"})
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
 

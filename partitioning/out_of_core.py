@@ -41,6 +41,7 @@ import numpy as np
 
 from gnnscale.errors import PartitionError
 from gnnscale.partitioning.disk_graph import DiskGraph
+from gnnscale.partitioning.feature_dtype import check_feature_dtype
 from gnnscale.partitioning.format import _MASKS, write_meta
 from gnnscale.partitioning.resources import ResourceMeter
 from gnnscale.partitioning.part_writer import _progress, id_dtype, write_from_assignment
@@ -236,6 +237,7 @@ def partition_on_disk(
     show_progress: bool = True,
     undirected: bool = False,
     chunk_edges: int | None = None,
+    feature_dtype: str = "float32",
 ) -> dict[str, Any]:
     """Partition a graph on disk (:class:`~gnnscale.partitioning.disk_graph.DiskGraph`, or a
     ``dir:``-layout folder) into ``out_dir`` in O(N) memory plus chunk buffers.
@@ -253,12 +255,15 @@ def partition_on_disk(
         work_dir: where spill files go (default ``out_dir/.spill``; deleted at the end).
         undirected: with a folder ``source``: store every edge in both directions.
         chunk_edges: edges per chunk instead of the plan's (tests: many buckets on a small graph).
+        feature_dtype: ``float32``, ``float16`` or ``bfloat16``: how the parts store the feature rows
+            (as :func:`~gnnscale.partitioning.api.partition_graph`'s; any source dtype is read as float32).
 
     Returns:
         meta.json's dict, with ``out_of_core`` {plan, stages {name: seconds, peak_rss_bytes},
         spill_bytes, peak_rss_bytes}.
     """
     graph = source if isinstance(source, DiskGraph) else DiskGraph.open(source, undirected=undirected)
+    check_feature_dtype(feature_dtype)
     options = dict(options or {})
     n, num_parts = graph.num_nodes, int(num_parts)
     if not 1 <= num_parts <= n:
@@ -312,7 +317,7 @@ def partition_on_disk(
                 raise PartitionError(f"expected an assignment int [{n}], found {parts.dtype} {parts.shape}; "
                                      "pass one part id per node")
             meta, info = write_from_assignment(graph, parts.astype(np.int32), num_parts, out, work, chunk, y, masks,
-                                               num_classes, method, show_progress)
+                                               num_classes, method, show_progress, feature_dtype)
             stages.update(info["stages"])
             spill_peak = max(spill_peak, info["spill_bytes"])
     finally:

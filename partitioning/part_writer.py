@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from gnnscale.partitioning.disk_graph import DiskGraph
+from gnnscale.partitioning.feature_dtype import check_feature_dtype, encode_rows, file_dtype
 from gnnscale.partitioning.format import _MASKS, _remove_stale, _save
 from gnnscale.partitioning.graph import sorted_unique
 from gnnscale.partitioning.manifest import FORMAT_VERSION, PART_FILES, part_dir_name
@@ -94,14 +95,18 @@ class PartWriter:
     Args:
         out: the folder; graph: the source (mapped x); parts, new_of_old, old_of_new, offsets:
             the assignment relabelled; y int64 [N] and masks bool [N]; sub: ranges per part;
-            rows: feature rows copied per slice.
+            rows: feature rows copied per slice; feature_dtype: how x.npy stores them
+            (``float32``, ``float16``, ``bfloat16``: :func:`~gnnscale.partitioning.feature_dtype.encode_rows`,
+            as ``write_partitions``).
     """
 
     def __init__(self, out: Path, graph: DiskGraph, parts: np.ndarray, new_of_old: np.ndarray,
-                 old_of_new: np.ndarray, offsets: np.ndarray, y: np.ndarray, masks: dict, sub: int, rows: int) -> None:
+                 old_of_new: np.ndarray, offsets: np.ndarray, y: np.ndarray, masks: dict, sub: int, rows: int,
+                 feature_dtype: str = "float32") -> None:
         self.out, self.graph, self.parts = out, graph, parts
         self.new_of_old, self.old_of_new, self.offsets = new_of_old, old_of_new, offsets
         self.y, self.masks, self.sub, self.rows = y, masks, int(sub), max(1, int(rows))
+        self.feature_dtype = check_feature_dtype(feature_dtype)
 
     def write(self, p: int, spill_in: SpillFiles, spill_pairs: SpillFiles) -> dict[str, Any]:
         """Write part ``p``; returns ``{"size": {...}, "files": {relpath: sha256}, "cut", "undirected"}``."""
@@ -153,10 +158,10 @@ class PartWriter:
             copy_raw(raw, w)
         files[f"{name}/indices.npy"] = w.sha256
         ids = self.old_of_new[lo:hi]
-        with NpyWriter(pdir / "x.npy", (npart, self.graph.feature_dim), np.float32) as w:
+        with NpyWriter(pdir / "x.npy", (npart, self.graph.feature_dim), file_dtype(self.feature_dtype)) as w:
             for a in range(0, npart, self.rows):  # loop over slices of feature rows
                 x = self.graph.x  # mapped per slice: the pages it touched leave the resident set with it
-                w.write(np.asarray(x[ids[a : a + self.rows]], dtype=np.float32))
+                w.write(self._encode(np.asarray(x[ids[a : a + self.rows]], dtype=np.float32)))
                 del x
         files[f"{name}/x.npy"] = w.sha256
         files[f"{name}/y.npy"] = _save(pdir / "y.npy", self.y[ids])
@@ -170,9 +175,17 @@ class PartWriter:
                 "test": counts["test_mask"], "remote_sources": int(np.count_nonzero(remote))}
         return {"size": size, "files": files, "cut": cut, "undirected": undirected}
 
+    def _encode(self, rows: np.ndarray) -> np.ndarray:
+        """float32 [k, F] rows as x.npy stores them (16-bit: encode_rows, the in-memory writer's)."""
+        if self.feature_dtype == "float32":
+            return rows
+        import torch
+
+        return encode_rows(torch.from_numpy(rows), self.feature_dtype)
+
 
 def folder_meta(graph: DiskGraph, results: list[dict], offsets: np.ndarray, num_classes: int, method: str,
-                extra_meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                extra_meta: Mapping[str, Any] | None = None, feature_dtype: str = "float32") -> dict[str, Any]:
     """meta.json of the folder from the parts' results (the keys of ``write_partitions``, in its order)."""
     from gnnscale.partitioning.format import _gnnscale_version
 
@@ -201,7 +214,7 @@ def folder_meta(graph: DiskGraph, results: list[dict], offsets: np.ndarray, num_
         "num_classes": int(num_classes),
         "target": {"kind": "class", "num_classes": int(num_classes), "num_outputs": int(num_classes)},
         "edge_feature_dim": 0,
-        "feature_dtype": "float32",
+        "feature_dtype": check_feature_dtype(feature_dtype),
         "parts": sizes,
         **quality,
         "files": files,
@@ -214,7 +227,7 @@ def folder_meta(graph: DiskGraph, results: list[dict], offsets: np.ndarray, num_
 
 def write_from_assignment(graph: DiskGraph, parts: np.ndarray, num_parts: int, out: Path, work: Path, chunk: int,
                           y: np.ndarray, masks: dict, num_classes: int, method: str, show: bool = False,
-                          ) -> tuple[dict[str, Any], dict[str, Any]]:
+                          feature_dtype: str = "float32") -> tuple[dict[str, Any], dict[str, Any]]:
     """Stages 4-5 on one process: bucket every chunk by owner, then write each part (meta not yet written).
 
     Returns:
@@ -240,7 +253,7 @@ def write_from_assignment(graph: DiskGraph, parts: np.ndarray, num_parts: int, o
     spill_bytes = spill_in.bytes_written + spill_pairs.bytes_written
     _remove_stale(out, num_parts, PART_FILES)
     rows = max(1, chunk * 8 // max(1, 4 * graph.feature_dim))
-    writer = PartWriter(out, graph, parts, new_of_old, old_of_new, offsets, y, masks, sub, rows)
+    writer = PartWriter(out, graph, parts, new_of_old, old_of_new, offsets, y, masks, sub, rows, feature_dtype)
     with ResourceMeter() as m:
         results = []
         bar = _progress(num_parts, "writing parts", "part", show)
@@ -251,6 +264,6 @@ def write_from_assignment(graph: DiskGraph, parts: np.ndarray, num_parts: int, o
         if bar is not None:
             bar.close()
     stages["write"] = {"seconds": round(m.seconds, 3), "peak_rss_bytes": int(m.peak_rss_bytes)}
-    meta = folder_meta(graph, results, offsets, num_classes, method)
+    meta = folder_meta(graph, results, offsets, num_classes, method, feature_dtype=feature_dtype)
     return meta, {"stages": stages, "spill_bytes": spill_bytes}
 

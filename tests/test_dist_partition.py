@@ -45,7 +45,8 @@ def test_rank_zero_streams_the_assignment_for_everyone(tmp_path):
 
 
 def test_torchrun_runs_the_module_on_two_processes(tmp_path):
-    """``torchrun -m gnnscale.dist_partition`` (2 processes, 127.0.0.1, a free port, a deadline)."""
+    """``torchrun -m gnnscale.dist_partition`` (2 processes, 127.0.0.1, a free port, a deadline), feature
+    rows stored as float16: the single process's folder for the same assignment."""
     import subprocess
     import sys
 
@@ -55,11 +56,14 @@ def test_torchrun_runs_the_module_on_two_processes(tmp_path):
     root = write_graph(tmp_path / "g", planted(n, 5000, 4, 0.9), n)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
            "--master-addr", "127.0.0.1", "--master-port", str(find_free_port()), "-m", "gnnscale.dist_partition",
-           str(root), "--parts", "4", "--out", str(tmp_path / "many"), "--memory-budget", "2", "--timeout", "60"]
+           str(root), "--parts", "4", "--out", str(tmp_path / "many"), "--memory-budget", "2", "--timeout", "60",
+           "--feature-dtype", "float16"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "plan: 800 nodes, 5,000 edges, 4 parts on 2 process(es)" in r.stdout
     assert "wrote 4 parts" in r.stdout
     parts = assignment_of(tmp_path / "many")
-    partition_on_disk(root, 4, tmp_path / "one", parts=parts, method="ldg", show_progress=False)
+    partition_on_disk(root, 4, tmp_path / "one", parts=parts, method="ldg", show_progress=False,
+                      feature_dtype="float16")
     assert_same_folder(tmp_path / "many", tmp_path / "one")
+    assert np.load(tmp_path / "many" / "part0" / "x.npy").dtype == np.float16

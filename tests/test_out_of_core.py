@@ -71,8 +71,11 @@ def assignment_of(folder: Path) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("undirected,chunks", [(False, 1), (True, 3)])
-def test_same_files_as_the_in_memory_writer_for_the_same_assignment(tmp_path, undirected, chunks):
+@pytest.mark.parametrize("undirected,chunks,feature_dtype", [(False, 1, "float32"), (True, 3, "float16"),
+                                                             (False, 3, "bfloat16")])
+def test_same_files_as_the_in_memory_writer_for_the_same_assignment(tmp_path, undirected, chunks, feature_dtype):
+    """Every file equal to write_partitions' for the same assignment, the feature rows stored as
+    ``feature_dtype`` (issue 47 item 4 in the out-of-core writer)."""
     n = 900
     ei = planted(n, 7000, 6, 0.8)
     ei[:, :40] = ei[:, 40:80]  # duplicates
@@ -81,13 +84,16 @@ def test_same_files_as_the_in_memory_writer_for_the_same_assignment(tmp_path, un
     parts = np.random.default_rng(1).integers(0, 4, n)
     # chunks of 500 edges: 14+ buckets per part, several edge chunks per file
     meta = partition_on_disk(root, 4, tmp_path / "ooc", parts=parts, method="given", chunk_edges=500,
-                             undirected=undirected, show_progress=False)
+                             undirected=undirected, show_progress=False, feature_dtype=feature_dtype)
     ref = write_graph(tmp_path / "ref", ei, n)  # the same graph as one edge_index.npy, for the dir: loader
     spec = f"dir:{ref}" + ("?undirected=true" if undirected else "")
     data = load_dataset(spec)
     write_partitions(data, parts, tmp_path / "mem", method="given", dataset=meta["dataset"],
-                     extra_meta=run_entries())
+                     extra_meta=run_entries(), feature_dtype=feature_dtype)
     assert_same_folder(tmp_path / "ooc", tmp_path / "mem")
+    assert meta["feature_dtype"] == feature_dtype
+    assert np.load(tmp_path / "ooc" / "part0" / "x.npy").dtype == {"float32": np.float32, "float16": np.float16,
+                                                                   "bfloat16": np.uint16}[feature_dtype]
     assert not (tmp_path / "ooc" / ".spill").exists()
     assert meta["out_of_core"]["spill_bytes"] > 0
     assert meta["edge_cut"] == edge_cut(data.edge_index, parts, n)[0]
@@ -140,14 +146,16 @@ def test_the_budget_refuses_before_starting(tmp_path):
 
 
 def test_gnnscale_partition_memory_budget(tmp_path):
-    """``gnnscale partition --memory-budget``: METIS within the budget writes the folder the plain command writes;
+    """``gnnscale partition --memory-budget``: METIS within the budget writes the folder the plain command writes
+    (feature rows as bfloat16 in both);
     the plan is printed; a dataset that is not dir: or a link option is refused in one line, exit 2."""
     import subprocess
     import sys
 
     n = 500
     root = write_graph(tmp_path / "g", planted(n, 4000, 4, 0.9), n, dtype=np.float32)
-    base = [sys.executable, "-m", "gnnscale", "partition", "--dataset", f"dir:{root}", "--parts", "3", "--method", "metis"]
+    base = [sys.executable, "-m", "gnnscale", "partition", "--dataset", f"dir:{root}", "--parts", "3", "--method", "metis",
+            "--feature-dtype", "bfloat16"]
     r = subprocess.run(base + ["--out", str(tmp_path / "ooc"), "--memory-budget", "4"], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -54,19 +54,18 @@ def _partition_out_of_core(args) -> int:
     given = [flag for flag, on in (("--edge-split", args.edge_split is not None),
                                    ("--disjoint-train-ratio", bool(args.disjoint_train_ratio)),
                                    ("--link-relation", args.link_relation is not None),
-                                   ("--edge-to-node", args.edge_to_node is not None),
-                                   ("--feature-dtype", args.feature_dtype != "float32")) if on]
+                                   ("--edge-to-node", args.edge_to_node is not None)) if on]
     base, opts = split_spec(args.dataset)
     if not base.startswith("dir:") or set(opts) - {"undirected"} or given:
         raise PartitionError(
             f"expected a dir:PATH dataset (option undirected only) and none of --edge-split, --disjoint-train-ratio, "
-            f"--link-relation, --edge-to-node, --feature-dtype with --memory-budget (the out-of-core pipeline), found "
+            f"--link-relation, --edge-to-node with --memory-budget (the out-of-core pipeline), found "
             f"--dataset {args.dataset!r}{' and ' + ', '.join(given) if given else ''}; drop them or --memory-budget")
     folder = data_folder(base[4:], args.root, "a folder with edge_index.npy or edges/*.npy, x.npy, y.npy", "dir")
     graph = DiskGraph.open(folder, undirected=bool(opts.get("undirected", False)), name=args.dataset)
     meta = partition_on_disk(graph, args.parts, args.out, method=args.method, memory_budget_gb=args.memory_budget,
                              balance=args.balance, imbalance=args.imbalance, seed=args.seed,
-                             options=dict(args.method_opt))
+                             options=dict(args.method_opt), feature_dtype=args.feature_dtype)
     plan, ooc = meta["out_of_core"]["plan"], meta["out_of_core"]
     print(f"plan: O(N) arrays {plan['node_bytes'] / 1e9:.2f} GB, chunks of {plan['chunk_edges']:,} edges, estimate "
           f"{plan['estimate_bytes'] / 1e9:.2f} GB (in-memory pipeline ~{plan['in_memory_bytes'] / 1e9:.2f} GB); "
