@@ -31,21 +31,28 @@ def cora_batches(parts_dir, fanouts, batch_size: int, seed: int, host_reads, lin
     return out
 
 
-def acm_batches(root: str, batch_size: int, seed: int) -> dict:
-    """One pass of this rank's paper batches of ACM held in memory (HeteroData)."""
+def acm_batches(root: str, batch_size: int, seed: int, parts_dir: str | None = None) -> dict:
+    """One pass of this rank's paper batches of ACM: held in memory (HeteroData), or with ``parts_dir``
+    partitioned there by rank 0 and read through the typed folder stores, every other part's rows asked
+    of its owner (no host reads; a cache of 100 rows)."""
     from gnnscale.datasets import load_dataset
     from gnnscale.datasets.hetero_data import to_hetero_data
     from gnnscale.pyg import init_distributed
 
     data = to_hetero_data(load_dataset(f"acm:{root}?split=20"))
-    run = init_distributed(data, timeout=60)
+    if parts_dir is None:
+        run = init_distributed(data, timeout=60)
+    else:
+        run = init_distributed(data, parts_dir=parts_dir, timeout=60, host_reads=False, cache_rows=100)
     loader = run.node_loader({et: [4, 2] for et in data.edge_types}, "train", batch_size=batch_size, shuffle=True,
                              seed=seed)
     out = [dict(k=k, repeat=loader.batch_sampler.is_repeat(k),
                 n_id={t: b[t].n_id for t in b.node_types}, e_id={et: b[et].e_id for et in b.edge_types},
-                ei={et: b[et].edge_index for et in b.edge_types}) for k, b in enumerate(loader)]
+                ei={et: b[et].edge_index for et in b.edge_types}, y=b["paper"].y,
+                x={t: b[t].x for t in b.node_types if "x" in b[t]}) for k, b in enumerate(loader)]
+    rows = dict(run.feature_store.stats) if run.feature_store is not None else None
     run.close()
-    return dict(batches=out, world=run.world_size)
+    return dict(batches=out, world=run.world_size, comm=run.comm.stats.snapshot(), rows=rows)
 
 
 def loop_passes(parts_dir: str, timeout: float) -> int:

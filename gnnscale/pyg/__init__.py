@@ -4,7 +4,8 @@
 batches and argument names) with the draws of gnnscale's compiled keyed kernels, so it runs
 where PyG's needs pyg-lib or torch-sparse, on a ``Data`` or a ``HeteroData``; ``LinkNeighborLoader``
 likewise for links (``Data``). PyG's ``FeatureStore``/``GraphStore`` over an in-memory graph or a
-partition folder (:mod:`gnnscale.pyg.stores`) feed PyG's own ``NodeLoader``/``LinkLoader``;
+partition folder (:mod:`gnnscale.pyg.stores`; typed folders: :mod:`gnnscale.pyg.typed_stores`) feed
+PyG's own ``NodeLoader``/``LinkLoader``;
 :func:`init_distributed` runs a user's own loop under torchrun (:mod:`gnnscale.pyg.distributed`).
 Imports the data side (``samplers``, ``partitioning``, ``data``), ``process`` and ``gnnscale.errors``
 only, nothing of the engine above them.
@@ -15,7 +16,8 @@ from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.distributed import DistRun, init_distributed
 from gnnscale.pyg.stores import (MemoryFeatureStore, MemoryGraphStore, PartitionFeatureStore, PartitionGraphStore,
                                  memory_stores, sampler_for)
+from gnnscale.pyg.typed_stores import TypedPartitionFeatureStore, TypedPartitionGraphStore
 
 __all__ = ["DistRun", "GnnscaleSampler", "HeteroGnnscaleSampler", "LinkNeighborLoader", "MemoryFeatureStore",
-           "MemoryGraphStore", "NeighborLoader", "PartitionFeatureStore", "PartitionGraphStore", "init_distributed",
-           "memory_stores", "sampler_for"]
+           "MemoryGraphStore", "NeighborLoader", "PartitionFeatureStore", "PartitionGraphStore",
+           "TypedPartitionFeatureStore", "TypedPartitionGraphStore", "init_distributed", "memory_stores", "sampler_for"]

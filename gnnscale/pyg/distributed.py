@@ -14,7 +14,9 @@ silent rank and its last phase), then opens this rank's part: PyG stores over th
 (:mod:`gnnscale.pyg.stores`; rank r reads part r, the folder must hold exactly ``WORLD_SIZE``
 parts: all of them, or on several hosts meta.json and the parts of the host's ranks, the others'
 graphs then sent once by their owners). Given a ``Data`` and ``parts_dir``, rank 0 partitions it there first (the others wait,
-bounded). Given a ``HeteroData`` (no folder), every rank holds the graph in memory.
+bounded); a ``HeteroData`` and ``parts_dir`` likewise, and a typed folder opens as the typed stores of
+:mod:`gnnscale.pyg.typed_stores` (per node type and relation). Given a ``Data`` or a ``HeteroData``
+without a folder, every rank holds the graph in memory.
 
 Batches: one pass cuts the split's seeds into the batches one process would make (shuffled by a
 generator seeded with ``seed``: one ``randperm`` per pass, as PyG's ``shuffle=True`` with
@@ -51,6 +53,8 @@ from gnnscale.pyg.hetero import HeteroGnnscaleSampler
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.steps import StepBook
 from gnnscale.pyg.stores import PartitionFeatureStore, PartitionGraphStore, sampler_for
+from gnnscale.pyg.typed_stores import (TypedPartitionFeatureStore, TypedPartitionGraphStore, hetero_digest,
+                                       is_partition_of, is_typed_folder, is_typed_stores)
 from gnnscale.tasks.scores import LinkMetrics
 
 
@@ -219,7 +223,7 @@ class DistRun:
         self._options(kwargs)
         data = self.data if data is None else data
         sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace)
-        if isinstance(data, HeteroData):  # (relation, pairs)
+        if isinstance(data, HeteroData) or is_typed_stores(data):  # (relation, pairs)
             if not (isinstance(edge_label_index, tuple) and len(edge_label_index) == 2):
                 raise SamplerError(f"on a HeteroData edge_label_index is (relation, pairs int64 [2, B]); found "
                                    f"{type(edge_label_index).__name__}. Pass e.g. (('paper', 'cites', 'paper'), "
@@ -247,7 +251,7 @@ class DistRun:
             return model
         from torch.nn.parallel import DistributedDataParallel
 
-        kwargs.setdefault("find_unused_parameters", isinstance(self.data, HeteroData))
+        kwargs.setdefault("find_unused_parameters", isinstance(self.data, HeteroData) or is_typed_stores(self.data))
         wrapped = DistributedDataParallel(model, **kwargs)
         wrapped.register_comm_hook(state=None, hook=self.comm.ddp_comm_hook())
         return wrapped
@@ -367,10 +371,13 @@ def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Pa
             host's ranks' parts and meta.json), a ``Data`` (with
             ``parts_dir``: rank 0 partitions it there into ``WORLD_SIZE`` parts unless a folder of
             that many parts is there already; without: every rank holds it in memory) or a
-            ``HeteroData`` (held in memory by every rank).
+            ``HeteroData`` (with ``parts_dir``: rank 0 partitions it there, typed, unless the folder
+            holds this graph's content in ``WORLD_SIZE`` parts; without: held in memory by every
+            rank). A typed folder (format 2) must hold every part.
         timeout: seconds every collective and wait may take (the engine's ``--timeout``).
-        host_reads, cache_rows: of :class:`gnnscale.pyg.stores.PartitionFeatureStore`.
-        method: the partitioner when ``source`` is a Data to partition.
+        host_reads, cache_rows: of :class:`gnnscale.pyg.stores.PartitionFeatureStore` (a typed folder:
+            :class:`gnnscale.pyg.typed_stores.TypedPartitionFeatureStore`).
+        method: the partitioner when ``source`` is a Data or HeteroData to partition.
     """
     info = join_group(timeout=float(timeout))
     rank, world = info.rank, info.world_size
@@ -378,24 +385,25 @@ def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Pa
     comm = Communicator(rank, world, timeout=float(timeout), health=health)
     if isinstance(source, (Data, HeteroData)) and parts_dir is None:
         return DistRun(rank, world, comm, health, source, timeout)
-    if isinstance(source, HeteroData):
-        raise PartitionError("a HeteroData runs from memory (every rank holds it); partition stores are untyped "
-                             "(format 1) so far. Leave parts_dir out.")
-    if isinstance(source, Data):
+    if isinstance(source, (Data, HeteroData)):
         folder = Path(parts_dir)
         meta = folder / "meta.json"
         if rank == 0:
             from gnnscale.partitioning.manifest import load_meta
 
             old = load_meta(folder) if meta.is_file() else {}
-            fresh = int(old.get("num_parts", 0)) == world and int(old.get("num_nodes", -1)) == source.num_nodes \
-                and int(old.get("feature_dim", -1)) == int(source.x.size(1) if source.x is not None else 0)
+            typed = {"content_digest": hetero_digest(source)} if isinstance(source, HeteroData) else None
+            if typed is not None:  # a typed folder of this graph's content
+                fresh = is_partition_of(old, typed["content_digest"], world)
+            else:
+                fresh = int(old.get("num_parts", 0)) == world and int(old.get("num_nodes", -1)) == source.num_nodes \
+                    and int(old.get("feature_dim", -1)) == int(source.x.size(1) if source.x is not None else 0)
             if not fresh:
                 from gnnscale.partitioning.api import partition_graph
 
                 if meta.is_file():
                     meta.unlink()
-                partition_graph(source, world, folder, method=method)
+                partition_graph(source, world, folder, method=method, extra_meta=typed)
         comm.barrier()
         _wait_for(meta, timeout)
     else:
@@ -403,6 +411,13 @@ def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Pa
         if not (folder / "meta.json").is_file():
             raise PartitionError(f"{folder} is not a partition folder (no meta.json); partition the graph first "
                                  "(gnnscale partition ... or gnnscale.partitioning.partition_graph).")
+    if is_typed_folder(folder):  # a HeteroData's: per node type and relation
+        typed_graph = TypedPartitionGraphStore(folder)
+        if isinstance(source, HeteroData):
+            typed_graph.name_edges(source)  # e_id: the columns of its relations' edge_index
+        typed_features = TypedPartitionFeatureStore(typed_graph, comm, host_reads=host_reads, cache_rows=cache_rows)
+        return DistRun(rank, world, comm, health, (typed_features, typed_graph), timeout,
+                       masks=typed_features.mask_ids)
     graph = PartitionGraphStore(folder, comm)  # parts this host lacks: from their owners
     features = PartitionFeatureStore(graph, comm, host_reads=host_reads, cache_rows=cache_rows)
     return DistRun(rank, world, comm, health, (features, graph), timeout, masks=features.mask_ids)

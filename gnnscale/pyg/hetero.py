@@ -45,20 +45,24 @@ class HeteroGnnscaleSampler(BaseSampler):
         fanouts: ``{(src, rel, dst): [per hop]}``, every relation the same number of hops;
             0 skips a relation at that hop, -1 takes all.
         seed, replace, backend: as :class:`gnnscale.pyg.sampler.GnnscaleSampler`.
+        csc: ``{relation: (indptr, indices, perm)}`` as :func:`gnnscale.pyg.sampler.csc_of` returns
+            them, instead of ``edge_index`` (None then; e.g. a
+            :class:`gnnscale.pyg.typed_stores.TypedPartitionGraphStore`'s).
     """
 
-    def __init__(self, edge_index: Mapping[tuple, torch.Tensor], num_nodes: Mapping[str, int],
+    def __init__(self, edge_index: Mapping[tuple, torch.Tensor] | None, num_nodes: Mapping[str, int],
                  fanouts: Mapping[tuple, Sequence[int]], seed: int = 0, replace: bool = False,
-                 backend: str = "auto") -> None:
+                 backend: str = "auto", csc: Mapping[tuple, tuple] | None = None) -> None:
         self.node_types = list(num_nodes)
-        self.edge_types = list(edge_index)
+        self.edge_types = list(edge_index if csc is None else csc)
         self.num_nodes = {t: int(n) for t, n in num_nodes.items()}
         self.fanouts = {et: [int(f) for f in fanouts[et]] for et in self.edge_types}
         self.num_hops = len(next(iter(self.fanouts.values()))) if self.fanouts else 0
         self.seed = int(seed)
         self.replace = check_replace(replace)
         self.variant = {"replace": True} if replace else {}
-        self.csc = {et: csc_of(ei, self.num_nodes[et[2]], self.num_nodes[et[0]]) for et, ei in edge_index.items()}
+        self.csc = dict(csc) if csc is not None else \
+            {et: csc_of(ei, self.num_nodes[et[2]], self.num_nodes[et[0]]) for et, ei in edge_index.items()}
         self.kernels = Kernels(max(self.num_nodes.values(), default=1), "cpu", backend)
         self.epoch = 0
         self.disjoint = False

@@ -1,0 +1,333 @@
+"""PyG's ``GraphStore`` / ``FeatureStore`` over a typed partition folder (format 2), for ``HeteroData`` loops.
+
+A typed folder (``docs/typed_graphs.md`` section 2: what ``partition_graph`` writes for a
+``HeteroData`` or a typed dataset) holds the homogeneous view with types; these stores give PyG
+the ``HeteroData`` view back, every index an ORIGINAL per-type id (``data[t]``'s row), so
+:func:`gnnscale.pyg.sampler_for` and PyG's own ``NodeLoader`` / ``LinkLoader`` yield the batches
+of the ``HeteroData`` itself (same seed, same draws).
+
+- :class:`TypedPartitionGraphStore`: every relation ``(src, rel, dst)`` of the folder in original
+  per-type ids, read from every part's files (host reads, memory-mapped): its CSC over the
+  ``dst`` nodes (in-edges by source id, as :func:`gnnscale.pyg.sampler.csc_of` orders a
+  ``HeteroData``'s) and its COO sorted by (source, target). ``e_id`` is the column of that COO
+  (``get_edge_index(edge_type=et, layout="coo")[:, e_id]``): the column of the ``HeteroData``'s
+  ``edge_index`` when its relations' edges are sorted by (source, target) without repeats (as
+  gnnscale's datasets give them), or after :meth:`TypedPartitionGraphStore.name_edges` (what
+  :func:`gnnscale.pyg.init_distributed` does with the ``HeteroData`` it partitions).
+- :class:`TypedPartitionFeatureStore`: per node type with features its ``x`` (float32
+  [N_t, F_t]), and the target type's ``y``, for one rank: its own part's rows, the cache, other
+  parts read from the folder on this host (host reads), else asked of their owners through the
+  communicator (one :class:`gnnscale.data.DistFeatureStore` per type over its per-type ids; bytes
+  under ``feature_request``/``feature`` and ``label_request``/``label``; every wait bounded by the
+  communicator's timeout). Types without features have no tensor: a batch gives their ``n_id``
+  (learn their rows, e.g. ``nn.Embedding``), as a ``HeteroData`` without ``x`` does. Without host
+  reads a fetch is collective (every type in order on every rank, ids or not).
+
+Memory: the graph store holds every relation's edges three times as int64 (CSC, its ``e_id``
+and the COO); the feature store maps the files (rows are read as they are touched).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import FeatureStore, GraphStore, HeteroData, TensorAttr
+from torch_geometric.data.graph_store import EdgeAttr
+
+from gnnscale.data.owner_rows import ask_owners
+from gnnscale.data.typed_store import TypedFeatureStore
+from gnnscale.errors import PartitionError
+from gnnscale.partitioning.book import PartitionBook, TypedPartitionBook
+from gnnscale.partitioning.manifest import TYPED_FORMAT_VERSION, load_meta, part_dir_name
+from gnnscale.partitioning.part import load_part
+from gnnscale.partitioning.validate import load_array
+from gnnscale.pyg.sampler import csc_of
+
+_GRAPH_FILES = ("indptr.npy", "indices.npy", "etype.npy", "orig_ids.npy")
+
+
+def is_typed_folder(parts_dir: str | Path) -> bool:
+    """Whether the partition folder ``parts_dir`` holds a typed graph (format 2)."""
+    return int(load_meta(Path(parts_dir)).get("format_version", 1)) == TYPED_FORMAT_VERSION
+
+
+def is_typed_stores(data: Any) -> bool:
+    """Whether ``data`` is ``(feature_store, graph_store)`` over a typed folder."""
+    return isinstance(data, tuple) and len(data) == 2 and isinstance(data[1], TypedPartitionGraphStore)
+
+
+def hetero_digest(data: HeteroData) -> str:
+    """The content digest of a ``HeteroData`` (:func:`gnnscale.datasets.inmemory.content_digest`), which
+    :func:`gnnscale.pyg.init_distributed` records in the folder it partitions the graph into."""
+    from gnnscale.datasets.inmemory import content_digest
+
+    return content_digest(data)
+
+
+def is_partition_of(meta: dict, digest: str, world: int) -> bool:
+    """Whether a folder's ``meta`` (meta.json, or {}) is the graph of content ``digest`` cut into ``world``
+    typed parts (so :func:`gnnscale.pyg.init_distributed` need not partition it again)."""
+    return int(meta.get("format_version", 1)) == TYPED_FORMAT_VERSION and int(meta.get("num_parts", 0)) == world \
+        and meta.get("content_digest") == digest
+
+
+class TypedPartitionGraphStore(GraphStore):
+    """Every relation of a typed partition folder in original per-type ids (module docstring).
+
+    Attributes:
+        meta: the folder's meta.json; book: its TypedPartitionBook (new ids).
+        node_types, edge_types, target_type: as ``HeteroData.metadata()`` and meta.json name them.
+        num_nodes: ``{type: N_t}``; feature_dims: ``{type: F_t}`` (0: no features).
+        old_of_new / new_of_old: ``{type: int64 [N_t]}`` per-type new id <-> original per-type id.
+    """
+
+    def __init__(self, parts_dir: str | Path) -> None:
+        super().__init__()
+        self.parts_dir = Path(parts_dir)
+        self.meta = meta = load_meta(self.parts_dir)
+        if int(meta.get("format_version", 1)) != TYPED_FORMAT_VERSION or not meta.get("typed"):
+            raise PartitionError(f"a typed graph store reads typed partition folders (format {TYPED_FORMAT_VERSION}); "
+                                 f"{parts_dir} holds an untyped graph. Open it with PartitionGraphStore instead.")
+        typed = meta["typed"]
+        self.node_types = [str(t) for t in typed["node_types"]]
+        self.edge_types = [tuple(e) for e in typed["edge_types"]]
+        self.target_type = str(typed["target_type"])
+        P = int(meta["num_parts"])
+        self.book = TypedPartitionBook(PartitionBook(meta["offsets"]), typed["type_starts"], typed["type_offsets"])
+        counts = self.book.num_nodes_per_type()
+        self.num_nodes = {t: int(c) for t, c in zip(self.node_types, counts.tolist())}
+        self.feature_dims = {t: int(d) for t, d in zip(self.node_types, typed["feature_dims"])}
+        type_ptr = torch.zeros(len(self.node_types) + 1, dtype=torch.int64)
+        type_ptr[1:] = torch.cumsum(counts, 0)  # the homogeneous view: types in node_types order
+        degs, idxs, olds, rels = [], [], [], []
+        for p in range(P):  # loop over parts
+            pdir = self.parts_dir / part_dir_name(p)
+            size = self.book.book.part_size(p)
+            missing = [f for f in _GRAPH_FILES if not (pdir / f).is_file()]
+            if missing:
+                raise PartitionError(f"the typed PyG graph store reads every part's graph from the folder (host "
+                                     f"reads); {pdir} lacks {missing[0]}. Copy the whole partition folder to every "
+                                     "host.")
+            degs.append(np.diff(load_array(pdir / "indptr.npy", np.int64, (size + 1,), mmap="r")))
+            idxs.append(load_array(pdir / "indices.npy", np.int64, (None,), mmap="r"))
+            rels.append(load_array(pdir / "etype.npy", np.int16, (idxs[-1].shape[0],), mmap="r"))
+            olds.append(load_array(pdir / "orig_ids.npy", np.int64, (size,), mmap="r"))
+        old_h = torch.from_numpy(np.concatenate(olds))  # homogeneous original id of each new id
+        ntype, tid = self.book.map_to_per_ntype(torch.arange(old_h.numel()))
+        self.old_of_new, self.new_of_old = {}, {}
+        for i, t in enumerate(self.node_types):  # loop over node types
+            sel = ntype == i
+            old = torch.empty(self.num_nodes[t], dtype=torch.int64)
+            old[tid[sel]] = old_h[sel] - type_ptr[i]
+            self.old_of_new[t] = old
+            self.new_of_old[t] = torch.empty_like(old)
+            self.new_of_old[t][old] = torch.arange(old.numel())
+        # every edge (source, target) in homogeneous original ids, grouped by relation (one stable sort)
+        dst = old_h[torch.repeat_interleave(torch.arange(old_h.numel()), torch.from_numpy(np.concatenate(degs)))]
+        src = old_h[torch.from_numpy(np.concatenate(idxs))]
+        rel = torch.from_numpy(np.concatenate(rels).astype(np.int64))
+        order = torch.argsort(rel, stable=True)
+        sizes = torch.bincount(rel, minlength=len(self.edge_types)).tolist()
+        index = {t: i for i, t in enumerate(self.node_types)}
+        self._coo, self._csc = {}, {}
+        for et, at in zip(self.edge_types, torch.split(order, sizes)):  # loop over relations
+            s = src[at] - type_ptr[index[et[0]]]
+            d = dst[at] - type_ptr[index[et[2]]]
+            by = torch.argsort(s * max(self.num_nodes[et[2]], 1) + d)  # COO by (source, target)
+            self._coo[et] = torch.stack([s[by], d[by]])
+            self._csc[et] = csc_of(self._coo[et], self.num_nodes[et[2]], self.num_nodes[et[0]])  # perm: e_id
+
+    def metadata(self) -> tuple[list[str], list[tuple[str, str, str]]]:
+        """``(node_types, edge_types)``, as ``HeteroData.metadata()`` (e.g. for ``to_hetero``)."""
+        return list(self.node_types), list(self.edge_types)
+
+    def csc(self) -> dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:  # type: ignore[override]
+        """``{relation: (indptr int64 [N_dst + 1], indices int64 [E] source ids, e_id int64 [E])}`` (the
+        sampler's input)."""
+        return self._csc
+
+    def coo_of(self, edge_type: tuple) -> torch.Tensor:
+        """int64 [2, E] (source, target) original per-type ids of relation ``edge_type``; column q is
+        ``e_id`` q unless :meth:`name_edges` renamed them."""
+        return self._coo[edge_type]
+
+    def name_edges(self, data: HeteroData) -> None:
+        """``e_id`` as the column of ``data[relation].edge_index`` (``data``: the HeteroData partitioned
+        into this folder; a repeated edge is named by its first column)."""
+        for et, (indptr, indices, perm) in self._csc.items():  # loop over relations
+            ei = data[et].edge_index.to(torch.int64)
+            key = ei[0] * max(self.num_nodes[et[2]], 1) + ei[1]
+            by = torch.argsort(key, stable=True)
+            first = torch.ones(by.numel(), dtype=torch.bool)
+            first[1:] = key[by][1:] != key[by][:-1]
+            cols, coo = by[first], self._coo[et]
+            if cols.numel() != coo.size(1) or not torch.equal(key[cols], coo[0] * max(self.num_nodes[et[2]], 1)
+                                                                   + coo[1]):
+                raise PartitionError(f"the folder {self.parts_dir} does not hold the edges of relation {et} of the "
+                                     "HeteroData given; partition that HeteroData into a new folder.")
+            self._csc[et] = (indptr, indices, cols[perm])
+
+    def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
+        raise PartitionError("a TypedPartitionGraphStore is read-only (its edges are the folder's); "
+                             "partition the changed graph again.")
+
+    def _get_edge_index(self, edge_attr: EdgeAttr):
+        coo = self._coo.get(edge_attr.edge_type)
+        return None if coo is None else (coo[0], coo[1])
+
+    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+        return False
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        return [EdgeAttr(et, "coo", size=(self.num_nodes[et[0]], self.num_nodes[et[2]])) for et in self.edge_types]
+
+
+class TypedPartitionFeatureStore(FeatureStore):
+    """``x`` per node type with features and the target type's ``y``, rows of original per-type ids,
+    for rank ``comm.rank`` (module docstring).
+
+    Args:
+        graph: the folder's :class:`TypedPartitionGraphStore` (id maps, book).
+        comm: this rank's :class:`gnnscale.process.comm.Communicator` (rank r reads part r).
+        host_reads: read other parts' rows from the folder (default: when every part's files are
+            there); False asks their owners through ``comm`` (collective fetches).
+        cache_rows: keep this many other parts' rows of the types with features (the highest
+            in-degree over all relations first) in a cache, filled once (collective); 0: none.
+    """
+
+    def __init__(self, graph: TypedPartitionGraphStore, comm, host_reads: bool | None = None,
+                 cache_rows: int = 0) -> None:
+        super().__init__()
+        self.graph = graph
+        self.comm = comm
+        rank, world = comm.rank, comm.world_size
+        book = graph.book
+        P = book.num_parts
+        if P != world:
+            raise PartitionError(f"{graph.parts_dir} holds {P} parts but {world} processes were started; start "
+                                 f"{P} (torchrun --nproc-per-node {P}) or partition into {world} parts.")
+        self.part = load_part(graph.parts_dir, rank)
+        index = {t: i for i, t in enumerate(graph.node_types)}
+        typed = TypedFeatureStore(self.part, comm)
+        self.stores = {t: typed.stores[index[t]] for t in graph.node_types if index[t] in typed.stores}
+        others = [k for k in range(world) if k != rank]
+        files = [f"x_t{index[t]}.npy" for t in self.stores] + ["y.npy"]
+        have = all((graph.parts_dir / part_dir_name(k) / f).is_file() for k in others for f in files)
+        self.host_reads = have if host_reads is None else bool(host_reads)
+        if self.host_reads and not have:
+            raise PartitionError(f"host_reads=True needs every part's {', '.join(files)} in {graph.parts_dir}; some "
+                                 "are missing. Copy the whole folder, or pass host_reads=False.")
+        if self.host_reads and others:
+            for t, store in self.stores.items():  # loop over node types with features
+                counts = book.part_type_counts()[:, index[t]]
+                store.read_host_parts({k: load_array(graph.parts_dir / part_dir_name(k) / f"x_t{index[t]}.npy",
+                                                     np.float32, (int(counts[k]), graph.feature_dims[t]), mmap="r")
+                                       for k in others}, complete=True)
+        tt = index[graph.target_type]
+        self.y_book = book.type_book(tt)
+        lo, hi = (int(v) for v in book.type_starts[rank, tt:tt + 2])
+        self.y_local = self.part.y[lo:hi]  # the target type's rows of this part, by per-type new id
+        self.y_all = None
+        if self.host_reads:
+            self.y_all = torch.cat([self.y_local if k == rank else torch.from_numpy(np.array(np.load(
+                graph.parts_dir / part_dir_name(k) / "y.npy", mmap_mode="r")[int(book.type_starts[k, tt]):
+                                                                             int(book.type_starts[k, tt + 1])]))
+                for k in range(world)])
+        if cache_rows:
+            self._fill_cache(int(cache_rows))
+
+    def _fill_cache(self, rows: int) -> None:
+        """The ``rows`` remote rows of the highest in-degree over the types with features, each type's
+        into its store's cache (collective, in type order)."""
+        g, rank = self.graph, self.comm.rank
+        if not self.stores:
+            return
+        deg, kind, ids = [], [], []
+        for i, t in enumerate(self.stores):  # loop over node types with features
+            d = torch.zeros(g.num_nodes[t], dtype=torch.int64)
+            for et, (indptr, _, _) in g.csc().items():
+                if et[2] == t:
+                    d += indptr[1:] - indptr[:-1]
+            remote = torch.nonzero(self.stores[t].book.owner(g.new_of_old[t]) != rank).flatten()  # original ids
+            deg.append(d[remote])
+            kind.append(torch.full_like(remote, i))
+            ids.append(remote)
+        deg, kind, ids = torch.cat(deg), torch.cat(kind), torch.cat(ids)
+        top = torch.argsort(deg, descending=True, stable=True)[:rows]
+        for i, (t, store) in enumerate(self.stores.items()):
+            store.fill_cache(g.new_of_old[t][ids[top][kind[top] == i]])
+
+    @property
+    def stats(self) -> dict:
+        """Rows by where they came from (``local_rows``, ``cache_hits``, ``host_rows``, ``remote_rows``),
+        summed over the types."""
+        out = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0, "host_rows": 0}
+        for store in self.stores.values():
+            for k in out:
+                out[k] += store.stats[k]
+        return out
+
+    def fetch_x(self, node_type: str, ids: torch.Tensor) -> torch.Tensor:
+        """float32 [k, F_t] rows of original per-type ids int64 [k] of ``node_type``."""
+        return self.stores[node_type].fetch(self.graph.new_of_old[node_type][ids])
+
+    def fetch_y(self, ids: torch.Tensor) -> torch.Tensor:
+        """Targets of original ids int64 [k] of the target type (the folder's y dtype)."""
+        new = self.graph.new_of_old[self.graph.target_type][ids]
+        if self.y_all is not None:
+            return self.y_all[new]
+        owner = self.y_book.owner(new)
+        offset = int(self.y_book.offsets[self.comm.rank])
+        out = torch.empty((new.numel(),) + tuple(self.y_local.shape[1:]), dtype=self.y_local.dtype)
+        mine = owner == self.comm.rank
+        out[mine] = self.y_local[new[mine] - offset]
+        need = torch.nonzero(~mine).flatten()
+        return ask_owners(self.comm, new, owner, need, self.y_local, offset, out, "label_request", "label")
+
+    def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
+        t = attr.group_name
+        index = attr.index if attr.is_set("index") else None
+        if t not in self.graph.num_nodes:
+            return None
+        ids = torch.arange(self.graph.num_nodes[t]) if index is None else torch.as_tensor(index).to(torch.int64)
+        if attr.attr_name == "x" and t in self.stores:
+            return self.fetch_x(t, ids)
+        if attr.attr_name == "y" and t == self.graph.target_type:
+            return self.fetch_y(ids)
+        return None
+
+    def _multi_get_tensor(self, attrs: list[TensorAttr]) -> list[torch.Tensor | None]:
+        return [self._get_tensor(a) for a in attrs]  # the same order on every rank: the fetches are collective
+
+    def _put_tensor(self, tensor: torch.Tensor, attr: TensorAttr) -> bool:
+        raise PartitionError("a TypedPartitionFeatureStore is read-only (its rows are the folder's); "
+                             "partition the changed graph again.")
+
+    def _remove_tensor(self, attr: TensorAttr) -> bool:
+        return False
+
+    def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
+        t = attr.group_name
+        if attr.attr_name == "x" and t in self.stores:
+            return (self.graph.num_nodes[t], self.graph.feature_dims[t])
+        if attr.attr_name == "y" and t == self.graph.target_type:
+            return (self.graph.num_nodes[t],) + tuple(self.y_local.shape[1:])
+        return None
+
+    def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        return [TensorAttr(group_name=t, attr_name="x") for t in self.stores] + \
+            [TensorAttr(group_name=self.graph.target_type, attr_name="y")]
+
+    def mask_ids(self, name: str) -> tuple[str, torch.Tensor]:
+        """``(target type, original per-type ids sorted)`` of every part's nodes in ``train_mask`` /
+        ``val_mask`` / ``test_mask`` (read from the folder: one bool per node)."""
+        g = self.graph
+        tt = g.node_types.index(g.target_type)
+        new = []
+        for k in range(g.book.num_parts):  # loop over parts
+            lo, hi = int(g.book.type_starts[k, tt]), int(g.book.type_starts[k, tt + 1])
+            mask = np.load(g.parts_dir / part_dir_name(k) / f"{name}.npy", mmap_mode="r")[lo:hi]
+            new.append(torch.from_numpy(np.flatnonzero(mask)) + int(g.book.type_offsets[tt, k]))
+        return g.target_type, torch.sort(g.old_of_new[g.target_type][torch.cat(new)]).values
