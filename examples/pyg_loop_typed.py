@@ -5,11 +5,17 @@ PyG's own ``to_hetero`` model, PyG's ``HeteroData`` batches, your loop; one proc
     python examples/pyg_loop_typed.py                               # one process
     torchrun --nproc-per-node 2 examples/pyg_loop_typed.py          # 2 processes (gloo), DDP
     python examples/pyg_loop_typed.py --root DIR --epochs 20
+    torchrun --nproc-per-node 2 examples/pyg_loop_typed.py --parts /tmp/acm-parts   # over a typed folder
 
 ACM (the HAN/GTN benchmark's paper classification, 3 classes; ``?split=20``: 20 training papers
-per class) is a ``HeteroData`` held by every process; ``gnnscale.pyg.init_distributed`` joins
+per class) is a ``HeteroData``. Without ``--parts`` every process holds it in memory; with
+``--parts DIR`` rank 0 cuts it into one typed part per process there (once: the folder is reused
+while it holds this graph in that many parts) and every process reads the batches' rows through
+the typed folder stores (``gnnscale.pyg.TypedPartitionFeatureStore``: its own part, the other
+parts' files on this host, else their owners). ``gnnscale.pyg.init_distributed`` joins
 torchrun's group, ``run.node_loader`` gives this process its share of the batches one process
-would make (a step's N batches draw what one process's batch draws) and ``run.ddp`` wraps the model.
+would make (a step's N batches draw what one process's batch draws; the same batches in memory
+or over the folder) and ``run.ddp`` wraps the model.
 The model is the one ``gnnscale train --layer rel:sage`` builds (so the two give the same
 accuracy): each node type's input mapped to the hidden size first (a ``Linear`` of its features;
 subjects have none, so a learned row per subject, drawn uniform in +-1/sqrt(hidden) as the
@@ -66,6 +72,8 @@ def main() -> None:
     ap.add_argument("--root", default=str(ROOT / "acm"), help="ACM's folder")
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--parts", default=None, help="typed partition folder (rank 0 partitions ACM there; default: "
+                    "every process holds the HeteroData in memory)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds any wait on another process may take")
     args = ap.parse_args()
     if args.epochs < 1:
@@ -73,7 +81,7 @@ def main() -> None:
 
     torch.manual_seed(args.seed)
     data = to_hetero_data(load_dataset(f"acm:{args.root}?split=20"))
-    run = init_distributed(data, timeout=args.timeout)
+    run = init_distributed(data, parts_dir=args.parts, timeout=args.timeout)
     fanouts = {et: [10, 10] for et in data.edge_types}
     # a step trains one batch per process: 16 // N each keeps a step's seeds those of one process's batch of 16
     loader = run.node_loader(fanouts, input_nodes="train", batch_size=16 // run.world_size, shuffle=True,

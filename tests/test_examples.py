@@ -249,10 +249,11 @@ PYG_LOOPS = {"pyg_loop_node.py": (r"test accuracy: (\S+)", 0.3), "pyg_loop_typed
 @pytest.mark.parametrize("script", sorted(PYG_LOOPS))
 def test_pyg_loop_runs_in_one_process_and_under_torchrun(tmp_path: Path, script: str, procs: int) -> None:
     """One epoch of the plain PyG loop, alone and as 2 processes (torchrun, gloo, a free port): both
-    print their test figure, above chance (node classes 7 -> 0.14, ACM 3 -> 0.33, AUC 0.5)."""
+    print their test figure, above chance (node classes 7 -> 0.14, ACM 3 -> 0.33, AUC 0.5). The typed
+    loop runs in memory alone and over a typed folder (--parts) as 2 processes."""
     pattern, floor = PYG_LOOPS[script]
     args = [str(REPO / "examples" / script), "--epochs", "1", "--timeout", "60"]
-    if script == "pyg_loop_node.py":
+    if script == "pyg_loop_node.py" or (script == "pyg_loop_typed.py" and procs == 2):  # typed: 1 in memory, 2 a folder
         args += ["--parts", str(tmp_path / "parts")]
     cmd = [sys.executable, *args] if procs == 1 else \
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(procs), *args]
