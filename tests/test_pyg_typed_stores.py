@@ -11,7 +11,7 @@ import torch
 
 from gnnscale.errors import PartitionError
 from gnnscale.process.launch import launch_local
-from gnnscale.pyg import LinkNeighborLoader, NeighborLoader, sampler_for
+from gnnscale.pyg import LinkNeighborLoader, NeighborLoader, init_distributed, sampler_for
 
 from pyg_workers import acm_batches
 
@@ -33,8 +33,9 @@ def test_typed_folder_stores_give_the_hetero_data_batches(acm_data, tmp_path):
     without a group: every other part's rows read from the folder, host reads): PyG's own NodeLoader
     and LinkLoader over (TypedPartitionFeatureStore, TypedPartitionGraphStore) yield the HeteroData's
     batches (per type n_id, x and y; per relation edges and e_id; the featureless subjects' n_id);
-    the splits are the masks' ids; a cache serves the top remote rows; wrong part counts and an
-    untyped store on the folder are one line each."""
+    the splits are the masks' ids; a cache serves the top remote rows; init_distributed over a
+    1-part folder gives the same batches; wrong part counts and an untyped store on the folder are
+    one line each."""
     from torch_geometric.loader import LinkLoader, NodeLoader
 
     from gnnscale.partitioning import partition_graph
@@ -78,6 +79,23 @@ def test_typed_folder_stores_give_the_hetero_data_batches(acm_data, tmp_path):
         stats = fs.stats
         assert stats["local_rows"] > 0 and stats["host_rows"] > 0 and stats["remote_rows"] == 0
         assert (stats["cache_hits"] > 0) == bool(rank) and comm.stats.bytes_sent == 0
+    # init_distributed(typed folder) in one process: its split, node and link loaders give the same batches
+    partition_graph(data, 1, tmp_path / "one", method="metis")
+    run = init_distributed(tmp_path / "one", timeout=30)
+    assert run.split("train")[0] == "paper" and torch.equal(run.split("train")[1], train)
+    got = [*run.node_loader(fan, "train", batch_size=16, shuffle=True, seed=3),
+           *run.link_loader([3, 2], (et, pairs), neg_sampling_ratio=1.5, batch_size=100, seed=1)]
+    want = [*NeighborLoader(data, num_neighbors=fan, input_nodes=("paper", data["paper"].train_mask), batch_size=16,
+                            shuffle=True, seed=3),
+            *LinkNeighborLoader(data, num_neighbors=[3, 2], edge_label_index=(et, pairs), neg_sampling_ratio=1.5,
+                                batch_size=100, seed=1)]
+    for a, b in zip(got, want):
+        for t in data.node_types:
+            assert torch.equal(a[t].n_id, b[t].n_id), t
+        for rel in data.edge_types:
+            assert torch.equal(a[rel].e_id, b[rel].e_id)
+    assert len(got) == len(want) == 7 and torch.equal(got[-1][et].edge_label_index, want[-1][et].edge_label_index)
+    run.close()
     with pytest.raises(PartitionError) as err:
         TypedPartitionFeatureStore(gs, Communicator(0, 1))
     assert "\n" not in str(err.value) and "holds 2 parts but 1 processes were started" in str(err.value)
