@@ -295,7 +295,8 @@ def test_a_silent_rank_in_the_users_loop_is_named(cora_partition, monkeypatch):
 
     monkeypatch.setenv("GNNSCALE_FAULT", "rank=1,epoch=1,phase=RankNodeLoader pass,action=stop")
     with pytest.raises(PeerError) as err:
-        launch_local(loop_passes, 2, args=(cora_partition(2), 8.0), threads_per_worker=1, grace=30)
+        # grace: rank 1 stays stopped and never reports; once rank 0 has, 3 s then the launcher ends it
+        launch_local(loop_passes, 2, args=(cora_partition(2), 8.0), threads_per_worker=1, grace=3)
     msg = str(err.value)
     assert "rank 1" in msg and "silent" in msg and "epoch 1 RankNodeLoader pass" in msg, msg
 
