@@ -349,3 +349,52 @@ def test_per_host_folder_errors_are_one_line(cora_partition, tmp_path):
             PartitionGraphStore(mine, comm)
         msg = str(err.value)
         assert "\n" not in msg and what in msg and fix in msg, msg
+
+
+def test_a_part_sent_by_its_owner_is_the_folders_own(tmp_path):
+    """Rank 0 of 2 opens a folder holding part 0 only (the ranks' answers given here in process: rank 1
+    holds both parts and sends part 1 packed as its store packs it): the graph (CSC in original ids,
+    e_id of a graph with edge features, coo) and part 1's split masks are the whole folder's, and
+    rank 0 sends nothing (rank 1 holds part 0)."""
+    from torch_geometric.data import Data
+
+    from gnnscale.partitioning import partition_graph
+    from gnnscale.pyg.stores import _meta_digest
+
+    g = torch.Generator().manual_seed(0)
+    n, e = 120, 600
+    ei = torch.unique(torch.randint(0, n, (2, e), generator=g), dim=1)
+    ei = ei[:, ei[0] != ei[1]]
+    mask = torch.rand(n, generator=g)
+    data = Data(x=torch.randn(n, 4, generator=g), y=torch.randint(0, 3, (n,), generator=g), edge_index=ei,
+                edge_attr=torch.randn(ei.size(1), 2, generator=g), train_mask=mask < 0.5,
+                val_mask=(mask >= 0.5) & (mask < 0.7), test_mask=mask >= 0.7, num_classes=3)
+    full = tmp_path / "full"
+    partition_graph(data, 2, full, method="metis")
+    whole = PartitionGraphStore(full)
+    assert (full / "part1" / "edge_ids.npy").is_file()
+
+    class Rank0:
+        rank, world_size = 0, 2
+        sent = None
+
+        def all_gather_object(self, obj, category="control"):
+            return [obj, ([0, 1], _meta_digest(whole.meta))]
+
+        def exchange(self, send, category):
+            assert category == "graph"
+            self.sent = send
+            return [send[0], whole._pack(1)]
+
+    comm = Rank0()
+    mine = PartitionGraphStore(_host_folder(str(full), [0], tmp_path / "host0"), comm)
+    assert mine.hosts == [frozenset({0}), frozenset({0, 1})] and comm.sent[1].numel() == 0
+    for name in ("indptr", "indices", "perm", "old_of_new"):
+        assert torch.equal(getattr(mine, name), getattr(whole, name)), name
+    assert not torch.equal(whole.perm, torch.arange(whole.perm.numel()))  # e_id from the folder's edge ids
+    assert torch.equal(mine.coo_of(), whole.coo_of())
+    assert torch.equal(data.edge_index[:, whole.perm], torch.stack([whole.indices, torch.repeat_interleave(
+        torch.arange(n), whole.indptr[1:] - whole.indptr[:-1])]))
+    for name in ("train_mask", "val_mask", "test_mask"):
+        assert np.array_equal(mine.split_mask(1, name), whole.split_mask(1, name))
+        assert mine.split_mask(1, name).any()
