@@ -330,7 +330,7 @@ def test_per_host_folder_errors_are_one_line(cora_partition, tmp_path):
     mine = _host_folder(full, [0], tmp_path / "host0")
     meta = json.loads((Path(full) / "meta.json").read_text())
 
-    class Answers:  # rank 0 of 2; all_gather_object gives the ranks' (parts held, meta digest)
+    class Answers:  # rank 0 of 2; all_gather_object gives the ranks' (parts held, meta digest, packed length)
         rank, world_size = 0, 2
 
         def __init__(self, theirs):
@@ -340,9 +340,9 @@ def test_per_host_folder_errors_are_one_line(cora_partition, tmp_path):
             return [obj, self.theirs]
 
     cases = [(None, "lacks indptr.npy", "Copy the whole partition folder to every host, or pass comm="),
-             (Answers(([0], _meta_digest(meta))), "rank 1's partition folder lacks its own part (part1",
+             (Answers(([0], _meta_digest(meta), 0)), "rank 1's partition folder lacks its own part (part1",
               "copy meta.json and the parts of a host's ranks"),
-             (Answers(([1], _meta_digest({**meta, "num_nodes": 1}))), "rank 1's partition folder holds another "
+             (Answers(([1], _meta_digest({**meta, "num_nodes": 1}), 9)), "rank 1's partition folder holds another "
               "meta.json than rank 0's", "copy one partition's meta.json and parts to every host")]
     for comm, what, fix in cases:
         with pytest.raises(PartitionError) as err:
@@ -351,11 +351,11 @@ def test_per_host_folder_errors_are_one_line(cora_partition, tmp_path):
         assert "\n" not in msg and what in msg and fix in msg, msg
 
 
-def test_a_part_sent_by_its_owner_is_the_folders_own(tmp_path):
+def test_a_part_sent_by_its_owner_is_the_folders_own(tmp_path, monkeypatch):
     """Rank 0 of 2 opens a folder holding part 0 only (the ranks' answers given here in process: rank 1
-    holds both parts and sends part 1 packed as its store packs it): the graph (CSC in original ids,
-    e_id of a graph with edge features, coo) and part 1's split masks are the whole folder's, and
-    rank 0 sends nothing (rank 1 holds part 0)."""
+    holds both parts and sends part 1 packed as its store packs it, 100 values a round): the graph
+    (CSC in original ids, e_id of a graph with edge features, coo) and part 1's split masks are the
+    whole folder's, and rank 0 sends nothing (rank 1 holds part 0)."""
     from torch_geometric.data import Data
 
     from gnnscale.partitioning import partition_graph
@@ -374,21 +374,25 @@ def test_a_part_sent_by_its_owner_is_the_folders_own(tmp_path):
     whole = PartitionGraphStore(full)
     assert (full / "part1" / "edge_ids.npy").is_file()
 
+    packed = whole._pack(1)
+    assert whole._packed_len(1) == packed.numel()
+    monkeypatch.setattr(PartitionGraphStore, "chunk_values", 100)
+
     class Rank0:
         rank, world_size = 0, 2
-        sent = None
+        rounds = 0
 
         def all_gather_object(self, obj, category="control"):
-            return [obj, ([0, 1], _meta_digest(whole.meta))]
+            return [obj, ([0, 1], _meta_digest(whole.meta), packed.numel())]
 
         def exchange(self, send, category):
-            assert category == "graph"
-            self.sent = send
-            return [send[0], whole._pack(1)]
+            assert category == "graph" and send[1].numel() == 0
+            self.rounds += 1
+            return [send[0], packed[(self.rounds - 1) * 100:self.rounds * 100]]
 
     comm = Rank0()
     mine = PartitionGraphStore(_host_folder(str(full), [0], tmp_path / "host0"), comm)
-    assert mine.hosts == [frozenset({0}), frozenset({0, 1})] and comm.sent[1].numel() == 0
+    assert mine.hosts == [frozenset({0}), frozenset({0, 1})] and comm.rounds == math.ceil(packed.numel() / 100) > 1
     for name in ("indptr", "indices", "perm", "old_of_new"):
         assert torch.equal(getattr(mine, name), getattr(whole, name)), name
     assert not torch.equal(whole.perm, torch.arange(whole.perm.numel()))  # e_id from the folder's edge ids

@@ -166,9 +166,9 @@ class PartitionGraphStore(GraphStore):
         comm: this rank's :class:`gnnscale.process.comm.Communicator` (rank p owns part p). With
             more than one rank the ranks first tell each other (one ``control`` gather) which parts
             their folders hold and check that their meta.json are one partition's; each part a
-            rank's folder lacks is then sent by its owner once (one exchange, bytes under
-            ``graph``: its CSC, original ids, edge ids and split masks). Without ``comm`` every
-            part must be in the folder.
+            rank's folder lacks is then sent by its owner once (exchanges of at most
+            ``chunk_values`` values per receiver, bytes under ``graph``: its CSC, original ids,
+            edge ids and split masks). Without ``comm`` every part must be in the folder.
 
     Attributes:
         meta: the folder's meta.json; book: its PartitionBook (new ids).
@@ -177,6 +177,10 @@ class PartitionGraphStore(GraphStore):
         of each CSC position): the CSC over original target ids.
         hosts: per rank, the parts its folder holds (``list[frozenset[int]]``; None without ``comm``).
     """
+
+    chunk_values: int = 1 << 23
+    """int64 values a part's owner sends each receiver per exchange round: beside the packed part its
+    send buffer holds at most (ranks lacking the part) x 64 MiB."""
 
     def __init__(self, parts_dir: str | Path, comm=None) -> None:
         super().__init__()
@@ -235,27 +239,45 @@ class PartitionGraphStore(GraphStore):
         self._coo = None
 
     def _from_owners(self, comm, here: list[int]) -> tuple[list[frozenset[int]], dict[int, torch.Tensor]]:
-        """Which parts every rank's folder holds (one ``control`` gather, with meta.json's digest), and
-        the packed parts (:meth:`_pack`) this rank's folder lacks, each sent by its owner (one
-        exchange under ``graph``; none when every folder is whole). Collective."""
-        got = comm.all_gather_object((here, _meta_digest(self.meta)), "control")
-        other = [r for r, (_, d) in enumerate(got) if d != got[0][1]]
+        """Which parts every rank's folder holds (one ``control`` gather, with meta.json's digest and
+        each own part's packed length), and the packed parts (:meth:`_pack`) this rank's folder lacks,
+        each sent by its owner (exchanges under ``graph``, ``chunk_values`` values per receiver each;
+        none when every folder is whole). Collective."""
+        me = comm.rank
+        got = comm.all_gather_object((here, _meta_digest(self.meta), self._packed_len(me) if me in here else 0),
+                                     "control")
+        other = [r for r, (_, d, _) in enumerate(got) if d != got[0][1]]
         if other:
             raise PartitionError(f"rank {other[0]}'s partition folder holds another meta.json than rank 0's (another "
                                  "partition); copy one partition's meta.json and parts to every host.")
-        hosts = [frozenset(h) for h, _ in got]
+        hosts = [frozenset(h) for h, _, _ in got]
         lost = [r for r, h in enumerate(hosts) if r not in h]
         if lost:
             raise PartitionError(f"rank {lost[0]}'s partition folder lacks its own part ({part_dir_name(lost[0])}, or "
                                  f"one of its files); rank r opens part r: copy meta.json and the parts of a host's "
                                  "ranks to that host's folder.")
-        me, P = comm.rank, len(hosts)
-        if all(len(h) == P for h in hosts):
+        P, lens = len(hosts), [int(n) for _, _, n in got]
+        needed = [p for p in range(P) if any(p not in h for h in hosts)]
+        if not needed:
             return hosts, {}
         empty = torch.empty(0, dtype=torch.int64)
-        mine = self._pack(me) if any(me not in h for h in hosts) else empty
-        recv = comm.exchange([mine if r != me and me not in hosts[r] else empty for r in range(P)], "graph")
-        return hosts, {p: recv[p] for p in range(P) if p not in hosts[me]}
+        takers = [r != me and me not in hosts[r] for r in range(P)]
+        mine = self._pack(me) if any(takers) else empty
+        out = {p: torch.empty(lens[p], dtype=torch.int64) for p in range(P) if p not in hosts[me]}
+        step = int(self.chunk_values)
+        for i in range(max(-(-lens[p] // step) for p in needed)):  # the same rounds on every rank
+            piece = mine[i * step:(i + 1) * step]
+            recv = comm.exchange([piece if take else empty for take in takers], "graph")
+            for p, t in out.items():
+                t[i * step:i * step + recv[p].numel()] = recv[p]
+        return hosts, out
+
+    def _packed_len(self, p: int) -> int:
+        """The length of part ``p`` packed by :meth:`_pack` (from its indptr's last value)."""
+        pdir = self.parts_dir / part_dir_name(p)
+        n = self.book.part_size(p)
+        e = int(load_array(pdir / "indptr.npy", np.int64, (n + 1,), mmap="r")[-1])
+        return 2 + 3 * n + e * (2 if (pdir / "edge_ids.npy").is_file() else 1)
 
     def _pack(self, p: int) -> torch.Tensor:
         """Part ``p`` from the folder as int64 [2 + 3 n + E (+ E)]: E, whether edge ids follow, in-degrees
