@@ -7,8 +7,9 @@ likewise for links (``Data``). PyG's ``FeatureStore``/``GraphStore`` over an in-
 partition folder (:mod:`gnnscale.pyg.stores`; typed folders: :mod:`gnnscale.pyg.typed_stores`) feed
 PyG's own ``NodeLoader``/``LinkLoader``;
 :func:`init_distributed` runs a user's own loop under torchrun (:mod:`gnnscale.pyg.distributed`).
-Imports the data side (``samplers``, ``partitioning``, ``data``), ``process`` and ``gnnscale.errors``
-only, nothing of the engine above them.
+Imports the data side (``samplers``, ``partitioning``, ``data``), ``process``, ``gnnscale.errors`` and
+the engine's link metrics (``gnnscale.tasks.scores``: torch and ``gnnscale.config`` only), nothing
+else of the engine.
 """
 from gnnscale.pyg.hetero import HeteroGnnscaleSampler
 from gnnscale.pyg.loaders import LinkNeighborLoader, NeighborLoader
