@@ -31,10 +31,13 @@ def cora_batches(parts_dir, fanouts, batch_size: int, seed: int, host_reads, lin
     return out
 
 
-def acm_batches(root: str, batch_size: int, seed: int, parts_dir: str | None = None) -> dict:
-    """One pass of this rank's paper batches of ACM: held in memory (HeteroData), or with ``parts_dir``
-    partitioned there by rank 0 and read through the typed folder stores, every other part's rows asked
-    of its owner (no host reads; a cache of 100 rows)."""
+def acm_batches(root: str, batch_size: int, seed: int, parts_dir=None) -> dict:
+    """One pass of this rank's paper batches of ACM: held in memory (HeteroData); with ``parts_dir`` a
+    folder, partitioned there by rank 0 and read through the typed folder stores, every other part's
+    rows asked of its owner (no host reads); with a list of folders, rank r's typed stores over
+    ``parts_dir[r]`` (a host's folder: what it lacks comes from the owners). A cache of 100 rows."""
+    import os
+
     from gnnscale.datasets import load_dataset
     from gnnscale.datasets.hetero_data import to_hetero_data
     from gnnscale.pyg import init_distributed
@@ -42,6 +45,8 @@ def acm_batches(root: str, batch_size: int, seed: int, parts_dir: str | None = N
     data = to_hetero_data(load_dataset(f"acm:{root}?split=20"))
     if parts_dir is None:
         run = init_distributed(data, timeout=60)
+    elif isinstance(parts_dir, list):
+        run = init_distributed(parts_dir[int(os.environ["RANK"])], timeout=60, cache_rows=100)
     else:
         run = init_distributed(data, parts_dir=parts_dir, timeout=60, host_reads=False, cache_rows=100)
     loader = run.node_loader({et: [4, 2] for et in data.edge_types}, "train", batch_size=batch_size, shuffle=True,

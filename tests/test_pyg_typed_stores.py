@@ -28,23 +28,31 @@ def acm_data():
     return to_hetero_data(load_dataset(f"acm:{ACM}?split=20"))
 
 
-def test_typed_folder_stores_give_the_hetero_data_batches(acm_data, tmp_path):
+@pytest.fixture(scope="module")
+def acm_parts(acm_data, tmp_path_factory):
+    """ACM's HeteroData in a 2-part typed folder (METIS)."""
+    from gnnscale.partitioning import partition_graph
+
+    out = tmp_path_factory.mktemp("acm-2")
+    partition_graph(acm_data, 2, out, method="metis")
+    return out
+
+
+def test_typed_folder_stores_give_the_hetero_data_batches(acm_data, acm_parts, tmp_path):
     """ACM in a 2-part typed folder, both ranks' stores opened in this process (their communicators
     without a group: every other part's rows read from the folder, host reads): PyG's own NodeLoader
     and LinkLoader over (TypedPartitionFeatureStore, TypedPartitionGraphStore) yield the HeteroData's
     batches (per type n_id, x and y; per relation edges and e_id; the featureless subjects' n_id);
-    the splits are the masks' ids; a cache serves the top remote rows; init_distributed over a
-    1-part folder gives the same batches; wrong part counts and an untyped store on the folder are
-    one line each."""
+    the splits are the masks' ids; no cache when every part is read here; init_distributed(data,
+    parts_dir=...) in one process cuts a 1-part folder once (not again for the same graph) and gives
+    the same batches; wrong part counts and an untyped store on the folder are one line each."""
     from torch_geometric.loader import LinkLoader, NodeLoader
 
-    from gnnscale.partitioning import partition_graph
     from gnnscale.process.comm import Communicator
     from gnnscale.pyg import PartitionGraphStore, TypedPartitionFeatureStore, TypedPartitionGraphStore
 
     data = acm_data
-    partition_graph(data, 2, tmp_path, method="metis")
-    gs = TypedPartitionGraphStore(tmp_path)
+    gs = TypedPartitionGraphStore(acm_parts)
     assert gs.metadata() == data.metadata() and gs.num_nodes == {t: data[t].num_nodes for t in data.node_types}
     fan = {et: [4, 2] for et in data.edge_types}
     et = ("paper", "written_by", "author")
@@ -78,10 +86,10 @@ def test_typed_folder_stores_give_the_hetero_data_batches(acm_data, tmp_path):
         assert count == len(ref) + len(lref) == 4 + 3
         stats = fs.stats
         assert stats["local_rows"] > 0 and stats["host_rows"] > 0 and stats["remote_rows"] == 0
-        assert (stats["cache_hits"] > 0) == bool(rank) and comm.stats.bytes_sent == 0
+        assert stats["cache_hits"] == 0 and comm.stats.bytes_sent == 0  # every part on the host: nothing to cache
     # init_distributed(typed folder) in one process: its split, node and link loaders give the same batches
-    partition_graph(data, 1, tmp_path / "one", method="metis")
-    run = init_distributed(tmp_path / "one", timeout=30)
+    run = init_distributed(data, parts_dir=tmp_path / "one", timeout=30)
+    created = (tmp_path / "one" / "meta.json").read_text()
     assert run.split("train")[0] == "paper" and torch.equal(run.split("train")[1], train)
     got = [*run.node_loader(fan, "train", batch_size=16, shuffle=True, seed=3),
            *run.link_loader([3, 2], (et, pairs), neg_sampling_ratio=1.5, batch_size=100, seed=1)]
@@ -96,29 +104,92 @@ def test_typed_folder_stores_give_the_hetero_data_batches(acm_data, tmp_path):
             assert torch.equal(a[rel].e_id, b[rel].e_id)
     assert len(got) == len(want) == 7 and torch.equal(got[-1][et].edge_label_index, want[-1][et].edge_label_index)
     run.close()
+    init_distributed(data, parts_dir=tmp_path / "one", timeout=30).close()  # the folder holds this graph: kept
+    assert (tmp_path / "one" / "meta.json").read_text() == created
     with pytest.raises(PartitionError) as err:
         TypedPartitionFeatureStore(gs, Communicator(0, 1))
     assert "\n" not in str(err.value) and "holds 2 parts but 1 processes were started" in str(err.value)
     with pytest.raises(PartitionError) as err:
-        PartitionGraphStore(tmp_path)
+        PartitionGraphStore(acm_parts)
     assert "\n" not in str(err.value) and "TypedPartitionGraphStore" in str(err.value)
 
 
-def test_typed_folder_batches_on_two_processes_are_one_process_batches(acm_data, tmp_path):
-    """Rank 0 partitions ACM's HeteroData into a typed folder (init_distributed(data, parts_dir=...)) and
-    2 processes read it through the typed stores, the other part's rows asked of its owner (bytes under
-    feature and label) but for the 100 cached. Every rank's batch is what it claims (x of every type
-    with features and the papers' y are the graph's rows of n_id; e_id names each relation's edges
-    between its endpoints' original ids); step k's batches of the ranks together are one process's
-    batch k at twice the batch size: per type its nodes, per relation its edges."""
+def test_a_typed_part_sent_by_its_owner_is_the_folders_own(acm_parts, tmp_path, monkeypatch):
+    """Rank 0 of 2 opens a folder holding meta.json and part 0 only (rank 1's answers given here in
+    process: it holds both parts and sends part 1 packed as its store packs it, 5000 values a round):
+    every relation's CSC (e_id too) and COO, the id maps and part 1's split masks are the whole
+    folder's, and rank 0 sends nothing (rank 1 holds part 0); without a communicator the store says
+    in one line to copy the folder or pass comm=."""
+    import math
+    import shutil
+
+    import numpy as np
+
+    from gnnscale.pyg import TypedPartitionGraphStore
+    from gnnscale.pyg.stores import _meta_digest
+
+    whole = TypedPartitionGraphStore(acm_parts)
+    packed = whole._pack(1)
+    assert whole._packed_len(1) == packed.numel()
+    monkeypatch.setattr(TypedPartitionGraphStore, "chunk_values", 5000)
+
+    class Rank0:
+        rank, world_size = 0, 2
+        rounds = 0
+
+        def all_gather_object(self, obj, category="control"):
+            return [obj, ([0, 1], _meta_digest(whole.meta), packed.numel())]
+
+        def exchange(self, send, category):
+            assert category == "graph" and send[1].numel() == 0
+            self.rounds += 1
+            return [send[0], packed[(self.rounds - 1) * 5000:self.rounds * 5000]]
+
+    host = tmp_path / "host0"
+    host.mkdir()
+    shutil.copy(acm_parts / "meta.json", host / "meta.json")
+    shutil.copytree(acm_parts / "part0", host / "part0")
+    comm = Rank0()
+    mine = TypedPartitionGraphStore(host, comm)
+    assert mine.hosts == [frozenset({0}), frozenset({0, 1})] and comm.rounds == math.ceil(packed.numel() / 5000) > 1
+    for et in whole.edge_types:
+        assert all(torch.equal(a, b) for a, b in zip(mine.relation_csc()[et], whole.relation_csc()[et])), et
+        assert torch.equal(mine.coo_of(et), whole.coo_of(et)), et
+    for t in whole.node_types:
+        assert torch.equal(mine.old_of_new[t], whole.old_of_new[t]), t
+    for name in ("train_mask", "val_mask", "test_mask"):
+        assert np.array_equal(mine.split_mask(1, name), whole.split_mask(1, name)) and mine.split_mask(1, name).any()
+    with pytest.raises(PartitionError) as err:
+        TypedPartitionGraphStore(host)
+    assert "\n" not in str(err.value) and "lacks indptr.npy" in str(err.value) and "pass comm=" in str(err.value)
+
+
+def test_typed_folder_batches_on_two_processes_are_one_process_batches(acm_data, acm_parts, tmp_path):
+    """2 gloo processes, each over its own host's folder (meta.json and its own part of a 2-part ACM
+    folder; init_distributed(folder)): the other part's graph comes once from its owner (bytes under
+    graph) and its rows per batch (feature, label) but for the 100 cached. Every rank's batch is what
+    it claims (x of every type with features and the papers' y are the graph's rows of n_id; e_id
+    names each relation's edges between its endpoints' original ids); step k's batches of the ranks
+    together are one process's batch k at twice the batch size: per type its nodes, per relation its
+    edges."""
+    import shutil
+
+    import numpy as np
+
     data, procs, batch = acm_data, 2, 16
-    results = launch_local(acm_batches, procs, args=(str(ACM), batch, 5, str(tmp_path / "acm-parts")),
+    hosts = []
+    for r in range(procs):
+        hosts.append(tmp_path / f"host{r}")
+        hosts[r].mkdir()
+        shutil.copy(acm_parts / "meta.json", hosts[r] / "meta.json")
+        shutil.copytree(acm_parts / f"part{r}", hosts[r] / f"part{r}")
+    results = launch_local(acm_batches, procs, args=(str(ACM), batch, 5, [str(h) for h in hosts]),
                            threads_per_worker=1)
     ref = list(NeighborLoader(data, num_neighbors={et: [4, 2] for et in data.edge_types},
                               input_nodes=("paper", data["paper"].train_mask), batch_size=batch * procs, shuffle=True,
                               seed=5))
     steps: dict = {}
-    for res in results:
+    for r, res in enumerate(results):
         for b in res["batches"]:
             for t, x in b["x"].items():
                 assert torch.equal(x, data[t].x[b["n_id"][t]]), t
@@ -133,6 +204,10 @@ def test_typed_folder_batches_on_two_processes_are_one_process_batches(acm_data,
         rows, sent = res["rows"], res["comm"]["sent"]  # the other part's rows from its owner, but the cache's
         assert rows["remote_rows"] > 0 and rows["cache_hits"] > 0 and rows["host_rows"] == 0, rows
         assert sent["feature"] > 0 and sent["label"] > 0 and sent["cache_fill"] > 0, sent
+        # part r packed once for the other rank: E, in-degrees, ids, split masks [n_r], sources, relations [E_r]
+        n_r, e_r = (np.load(acm_parts / f"part{r}" / f, mmap_mode="r").shape[0]
+                    for f in ("orig_ids.npy", "indices.npy"))
+        assert sent["graph"] == 8 * (1 + 3 * n_r + 2 * e_r) == results[1 - r]["comm"]["received"]["graph"], sent
     assert sorted(steps) == list(range(len(ref))) and len(ref) == 2
     for k, parts in steps.items():
         want = ref[k]

@@ -373,7 +373,7 @@ def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Pa
             that many parts is there already; without: every rank holds it in memory) or a
             ``HeteroData`` (with ``parts_dir``: rank 0 partitions it there, typed, unless the folder
             holds this graph's content in ``WORLD_SIZE`` parts; without: held in memory by every
-            rank). A typed folder (format 2) must hold every part.
+            rank). A typed folder (format 2) too may hold only this host's parts and meta.json.
         timeout: seconds every collective and wait may take (the engine's ``--timeout``).
         host_reads, cache_rows: of :class:`gnnscale.pyg.stores.PartitionFeatureStore` (a typed folder:
             :class:`gnnscale.pyg.typed_stores.TypedPartitionFeatureStore`).
@@ -412,7 +412,7 @@ def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Pa
             raise PartitionError(f"{folder} is not a partition folder (no meta.json); partition the graph first "
                                  "(gnnscale partition ... or gnnscale.partitioning.partition_graph).")
     if is_typed_folder(folder):  # a HeteroData's: per node type and relation
-        typed_graph = TypedPartitionGraphStore(folder)
+        typed_graph = TypedPartitionGraphStore(folder, comm)  # parts this host lacks: from their owners
         if isinstance(source, HeteroData):
             typed_graph.name_edges(source)  # e_id: the columns of its relations' edge_index
         typed_features = TypedPartitionFeatureStore(typed_graph, comm, host_reads=host_reads, cache_rows=cache_rows)

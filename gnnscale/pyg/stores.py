@@ -488,11 +488,10 @@ def sampler_for(data: Any, num_neighbors: Any, seed: int = 0, replace: bool = Fa
     if isinstance(gs, PartitionGraphStore):
         return GnnscaleSampler(None, gs.num_nodes, check_num_neighbors(num_neighbors), seed=seed, replace=replace,
                                backend=backend, csc=gs.csc())
-    from gnnscale.pyg.typed_stores import TypedPartitionGraphStore
-
-    if isinstance(gs, TypedPartitionGraphStore):
-        return HeteroGnnscaleSampler(None, gs.num_nodes, hetero_fanouts(num_neighbors, gs.edge_types), seed=seed,
-                                     replace=replace, backend=backend, csc=gs.csc())
+    if callable(getattr(gs, "relation_csc", None)):  # a typed folder's store (gnnscale.pyg.typed_stores)
+        csc = gs.relation_csc()
+        return HeteroGnnscaleSampler(None, gs.num_nodes, hetero_fanouts(num_neighbors, list(csc)), seed=seed,
+                                     replace=replace, backend=backend, csc=csc)
     attrs = gs.get_all_edge_attrs()
     if len(attrs) == 1 and attrs[0].edge_type is None:
         row, col = gs.get_edge_index(edge_type=None, layout="coo")

@@ -7,7 +7,8 @@ the ``HeteroData`` view back, every index an ORIGINAL per-type id (``data[t]``'s
 of the ``HeteroData`` itself (same seed, same draws).
 
 - :class:`TypedPartitionGraphStore`: every relation ``(src, rel, dst)`` of the folder in original
-  per-type ids, read from every part's files (host reads, memory-mapped): its CSC over the
+  per-type ids, read from every part's files (host reads, memory-mapped) or, for the parts a
+  per-host folder lacks, sent once by their owners (bytes under ``graph``): its CSC over the
   ``dst`` nodes (in-edges by source id, as :func:`gnnscale.pyg.sampler.csc_of` orders a
   ``HeteroData``'s) and its COO sorted by (source, target). ``e_id`` is the column of that COO
   (``get_edge_index(edge_type=et, layout="coo")[:, e_id]``): the column of the ``HeteroData``'s
@@ -44,8 +45,10 @@ from gnnscale.partitioning.manifest import TYPED_FORMAT_VERSION, load_meta, part
 from gnnscale.partitioning.part import load_part
 from gnnscale.partitioning.validate import load_array
 from gnnscale.pyg.sampler import csc_of
+from gnnscale.pyg.stores import PartitionGraphStore, _check_world, present_parts
 
 _GRAPH_FILES = ("indptr.npy", "indices.npy", "etype.npy", "orig_ids.npy")
+_SPLITS = ("train_mask", "val_mask", "test_mask")
 
 
 def is_typed_folder(parts_dir: str | Path) -> bool:
@@ -81,9 +84,22 @@ class TypedPartitionGraphStore(GraphStore):
         node_types, edge_types, target_type: as ``HeteroData.metadata()`` and meta.json name them.
         num_nodes: ``{type: N_t}``; feature_dims: ``{type: F_t}`` (0: no features).
         old_of_new / new_of_old: ``{type: int64 [N_t]}`` per-type new id <-> original per-type id.
+        hosts: per rank, the parts its folder holds (``list[frozenset[int]]``; None without ``comm``).
+
+    Args:
+        parts_dir: the folder: every part, or (with ``comm``) meta.json and this host's parts only.
+        comm: this rank's communicator (rank p owns part p). With more than one rank the ranks tell
+            each other which parts their folders hold (one ``control`` gather, with meta.json's
+            digest) and each part a rank's folder lacks is sent once by its owner (exchanges under
+            ``graph``, as :class:`gnnscale.pyg.stores.PartitionGraphStore` does: its in-degrees,
+            original ids, split masks, sources and relations). Without ``comm`` every part must be
+            in the folder.
     """
 
-    def __init__(self, parts_dir: str | Path) -> None:
+    chunk_values: int = PartitionGraphStore.chunk_values
+    _from_owners = PartitionGraphStore._from_owners  # the untyped store's gather and exchange, over _pack
+
+    def __init__(self, parts_dir: str | Path, comm=None) -> None:
         super().__init__()
         self.parts_dir = Path(parts_dir)
         self.meta = meta = load_meta(self.parts_dir)
@@ -101,15 +117,25 @@ class TypedPartitionGraphStore(GraphStore):
         self.feature_dims = {t: int(d) for t, d in zip(self.node_types, typed["feature_dims"])}
         type_ptr = torch.zeros(len(self.node_types) + 1, dtype=torch.int64)
         type_ptr[1:] = torch.cumsum(counts, 0)  # the homogeneous view: types in node_types order
+        self.hosts: list[frozenset[int]] | None = None
+        self._sent_masks: dict[int, np.ndarray] = {}
+        sent: dict[int, torch.Tensor] = {}
+        if comm is not None and comm.world_size > 1:
+            _check_world(P, comm.world_size, self.parts_dir)
+            self.hosts, sent = self._from_owners(comm, present_parts(self.parts_dir, meta))
         degs, idxs, olds, rels = [], [], [], []
         for p in range(P):  # loop over parts
+            if p in sent:
+                for out, a in zip((degs, olds, idxs, rels), self._unpack(p, sent[p])):
+                    out.append(a)
+                continue
             pdir = self.parts_dir / part_dir_name(p)
             size = self.book.book.part_size(p)
             missing = [f for f in _GRAPH_FILES if not (pdir / f).is_file()]
             if missing:
-                raise PartitionError(f"the typed PyG graph store reads every part's graph from the folder (host "
-                                     f"reads); {pdir} lacks {missing[0]}. Copy the whole partition folder to every "
-                                     "host.")
+                raise PartitionError(f"the typed PyG graph store reads every part's graph from the folder without a "
+                                     f"communicator; {pdir} lacks {missing[0]}. Copy the whole partition folder to "
+                                     "every host, or pass comm= (init_distributed does) to get it from its owner.")
             degs.append(np.diff(load_array(pdir / "indptr.npy", np.int64, (size + 1,), mmap="r")))
             idxs.append(load_array(pdir / "indices.npy", np.int64, (None,), mmap="r"))
             rels.append(load_array(pdir / "etype.npy", np.int16, (idxs[-1].shape[0],), mmap="r"))
@@ -139,13 +165,53 @@ class TypedPartitionGraphStore(GraphStore):
             self._coo[et] = torch.stack([s[by], d[by]])
             self._csc[et] = csc_of(self._coo[et], self.num_nodes[et[2]], self.num_nodes[et[0]])  # perm: e_id
 
+    def _packed_len(self, p: int) -> int:
+        """The length of part ``p`` packed by :meth:`_pack` (from its indptr's last value)."""
+        n = self.book.book.part_size(p)
+        e = int(load_array(self.parts_dir / part_dir_name(p) / "indptr.npy", np.int64, (n + 1,), mmap="r")[-1])
+        return 1 + 3 * n + 2 * e
+
+    def _pack(self, p: int) -> torch.Tensor:
+        """Part ``p`` from the folder as int64 [1 + 3 n + 2 E]: E, in-degrees [n], original ids [n], split
+        masks [n] (bits: train 1, val 2, test 4), sources [E] (new ids) and relations [E]."""
+        pdir = self.parts_dir / part_dir_name(p)
+        n = self.book.book.part_size(p)
+        deg = np.diff(load_array(pdir / "indptr.npy", np.int64, (n + 1,), mmap="r"))
+        ind = load_array(pdir / "indices.npy", np.int64, (None,), mmap="r")
+        rel = load_array(pdir / "etype.npy", np.int16, (ind.shape[0],), mmap="r").astype(np.int64)
+        bits = np.zeros(n, dtype=np.int64)
+        for i, name in enumerate(_SPLITS):  # loop over the 3 splits
+            bits |= load_array(pdir / f"{name}.npy", np.bool_, (n,), mmap="r").astype(np.int64) << i
+        orig = load_array(pdir / "orig_ids.npy", np.int64, (n,), mmap="r")
+        return torch.from_numpy(np.concatenate([np.array([ind.shape[0]], dtype=np.int64), deg, orig, bits, ind, rel]))
+
+    def _unpack(self, p: int, t: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(in-degrees, original ids, sources, relations) of a part packed by :meth:`_pack` (its masks kept
+        for :meth:`split_mask`)."""
+        n, a = self.book.book.part_size(p), t.numpy()
+        e = int(a[0]) if a.size else -1
+        if e < 0 or a.size != 1 + 3 * n + 2 * e or int(a[1:1 + n].sum()) != e:
+            raise PartitionError(f"part {p} as sent by its owner holds {a.size} values, expected 1 + 3 * {n} + 2 E "
+                                 "by the partition book; the hosts' folders are not one partition: copy it again.")
+        self._sent_masks[p] = a[1 + 2 * n:1 + 3 * n]
+        body = 1 + 3 * n
+        return a[1:1 + n], a[1 + n:1 + 2 * n], a[body:body + e], a[body + e:body + 2 * e]
+
+    def split_mask(self, part: int, name: str) -> np.ndarray:
+        """bool [n_part] ``name`` (``train_mask``, ``val_mask``, ``test_mask``) of part ``part``: read from the
+        folder, or as its owner sent it."""
+        if part in self._sent_masks:
+            return ((self._sent_masks[part] >> _SPLITS.index(name)) & 1).astype(np.bool_)
+        return load_array(self.parts_dir / part_dir_name(part) / f"{name}.npy", np.bool_,
+                          (self.book.book.part_size(part),), mmap="r")
+
     def metadata(self) -> tuple[list[str], list[tuple[str, str, str]]]:
         """``(node_types, edge_types)``, as ``HeteroData.metadata()`` (e.g. for ``to_hetero``)."""
         return list(self.node_types), list(self.edge_types)
 
-    def csc(self) -> dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:  # type: ignore[override]
+    def relation_csc(self) -> dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         """``{relation: (indptr int64 [N_dst + 1], indices int64 [E] source ids, e_id int64 [E])}`` (the
-        sampler's input)."""
+        sampler's input; :func:`gnnscale.pyg.sampler_for` looks for this method)."""
         return self._csc
 
     def coo_of(self, edge_type: tuple) -> torch.Tensor:
@@ -189,10 +255,13 @@ class TypedPartitionFeatureStore(FeatureStore):
     for rank ``comm.rank`` (module docstring).
 
     Args:
-        graph: the folder's :class:`TypedPartitionGraphStore` (id maps, book).
+        graph: the folder's :class:`TypedPartitionGraphStore` (id maps, book; built with ``comm`` it
+            knows which parts every rank's folder holds).
         comm: this rank's :class:`gnnscale.process.comm.Communicator` (rank r reads part r).
-        host_reads: read other parts' rows from the folder (default: when every part's files are
-            there); False asks their owners through ``comm`` (collective fetches).
+        host_reads: read other parts' rows from the folder (default: those of the parts this host's
+            folder holds; the rest are asked of their owners); True: every part's, which must be in
+            the folder; False: asks every other part's owner through ``comm``. Fetches are
+            collective unless every rank reads every other part on its host.
         cache_rows: keep this many other parts' rows of the types with features (the highest
             in-degree over all relations first) in a cache, filled once (collective); 0: none.
     """
@@ -205,36 +274,37 @@ class TypedPartitionFeatureStore(FeatureStore):
         rank, world = comm.rank, comm.world_size
         book = graph.book
         P = book.num_parts
-        if P != world:
-            raise PartitionError(f"{graph.parts_dir} holds {P} parts but {world} processes were started; start "
-                                 f"{P} (torchrun --nproc-per-node {P}) or partition into {world} parts.")
+        _check_world(P, world, graph.parts_dir)
         self.part = load_part(graph.parts_dir, rank)
         index = {t: i for i, t in enumerate(graph.node_types)}
         typed = TypedFeatureStore(self.part, comm)
         self.stores = {t: typed.stores[index[t]] for t in graph.node_types if index[t] in typed.stores}
         others = [k for k in range(world) if k != rank]
-        files = [f"x_t{index[t]}.npy" for t in self.stores] + ["y.npy"]
-        have = all((graph.parts_dir / part_dir_name(k) / f).is_file() for k in others for f in files)
-        self.host_reads = have if host_reads is None else bool(host_reads)
-        if self.host_reads and not have:
-            raise PartitionError(f"host_reads=True needs every part's {', '.join(files)} in {graph.parts_dir}; some "
-                                 "are missing. Copy the whole folder, or pass host_reads=False.")
-        if self.host_reads and others:
+        # the parts on each rank's host: gathered by the graph store, else this folder's (taken as every rank's)
+        hosts = graph.hosts or [frozenset(present_parts(graph.parts_dir, graph.meta))] * world
+        if host_reads and len(hosts[rank]) < P:
+            raise PartitionError(f"host_reads=True needs every part's files in {graph.parts_dir}; it holds "
+                                 f"{len(hosts[rank])} of {P}. Copy the whole folder, or leave host_reads out (the "
+                                 "missing parts are asked of their owners).")
+        self.read = [k for k in others if k in hosts[rank]] if host_reads is not False else []
+        self.host_reads = bool(self.read) or (host_reads is not False and not others)
+        complete = host_reads is not False and all(len(h) == P for h in hosts)  # fetches not collective
+        if self.read:
             for t, store in self.stores.items():  # loop over node types with features
                 counts = book.part_type_counts()[:, index[t]]
                 store.read_host_parts({k: load_array(graph.parts_dir / part_dir_name(k) / f"x_t{index[t]}.npy",
                                                      np.float32, (int(counts[k]), graph.feature_dims[t]), mmap="r")
-                                       for k in others}, complete=True)
+                                       for k in self.read}, complete=complete)
         tt = index[graph.target_type]
         self.y_book = book.type_book(tt)
         lo, hi = (int(v) for v in book.type_starts[rank, tt:tt + 2])
         self.y_local = self.part.y[lo:hi]  # the target type's rows of this part, by per-type new id
-        self.y_all = None
-        if self.host_reads:
-            self.y_all = torch.cat([self.y_local if k == rank else torch.from_numpy(np.array(np.load(
-                graph.parts_dir / part_dir_name(k) / "y.npy", mmap_mode="r")[int(book.type_starts[k, tt]):
-                                                                             int(book.type_starts[k, tt + 1])]))
-                for k in range(world)])
+        self.y_host = {k: torch.from_numpy(np.array(np.load(graph.parts_dir / part_dir_name(k) / "y.npy",
+                                                            mmap_mode="r")[int(book.type_starts[k, tt]):
+                                                                           int(book.type_starts[k, tt + 1])]))
+                       for k in self.read}
+        self.y_all = torch.cat([self.y_local if k == rank else self.y_host[k] for k in range(world)]) \
+            if complete else None
         if cache_rows:
             self._fill_cache(int(cache_rows))
 
@@ -244,13 +314,15 @@ class TypedPartitionFeatureStore(FeatureStore):
         g, rank = self.graph, self.comm.rank
         if not self.stores:
             return
+        held = torch.zeros(self.comm.world_size, dtype=torch.bool)
+        held[[rank, *self.read]] = True
         deg, kind, ids = [], [], []
         for i, t in enumerate(self.stores):  # loop over node types with features
             d = torch.zeros(g.num_nodes[t], dtype=torch.int64)
-            for et, (indptr, _, _) in g.csc().items():
+            for et, (indptr, _, _) in g.relation_csc().items():
                 if et[2] == t:
                     d += indptr[1:] - indptr[:-1]
-            remote = torch.nonzero(self.stores[t].book.owner(g.new_of_old[t]) != rank).flatten()  # original ids
+            remote = torch.nonzero(~held[self.stores[t].book.owner(g.new_of_old[t])]).flatten()  # original ids
             deg.append(d[remote])
             kind.append(torch.full_like(remote, i))
             ids.append(remote)
@@ -283,6 +355,10 @@ class TypedPartitionFeatureStore(FeatureStore):
         out = torch.empty((new.numel(),) + tuple(self.y_local.shape[1:]), dtype=self.y_local.dtype)
         mine = owner == self.comm.rank
         out[mine] = self.y_local[new[mine] - offset]
+        for k, y in self.y_host.items():  # parts read on this host (a few)
+            at = owner == k
+            out[at] = y[new[at] - int(self.y_book.offsets[k])]
+            mine |= at
         need = torch.nonzero(~mine).flatten()
         return ask_owners(self.comm, new, owner, need, self.y_local, offset, out, "label_request", "label")
 
@@ -322,12 +398,12 @@ class TypedPartitionFeatureStore(FeatureStore):
 
     def mask_ids(self, name: str) -> tuple[str, torch.Tensor]:
         """``(target type, original per-type ids sorted)`` of every part's nodes in ``train_mask`` /
-        ``val_mask`` / ``test_mask`` (read from the folder: one bool per node)."""
+        ``val_mask`` / ``test_mask`` (one bool per node: read from the folder, or as the part's owner sent it)."""
         g = self.graph
         tt = g.node_types.index(g.target_type)
         new = []
         for k in range(g.book.num_parts):  # loop over parts
             lo, hi = int(g.book.type_starts[k, tt]), int(g.book.type_starts[k, tt + 1])
-            mask = np.load(g.parts_dir / part_dir_name(k) / f"{name}.npy", mmap_mode="r")[lo:hi]
+            mask = g.split_mask(k, name)[lo:hi]
             new.append(torch.from_numpy(np.flatnonzero(mask)) + int(g.book.type_offsets[tt, k]))
         return g.target_type, torch.sort(g.old_of_new[g.target_type][torch.cat(new)]).values
