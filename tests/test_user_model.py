@@ -249,7 +249,8 @@ def test_a_link_model_trains_and_evaluates_on_sampled_embeddings(cora, tmp_path)
     ev = got["epochs"][-1]["evaluation"]
     assert got["config"]["eval_method"] == "sampled" and ev["method"] == "sampled" and ev["batches"] > 0
     test = ev["metrics"]["test"]
-    # 0.810 / 0.771 here; the built-in sage with the same options reaches 0.888 / 0.877 (docs/training.md)
+    # 0.810 / 0.771 here (seed 0's initial draw; seeds 1-4: 0.874 to 0.902); the built-in sage with the same
+    # options reaches 0.888 / 0.877 (docs/training.md: the same function, the gap is seed noise)
     assert test["auc"] > 0.75 and test["ap"] > 0.70, test
     assert ev["bytes_sent_by_category"]["link_fetch"] > 0
     e = gnnscale_cli("evaluate", "--model", str(model_file), "--parts-dir", str(parts), "--json")
