@@ -64,12 +64,12 @@ def main() -> None:
     for epoch in range(args.epochs):
         model.train()
         total = n = 0
-        for batch in loader:
+        for k, batch in enumerate(loader):
             opt.zero_grad()
             h = model(batch.x, batch.edge_index)
             src, dst = batch.edge_label_index
             loss = F.binary_cross_entropy_with_logits((h[src] * h[dst]).sum(-1), batch.edge_label)
-            loss.backward()
+            (loss * loader.batch_sampler.loss_scale(k)).backward()  # the short last step as one process's
             opt.step()
             total, n = total + float(loss.detach()) * src.numel(), n + src.numel()
         if run.rank == 0:

@@ -26,7 +26,7 @@ from torch_geometric.nn.models import GraphSAGE
 
 from gnnscale.datasets import load_dataset
 from gnnscale.errors import GnnscaleError, run_main
-from gnnscale.pyg import init_distributed
+from gnnscale.pyg import init_distributed, keyed_dropout
 
 ROOT = Path(os.environ.get("GNNSCALE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
@@ -51,18 +51,21 @@ def main() -> None:
     # a step trains one batch per process: 32 // N each keeps a step's seeds those of one process's batch of 32
     loader = run.node_loader([10, 10], input_nodes="train", batch_size=32 // run.world_size, shuffle=True,
                              seed=args.seed)
-    model = run.ddp(GraphSAGE(data.num_features, hidden_channels=64, num_layers=2,
-                              out_channels=int(data.num_classes), dropout=0.5))
+    # keyed_dropout: GraphSAGE's dropout masks drawn per node and step, the same on 1 or N processes
+    model = run.ddp(keyed_dropout(GraphSAGE(data.num_features, hidden_channels=64, num_layers=2,
+                                            out_channels=int(data.num_classes), dropout=0.5)))
     opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
 
     for epoch in range(args.epochs):
         model.train()
         total = 0.0
-        for batch in loader:
+        for k, batch in enumerate(loader):
             opt.zero_grad()
             out = model(batch.x, batch.edge_index)[:batch.batch_size]
             loss = F.cross_entropy(out, batch.y[:batch.batch_size])
-            loss.backward()
+            # 1.0 on full steps; on the pass's short last step each process's share of it (0 on a padding
+            # repeat), so N processes take the step one process takes (docs/pyg.md)
+            (loss * loader.batch_sampler.loss_scale(k)).backward()
             opt.step()
             total += float(loss.detach()) * batch.batch_size
         if (epoch + 1) % 10 == 0 and run.rank == 0:

@@ -92,12 +92,12 @@ def main() -> None:
     for epoch in range(args.epochs):
         model.train()
         total = 0.0
-        for batch in loader:
+        for k, batch in enumerate(loader):
             opt.zero_grad()
             b = batch["paper"].batch_size
             out = model(batch)["paper"][:b]
             loss = F.cross_entropy(out, batch["paper"].y[:b])
-            loss.backward()
+            (loss * loader.batch_sampler.loss_scale(k)).backward()  # the short last step as one process's
             opt.step()
             total += float(loss.detach()) * b
         if (epoch + 1) % 5 == 0 and run.rank == 0:

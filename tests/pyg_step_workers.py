@@ -53,20 +53,20 @@ def _link_metrics(run, fanouts, batch_size: int, seed: int, pairs: torch.Tensor)
         | run.link_metrics(model, pairs2, binary, "auc")
 
 
-def train_steps(parts_dir: str, fanouts, batch_size: int, seed: int) -> dict:
-    """One epoch of a plain PyG loop (GraphSAGE, dropout 0, SGD) at ``batch_size`` per process, each
-    rank's mean loss scaled by ``loss_scale`` (its share of the step): each step's scaled loss on
-    this rank, and the final weights."""
+def train_steps(parts_dir: str, fanouts, batch_size: int, seed: int, dropout: float = 0.0) -> dict:
+    """One epoch of a plain PyG loop (GraphSAGE, SGD; ``dropout`` > 0: keyed by node, keyed_dropout) at
+    ``batch_size`` per process, each rank's mean loss scaled by ``loss_scale`` (its share of the
+    step): each step's scaled loss on this rank, and the final weights."""
     import torch.nn.functional as F
     from torch_geometric.nn.models import GraphSAGE
 
-    from gnnscale.pyg import init_distributed
+    from gnnscale.pyg import init_distributed, keyed_dropout
 
     torch.set_num_threads(1)
     run = init_distributed(parts_dir, timeout=60)
     loader = run.node_loader(fanouts, "train", batch_size=batch_size, shuffle=True, seed=seed)
     torch.manual_seed(seed)
-    model = run.ddp(GraphSAGE(1433, 16, num_layers=len(fanouts), out_channels=7, dropout=0.0))
+    model = run.ddp(keyed_dropout(GraphSAGE(1433, 16, num_layers=len(fanouts), out_channels=7, dropout=dropout)))
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     losses = []
     for k, batch in enumerate(loader):

@@ -158,13 +158,15 @@ def test_step_union_on_two_processes(cora, cora_partition):
         assert two[r]["metrics"] == pytest.approx(m, rel=1e-9)
 
 
-@pytest.mark.parametrize("batch", [28, 32])
-def test_one_epoch_of_a_plain_loop_is_the_same_on_two_processes(cora_partition, batch):
-    """GraphSAGE, dropout 0, 1 thread, 140 training nodes in 5 steps of ``batch`` seeds (2 x batch / 2;
-    32: a last step of 12, one rank's 12 and the other's padding, weighed by loss_scale): equal
-    losses and weights within float32 summation order (DDP's all-reduce, the edges' order in the mean)."""
-    one = launch_local(train_steps, 1, args=(cora_partition(1), [5, 3], batch, 0), threads_per_worker=1)[0]
-    two = launch_local(train_steps, 2, args=(cora_partition(2), [5, 3], batch // 2, 0), threads_per_worker=1)
+@pytest.mark.parametrize("batch,dropout", [(28, 0.5), (32, 0.0)])
+def test_one_epoch_of_a_plain_loop_is_the_same_on_two_processes(cora_partition, batch, dropout):
+    """GraphSAGE, 1 thread, 140 training nodes in 5 steps of ``batch`` seeds (2 x batch / 2; 32: a last
+    step of 12, one rank's 12 and the other's padding, weighed by loss_scale; 28: dropout 0.5 keyed by
+    node, gnnscale.pyg.keyed_dropout): equal losses and weights within float32 summation order (DDP's
+    all-reduce, the edges' order in the mean)."""
+    one = launch_local(train_steps, 1, args=(cora_partition(1), [5, 3], batch, 0, dropout), threads_per_worker=1)[0]
+    two = launch_local(train_steps, 2, args=(cora_partition(2), [5, 3], batch // 2, 0, dropout),
+                       threads_per_worker=1)
     assert len(one["losses"]) == 5 and [len(r["losses"]) for r in two] == [5, 5]
     step = [(a + b) / 2 for a, b in zip(two[0]["losses"], two[1]["losses"])]
     assert step == pytest.approx(one["losses"], rel=1e-5, abs=1e-6)
@@ -243,3 +245,31 @@ def test_typed_step_union_is_the_one_process_batch(acm_data):
                         eli = b[et].edge_label_index[:, b[et].edge_label == label]
                         return torch.stack([b[et[0]].n_id[eli[0]], b[et[2]].n_id[eli[1]]])
                     assert torch.equal(torch.cat([ends(p) for p in parts], 1), ends(want))
+
+
+def test_keyed_dropout_masks_follow_the_node_not_the_row():
+    """KeyedDropout: a node's mask is a function of (seed, pass, step, call, node id), so two
+    batches holding node v in other rows drop the same elements of v; about p of them dropped;
+    refused in one line outside a rank loader's batch or on rows that are not the batch's nodes."""
+    from gnnscale.errors import SamplerError
+    from gnnscale.pyg.dropout import BatchKeys, KeyedDropout, set_batch
+
+    drop = KeyedDropout(0.5)
+    x = torch.ones(6, 64)
+    with pytest.raises(SamplerError, match="iterate a run.node_loader"):
+        drop(x)
+    try:
+        set_batch(BatchKeys(torch.tensor([5, 9, 2, 7, 11, 3]), seed=0, pass_=1, step=4))
+        a = drop(x)
+        with pytest.raises(SamplerError, match=r"found 5 rows and 6 nodes"):
+            drop(x[:5])
+        set_batch(BatchKeys(torch.tensor([2, 40, 5]), seed=0, pass_=1, step=4))  # the same step, other rows
+        b = drop(torch.ones(3, 64))
+        assert torch.equal(b[0], a[2]) and torch.equal(b[2], a[0])  # node 2 and node 5
+        set_batch(BatchKeys(torch.tensor([2, 40, 5]), seed=0, pass_=1, step=5))  # the next step: new masks
+        assert not torch.equal(drop(torch.ones(3, 64))[0], a[2])
+        assert set(a.unique().tolist()) == {0.0, 2.0} and 0.35 < float((a == 0).float().mean()) < 0.65
+    finally:
+        set_batch(None)
+    drop.eval()
+    assert torch.equal(drop(x), x)

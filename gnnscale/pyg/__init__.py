@@ -15,10 +15,12 @@ from gnnscale.pyg.hetero import HeteroGnnscaleSampler
 from gnnscale.pyg.loaders import LinkNeighborLoader, NeighborLoader
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.distributed import DistRun, init_distributed
+from gnnscale.pyg.dropout import KeyedDropout, keyed_dropout
 from gnnscale.pyg.stores import (MemoryFeatureStore, MemoryGraphStore, PartitionFeatureStore, PartitionGraphStore,
                                  memory_stores, sampler_for)
 from gnnscale.pyg.typed_stores import TypedPartitionFeatureStore, TypedPartitionGraphStore
 
-__all__ = ["DistRun", "GnnscaleSampler", "HeteroGnnscaleSampler", "LinkNeighborLoader", "MemoryFeatureStore",
-           "MemoryGraphStore", "NeighborLoader", "PartitionFeatureStore", "PartitionGraphStore",
-           "TypedPartitionFeatureStore", "TypedPartitionGraphStore", "init_distributed", "memory_stores", "sampler_for"]
+__all__ = ["DistRun", "GnnscaleSampler", "HeteroGnnscaleSampler", "KeyedDropout", "LinkNeighborLoader",
+           "MemoryFeatureStore", "MemoryGraphStore", "NeighborLoader", "PartitionFeatureStore", "PartitionGraphStore",
+           "TypedPartitionFeatureStore", "TypedPartitionGraphStore", "init_distributed", "keyed_dropout",
+           "memory_stores", "sampler_for"]

@@ -49,6 +49,7 @@ from gnnscale.process.comm import Communicator
 from gnnscale.process.groups import init_distributed as join_group
 from gnnscale.process.groups import shutdown_distributed
 from gnnscale.process.health import Health
+from gnnscale.pyg.dropout import BatchKeys, set_batch
 from gnnscale.pyg.hetero import HeteroGnnscaleSampler
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.steps import StepBook
@@ -126,16 +127,26 @@ class RankBatches:
 
 class _RankPasses:
     """Every ``iter`` is the next pass: the sampler's draws keyed by it (and the heartbeat's phase
-    names it, so a rank gone silent in a user's loop is named with its pass)."""
+    names it, so a rank gone silent in a user's loop is named with its pass). Each batch handed out
+    is recorded for :class:`gnnscale.pyg.dropout.KeyedDropout` (its ``n_id``, the pass, the step)."""
 
     _health: Health | None = None
+    _seed: int = 0
 
     def __iter__(self):
         if self._health is not None:
             self._health.enter(f"{type(self).__name__} pass", self._epoch)
         self._sampler.set_epoch(self._epoch)
-        self._epoch += 1
-        return super().__iter__()  # type: ignore[misc]
+        epoch, self._epoch = self._epoch, self._epoch + 1
+        return self._keyed(super().__iter__(), epoch)  # type: ignore[misc]
+
+    def _keyed(self, batches, epoch: int):
+        try:
+            for k, batch in enumerate(batches):  # loop over the pass's batches
+                set_batch(BatchKeys(None if isinstance(batch, HeteroData) else batch.n_id, self._seed, epoch, k))
+                yield batch
+        finally:
+            set_batch(None)
 
 
 class RankNodeLoader(_RankPasses, NodeLoader):
@@ -202,7 +213,7 @@ class DistRun:
         loader = RankNodeLoader(data, sampler, input_nodes=nodes,
                                 batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
                                                           self.world_size), **kwargs)
-        loader._sampler, loader._epoch, loader._health = sampler, 0, self.health
+        loader._sampler, loader._epoch, loader._health, loader._seed = sampler, 0, self.health, int(seed)
         self._share_steps(loader, sampler, loader.input_data.node, loader.input_data.input_id)
         return loader
 
@@ -236,7 +247,7 @@ class DistRun:
                                 neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio,
                                 batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
                                                           self.world_size), **kwargs)
-        loader._sampler, loader._epoch, loader._health = sampler, 0, self.health
+        loader._sampler, loader._epoch, loader._health, loader._seed = sampler, 0, self.health, int(seed)
         self._share_steps(loader, sampler, torch.stack([loader.input_data.row, loader.input_data.col]),
                           loader.input_data.input_id)
         return loader
