@@ -240,17 +240,17 @@ def test_a_link_model_trains_and_evaluates_on_sampled_embeddings(cora, tmp_path)
     parts = tmp_path / "link2"
     partition_graph(random_link_split(cora, val=0.05, test=0.10, seed=0), 2, parts, dataset="planetoid:cora")
     out, model_file = tmp_path / "m.json", tmp_path / "model.pt"
-    args = ["--parts-dir", str(parts), "--task", "link", "--model", SAGE, "--workers", "2", "--epochs", "10",
+    args = ["--parts-dir", str(parts), "--task", "link", "--model", SAGE, "--workers", "2", "--epochs", "5",
             "--fanouts", "10,10", "--batch-size", "256", "--hidden", "32", "--dropout", "0", "--lr", "0.01",
-            "--eval-every", "10", "--timeout", "120", "--no-verify", "--no-progress"]
+            "--eval-every", "5", "--timeout", "120", "--no-verify", "--no-progress"]
     r = gnnscale_cli("train", *args, "--metrics", str(out), "--save-model", str(model_file))
     assert r.returncode == 0, r.stderr[-3000:]
     got = _metrics(out)
     ev = got["epochs"][-1]["evaluation"]
     assert got["config"]["eval_method"] == "sampled" and ev["method"] == "sampled" and ev["batches"] > 0
     test = ev["metrics"]["test"]
-    # 0.810 / 0.771 here (seed 0's initial draw; seeds 1-4: 0.874 to 0.902); the built-in sage with the same
-    # options reaches 0.888 / 0.877 (docs/training.md: the same function, the gap is seed noise)
+    # 0.800 / 0.763 here (5 epochs; 0.810 / 0.771 after 10: seed 0's initial draw, seeds 1-4 reach 0.874 to
+    # 0.902); the built-in sage reaches 0.888 / 0.877 after 10 (docs/training.md: the same function, seed noise)
     assert test["auc"] > 0.75 and test["ap"] > 0.70, test
     assert ev["bytes_sent_by_category"]["link_fetch"] > 0
     e = gnnscale_cli("evaluate", "--model", str(model_file), "--parts-dir", str(parts), "--json")
