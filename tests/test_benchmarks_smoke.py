@@ -38,6 +38,7 @@ SMOKE: dict[str, tuple[list[str], int, bool]] = {
     "chunk_pipeline.py": (["--workdir", "{tmp}"], 500, True),
     "compute_split.py": ([], 300, True),
     "datasets.py": ([], 200, True),
+    "dgl_partition.py": (["--workdir", "{tmp}"], 300, True),
     "epoch.py": (["--workdir", "{tmp}"], 400, True),
     "exchange.py": (["--workdir", "{tmp}"], 400, True),
     "faults.py": (["--workdir", "{tmp}"], 600, True),
