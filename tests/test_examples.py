@@ -258,7 +258,11 @@ def test_pyg_loop_runs_in_one_process_and_under_torchrun(tmp_path: Path, script:
     cmd = [sys.executable, *args] if procs == 1 else \
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(procs), *args]
     env = {k: v for k, v in os.environ.items() if k != "GNNSCALE_FAULT"} | {"OMP_NUM_THREADS": "1"}
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path)
+    except subprocess.TimeoutExpired as stalled:  # the rank loaders print every thread's stack while stalled
+        err = stalled.stderr.decode(errors="replace") if isinstance(stalled.stderr, bytes) else stalled.stderr or ""
+        pytest.fail(f"{script} on {procs} process(es) ran past 400 s; its stderr ends:\n{err[-6000:]}")
     assert r.returncode == 0, r.stderr[-3000:]
     found = re.findall(pattern, r.stdout)
     assert len(found) == 1, r.stdout  # printed by rank 0 only

@@ -402,3 +402,23 @@ def test_a_part_sent_by_its_owner_is_the_folders_own(tmp_path, monkeypatch):
     for name in ("train_mask", "val_mask", "test_mask"):
         assert np.array_equal(mine.split_mask(1, name), whole.split_mask(1, name))
         assert mine.split_mask(1, name).any()
+
+
+def test_a_stall_between_batches_prints_every_threads_stack(cora_partition, capfd):
+    """A rank loader re-arms faulthandler's timer at each batch (2 x the run's timeout with several
+    processes; set small here): a loop body that stalls gets every thread's stack on stderr while
+    it stalls, and the pass's end disarms it."""
+    import time
+
+    run = init_distributed(cora_partition(1), timeout=30)
+    loader = run.node_loader(FANOUTS, "train", batch_size=70)
+    assert loader._watch == 0.0  # one process: nothing to wait for
+    loader._watch = 0.3
+    for k, _ in enumerate(loader):
+        if k == 0:
+            time.sleep(0.8)  # a stall in the loop body
+    err = capfd.readouterr().err
+    assert "Timeout (0:00:00" in err and "most recent call first" in err and "test_a_stall_between" in err
+    time.sleep(0.5)  # disarmed at the pass's end: nothing more
+    assert "Timeout" not in capfd.readouterr().err
+    run.close()

@@ -35,6 +35,7 @@ without random layers takes the same step (float32 sums aside).
 """
 from __future__ import annotations
 
+import faulthandler
 import math
 import time
 from pathlib import Path
@@ -128,10 +129,16 @@ class RankBatches:
 class _RankPasses:
     """Every ``iter`` is the next pass: the sampler's draws keyed by it (and the heartbeat's phase
     names it, so a rank gone silent in a user's loop is named with its pass). Each batch handed out
-    is recorded for :class:`gnnscale.pyg.dropout.KeyedDropout` (its ``n_id``, the pass, the step)."""
+    is recorded for :class:`gnnscale.pyg.dropout.KeyedDropout` (its ``n_id``, the pass, the step).
+
+    A stall between two batches is shown, not silent: each batch re-arms ``faulthandler``'s timer,
+    which prints every thread's stack to stderr each ``_watch`` seconds (twice the run's timeout)
+    until the next batch or the pass's end; the process goes on (a long step of the user's own
+    is not ended, only shown)."""
 
     _health: Health | None = None
     _seed: int = 0
+    _watch: float = 0.0
 
     def __iter__(self):
         if self._health is not None:
@@ -144,9 +151,13 @@ class _RankPasses:
         try:
             for k, batch in enumerate(batches):  # loop over the pass's batches
                 set_batch(BatchKeys(None if isinstance(batch, HeteroData) else batch.n_id, self._seed, epoch, k))
+                if self._watch > 0:
+                    faulthandler.dump_traceback_later(self._watch, repeat=True)
                 yield batch
         finally:
             set_batch(None)
+            if self._watch > 0:
+                faulthandler.cancel_dump_traceback_later()
 
 
 class RankNodeLoader(_RankPasses, NodeLoader):
@@ -214,6 +225,7 @@ class DistRun:
                                 batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
                                                           self.world_size), **kwargs)
         loader._sampler, loader._epoch, loader._health, loader._seed = sampler, 0, self.health, int(seed)
+        loader._watch = 2 * self.timeout if self.world_size > 1 else 0.0
         self._share_steps(loader, sampler, loader.input_data.node, loader.input_data.input_id)
         return loader
 
@@ -248,6 +260,7 @@ class DistRun:
                                 batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
                                                           self.world_size), **kwargs)
         loader._sampler, loader._epoch, loader._health, loader._seed = sampler, 0, self.health, int(seed)
+        loader._watch = 2 * self.timeout if self.world_size > 1 else 0.0
         self._share_steps(loader, sampler, torch.stack([loader.input_data.row, loader.input_data.col]),
                           loader.input_data.input_id)
         return loader
