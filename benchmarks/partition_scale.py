@@ -94,6 +94,7 @@ def child(args: argparse.Namespace) -> int:
     import logging
 
     from gnnscale.partitioning import partition_graph
+    from gnnscale.partitioning.bench import split_method
     from gnnscale.partitioning.resources import current_rss_bytes, lifetime_peak_rss_bytes
 
     logging.basicConfig(level=logging.INFO, format="  [%(name)s] %(message)s")
@@ -101,8 +102,9 @@ def child(args: argparse.Namespace) -> int:
     data = load_graph(Path(args.graph_dir))
     load_seconds = time.perf_counter() - t0
     rss_loaded = current_rss_bytes()
+    name, options = split_method(args.child)  # NAME?KEY=VALUE, e.g. kaminpar?context=fast
     meta = partition_graph(
-        data, args.parts, args.out, method=args.child, seed=args.seed, dataset=data.name
+        data, args.parts, args.out, method=name, seed=args.seed, dataset=data.name, options=options
     )
     result = {
         "method": args.child,
@@ -194,7 +196,8 @@ def targets(results: list[dict]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", metavar="FILE", help="write the results here")
-    ap.add_argument("--methods", default="metis,ldg,fennel,random,hash,range")
+    ap.add_argument("--methods", default="metis,ldg,fennel,random,hash,range",
+                    help="comma-separated; a method's options as NAME?KEY=VALUE&KEY=VALUE (kaminpar?context=fast, kahip?mode=eco)")
     ap.add_argument("--num-nodes", type=int, default=PRODUCTS_NODES)
     ap.add_argument(
         "--avg-degree", type=float, default=None,
