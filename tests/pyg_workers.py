@@ -69,3 +69,51 @@ def loop_passes(parts_dir: str, timeout: float) -> int:
     count = sum(1 for _ in range(2) for _ in loader)
     run.close()
     return count
+
+
+# -- checks shared by tests/test_pyg_distributed.py and tests/test_pyg_typed_stores.py (run in the test process) --
+
+def check_acm_steps(results: list, data, ref: list) -> dict:
+    """Every rank's typed batch holds what it claims (x per type and the papers' y are the graph's
+    rows of n_id; e_id names each relation's edges between its endpoints' original ids), and step
+    k's batches of the ranks together hold one process's batch ``ref[k]``'s nodes per type and edges
+    per relation. Returns ``{k: [the step's batches in rank order]}``."""
+    steps: dict = {}
+    for res in results:
+        for b in res["batches"]:
+            for t, x in b["x"].items():
+                assert torch.equal(x, data[t].x[b["n_id"][t]]), t
+            assert torch.equal(b["y"], data["paper"].y[b["n_id"]["paper"]])
+            if b["repeat"]:
+                continue
+            steps.setdefault(b["k"], []).append(b)
+            for et in data.edge_types:
+                ei = data[et].edge_index[:, b["e_id"][et]]
+                assert torch.equal(ei[0], b["n_id"][et[0]][b["ei"][et][0]])
+                assert torch.equal(ei[1], b["n_id"][et[2]][b["ei"][et][1]])
+    assert sorted(steps) == list(range(len(ref)))
+    for k, parts in steps.items():
+        want = ref[k]
+        for t in data.node_types:
+            assert set(torch.cat([b["n_id"][t] for b in parts]).tolist()) == set(want[t].n_id.tolist())
+        for et in data.edge_types:
+            assert set(torch.cat([b["e_id"][et] for b in parts]).tolist()) == set(want[et].e_id.tolist())
+    return steps
+
+
+class OwnerSends:
+    """Rank 0 of 2 in process (a communicator's two calls the graph stores make): rank 1 holds parts 0
+    and 1 and sends ``packed`` (its part 1, as its store packs it) in rounds of ``chunk`` values."""
+
+    rank, world_size = 0, 2
+
+    def __init__(self, packed: torch.Tensor, digest: str, chunk: int) -> None:
+        self.packed, self.digest, self.chunk, self.rounds = packed, digest, chunk, 0
+
+    def all_gather_object(self, obj, category="control"):
+        return [obj, ([0, 1], self.digest, self.packed.numel())]
+
+    def exchange(self, send, category):
+        assert category == "graph" and send[1].numel() == 0
+        self.rounds += 1
+        return [send[0], self.packed[(self.rounds - 1) * self.chunk:self.rounds * self.chunk]]

@@ -88,6 +88,18 @@ def _start(host, h: int, folder: Path, master: str, port: int, extra: list[str],
                             start_new_session=True)
 
 
+def finish(procs: list[subprocess.Popen], timeout: float) -> None:
+    """Wait for every host's torchrun (bounded); whatever still runs then is killed with its group."""
+    try:
+        for p in procs:
+            p.wait(timeout=timeout)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
 def test_two_hosts_train_like_one_and_a_lost_host_is_named(two_hosts, cora_partition, tmp_path):
     parts4 = cora_partition(4)
     folders = _host_folders(parts4, tmp_path)
@@ -153,14 +165,7 @@ def test_a_pyg_loop_on_two_hosts_reads_its_hosts_parts(two_hosts, cora_partition
     procs = [_start(two_hosts[h], h, folders[h], two_hosts[0][2], 29733, [], logs[h],
                     script=[str(example), "--root", str(shared_data / "planetoid"), "--parts", str(folders[h]),
                             "--epochs", "2", "--timeout", "60"]) for h in (0, 1)]
-    try:
-        for p in procs:
-            p.wait(timeout=300)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+    finish(procs, 300)
     for p, log in zip(procs, logs):
         assert p.returncode == 0, log.read_text()[-4000:]
     assert not (folders[1] / "part0").exists() and not (folders[0] / "part2").exists()

@@ -5,13 +5,11 @@ its part's rank over the link: the folder equals the single-process pipeline's f
 assignment, byte for byte."""
 from __future__ import annotations
 
-import os
 import re
-import signal
 
 from gnnscale.partitioning.out_of_core import partition_on_disk
 
-from test_multihost import _start, two_hosts  # noqa: F401 - the fixture
+from test_multihost import _start, finish, two_hosts  # noqa: F401 - the fixture
 from test_out_of_core import assert_same_folder, assignment_of, planted, write_graph
 
 
@@ -23,14 +21,7 @@ def test_two_hosts_partition_like_one_process(two_hosts, tmp_path):  # noqa: F81
     args = ["-m", "gnnscale.dist_partition", str(root), "--parts", "4", "--out", str(out), "--method", "ldg",
             "--memory-budget", "2", "--timeout", "60", "--feature-dtype", "float16"]
     procs = [_start(two_hosts[h], h, out, two_hosts[0][2], 29741, [], logs[h], script=args) for h in (0, 1)]
-    try:
-        for p in procs:
-            p.wait(timeout=300)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+    finish(procs, 300)
     for p, log in zip(procs, logs):
         assert p.returncode == 0, log.read_text()[-4000:]
     text = logs[0].read_text()

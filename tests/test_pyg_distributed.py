@@ -18,7 +18,7 @@ from gnnscale.pyg import (LinkNeighborLoader, NeighborLoader, PartitionGraphStor
                           sampler_for)
 from gnnscale.pyg.distributed import RankBatches
 
-from pyg_workers import acm_batches, cora_batches
+from pyg_workers import OwnerSends, acm_batches, check_acm_steps, cora_batches
 
 ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
 ACM = ROOT / "acm"
@@ -219,26 +219,8 @@ def test_acm_batches_on_several_processes_are_one_process_batches(procs):
     ref = list(NeighborLoader(data, num_neighbors={et: [4, 2] for et in data.edge_types},
                               input_nodes=("paper", data["paper"].train_mask), batch_size=16 * procs, shuffle=True,
                               seed=5))
-    steps: dict = {}
-    for r, res in enumerate(results):
-        for b in res["batches"]:
-            for t, x in b["x"].items():
-                assert torch.equal(x, data[t].x[b["n_id"][t]]), t
-            assert torch.equal(b["y"], data["paper"].y[b["n_id"]["paper"]])
-            if b["repeat"]:
-                continue
-            steps.setdefault(b["k"], []).append(b)
-            for et in data.edge_types:
-                ei = data[et].edge_index[:, b["e_id"][et]]
-                assert torch.equal(ei[0], b["n_id"][et[0]][b["ei"][et][0]])
-                assert torch.equal(ei[1], b["n_id"][et[2]][b["ei"][et][1]])
-    assert sorted(steps) == list(range(len(ref))) and len(ref) == 2 and len(steps[0]) == procs
-    for k, parts in steps.items():
-        want = ref[k]
-        for t in data.node_types:
-            assert set(torch.cat([b["n_id"][t] for b in parts]).tolist()) == set(want[t].n_id.tolist())
-        for et in data.edge_types:
-            assert set(torch.cat([b["e_id"][et] for b in parts]).tolist()) == set(want[et].e_id.tolist())
+    steps = check_acm_steps(results, data, ref)
+    assert len(ref) == 2 and len(steps[0]) == procs
 
 
 @pytest.fixture(scope="module")
@@ -378,19 +360,7 @@ def test_a_part_sent_by_its_owner_is_the_folders_own(tmp_path, monkeypatch):
     assert whole._packed_len(1) == packed.numel()
     monkeypatch.setattr(PartitionGraphStore, "chunk_values", 100)
 
-    class Rank0:
-        rank, world_size = 0, 2
-        rounds = 0
-
-        def all_gather_object(self, obj, category="control"):
-            return [obj, ([0, 1], _meta_digest(whole.meta), packed.numel())]
-
-        def exchange(self, send, category):
-            assert category == "graph" and send[1].numel() == 0
-            self.rounds += 1
-            return [send[0], packed[(self.rounds - 1) * 100:self.rounds * 100]]
-
-    comm = Rank0()
+    comm = OwnerSends(packed, _meta_digest(whole.meta), 100)
     mine = PartitionGraphStore(_host_folder(str(full), [0], tmp_path / "host0"), comm)
     assert mine.hosts == [frozenset({0}), frozenset({0, 1})] and comm.rounds == math.ceil(packed.numel() / 100) > 1
     for name in ("indptr", "indices", "perm", "old_of_new"):

@@ -13,7 +13,7 @@ from gnnscale.errors import PartitionError
 from gnnscale.process.launch import launch_local
 from gnnscale.pyg import LinkNeighborLoader, NeighborLoader, init_distributed, sampler_for
 
-from pyg_workers import acm_batches
+from pyg_workers import OwnerSends, acm_batches, check_acm_steps
 
 ACM = Path(__file__).resolve().parents[2] / "shared" / "data" / "acm"
 
@@ -133,23 +133,11 @@ def test_a_typed_part_sent_by_its_owner_is_the_folders_own(acm_parts, tmp_path, 
     assert whole._packed_len(1) == packed.numel()
     monkeypatch.setattr(TypedPartitionGraphStore, "chunk_values", 5000)
 
-    class Rank0:
-        rank, world_size = 0, 2
-        rounds = 0
-
-        def all_gather_object(self, obj, category="control"):
-            return [obj, ([0, 1], _meta_digest(whole.meta), packed.numel())]
-
-        def exchange(self, send, category):
-            assert category == "graph" and send[1].numel() == 0
-            self.rounds += 1
-            return [send[0], packed[(self.rounds - 1) * 5000:self.rounds * 5000]]
-
     host = tmp_path / "host0"
     host.mkdir()
     shutil.copy(acm_parts / "meta.json", host / "meta.json")
     shutil.copytree(acm_parts / "part0", host / "part0")
-    comm = Rank0()
+    comm = OwnerSends(packed, _meta_digest(whole.meta), 5000)
     mine = TypedPartitionGraphStore(host, comm)
     assert mine.hosts == [frozenset({0}), frozenset({0, 1})] and comm.rounds == math.ceil(packed.numel() / 5000) > 1
     for et in whole.edge_types:
@@ -188,19 +176,9 @@ def test_typed_folder_batches_on_two_processes_are_one_process_batches(acm_data,
     ref = list(NeighborLoader(data, num_neighbors={et: [4, 2] for et in data.edge_types},
                               input_nodes=("paper", data["paper"].train_mask), batch_size=batch * procs, shuffle=True,
                               seed=5))
-    steps: dict = {}
+    check_acm_steps(results, data, ref)
+    assert len(ref) == 2
     for r, res in enumerate(results):
-        for b in res["batches"]:
-            for t, x in b["x"].items():
-                assert torch.equal(x, data[t].x[b["n_id"][t]]), t
-            assert torch.equal(b["y"], data["paper"].y[b["n_id"]["paper"]])
-            if b["repeat"]:
-                continue
-            steps.setdefault(b["k"], []).append(b)
-            for et in data.edge_types:
-                ei = data[et].edge_index[:, b["e_id"][et]]
-                assert torch.equal(ei[0], b["n_id"][et[0]][b["ei"][et][0]])
-                assert torch.equal(ei[1], b["n_id"][et[2]][b["ei"][et][1]])
         rows, sent = res["rows"], res["comm"]["sent"]  # the other part's rows from its owner, but the cache's
         assert rows["remote_rows"] > 0 and rows["cache_hits"] > 0 and rows["host_rows"] == 0, rows
         assert sent["feature"] > 0 and sent["label"] > 0 and sent["cache_fill"] > 0, sent
@@ -208,10 +186,3 @@ def test_typed_folder_batches_on_two_processes_are_one_process_batches(acm_data,
         n_r, e_r = (np.load(acm_parts / f"part{r}" / f, mmap_mode="r").shape[0]
                     for f in ("orig_ids.npy", "indices.npy"))
         assert sent["graph"] == 8 * (1 + 3 * n_r + 2 * e_r) == results[1 - r]["comm"]["received"]["graph"], sent
-    assert sorted(steps) == list(range(len(ref))) and len(ref) == 2
-    for k, parts in steps.items():
-        want = ref[k]
-        for t in data.node_types:
-            assert set(torch.cat([b["n_id"][t] for b in parts]).tolist()) == set(want[t].n_id.tolist())
-        for et in data.edge_types:
-            assert set(torch.cat([b["e_id"][et] for b in parts]).tolist()) == set(want[et].e_id.tolist())

@@ -158,7 +158,33 @@ def _meta_digest(meta: dict) -> str:
     return hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()
 
 
-class PartitionGraphStore(GraphStore):
+class ReadOnlyEdges:
+    """A GraphStore over a partition folder: its edges are the folder's (written once, read-only)."""
+
+    def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
+        raise PartitionError(f"a {type(self).__name__} is read-only (its edges are the folder's); "
+                             "partition the changed graph again.")
+
+    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+        return False
+
+
+class ReadOnlyRows:
+    """A FeatureStore over a partition folder: its rows are the folder's, and a batch's attributes
+    are fetched one by one in the order asked (the same on every rank: the fetches are collective)."""
+
+    def _multi_get_tensor(self, attrs: list[TensorAttr]) -> list[torch.Tensor | None]:
+        return [self._get_tensor(a) for a in attrs]
+
+    def _put_tensor(self, tensor: torch.Tensor, attr: TensorAttr) -> bool:
+        raise PartitionError(f"a {type(self).__name__} is read-only (its rows are the folder's); "
+                             "partition the changed graph again.")
+
+    def _remove_tensor(self, attr: TensorAttr) -> bool:
+        return False
+
+
+class PartitionGraphStore(ReadOnlyEdges, GraphStore):
     """The whole graph of a partition folder (format 1) in original ids (see the module's docstring).
 
     Args:
@@ -333,22 +359,15 @@ class PartitionGraphStore(GraphStore):
                 self._coo = coo[:, torch.argsort(self.perm)]
         return self._coo
 
-    def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
-        raise PartitionError("a PartitionGraphStore is read-only (its edges are the folder's); "
-                             "partition the changed graph again.")
-
     def _get_edge_index(self, edge_attr: EdgeAttr):
         coo = self.coo_of()
         return coo[0], coo[1]
-
-    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
-        return False
 
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
         return [EdgeAttr(None, "coo", size=(self.num_nodes, self.num_nodes))]
 
 
-class PartitionFeatureStore(FeatureStore):
+class PartitionFeatureStore(ReadOnlyRows, FeatureStore):
     """``x`` (float32 [N, F]) and ``y`` rows of original ids for rank ``comm.rank`` (module docstring).
 
     Args:
@@ -436,16 +455,6 @@ class PartitionFeatureStore(FeatureStore):
         if attr.attr_name == "y":
             return self.fetch_y(ids)
         return None
-
-    def _multi_get_tensor(self, attrs: list[TensorAttr]) -> list[torch.Tensor | None]:
-        return [self._get_tensor(a) for a in attrs]  # x then y: the same order on every rank
-
-    def _put_tensor(self, tensor: torch.Tensor, attr: TensorAttr) -> bool:
-        raise PartitionError("a PartitionFeatureStore is read-only (its rows are the folder's); "
-                             "partition the changed graph again.")
-
-    def _remove_tensor(self, attr: TensorAttr) -> bool:
-        return False
 
     def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
         if attr.attr_name == "x":

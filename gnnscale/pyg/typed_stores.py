@@ -45,7 +45,7 @@ from gnnscale.partitioning.manifest import TYPED_FORMAT_VERSION, load_meta, part
 from gnnscale.partitioning.part import load_part
 from gnnscale.partitioning.validate import load_array
 from gnnscale.pyg.sampler import csc_of
-from gnnscale.pyg.stores import PartitionGraphStore, _check_world, present_parts
+from gnnscale.pyg.stores import PartitionGraphStore, ReadOnlyEdges, ReadOnlyRows, _check_world, present_parts
 
 _GRAPH_FILES = ("indptr.npy", "indices.npy", "etype.npy", "orig_ids.npy")
 _SPLITS = ("train_mask", "val_mask", "test_mask")
@@ -76,7 +76,7 @@ def is_partition_of(meta: dict, digest: str, world: int) -> bool:
         and meta.get("content_digest") == digest
 
 
-class TypedPartitionGraphStore(GraphStore):
+class TypedPartitionGraphStore(ReadOnlyEdges, GraphStore):
     """Every relation of a typed partition folder in original per-type ids (module docstring).
 
     Attributes:
@@ -235,22 +235,15 @@ class TypedPartitionGraphStore(GraphStore):
                                      "HeteroData given; partition that HeteroData into a new folder.")
             self._csc[et] = (indptr, indices, cols[perm])
 
-    def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
-        raise PartitionError("a TypedPartitionGraphStore is read-only (its edges are the folder's); "
-                             "partition the changed graph again.")
-
     def _get_edge_index(self, edge_attr: EdgeAttr):
         coo = self._coo.get(edge_attr.edge_type)
         return None if coo is None else (coo[0], coo[1])
-
-    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
-        return False
 
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
         return [EdgeAttr(et, "coo", size=(self.num_nodes[et[0]], self.num_nodes[et[2]])) for et in self.edge_types]
 
 
-class TypedPartitionFeatureStore(FeatureStore):
+class TypedPartitionFeatureStore(ReadOnlyRows, FeatureStore):
     """``x`` per node type with features and the target type's ``y``, rows of original per-type ids,
     for rank ``comm.rank`` (module docstring).
 
@@ -373,16 +366,6 @@ class TypedPartitionFeatureStore(FeatureStore):
         if attr.attr_name == "y" and t == self.graph.target_type:
             return self.fetch_y(ids)
         return None
-
-    def _multi_get_tensor(self, attrs: list[TensorAttr]) -> list[torch.Tensor | None]:
-        return [self._get_tensor(a) for a in attrs]  # the same order on every rank: the fetches are collective
-
-    def _put_tensor(self, tensor: torch.Tensor, attr: TensorAttr) -> bool:
-        raise PartitionError("a TypedPartitionFeatureStore is read-only (its rows are the folder's); "
-                             "partition the changed graph again.")
-
-    def _remove_tensor(self, attr: TensorAttr) -> bool:
-        return False
 
     def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
         t = attr.group_name
