@@ -37,7 +37,10 @@ logger = logging.getLogger(__name__)
 
 KAMINPAR_CONTEXTS = ("default", "fast", "eco", "strong", "terapart", "terapart-eco", "largek", "largek-fast")
 """KaMinPar presets offered by name (``kaminpar.context_names()`` has more; any of those works too).
-``terapart*`` read the graph compressed (about 3-4x less memory for the graph, a little slower)."""
+``terapart*`` read the graph compressed (about 3-4x less memory for the graph, a little slower).
+Seeds: the same seed gives the same parts, except that the compressed (terapart) presets of
+KaMinPar 3.7.3 do not repeat their result in one process after a few calls (Cora, 4 parts: cuts
+282 and 292 for one seed): use ``default`` or ``fast`` where the parts must be reproducible."""
 
 KAHIP_MODES = {"fast": 0, "eco": 1, "strong": 2, "fastsocial": 3, "ecosocial": 4, "strongsocial": 5}
 """KaFFPa's preconfigurations (``kahip.kaffpa``'s mode argument)."""
