@@ -75,13 +75,13 @@ def _torchrun() -> str:
 
 
 def _start(host, h: int, folder: Path, master: str, port: int, extra: list[str], log: Path,
-           script: list[str] | None = None) -> subprocess.Popen:
-    """torchrun on ``host`` (node rank ``h``, 2 workers) of ``gnnscale train --parts-dir folder extra``, or of
-    ``script`` (a script and its arguments; its stdout to ``log`` too)."""
+           script: list[str] | None = None, nproc: int = 2) -> subprocess.Popen:
+    """torchrun on ``host`` (node rank ``h``, ``nproc`` workers) of ``gnnscale train --parts-dir folder extra``,
+    or of ``script`` (a script and its arguments; its stdout to ``log`` too)."""
     ns, ifname, _ = host
     env = {k: v for k, v in os.environ.items() if k != "GNNSCALE_FAULT"} | {"CI": "1", "GLOO_SOCKET_IFNAME": ifname}
     what = script or ["-m", "gnnscale", "train", "--parts-dir", str(folder), *extra]
-    cmd = ["ip", "netns", "exec", ns, _torchrun(), "--nnodes", "2", "--node-rank", str(h), "--nproc-per-node", "2",
+    cmd = ["ip", "netns", "exec", ns, _torchrun(), "--nnodes", "2", "--node-rank", str(h), "--nproc-per-node", str(nproc),
            "--master-addr", master, "--master-port", str(port), *what]
     err = open(log, "w")
     return subprocess.Popen(cmd, stdout=err if script else subprocess.DEVNULL, stderr=err, env=env,

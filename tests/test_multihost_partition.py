@@ -1,6 +1,6 @@
 """Partitioning across hosts (issue 47 item 3): ``torchrun -m gnnscale.dist_partition`` on two hosts
 simulated by two network namespaces joined by a veth pair (tests/test_multihost.py's fixture: root
-and ``ip netns``; skipped with the reason elsewhere), 2 processes per host, every edge routed to
+and ``ip netns``; skipped with the reason elsewhere), one process per host, every edge routed to
 its part's rank over the link: the folder equals the single-process pipeline's for the same
 assignment, byte for byte."""
 from __future__ import annotations
@@ -20,12 +20,12 @@ def test_two_hosts_partition_like_one_process(two_hosts, tmp_path):  # noqa: F81
     logs = [tmp_path / "h0.log", tmp_path / "h1.log"]
     args = ["-m", "gnnscale.dist_partition", str(root), "--parts", "4", "--out", str(out), "--method", "ldg",
             "--memory-budget", "2", "--timeout", "60", "--feature-dtype", "float16"]
-    procs = [_start(two_hosts[h], h, out, two_hosts[0][2], 29741, [], logs[h], script=args) for h in (0, 1)]
+    procs = [_start(two_hosts[h], h, out, two_hosts[0][2], 29741, [], logs[h], script=args, nproc=1) for h in (0, 1)]
     finish(procs, 300)
     for p, log in zip(procs, logs):
         assert p.returncode == 0, log.read_text()[-4000:]
     text = logs[0].read_text()
-    assert "plan: 3,000 nodes, 24,000 edges, 4 parts on 4 process(es)" in text, text[-3000:]
+    assert "plan: 3,000 nodes, 24,000 edges, 4 parts on 2 process(es)" in text, text[-3000:]
     sent = re.search(r"edges sent ([\d,]+) B", text)  # rank 0's edge rows to the other ranks, counted
     assert sent and int(sent.group(1).replace(",", "")) > 0, text[-3000:]
     # the assignment was streamed on rank 0 and broadcast; every rank wrote its part from the edges it received
