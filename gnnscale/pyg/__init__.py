@@ -16,8 +16,8 @@ from gnnscale.pyg.loaders import LinkNeighborLoader, NeighborLoader
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.distributed import DistRun, init_distributed
 from gnnscale.pyg.dropout import KeyedDropout, keyed_dropout
-from gnnscale.pyg.stores import (MemoryFeatureStore, MemoryGraphStore, PartitionFeatureStore, PartitionGraphStore,
-                                 memory_stores, sampler_for)
+from gnnscale.pyg.memory_stores import MemoryFeatureStore, MemoryGraphStore, memory_stores
+from gnnscale.pyg.stores import PartitionFeatureStore, PartitionGraphStore, sampler_for
 from gnnscale.pyg.typed_stores import TypedPartitionFeatureStore, TypedPartitionGraphStore
 
 __all__ = ["DistRun", "GnnscaleSampler", "HeteroGnnscaleSampler", "KeyedDropout", "LinkNeighborLoader",

@@ -1,11 +1,10 @@
-"""PyG's ``FeatureStore`` / ``GraphStore`` over an in-memory graph and over a partition folder.
+"""PyG's ``FeatureStore`` / ``GraphStore`` over a partition folder, and the sampler of any PyG data.
 
 PyG's ``NodeLoader`` / ``LinkLoader`` take ``data=(feature_store, graph_store)`` (the remote
 backend: cuGraph-PyG's shape); with :func:`gnnscale.pyg.sampler_for` as their sampler they yield
 the same batches as on the ``Data`` itself. Every index is an ORIGINAL node id.
 
-- :class:`MemoryFeatureStore` / :class:`MemoryGraphStore`: tensors and edges held in memory
-  (:func:`memory_stores` fills them from a ``Data`` or a ``HeteroData``).
+- In memory: :mod:`gnnscale.pyg.memory_stores` (``memory_stores(data)``).
 - :class:`PartitionGraphStore`: the graph of a partition folder (format 1), in original ids: every
   part's CSC read from the folder (host reads: memory-mapped, as the engine's ``--host-graph``) or,
   for the parts a per-host folder lacks, sent once by their owners through the communicator
@@ -31,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch_geometric.data import Data, FeatureStore, GraphStore, HeteroData, TensorAttr
-from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
+from torch_geometric.data.graph_store import EdgeAttr
 
 from gnnscale.data.feature_store import DistFeatureStore
 from gnnscale.data.owner_rows import ask_owners
@@ -41,98 +40,7 @@ from gnnscale.partitioning.feature_dtype import file_dtype, meta_feature_dtype
 from gnnscale.partitioning.manifest import load_meta, part_dir_name, part_files
 from gnnscale.partitioning.part import load_part
 from gnnscale.partitioning.validate import load_array
-
-
-def _key(attr: TensorAttr) -> tuple:
-    return (attr.group_name if attr.is_set("group_name") else None, attr.attr_name)
-
-
-def _index(attr: TensorAttr) -> Any:
-    return attr.index if attr.is_set("index") else None
-
-
-class MemoryFeatureStore(FeatureStore):
-    """Node tensors in memory, by (group_name (node type, or None), attr_name); rows by original id."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._tensors: dict[tuple, torch.Tensor] = {}
-
-    def _put_tensor(self, tensor: torch.Tensor, attr: TensorAttr) -> bool:
-        index = _index(attr)
-        key = _key(attr)
-        if index is None:
-            self._tensors[key] = tensor
-        else:
-            self._tensors[key][index] = tensor
-        return True
-
-    def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
-        t = self._tensors.get(_key(attr))
-        index = _index(attr)
-        return t if t is None or index is None else t[index]
-
-    def _remove_tensor(self, attr: TensorAttr) -> bool:
-        return self._tensors.pop(_key(attr), None) is not None
-
-    def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
-        t = self._tensors.get(_key(attr))
-        return None if t is None else tuple(t.size())
-
-    def get_all_tensor_attrs(self) -> list[TensorAttr]:
-        return [TensorAttr(group_name=g, attr_name=a) for g, a in self._tensors]
-
-
-class MemoryGraphStore(GraphStore):
-    """Edges in memory (COO int64 [2, E] of original ids) by edge type (None for a ``Data``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._edges: dict[Any, tuple[torch.Tensor, EdgeAttr]] = {}
-
-    def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
-        if edge_attr.layout != EdgeLayout.COO:
-            raise SamplerError(f"gnnscale's MemoryGraphStore holds COO edges; found layout {edge_attr.layout.value}. "
-                               "Put edge_index as (row, col) with layout='coo'.")
-        row, col = edge_index
-        self._edges[edge_attr.edge_type] = (torch.stack([row, col]).to(torch.int64), edge_attr)
-        return True
-
-    def _get_edge_index(self, edge_attr: EdgeAttr):
-        got = self._edges.get(edge_attr.edge_type)
-        return None if got is None else (got[0][0], got[0][1])
-
-    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
-        return self._edges.pop(edge_attr.edge_type, None) is not None
-
-    def get_all_edge_attrs(self) -> list[EdgeAttr]:
-        return [attr for _, attr in self._edges.values()]
-
-    def coo_of(self, edge_type: Any = None) -> torch.Tensor:
-        """int64 [2, E] of ``edge_type``."""
-        return self._edges[edge_type][0]
-
-
-def memory_stores(data: Data | HeteroData) -> tuple[MemoryFeatureStore, MemoryGraphStore]:
-    """The node attributes (``x``, ``y``, masks: tensors of ``num_nodes`` rows) and edges of ``data``."""
-    fs, gs = MemoryFeatureStore(), MemoryGraphStore()
-    if isinstance(data, HeteroData):
-        for t in data.node_types:
-            n = data[t].num_nodes
-            for name, value in data[t].items():
-                if torch.is_tensor(value) and value.dim() and value.size(0) == n:
-                    fs.put_tensor(value, group_name=t, attr_name=name, index=None)
-        for et in data.edge_types:
-            s, _, d = et
-            gs.put_edge_index(data[et].edge_index, edge_type=et, layout="coo",
-                              size=(data[s].num_nodes, data[d].num_nodes))
-        return fs, gs
-    n = data.num_nodes
-    for name, value in data.items():
-        if name != "edge_index" and torch.is_tensor(value) and value.dim() and value.size(0) == n:
-            fs.put_tensor(value, group_name=None, attr_name=name, index=None)
-    gs.put_edge_index(data.edge_index, edge_type=None, layout="coo", size=(n, n))
-    return fs, gs
+from gnnscale.pyg.memory_stores import index_of
 
 
 _GRAPH_FILES = ("indptr.npy", "indices.npy", "orig_ids.npy")
@@ -152,6 +60,15 @@ def present_parts(parts_dir: Path, meta: dict) -> list[int]:
     files = part_files(meta)
     return [p for p in range(int(meta["num_parts"]))
             if all((parts_dir / part_dir_name(p) / f).is_file() for f in files)]
+
+
+def require_graph_files(pdir: Path, files: tuple[str, ...], store: str) -> None:
+    """A part's graph files read without a communicator must be in the folder: else one line saying how to fix it."""
+    missing = [f for f in files if not (pdir / f).is_file()]
+    if missing:
+        raise PartitionError(f"{store} reads every part's graph from the folder without a communicator; {pdir} lacks "
+                             f"{missing[0]}. Copy the whole partition folder to every host, or pass comm= "
+                             "(init_distributed does) to get it from its owner.")
 
 
 def _meta_digest(meta: dict) -> str:
@@ -235,11 +152,7 @@ class PartitionGraphStore(ReadOnlyEdges, GraphStore):
                 continue
             pdir = self.parts_dir / part_dir_name(p)
             size = self.book.part_size(p)
-            missing = [f for f in _GRAPH_FILES if not (pdir / f).is_file()]
-            if missing:
-                raise PartitionError(f"the PyG graph store reads every part's graph from the folder without a "
-                                     f"communicator; {pdir} lacks {missing[0]}. Copy the whole partition folder to "
-                                     "every host, or pass comm= (init_distributed does) to get it from its owner.")
+            require_graph_files(pdir, _GRAPH_FILES, "the PyG graph store")
             ptrs.append(np.diff(load_array(pdir / "indptr.npy", np.int64, (size + 1,), mmap="r")))
             idxs.append(load_array(pdir / "indices.npy", np.int64, (None,), mmap="r"))
             olds.append(load_array(pdir / "orig_ids.npy", np.int64, (size,), mmap="r"))
@@ -448,7 +361,7 @@ class PartitionFeatureStore(ReadOnlyRows, FeatureStore):
         return ask_owners(self.comm, new, owner, need, self.y_local, self.part.offset, out, "label_request", "label")
 
     def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
-        index = _index(attr)
+        index = index_of(attr)
         ids = torch.arange(self.graph.num_nodes) if index is None else torch.as_tensor(index).to(torch.int64)
         if attr.attr_name == "x":
             return self.fetch_x(ids)

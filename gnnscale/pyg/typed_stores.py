@@ -45,7 +45,9 @@ from gnnscale.partitioning.manifest import TYPED_FORMAT_VERSION, load_meta, part
 from gnnscale.partitioning.part import load_part
 from gnnscale.partitioning.validate import load_array
 from gnnscale.pyg.sampler import csc_of
-from gnnscale.pyg.stores import PartitionGraphStore, ReadOnlyEdges, ReadOnlyRows, _check_world, present_parts
+from gnnscale.pyg.memory_stores import index_of
+from gnnscale.pyg.stores import (PartitionGraphStore, ReadOnlyEdges, ReadOnlyRows, _check_world, present_parts,
+                                 require_graph_files)
 
 _GRAPH_FILES = ("indptr.npy", "indices.npy", "etype.npy", "orig_ids.npy")
 _SPLITS = ("train_mask", "val_mask", "test_mask")
@@ -131,11 +133,7 @@ class TypedPartitionGraphStore(ReadOnlyEdges, GraphStore):
                 continue
             pdir = self.parts_dir / part_dir_name(p)
             size = self.book.book.part_size(p)
-            missing = [f for f in _GRAPH_FILES if not (pdir / f).is_file()]
-            if missing:
-                raise PartitionError(f"the typed PyG graph store reads every part's graph from the folder without a "
-                                     f"communicator; {pdir} lacks {missing[0]}. Copy the whole partition folder to "
-                                     "every host, or pass comm= (init_distributed does) to get it from its owner.")
+            require_graph_files(pdir, _GRAPH_FILES, "the typed PyG graph store")
             degs.append(np.diff(load_array(pdir / "indptr.npy", np.int64, (size + 1,), mmap="r")))
             idxs.append(load_array(pdir / "indices.npy", np.int64, (None,), mmap="r"))
             rels.append(load_array(pdir / "etype.npy", np.int16, (idxs[-1].shape[0],), mmap="r"))
@@ -357,7 +355,7 @@ class TypedPartitionFeatureStore(ReadOnlyRows, FeatureStore):
 
     def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
         t = attr.group_name
-        index = attr.index if attr.is_set("index") else None
+        index = index_of(attr)
         if t not in self.graph.num_nodes:
             return None
         ids = torch.arange(self.graph.num_nodes[t]) if index is None else torch.as_tensor(index).to(torch.int64)
