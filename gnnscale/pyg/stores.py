@@ -71,6 +71,21 @@ def require_graph_files(pdir: Path, files: tuple[str, ...], store: str) -> None:
                              "(init_distributed does) to get it from its owner.")
 
 
+def host_plan(graph, rank: int, world: int, P: int, host_reads: bool | None) -> tuple[list[int], bool, bool]:
+    """Which other parts rank ``rank`` reads from its host's folder: ``(parts read, host reads on, complete)``,
+    complete when every rank's host holds every part (fetches are then not collective). The hosts' parts
+    come from the graph store's gather (``graph.hosts``), else this folder's are taken as every rank's."""
+    others = [k for k in range(world) if k != rank]
+    hosts = graph.hosts or [frozenset(present_parts(graph.parts_dir, graph.meta))] * world
+    if host_reads and len(hosts[rank]) < P:
+        raise PartitionError(f"host_reads=True needs every part's files in {graph.parts_dir}; it holds "
+                             f"{len(hosts[rank])} of {P}. Copy the whole folder, or leave host_reads out (the "
+                             "missing parts are asked of their owners).")
+    read = [k for k in others if k in hosts[rank]] if host_reads is not False else []
+    return read, bool(read) or (host_reads is not False and not others), \
+        host_reads is not False and all(len(h) == P for h in hosts)
+
+
 def _meta_digest(meta: dict) -> str:
     return hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()
 
@@ -305,16 +320,7 @@ class PartitionFeatureStore(ReadOnlyRows, FeatureStore):
         self.part = load_part(graph.parts_dir, rank)
         self.feature_dim = int(self.part.x.shape[1])
         self.store = DistFeatureStore(self.part, graph.book, comm, self.feature_dim)
-        others = [k for k in range(world) if k != rank]
-        # the parts on each rank's host: gathered by the graph store, else this folder's (taken as every rank's)
-        hosts = graph.hosts or [frozenset(present_parts(graph.parts_dir, graph.meta))] * world
-        if host_reads and len(hosts[rank]) < P:
-            raise PartitionError(f"host_reads=True needs every part's files in {graph.parts_dir}; it holds "
-                                 f"{len(hosts[rank])} of {P}. Copy the whole folder, or leave host_reads out (the "
-                                 "missing parts are asked of their owners).")
-        read = [k for k in others if k in hosts[rank]] if host_reads is not False else []
-        self.host_reads = bool(read) or (host_reads is not False and not others)
-        complete = host_reads is not False and all(len(h) == P for h in hosts)
+        read, self.host_reads, complete = host_plan(graph, rank, world, P, host_reads)
         self.y_local = self.part.y
         self.y_all = None
         self.y_host: dict[int, torch.Tensor] = {}

@@ -46,8 +46,8 @@ from gnnscale.partitioning.part import load_part
 from gnnscale.partitioning.validate import load_array
 from gnnscale.pyg.sampler import csc_of
 from gnnscale.pyg.memory_stores import index_of
-from gnnscale.pyg.stores import (PartitionGraphStore, ReadOnlyEdges, ReadOnlyRows, _check_world, present_parts,
-                                 require_graph_files)
+from gnnscale.pyg.stores import (PartitionGraphStore, ReadOnlyEdges, ReadOnlyRows, _check_world, host_plan,
+                                 present_parts, require_graph_files)
 
 _GRAPH_FILES = ("indptr.npy", "indices.npy", "etype.npy", "orig_ids.npy")
 _SPLITS = ("train_mask", "val_mask", "test_mask")
@@ -270,16 +270,7 @@ class TypedPartitionFeatureStore(ReadOnlyRows, FeatureStore):
         index = {t: i for i, t in enumerate(graph.node_types)}
         typed = TypedFeatureStore(self.part, comm)
         self.stores = {t: typed.stores[index[t]] for t in graph.node_types if index[t] in typed.stores}
-        others = [k for k in range(world) if k != rank]
-        # the parts on each rank's host: gathered by the graph store, else this folder's (taken as every rank's)
-        hosts = graph.hosts or [frozenset(present_parts(graph.parts_dir, graph.meta))] * world
-        if host_reads and len(hosts[rank]) < P:
-            raise PartitionError(f"host_reads=True needs every part's files in {graph.parts_dir}; it holds "
-                                 f"{len(hosts[rank])} of {P}. Copy the whole folder, or leave host_reads out (the "
-                                 "missing parts are asked of their owners).")
-        self.read = [k for k in others if k in hosts[rank]] if host_reads is not False else []
-        self.host_reads = bool(self.read) or (host_reads is not False and not others)
-        complete = host_reads is not False and all(len(h) == P for h in hosts)  # fetches not collective
+        self.read, self.host_reads, complete = host_plan(graph, rank, world, P, host_reads)
         if self.read:
             for t, store in self.stores.items():  # loop over node types with features
                 counts = book.part_type_counts()[:, index[t]]
