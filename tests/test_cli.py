@@ -1,6 +1,8 @@
 """The command line as a user meets it: help texts, bad input -> one clear message and exit 2."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -21,6 +23,21 @@ def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     )
 
 
+def cli_in_process(*args: str) -> subprocess.CompletedProcess:
+    """``gnnscale ARGS`` through ``gnnscale.cli.main`` in this process: the command's own parser and
+    code path, for what is decided before any worker starts (errors, partitioning); no interpreter
+    start and torch import per call (tens of seconds each on a loaded 2-core machine)."""
+    from gnnscale.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as stop:  # argparse's usage errors
+            code = stop.code if isinstance(stop.code, int) else 2
+    return subprocess.CompletedProcess(["gnnscale", *args], code, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture(scope="module")
 def cora_root(shared_data):
     return str(shared_data / "planetoid" / "raw")
@@ -29,7 +46,7 @@ def cora_root(shared_data):
 @pytest.fixture(scope="module")
 def cora2(cora_root, tmp_path_factory):
     out = tmp_path_factory.mktemp("cli") / "cora2"
-    r = run_cli("partition", "--dataset", "planetoid:cora", "--root", cora_root, "--parts", "2", "--out", str(out))
+    r = cli_in_process("partition", "--dataset", "planetoid:cora", "--root", cora_root, "--parts", "2", "--out", str(out))
     assert r.returncode == 0, r.stderr
     return out
 
@@ -74,7 +91,7 @@ def test_every_metis_scheme_in_the_help_is_accepted(tmp_path):
 
 
 def test_unknown_metis_scheme(tmp_path):
-    r = run_cli("partition", "--dataset", "synthetic?num_nodes=200&seed=0", "--parts", "2",
+    r = cli_in_process("partition", "--dataset", "synthetic?num_nodes=200&seed=0", "--parts", "2",
                 "--out", str(tmp_path / "o"), "--method-opt", "scheme=multilevel")
     assert_clean_error(r, "expected a METIS scheme from ['auto', 'kway', 'recursive'], found 'multilevel'")
 
@@ -87,22 +104,22 @@ def assert_clean_error(r: subprocess.CompletedProcess, *needles: str) -> None:
 
 
 def test_unknown_dataset(tmp_path):
-    r = run_cli("partition", "--dataset", "nosuchset", "--parts", "2", "--out", str(tmp_path / "o"))
+    r = cli_in_process("partition", "--dataset", "nosuchset", "--parts", "2", "--out", str(tmp_path / "o"))
     assert_clean_error(r, "nosuchset", "planetoid:")
 
 
 def test_missing_files_pubmed(cora_root, tmp_path):
-    r = run_cli("partition", "--dataset", "planetoid:pubmed", "--root", cora_root, "--parts", "2", "--out", str(tmp_path / "o"))
+    r = cli_in_process("partition", "--dataset", "planetoid:pubmed", "--root", cora_root, "--parts", "2", "--out", str(tmp_path / "o"))
     assert_clean_error(r, "ind.pubmed.allx")
 
 
 def test_missing_partition_folder(tmp_path):
-    r = run_cli("train", "--parts-dir", str(tmp_path / "absent"))
+    r = cli_in_process("train", "--parts-dir", str(tmp_path / "absent"))
     assert_clean_error(r, str(tmp_path / "absent"))
 
 
 def test_worker_count_must_match_parts(cora2):
-    r = run_cli("train", "--parts-dir", str(cora2), "--workers", "3", "--epochs", "1")
+    r = cli_in_process("train", "--parts-dir", str(cora2), "--workers", "3", "--epochs", "1")
     assert_clean_error(r, "--workers 3 does not match the 2 parts")
 
 
@@ -113,14 +130,14 @@ def test_checksum_mismatch(cora2, tmp_path):
     raw = bytearray(y.read_bytes())
     raw[-1] ^= 0xFF
     y.write_bytes(bytes(raw))
-    r = run_cli("train", "--parts-dir", str(bad), "--epochs", "1")
+    r = cli_in_process("train", "--parts-dir", str(bad), "--epochs", "1")
     assert_clean_error(r, "part1/y.npy", "sha256")
 
 
 def test_fanouts_wrong_length(cora2):
-    r = run_cli("train", "--parts-dir", str(cora2), "--num-layers", "3", "--fanouts", "10,10")
+    r = cli_in_process("train", "--parts-dir", str(cora2), "--num-layers", "3", "--fanouts", "10,10")
     assert_clean_error(r, "expected 3 fanouts")
-    r = run_cli("train", "--parts-dir", str(cora2), "--fanouts", "10,0")
+    r = cli_in_process("train", "--parts-dir", str(cora2), "--fanouts", "10,0")
     assert_clean_error(r, "fanouts must be positive integers or -1")
 
 
@@ -129,7 +146,7 @@ def test_port_in_use(cora2):
         s.bind(("127.0.0.1", 0))
         s.listen(1)
         port = s.getsockname()[1]
-        r = run_cli("train", "--parts-dir", str(cora2), "--port", str(port), "--epochs", "1")
+        r = cli_in_process("train", "--parts-dir", str(cora2), "--port", str(port), "--epochs", "1")
     assert_clean_error(r, f"port {port}", "already in use")
 
 
@@ -137,7 +154,7 @@ def test_info_prints_sizes_and_json(cora2):
     r = run_cli("info", str(cora2), timeout=60)
     assert r.returncode == 0, r.stderr
     assert "num_parts" in r.stdout and "2708" in r.stdout
-    r = run_cli("info", str(cora2), "--json", timeout=60)
+    r = cli_in_process("info", str(cora2), "--json")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     # The one schema `summarize` writes: the meta keys at the top level, "parts" one row per part.
