@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from test_cli import run_cli
+from test_cli import cli_in_process
 
 
 @pytest.mark.parametrize(
@@ -22,7 +22,7 @@ def test_metis_cuts_at_most_a_quarter_of_random(shared_data, tmp_path, dataset, 
             "--out", str(tmp_path / "bench")]
     if root:
         args += ["--root", str(shared_data / root)]
-    r = run_cli(*args, timeout=300)
+    r = cli_in_process(*args)  # the command's code path in this process (each method still in its own)
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads((tmp_path / "bench" / "results.json").read_text())["results"]
     cut = {row["method"]: row["edge_cut"] for row in res}
@@ -38,10 +38,10 @@ def test_metis_cuts_at_most_a_quarter_of_random(shared_data, tmp_path, dataset, 
 
 def test_info_json_has_quality_keys(shared_data, tmp_path):
     out = tmp_path / "p"
-    r = run_cli("partition", "--dataset", "planetoid:cora", "--root", str(shared_data / "planetoid" / "raw"),
-                "--parts", "4", "--method", "fennel", "--out", str(out))
+    r = cli_in_process("partition", "--dataset", "planetoid:cora", "--root", str(shared_data / "planetoid" / "raw"),
+                       "--parts", "4", "--method", "fennel", "--out", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
-    r = run_cli("info", str(out), "--json", timeout=60)
+    r = cli_in_process("info", str(out), "--json")
     info = json.loads(r.stdout)
     for key in ("edge_cut", "edge_cut_fraction", "balance", "halo", "replication_factor"):
         assert key in info, key
