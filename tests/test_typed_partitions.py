@@ -481,7 +481,9 @@ def test_summary_and_info_show_relations_and_types(toy_parts):
         assert any(line.split()[:1] == [rel] and str(cut) in line.split() for line in lines), (rel, r.stdout)
     for name, b in zip(NODE_TYPES, meta["typed"]["balance_per_type"]):
         assert any(line.split()[:1] == [name] and f"{b:.3f}" in line.split() for line in lines), (name, r.stdout)
-    r = run_cli("info", str(toy_parts), "--json", timeout=120)
+    from test_cli import cli_in_process
+
+    r = cli_in_process("info", str(toy_parts), "--json")
     info = json.loads(r.stdout)
     assert info["format_version"] == 2 and info["typed"]["cut_per_relation"] == meta["typed"]["cut_per_relation"]
     assert info["typed"]["balance_per_type"] == meta["typed"]["balance_per_type"]
@@ -524,10 +526,10 @@ def test_bench_partition_cli_on_a_typed_dataset(toy, tmp_path):
         load_dataset("hetero-dir:" + folder)
     except Exception as exc:  # noqa: BLE001 - the loader is another engineer's work in progress
         pytest.skip(f"hetero-dir: not loadable yet: {exc}")
-    from test_cli import run_cli
+    from test_cli import cli_in_process
 
-    r = run_cli("bench-partition", "--dataset", "hetero-dir:" + folder, "--parts", "2", "--methods", "metis,random",
-                "--fanouts", "4,4", "--batch-size", "64", "--out", str(tmp_path / "bench"), timeout=300)
+    r = cli_in_process("bench-partition", "--dataset", "hetero-dir:" + folder, "--parts", "2", "--methods", "metis,random",
+                       "--fanouts", "4,4", "--batch-size", "64", "--out", str(tmp_path / "bench"))
     assert r.returncode == 0, r.stderr[-3000:]
     assert "cut per relation: writes" in r.stdout and "balance per type: author" in r.stdout
     res = json.loads((tmp_path / "bench" / "results.json").read_text())["results"]
