@@ -1,5 +1,9 @@
 """Nothing lost (issue 15): checkpoints and exact resume after a killed worker, elastic restarts
-under torchrun, the saved model (evaluate, predict, load_model). Real processes, Cora, fixed seeds."""
+under torchrun, the saved model (evaluate, predict, load_model). Real processes, Cora, fixed seeds.
+
+A run whose workers' own log lines are asserted, or that injects a fault, is a ``gnnscale``
+subprocess; the others call the CLI in this process (test_cli.cli_in_process: the same launcher,
+its workers forked from the suite's server instead of spawned interpreters importing torch)."""
 from __future__ import annotations
 
 import json
@@ -12,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
+from test_cli import cli_in_process
 
 # 2 workers on Cora's 2 METIS parts; batch 16 gives several steps per epoch.
 BASE = ["--workers", "2", "--epochs", "6", "--fanouts", "5,5", "--batch-size", "16", "--hidden", "32",
@@ -33,17 +39,21 @@ def metrics(path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def uninterrupted(cora_partition, tmp_path_factory):
-    """The reference: the same 6 epochs without a fault (per exchange mode)."""
-    made = {}
+    """The reference: the same 6 epochs without a fault (per exchange mode). It writes its checkpoints
+    (as the killed runs do) to ``get.checkpoints(mode)``: a finished run's folder for test_resume_errors."""
+    made, folders = {}, {}
 
     def get(mode: str) -> dict:
         if mode not in made:
-            out = tmp_path_factory.mktemp(f"ref_{mode}") / "m.json"
-            r = gnnscale("train", "--parts-dir", cora_partition(2), *BASE, "--exchange", mode, "--metrics", str(out))
+            folder = tmp_path_factory.mktemp(f"ref_{mode}")
+            out = folder / "m.json"
+            r = cli_in_process("train", "--parts-dir", cora_partition(2), *BASE, "--exchange", mode, "--metrics",
+                               str(out), "--checkpoint-dir", str(folder / "ck"))
             assert r.returncode == 0, r.stderr[-3000:]
-            made[mode] = metrics(out)
+            made[mode], folders[mode] = metrics(out), folder / "ck"
         return made[mode]
 
+    get.checkpoints = lambda mode: (get(mode), folders[mode])[1]
     return get
 
 
@@ -108,7 +118,7 @@ def test_pipelines_resume_bit_equal_after_a_killed_stage(cora_partition, tmp_pat
     parts_n, args, every, fault = PIPELINES[name]
     parts = cora_partition(parts_n)
     ref_out = tmp_path / "ref.json"
-    r = gnnscale("train", "--parts-dir", parts, *args, "--metrics", str(ref_out))
+    r = cli_in_process("train", "--parts-dir", parts, *args, "--metrics", str(ref_out))
     assert r.returncode == 0, r.stderr[-3000:]
     ref = metrics(ref_out)
     ck, out, model = tmp_path / "ck", tmp_path / "m.json", tmp_path / "model.pt"
@@ -127,7 +137,7 @@ def test_pipelines_resume_bit_equal_after_a_killed_stage(cora_partition, tmp_pat
 
     assert weights_digest(load_model(model).parameters()) == ref["final_weights_sha256"]
     # The model file evaluates to the run's accuracy (gnnscale evaluate: a worker per part).
-    ev = gnnscale("evaluate", "--model", str(model), "--parts-dir", parts, "--json")
+    ev = cli_in_process("evaluate", "--model", str(model), "--parts-dir", parts, "--json")
     assert ev.returncode == 0, ev.stderr[-3000:]
     acc = json.loads(ev.stdout.strip().splitlines()[-1])
     assert (acc["val_acc"], acc["test_acc"]) == (got["val_acc"], got["test_acc"])
@@ -136,8 +146,8 @@ def test_pipelines_resume_bit_equal_after_a_killed_stage(cora_partition, tmp_pat
 def test_mid_epoch_checkpoints_a_damaged_newest_and_keep(cora_partition, uninterrupted, tmp_path):
     ref = uninterrupted("exact")
     parts, ck = cora_partition(2), tmp_path / "ck"
-    r = gnnscale("train", "--parts-dir", parts, *BASE, "--checkpoint-dir", str(ck), "--checkpoint-every", "4",
-                 "--keep-checkpoints", "2", "--epochs", "4")
+    r = cli_in_process("train", "--parts-dir", parts, *BASE, "--checkpoint-dir", str(ck), "--checkpoint-every", "4",
+                       "--keep-checkpoints", "2", "--epochs", "4")
     assert r.returncode == 0, r.stderr[-3000:]
     kept = sorted(ck.iterdir())
     assert len(kept) == 2 and all(p.name.startswith("step-") for p in kept)
@@ -152,15 +162,14 @@ def test_mid_epoch_checkpoints_a_damaged_newest_and_keep(cora_partition, uninter
     assert metrics(out)["final_weights_sha256"] == ref["final_weights_sha256"]
 
 
-def test_resume_errors(cora_partition, tmp_path):
+def test_resume_errors(cora_partition, uninterrupted, tmp_path):
     parts = cora_partition(2)
-    r = gnnscale("train", "--parts-dir", parts, *BASE, "--checkpoint-dir", str(tmp_path / "none"), "--resume")
+    r = cli_in_process("train", "--parts-dir", parts, *BASE, "--checkpoint-dir", str(tmp_path / "none"), "--resume")
     assert r.returncode == 2 and "--resume: no complete checkpoint in" in r.stderr, r.stderr[-2000:]
-    r = gnnscale("train", "--parts-dir", parts, *BASE, "--resume")
+    r = cli_in_process("train", "--parts-dir", parts, *BASE, "--resume")  # refused before any worker starts
     assert r.returncode == 2 and "--resume (resume=True) applies only with --checkpoint-dir DIR" in r.stderr
-    ck = tmp_path / "ck"
-    assert gnnscale("train", "--parts-dir", parts, *BASE, "--epochs", "1", "--checkpoint-dir", str(ck)).returncode == 0
-    r = gnnscale("train", "--parts-dir", parts, *BASE, "--hidden", "16", "--checkpoint-dir", str(ck), "--resume")
+    ck = uninterrupted.checkpoints("exact")  # a finished run's checkpoints, written with hidden=32
+    r = cli_in_process("train", "--parts-dir", parts, *BASE, "--hidden", "16", "--checkpoint-dir", str(ck), "--resume")
     assert r.returncode == 2 and "was written with hidden=32, this run has hidden=16" in r.stderr, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
 
@@ -187,17 +196,17 @@ def test_saved_model_evaluate_predict_and_load(cora, cora_partition, shared_data
     from gnnscale.samplers.block import Block
 
     parts, model_file, out = cora_partition(2), tmp_path / "model.pt", tmp_path / "m.json"
-    r = gnnscale("train", "--parts-dir", parts, *BASE, "--epochs", "3", "--save-model", str(model_file),
-                 "--metrics", str(out), "--layer", "gcn")
+    r = cli_in_process("train", "--parts-dir", parts, *BASE, "--epochs", "3", "--save-model", str(model_file),
+                       "--metrics", str(out), "--layer", "gcn")
     assert r.returncode == 0, r.stderr[-3000:]
     run = metrics(out)
-    ev = gnnscale("evaluate", "--model", str(model_file), "--parts-dir", parts, "--json")
+    ev = cli_in_process("evaluate", "--model", str(model_file), "--parts-dir", parts, "--json")
     assert ev.returncode == 0, ev.stderr[-3000:]
     got = json.loads(ev.stdout.strip().splitlines()[-1])
     assert got["test_acc"] == run["test_acc"] and got["val_acc"] == run["val_acc"]
     npy = tmp_path / "pred.npy"
-    pr = gnnscale("predict", "--model", str(model_file), "--dataset", "planetoid:cora", "--root",
-                  str(shared_data / "planetoid" / "raw"), "--out", str(npy))
+    pr = cli_in_process("predict", "--model", str(model_file), "--dataset", "planetoid:cora", "--root",
+                        str(shared_data / "planetoid" / "raw"), "--out", str(npy))  # one process: no workers
     assert pr.returncode == 0, pr.stderr[-3000:]
     pred = np.load(npy)
     assert pred.shape == (2708,) and pred.dtype == np.int64
@@ -210,7 +219,7 @@ def test_saved_model_evaluate_predict_and_load(cora, cora_partition, shared_data
     assert np.array_equal(mine.argmax(1).numpy(), pred)
     acc = float((torch.from_numpy(pred)[cora.test_mask] == cora.y[cora.test_mask]).float().mean())
     assert acc > 0.6
-    bad = gnnscale("evaluate", "--model", str(tmp_path / "nope.pt"), "--parts-dir", parts)
+    bad = cli_in_process("evaluate", "--model", str(tmp_path / "nope.pt"), "--parts-dir", parts)
     assert bad.returncode == 2 and "model file" in bad.stderr and "not found" in bad.stderr
 
 
