@@ -50,3 +50,13 @@ def graph_parallel_bytes(graph, hidden: int, num_layers: int, dtype_bytes: int =
     halo = sum(graph.halo_sizes)
     fwd = num_layers * halo * hidden * dtype_bytes
     return dict(halo_rows=halo, forward=fwd, backward=fwd, total=2 * fwd)
+
+
+def fork_smoke_workers(nprocs: int = 2) -> None:
+    """For ``--smoke`` runs that launch in this process (``gnnscale.train``, ``launch_local``): their
+    ``nprocs``-worker launches fork from one server that imported torch once, instead of spawning
+    interpreters that import it again each (``start_workers_by_fork``; about 2-3 CPU seconds a worker).
+    The workers run the same code; launches of another worker or thread count still spawn."""
+    from gnnscale.process.launch import start_workers_by_fork
+
+    start_workers_by_fork(nprocs)

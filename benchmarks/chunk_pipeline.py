@@ -292,6 +292,9 @@ def main() -> None:
         args.epochs, args.seeds, args.datasets = 1, 1, "cora"
         args.comm_nodes, args.comm_chunks, args.speed_nodes, args.speed_chunks = 3000, 2, 3000, 4
         args.speed_epochs, args.repeats, args.layers, args.stages = 2, 1, 4, 2
+        from _common import fork_smoke_workers
+
+        fork_smoke_workers(2)  # the 2-process launches fork from one server
     out: dict = dict(setup=vars(args))
     parts = [p.strip() for p in args.what.split(",") if p.strip()]
     for part in parts:

@@ -108,6 +108,9 @@ def main() -> None:
     args.graphs = args.graphs.split(",")
     if args.smoke:
         args.seeds, args.epochs = 1, 1
+        from _common import fork_smoke_workers
+
+        fork_smoke_workers(2)  # the 2-worker runs fork from one server
     res = run(args)
     print(table(res))
     write_json(args.json, res)

@@ -97,6 +97,10 @@ def main() -> None:
     if args.smoke:
         args.nodes, args.layers, args.hidden, args.batch_size, args.micro_batches = 3000, 2, 16, 32, 2
         args.max_steps, args.repeats = 2, 1
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _common import fork_smoke_workers
+
+        fork_smoke_workers(2)  # the 2-worker launches fork from one server
 
     spec = f"synthetic?num_nodes={args.nodes}&num_features=128&num_classes=16&avg_degree=15"
     one = _partition(spec, 1, os.path.join(args.workdir, f"n{args.nodes}-p1"))

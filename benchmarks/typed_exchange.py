@@ -121,6 +121,10 @@ def main() -> None:
     a = ap.parse_args()
     if a.smoke:
         a.seeds, a.epochs, a.mag_nodes, a.mag_epochs = 1, 2, 3000, 2
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from _common import fork_smoke_workers
+
+        fork_smoke_workers(2)  # the 4 runs' workers fork from one server
     work = Path(a.workdir or tempfile.mkdtemp(prefix="typed_exchange_"))
     acm = f"acm:{a.acm}?split=20"
     mag = f"synthetic-mag?num_nodes={a.mag_nodes}"

@@ -41,6 +41,10 @@ def main() -> None:
 
     seeds = [0] if args.smoke else [int(s) for s in args.seeds.split(",")]
     epochs = 2 if args.smoke else args.epochs
+    if args.smoke:
+        from _common import fork_smoke_workers
+
+        fork_smoke_workers(2)  # the 2-worker runs fork from one server
     cache = tempfile.mkdtemp(prefix="gnnscale-user-model-")
     options = dict(workers=2, epochs=epochs, fanouts=[10, 10], batch_size=32, hidden=64, lr=0.01, threads=1,
                    verify=False, cache_dir=cache, root=str(SHARED / "planetoid" / "raw"))

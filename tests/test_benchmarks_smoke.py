@@ -175,7 +175,8 @@ def test_benchmark_smoke(script, smoke_runs):
     if res["timeout"]:
         pytest.fail(f"{script} --smoke still ran after its {deadline} s deadline:\n{stderr[-3000:]}")
     # What the smoke run costs the suite (printed, not asserted: pytest -rP shows it)
-    print(f"{script} --smoke: {res['cpu']:.1f} CPU seconds (the script and the processes it waited for)")
+    print(f"{script} --smoke: {res['cpu']:.1f} CPU seconds (the script and the processes it waited for; not the "
+          "workers forked from a server by _common.fork_smoke_workers)")
     assert res["rc"] == 0, f"{script} --smoke failed (exit {res['rc']}):\n{stdout[-2000:]}\n{stderr[-4000:]}"
     assert "Traceback" not in stderr, stderr[-4000:]
     if writes_json:
