@@ -170,11 +170,12 @@ def main() -> None:
     ap.add_argument("--vs-checkout", metavar="DIR", help="also run this other checkout of gnnscale in each round")
     ap.add_argument("--work", default=None, help="scratch folder (graphs and partitions are kept there)")
     ap.add_argument("--json", default=None, help="write the figures here")
-    ap.add_argument("--smoke", action="store_true", help="dblp only, 1 repeat of 2 epochs per condition")
+    ap.add_argument("--smoke", action="store_true", help="dblp only, 1 repeat of 2 epochs, quiet only "
+                    "(the loaded condition's burner spins a core while its runs last)")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's TERM still ends the burner (finally)
     if args.smoke:
-        args.graphs, args.repeats, args.epochs = "dblp", 1, 2
+        args.graphs, args.repeats, args.epochs, args.conditions = "dblp", 1, 2, "quiet"
     work = Path(args.work or tempfile.mkdtemp(prefix="gnnscale-threads-typed-"))
     work.mkdir(parents=True, exist_ok=True)
     here = work / "here"
