@@ -15,6 +15,7 @@ import torch
 
 import gnnscale
 from test_checkpoint import gnnscale as run_gnnscale
+from test_cli import cli_in_process
 from gnnscale.errors import GnnscaleError
 from gnnscale.nn.user_model import UserModel, build_user_model, subgraph_edges
 from gnnscale.samplers import NeighborSampler
@@ -156,7 +157,7 @@ def test_what_needs_the_layer_stack_is_refused_before_workers(case, cora_partiti
 
 
 def test_the_command_line_refuses_in_one_line(cora_partition):
-    r = gnnscale_cli("train", "--parts-dir", cora_partition(2), "--model", SAGE, "--exchange", "historical")
+    r = cli_in_process("train", "--parts-dir", cora_partition(2), "--model", SAGE, "--exchange", "historical")
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].endswith(REFUSED[0][1]), r.stderr[-2000:]
 
 
@@ -168,7 +169,7 @@ def _metrics(path: Path) -> dict:
 def test_resume_is_bit_equal_and_evaluate_equals_the_run(cora, cora_partition, shared_data, tmp_path):
     parts = cora_partition(2)
     ref_out, model_file = tmp_path / "ref.json", tmp_path / "model.pt"
-    r = gnnscale_cli("train", "--parts-dir", parts, *BASE, "--metrics", str(ref_out), "--save-model", str(model_file))
+    r = cli_in_process("train", "--parts-dir", parts, *BASE, "--metrics", str(ref_out), "--save-model", str(model_file))
     assert r.returncode == 0, r.stderr[-3000:]
     ref = _metrics(ref_out)
     assert ref["config"]["model"] == SAGE and ref["config"]["eval_method"] == "sampled"
@@ -185,7 +186,7 @@ def test_resume_is_bit_equal_and_evaluate_equals_the_run(cora, cora_partition, s
     assert got["final_weights_sha256"] == ref["final_weights_sha256"]
     assert got["test_acc"] == ref["test_acc"]
     # gnnscale evaluate: the run's figures
-    ev = gnnscale_cli("evaluate", "--model", str(model_file), "--parts-dir", parts, "--json")
+    ev = cli_in_process("evaluate", "--model", str(model_file), "--parts-dir", parts, "--json")
     assert ev.returncode == 0, ev.stderr[-3000:]
     res = json.loads(ev.stdout.strip().splitlines()[-1])
     assert res["test_acc"] == ref["test_acc"] and res["val_acc"] == ref["val_acc"]
@@ -196,8 +197,8 @@ def test_resume_is_bit_equal_and_evaluate_equals_the_run(cora, cora_partition, s
 
     assert weights_digest(model.parameters()) == ref["final_weights_sha256"]
     npy = tmp_path / "pred.npy"
-    pr = gnnscale_cli("predict", "--model", str(model_file), "--dataset", "planetoid:cora", "--root",
-                      str(shared_data / "planetoid" / "raw"), "--out", str(npy))
+    pr = cli_in_process("predict", "--model", str(model_file), "--dataset", "planetoid:cora", "--root",
+                        str(shared_data / "planetoid" / "raw"), "--out", str(npy))  # one process: no workers
     assert pr.returncode == 0, pr.stderr[-3000:]
     with torch.no_grad():
         mine = model.module(cora.x, cora.edge_index).argmax(1).numpy()
@@ -210,7 +211,7 @@ def test_a_typed_graph_trains_through_to_hetero_and_evaluates_as_it_ran(acm_part
     GraphSAGE made relation-wise by to_hetero; the saved model holds the tables and evaluates as the run."""
     parts = acm_partition(2)
     out, model_file = tmp_path / "m.json", tmp_path / "model.pt"
-    r = gnnscale_cli("train", "--parts-dir", parts, "--model", SAGE, "--workers", "2", "--epochs", "2", "--fanouts",
+    r = cli_in_process("train", "--parts-dir", parts, "--model", SAGE, "--workers", "2", "--epochs", "2", "--fanouts",
                      "5,5", "--batch-size", "16", "--hidden", "16", "--no-verify", "--metrics", str(out),
                      "--save-model", str(model_file))
     assert r.returncode == 0, r.stderr[-3000:]
@@ -220,7 +221,7 @@ def test_a_typed_graph_trains_through_to_hetero_and_evaluates_as_it_ran(acm_part
     assert "2" in model.typed_encoder.embeddings  # the featureless type's table, gathered into the file
     assert sorted(model.edge_types) == sorted([("paper", "rel0", "author"), ("author", "rel1", "paper"),
                                                ("paper", "rel2", "subject"), ("subject", "rel3", "paper")])
-    ev = gnnscale_cli("evaluate", "--model", str(model_file), "--parts-dir", parts, "--json")
+    ev = cli_in_process("evaluate", "--model", str(model_file), "--parts-dir", parts, "--json")
     assert ev.returncode == 0, ev.stderr[-3000:]
     res = json.loads(ev.stdout.strip().splitlines()[-1])
     # the same model and draws; a typed step's products run on other thread counts here, so a near-tie
@@ -243,7 +244,7 @@ def test_a_link_model_trains_and_evaluates_on_sampled_embeddings(cora, tmp_path)
     args = ["--parts-dir", str(parts), "--task", "link", "--model", SAGE, "--workers", "2", "--epochs", "5",
             "--fanouts", "10,10", "--batch-size", "256", "--hidden", "32", "--dropout", "0", "--lr", "0.01",
             "--eval-every", "5", "--timeout", "120", "--no-verify", "--no-progress"]
-    r = gnnscale_cli("train", *args, "--metrics", str(out), "--save-model", str(model_file))
+    r = cli_in_process("train", *args, "--metrics", str(out), "--save-model", str(model_file))
     assert r.returncode == 0, r.stderr[-3000:]
     got = _metrics(out)
     ev = got["epochs"][-1]["evaluation"]
@@ -253,7 +254,7 @@ def test_a_link_model_trains_and_evaluates_on_sampled_embeddings(cora, tmp_path)
     # 0.902); the built-in sage reaches 0.888 / 0.877 after 10 (docs/training.md: the same function, seed noise)
     assert test["auc"] > 0.75 and test["ap"] > 0.70, test
     assert ev["bytes_sent_by_category"]["link_fetch"] > 0
-    e = gnnscale_cli("evaluate", "--model", str(model_file), "--parts-dir", str(parts), "--json")
+    e = cli_in_process("evaluate", "--model", str(model_file), "--parts-dir", str(parts), "--json")
     assert e.returncode == 0, e.stderr[-3000:]
     res = json.loads(e.stdout.strip().splitlines()[-1])
     assert res["metric"] == "auc" and res["test_auc"] == test["auc"] and res["val_auc"] == ev["metrics"]["val"]["auc"]
