@@ -1,4 +1,8 @@
-"""End to end as users run it: OGB layout offline, torchrun launch, the embedded default job."""
+"""End to end as users run it: OGB layout offline, torchrun launch, the embedded default job.
+
+The default job and torchrun run as users start them (subprocesses); the OGB layouts and the
+partition cache call the CLI in this process (test_cli.cli_in_process: the same launcher, its
+workers forked from the suite's server)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +13,7 @@ import sys
 import pytest
 
 from ogb_fixture import write_tiny_ogb
-from test_cli import run_cli
+from test_cli import cli_in_process, run_cli
 from gnnscale.process.launch import find_free_port
 
 
@@ -18,13 +22,13 @@ def test_tiny_ogb_partition_and_train_one_epoch(tmp_path, name):
     root = tmp_path / "ogb"
     write_tiny_ogb(str(root), name=name, num_nodes=300)
     parts = tmp_path / "parts"
-    r = run_cli("partition", "--dataset", name, "--root", str(root), "--parts", "2", "--out", str(parts))
+    r = cli_in_process("partition", "--dataset", name, "--root", str(root), "--parts", "2", "--out", str(parts))
     assert r.returncode == 0, r.stderr[-3000:]
     meta = json.loads((parts / "meta.json").read_text())
     assert meta["num_nodes"] == 300 and meta["num_parts"] == 2
     m = tmp_path / "m.json"
-    r = run_cli("train", "--parts-dir", str(parts), "--epochs", "1", "--batch-size", "32", "--hidden", "32",
-                "--lr", "0.01", "--metrics", str(m))
+    r = cli_in_process("train", "--parts-dir", str(parts), "--epochs", "1", "--batch-size", "32", "--hidden", "32",
+                       "--lr", "0.01", "--metrics", str(m))
     assert r.returncode == 0, r.stderr[-3000:]
     metrics = json.loads(m.read_text())
     assert len(metrics["epochs"]) == 1
@@ -42,19 +46,19 @@ def test_train_dataset_partitions_into_a_named_cache(tmp_path):
     cache = tmp_path / "cache"
     args = ("train", "--dataset", "ogbn-arxiv", "--root", str(root), "--workers", "2", "--epochs", "1",
             "--batch-size", "32", "--cache-dir", str(cache))
-    r = run_cli(*args)
+    r = cli_in_process(*args)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"cache folder: {cache}" in r.stderr
     (made,) = list(cache.iterdir())
     assert json.loads((made / "meta.json").read_text())["num_parts"] == 2
-    r = run_cli(*args)  # second run reuses the partition
+    r = cli_in_process(*args)  # second run reuses the partition
     assert r.returncode == 0 and "using cached partition" in r.stderr
 
 
 def test_torchrun_launch(tmp_path, shared_data):
     parts = tmp_path / "parts"
-    r = run_cli("partition", "--dataset", "planetoid:cora", "--root", str(shared_data / "planetoid" / "raw"),
-                "--parts", "2", "--out", str(parts))
+    r = cli_in_process("partition", "--dataset", "planetoid:cora", "--root", str(shared_data / "planetoid" / "raw"),
+                       "--parts", "2", "--out", str(parts))
     assert r.returncode == 0, r.stderr
     m = tmp_path / "m.json"
     env = dict(os.environ, CI="1", OMP_NUM_THREADS="1")
