@@ -154,9 +154,9 @@ def test_cli_link_run_then_embed_per_part_reads_back_as_one_array(cora_link, tmp
     assert out.returncode == 0, out.stderr[-3000:]
     assert "val_auc" in out.stderr and "test_auc" in out.stderr
     emb = tmp_path / "emb"
-    out = subprocess.run([sys.executable, "-m", "gnnscale.cli.main", "embed", "--model", str(model), "--parts-dir",
-                          cora_link(2), "--out", str(emb), "--timeout", "60"], capture_output=True, text=True,
-                         timeout=300)
+    from test_cli import cli_in_process
+
+    out = cli_in_process("embed", "--model", str(model), "--parts-dir", cora_link(2), "--out", str(emb), "--timeout", "60")
     assert out.returncode == 0, out.stderr[-3000:]
     got = load_embeddings(emb)
     data = cora_link.data
@@ -164,8 +164,7 @@ def test_cli_link_run_then_embed_per_part_reads_back_as_one_array(cora_link, tmp
     want = predict_full_graph(net.encoder, data.x.float(), data.edge_index)
     assert got.shape == (data.num_nodes, 16)
     assert np.allclose(got, want.numpy(), atol=1e-4)
-    bad = subprocess.run(cmd[:6] + ["--edge-split", "0.8,0.1,0.1", "--task", "link"],
-                         capture_output=True, text=True, timeout=120)
+    bad = cli_in_process(*cmd[3:6], "--edge-split", "0.8,0.1,0.1", "--task", "link")  # refused before workers
     assert bad.returncode == 2 and "a partition folder keeps the split it was written with" in bad.stderr
 
 
@@ -212,6 +211,7 @@ def test_mrr_evaluation_is_exact_and_the_same_on_1_and_2_parts(cora, tmp_path):
     from gnnscale.datasets.link_split import random_link_split
     from gnnscale.partitioning import partition_graph
     from gnnscale.training.model_io import load_model, predict_full_graph
+    from test_cli import cli_in_process
 
     data = random_link_split(cora, val=0.05, test=0.10, seed=1, neg_per_source=50)
     for p in (1, 2):
@@ -225,9 +225,8 @@ def test_mrr_evaluation_is_exact_and_the_same_on_1_and_2_parts(cora, tmp_path):
     assert "val_mrr" in out.stderr
     got = {}
     for p in (1, 2):
-        ev = subprocess.run([sys.executable, "-m", "gnnscale.cli.main", "evaluate", "--model", str(model), "--parts-dir",
-                             str(tmp_path / f"p{p}"), "--json", "--timeout", "60"], capture_output=True, text=True,
-                            timeout=300)
+        ev = cli_in_process("evaluate", "--model", str(model), "--parts-dir", str(tmp_path / f"p{p}"), "--json",
+                            "--timeout", "60")  # in this process: its workers forked from the suite's server
         assert ev.returncode == 0, ev.stderr[-3000:]
         got[p] = json.loads(ev.stdout.strip().splitlines()[-1])
     net = load_model(model)
@@ -280,10 +279,10 @@ def test_typed_graph_link_prediction_of_one_relation_with_distmult(acm, tmp_path
 
 def test_a_relation_that_does_not_exist_ends_with_one_line(tmp_path):
     from conftest import shared_data_dir
+    from test_cli import cli_in_process
 
-    cmd = [sys.executable, "-m", "gnnscale.cli.main", "partition", "--dataset", f"acm:{shared_data_dir() / 'acm'}",
-           "--parts", "2", "--out", str(tmp_path / "p"), "--edge-split", "0.85,0.05,0.10", "--link-relation", "cites"]
-    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    bad = cli_in_process("partition", "--dataset", f"acm:{shared_data_dir() / 'acm'}", "--parts", "2", "--out",
+                         str(tmp_path / "p"), "--edge-split", "0.85,0.05,0.10", "--link-relation", "cites")
     assert bad.returncode == 2
     lines = [ln for ln in bad.stderr.strip().splitlines() if "Warning" not in ln and "warn" not in ln]
     assert lines[-1].startswith("gnnscale partition: error: relation 'cites' does not exist in acm"), bad.stderr
