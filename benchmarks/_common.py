@@ -11,8 +11,23 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GNNSCALE_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+_IN_PROCESS = {"on": False}
+
+
 def gnnscale(*args: str) -> None:
-    """Run ``python -m gnnscale ARGS``; on failure exit with the command and its stderr's tail."""
+    """Run ``python -m gnnscale ARGS``; on failure exit with the command and its stderr's tail.
+    After :func:`smoke_in_process`: ``gnnscale.cli.main(ARGS)`` in this process (stdout dropped)."""
+    if _IN_PROCESS["on"]:
+        import contextlib
+        import io
+
+        from gnnscale.cli.main import main
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            rc = main(list(args))
+        if rc:
+            raise SystemExit(f"gnnscale {' '.join(args)} failed (exit {rc}): its error is above")
+        return
     r = subprocess.run([sys.executable, "-m", "gnnscale", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        text=True)
     if r.returncode:
@@ -60,3 +75,11 @@ def fork_smoke_workers(nprocs: int = 2) -> None:
     from gnnscale.process.launch import start_workers_by_fork
 
     start_workers_by_fork(nprocs)
+
+
+def smoke_in_process() -> None:
+    """For ``--smoke`` runs: :func:`gnnscale` runs the CLI in this process (the same commands and
+    launcher; torch and the dataset readers imported once, not per command) and its 2-worker
+    launches fork (:func:`fork_smoke_workers`)."""
+    fork_smoke_workers(2)
+    _IN_PROCESS["on"] = True

@@ -14,7 +14,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from _common import SHARED, gnnscale  # benchmarks/ is the script folder
+from _common import SHARED, gnnscale, smoke_in_process  # benchmarks/ is the script folder
 
 COMMON = ["--batch-size", "32", "--hidden", "128", "--lr", "0.01", "--weight-decay", "5e-4",
           "--dropout", "0.5", "--fanouts", "10,10", "--eval-fanouts=-1,-1", "--no-progress"]
@@ -65,6 +65,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.smoke:
         args.cases, args.seeds, args.epochs = "cora", "0", 1
+        smoke_in_process()  # the partitions and runs in this process: torch imported once
     seeds = [int(s) for s in args.seeds.split(",")]
     COMMON[:0] = ["--epochs", str(args.epochs)]
     wanted = set(args.cases.split(","))

@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import SHARED, gnnscale  # benchmarks/ is the script folder
+from _common import SHARED, gnnscale, smoke_in_process  # benchmarks/ is the script folder
 MODES = ["exact", "historical", "local"]
 DATA_CATEGORIES = ("sample_request", "sample_response", "feature_request", "feature", "embedding")
 HIDDEN = 256  # the bytes part's hidden size
@@ -248,6 +248,7 @@ def main() -> None:
         args.modes = "historical"  # the bytes part runs every mode
         args.bytes_dataset, args.bytes_batch_size, args.bytes_fanouts, args.bytes_hidden = SMOKE_BYTES_DATASET, 64, "5,5", 16
         args.max_steps = 2
+        smoke_in_process()  # gnnscale() in this process: torch imported once, 2-worker launches forked
     if set(args.modes.split(",")) - set(MODES):
         ap.error(f"--modes: expected among {', '.join(MODES)}; found {args.modes}")
     report = {"args": vars(args)}

@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import SHARED, gnnscale, write_json  # noqa: E402
+from _common import SHARED, gnnscale, smoke_in_process, write_json  # noqa: E402
 
 ACM = f"acm:{SHARED / 'acm'}?split=20"
 DGL_PY = Path(os.environ.get("GNNSCALE_DGL_PYTHON", "/tmp/peers/dgl/bin/python"))
@@ -610,6 +610,7 @@ def main() -> None:
         args.what, args.seeds, args.epochs, args.workers = "acm,mag,sampling", "0", 1, "2"
         args.mag_nodes, args.mag_workers, args.mag_batch_size, args.mag_max_steps = 5000, 2, 64, 2
         args.sampling_batch_size, args.min_seeds, args.repeats = 128, 512, 1
+        smoke_in_process()  # gnnscale() in this process: torch imported once, 2-worker launches forked
     what = args.what.split(",")
     unknown = set(what) - {"acm", "mag", "sampling"}
     if unknown:

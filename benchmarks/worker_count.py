@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import SHARED, gnnscale, write_json  # noqa: E402
+from _common import SHARED, gnnscale, smoke_in_process, write_json  # noqa: E402
 
 DATASETS = {
     "acm": dict(spec=f"acm:{SHARED / 'acm'}?split=20", root=None, layer="rel:sage", batch=64),
@@ -89,6 +89,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.smoke:
         args.datasets, args.seeds, args.epochs, args.workers = "cora", 1, 2, "1,2"
+        smoke_in_process()  # gnnscale() in this process: torch imported once, 2-worker launches forked
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     unknown = sorted(set(names) - set(DATASETS))
     if unknown:

@@ -30,7 +30,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from _common import SHARED, gnnscale  # benchmarks/ is the script folder
+from _common import SHARED, gnnscale, smoke_in_process  # benchmarks/ is the script folder
 ROOT = SHARED / "planetoid" / "raw"
 SAMPLING = ["--fanouts", "10,10", "--eval-fanouts=-1,-1", "--no-progress", "--no-verify", "--weight-decay", "5e-4"]
 PROTOCOLS = {
@@ -109,6 +109,7 @@ def main() -> None:
         args.protocols, args.seeds, args.epochs, args.gcnii_layers, args.gcnii_epochs = "minibatch", "0", 1, 4, 1
         args.models = "gat"
         datasets = ("cora",)
+        smoke_in_process()  # gnnscale() in this process: torch imported once, 2-worker launches forked
     if set(args.models.split(",")) - {"gcn", "gat"}:
         ap.error(f"--models: expected among gcn, gat; found {args.models}")
     seeds = [int(s) for s in args.seeds.split(",")]
