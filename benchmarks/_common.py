@@ -34,6 +34,22 @@ def gnnscale(*args: str) -> None:
         raise SystemExit(f"gnnscale {' '.join(args)} failed:\n{r.stderr[-3000:]}")
 
 
+def run_gnnscale(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run([python, -m, gnnscale, *argv], **kwargs)``; after :func:`smoke_in_process`:
+    ``gnnscale.cli.main(argv)`` in this process (stdout dropped; its errors print to this stderr,
+    the result's ``stdout`` and ``stderr`` are empty)."""
+    if _IN_PROCESS["on"]:
+        import contextlib
+        import io
+
+        from gnnscale.cli.main import main
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            rc = main(list(argv))
+        return subprocess.CompletedProcess(argv, rc, "", "")
+    return subprocess.run([sys.executable, "-m", "gnnscale", *argv], **kwargs)
+
+
 def smoke_parts(nodes: int = 2000, parts: int = 1) -> str:
     """A folder of a small synthetic graph (16 features) cut into ``parts`` parts, for ``--smoke``
     runs of scripts that take a partition folder; made in a temporary folder (left to the OS)."""

@@ -108,7 +108,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -120,7 +119,7 @@ import numpy as np
 # the setting once, at its first allocation, so it is set before torch is imported.
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import REPO, SHARED, write_json  # noqa: E402
+from _common import REPO, SHARED, run_gnnscale, smoke_in_process, write_json  # noqa: E402
 from link import measured, other_frac, peers_modules, provenance  # noqa: E402
 
 METRICS = ("micro_f1", "roc_auc")
@@ -148,7 +147,7 @@ def run_train(parts: str, workers: int, metrics: Path, extra: list[str]) -> dict
     cmd = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", parts, "--workers", str(workers), "--device", "cpu",
            "--no-progress", "--metrics", str(metrics), *extra]
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    r = run_gnnscale(cmd[3:], capture_output=True, text=True, cwd=REPO)
     if r.returncode:
         raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-3000:]}")
     out = json.loads(metrics.read_text())
@@ -163,8 +162,8 @@ def humloc_parts(work: Path, workers: list[int]) -> dict[int, str]:
     for p in sorted(set(workers)):
         folder = work / f"humloc-p{p}"
         if not (folder / "meta.json").exists():
-            r = subprocess.run([sys.executable, "-m", "gnnscale", "partition", "--dataset", f"humloc:{SHARED / 'humloc'}",
-                                "--parts", str(p), "--out", str(folder)], capture_output=True, text=True, cwd=REPO)
+            r = run_gnnscale(["partition", "--dataset", f"humloc:{SHARED / 'humloc'}", "--parts", str(p),
+                              "--out", str(folder)], capture_output=True, text=True, cwd=REPO)
             if r.returncode:
                 raise SystemExit(f"partitioning HumLoc into {p} parts failed:\n{r.stderr[-3000:]}")
         out[p] = str(folder)
@@ -482,8 +481,8 @@ def edge_bytes_2_parts(args, work: Path, evd) -> dict:
     del data
     parts = work / f"{name}-edge{args.edge_dim}-p2"
     if not (parts / "meta.json").exists():
-        r = subprocess.run([sys.executable, "-m", "gnnscale", "partition", "--dataset", f"dir:{ddir}", "--parts", "2",
-                            "--out", str(parts)], capture_output=True, text=True, cwd=REPO)
+        r = run_gnnscale(["partition", "--dataset", f"dir:{ddir}", "--parts", "2", "--out", str(parts)],
+                         capture_output=True, text=True, cwd=REPO)
         if r.returncode:
             raise SystemExit(f"partitioning {ddir} failed:\n{r.stderr[-3000:]}")
     meta = json.loads((parts / "meta.json").read_text())
@@ -546,6 +545,7 @@ def main() -> None:
         args.auc_workers, args.sampling_graph, args.repeats, args.min_seeds = [1], "5k", 1, 1024
         args.batch_size, args.fanouts, args.hidden = 128, "5,5", 16
         args.humloc_metrics, args.edge_bytes_nodes, args.edge_bytes_max_steps = ["micro_f1"], 5000, 2
+        smoke_in_process()  # the gnnscale commands in this process: torch imported once, 2-worker runs forked
     what = args.what.split(",")
     unknown = set(what) - set(WHATS)
     if unknown:
