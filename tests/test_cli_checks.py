@@ -24,6 +24,30 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout, env=env)
 
 
+@pytest.fixture
+def main_cli(monkeypatch, capsys):
+    """``main_cli(*args)``: ``gnnscale ARGS`` in this process (``gnnscale.cli.main.main``, what ``python -m
+    gnnscale`` calls), as a CompletedProcess: its exit status (returned, or argparse's SystemExit) and
+    what it printed. The same environment as :func:`cli` (no GNNSCALE_FAULT, CI=1); an exception other
+    than SystemExit (a traceback) propagates and fails the test. ``cli`` (a subprocess) stays for the
+    launches that check a fresh interpreter."""
+    from gnnscale.cli.main import main
+
+    monkeypatch.delenv("GNNSCALE_FAULT", raising=False)
+    monkeypatch.setenv("CI", "1")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["gnnscale", *args], code, out, err)
+
+    return run
+
+
 def one_line(r: subprocess.CompletedProcess, *needles: str) -> str:
     """The one line of a refused command (exit 2, no traceback), which holds every needle."""
     assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
@@ -79,9 +103,9 @@ def test_api_refuses_partition_options_with_parts_dir(cora_partition, no_launch,
     (["--method", "random"], dict(method="random")),
     (["--workers", "3"], dict(workers=3)),
 ])
-def test_cli_and_api_refuse_with_the_same_line(cora_partition, no_launch, args, kw):
+def test_cli_and_api_refuse_with_the_same_line(cora_partition, no_launch, main_cli, args, kw):
     parts = cora_partition(2)
-    line = one_line(cli("train", "--parts-dir", parts, *args))
+    line = one_line(main_cli("train", "--parts-dir", parts, *args))
     with pytest.raises(GnnscaleError) as err:
         gnnscale.train(parts_dir=parts, **kw)
     assert line == f"gnnscale train: error: {err.value}"
@@ -98,12 +122,12 @@ def test_api_takes_fanouts_as_the_cli_does(cora_partition, no_launch):
         gnnscale.train(parts_dir=cora_partition(2), fanouts=["1", "0"])
 
 
-def test_dgl_layer_is_checked_before_any_worker(cora_partition, no_launch):
+def test_dgl_layer_is_checked_before_any_worker(cora_partition, no_launch, main_cli):
     import importlib.util
 
     if importlib.util.find_spec("dgl") is not None:
         pytest.skip("DGL is installed here")
-    line = one_line(cli("train", "--parts-dir", cora_partition(2), "--layer", "dgl:SAGEConv"),
+    line = one_line(main_cli("train", "--parts-dir", cora_partition(2), "--layer", "dgl:SAGEConv"),
                     "--layer dgl:SAGEConv", "torch <= 2.2.1", "torch_geometric.nn:SAGEConv")
     assert "gnnscale[dgl]" not in line
     with pytest.raises(GnnscaleError) as err:
@@ -140,15 +164,17 @@ def test_printed_config_runs_again(capsys, tmp_path, run):
     assert _print_config(capsys, "--config", str(path)) == first
 
 
-def test_saved_config_runs_again(cora_partition, tmp_path):
+def test_saved_config_runs_again(cora_partition, tmp_path, capsys):
+    """A run's saved configuration (beside --metrics) prints back unchanged. The run is ``gnnscale
+    train`` in this process (its workers forked from the suite's server, as other in-process runs'),
+    which writes the file as a launched one does."""
+    from gnnscale.cli.main import main
+
     metrics = tmp_path / "m.json"
-    r = cli("train", "--parts-dir", cora_partition(2), "--epochs", "1", "--fanouts", "5,5", "--batch-size", "64",
-            "--hidden", "16", "--no-verify", "--metrics", str(metrics), timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert main(["train", "--parts-dir", cora_partition(2), "--epochs", "1", "--fanouts", "5,5", "--batch-size", "64",
+                 "--hidden", "16", "--no-verify", "--metrics", str(metrics)]) == 0
     saved = tmp_path / "m.config.yaml"
-    again = cli("train", "--config", str(saved), "--print-config")
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert again.stdout == saved.read_text()
+    assert _print_config(capsys, "--config", str(saved)) == saved.read_text()
     assert yaml.safe_load(saved.read_text())["host-features"] is None
 
 
@@ -169,24 +195,24 @@ def test_api_says_what_a_dataset_may_be(no_launch, tmp_path):
 
 # --- item 8: errors that name what to fix ---------------------------------------------------------
 
-def test_eval_fanouts_error_names_the_option(cora_partition):
-    one_line(cli("train", "--parts-dir", cora_partition(2), "--fanouts", "10,10", "--eval-fanouts", "5"),
+def test_eval_fanouts_error_names_the_option(cora_partition, main_cli):
+    one_line(main_cli("train", "--parts-dir", cora_partition(2), "--fanouts", "10,10", "--eval-fanouts", "5"),
              "--eval-fanouts")
 
 
-def test_a_bad_flag_value_is_one_line():
-    line = one_line(cli("train", "--fanouts", "10,x"), "--fanouts", "'10,x'", "gnnscale train --help")
+def test_a_bad_flag_value_is_one_line(main_cli):
+    line = one_line(main_cli("train", "--fanouts", "10,x"), "--fanouts", "'10,x'", "gnnscale train --help")
     assert "usage:" not in line
 
 
-def test_unknown_dataset_points_to_gnnscale_datasets(tmp_path):
-    one_line(cli("partition", "--dataset", "nosuchset", "--parts", "2", "--out", str(tmp_path / "o")),
+def test_unknown_dataset_points_to_gnnscale_datasets(tmp_path, main_cli):
+    one_line(main_cli("partition", "--dataset", "nosuchset", "--parts", "2", "--out", str(tmp_path / "o")),
              "`gnnscale datasets`")
 
 
-def test_dataset_errors_name_the_cli_flag_too(tmp_path):
-    line = one_line(cli("partition", "--dataset", "ogbn-arxiv?download=false", "--root", str(tmp_path), "--parts", "2",
-                        "--out", str(tmp_path / "o")), "--root")
+def test_dataset_errors_name_the_cli_flag_too(tmp_path, main_cli):
+    line = one_line(main_cli("partition", "--dataset", "ogbn-arxiv?download=false", "--root", str(tmp_path),
+                             "--parts", "2", "--out", str(tmp_path / "o")), "--root")
     assert "root=<" not in line
 
 
@@ -204,14 +230,25 @@ EXAMPLES = sorted(p.name for p in (REPO / "examples").glob("*.py"))
 
 
 @pytest.mark.parametrize("script", EXAMPLES)
-def test_examples_end_with_the_message(tmp_path, script):
-    """Every example refuses a bad option with the one line and exit 2 (no traceback around it)."""
-    env = {k: v for k, v in os.environ.items() if k != "GNNSCALE_FAULT"} | {"CI": "1"}
-    args = ["--epochs", "0"]
-    r = subprocess.run([sys.executable, str(REPO / "examples" / script), *args], capture_output=True, text=True,
-                       timeout=120, env=env, cwd=tmp_path)
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
-    assert r.stderr.strip().splitlines()[-1].startswith(f"{script}: error: --epochs must be an integer of at least 1")
+def test_examples_end_with_the_message(tmp_path, monkeypatch, capsys, script):
+    """Every example refuses a bad option with the one line and exit 2 (no traceback around it).
+    The script runs in this process as ``python examples/SCRIPT --epochs 0`` runs it (runpy, as
+    ``__main__``, its own path in argv[0]): each refuses before any worker starts, so a subprocess
+    would only add its interpreter's imports; an exception other than SystemExit (a traceback)
+    propagates and fails the test. tests/test_examples.py starts the scripts as users do."""
+    import runpy
+
+    monkeypatch.delenv("GNNSCALE_FAULT", raising=False)
+    monkeypatch.setenv("CI", "1")
+    monkeypatch.chdir(tmp_path)
+    path = str(REPO / "examples" / script)
+    monkeypatch.setattr(sys, "argv", [path, "--epochs", "0"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit:
+        runpy.run_path(path, run_name="__main__")
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith(f"{script}: error: --epochs must be an integer of at least 1")
 
 
 # --- item 9: help and small gaps ------------------------------------------------------------------
@@ -302,17 +339,20 @@ def test_load_embeddings_is_exported():
 
 API_RUN = """
 import gnnscale
-gnnscale.train("synthetic?num_nodes=400&num_features=8&num_classes=3&seed=0", cache_dir={cache!r}, workers=2,
+gnnscale.train("synthetic?num_nodes=400&num_features=8&num_classes=3&seed=0", cache_dir={cache!r}, workers=1,
                epochs=1, fanouts=[5, 5], batch_size=64, hidden=8)
 """
 
 
 def test_api_logs_what_the_cli_logs(tmp_path):
+    """A plain script calling gnnscale.train (a fresh interpreter: no logging set up by anyone else) logs
+    the partitioning, the launch and the summary to stderr as the CLI does; one worker (one process to
+    spawn: the logging is the launcher's, the same for any worker count)."""
     env = {k: v for k, v in os.environ.items() if k != "GNNSCALE_FAULT"} | {"CI": "1"}
     r = subprocess.run([sys.executable, "-c", API_RUN.format(cache=str(tmp_path))], capture_output=True, text=True,
                        timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    for needle in ("partitioning synthetic", "starting 2 local worker(s)", "done: 1 epochs, data parallel over 2"):
+    for needle in ("partitioning synthetic", "starting 1 local worker(s)", "done: 1 epochs, data parallel over 1"):
         assert needle in r.stderr, (needle, r.stderr[-3000:])
 
 
