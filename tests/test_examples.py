@@ -4,7 +4,11 @@ Each script is started as a user would start it on one machine (``--root``, ``--
 ``--workers 2``, ``--cache-dir``; no other flag), on a few hundred nodes written by
 ``ogb_fixture.write_tiny_ogb`` in OGB's own raw layout (csv for arxiv/products, npz for
 papers100M), so the path through ``ogb``, partitioning, the spawned workers and OGB's Evaluator
-is the real one. ``examples/ogbn_mag.py`` (a typed graph, R-GCN) runs the same way on
+is the real one. The scripts run in the test's process, as ``python examples/SCRIPT ARGS`` runs
+them (``runpy``, as ``__main__``, argv set; :func:`run_example`): their workers are forked from the
+suite's server (tests/conftest.py) and import the script as ``__mp_main__`` as spawned ones do,
+without an interpreter's imports per process; runs through the command line spawn (test_cli.py,
+test_readme.py, the PyG loops below). ``examples/ogbn_mag.py`` (a typed graph, R-GCN) runs the same way on
 ``ogb_fixture.write_tiny_ogb_mag``'s heterogeneous raw layout, with smaller settings, and
 ``examples/ogbn_proteins.py`` (multi-label, edge features moved to the nodes, ROC-AUC) on
 ``ogb_fixture.write_tiny_ogbn_proteins``'s.
@@ -18,12 +22,41 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ogb_fixture import write_tiny_ogb, write_tiny_ogb_mag, write_tiny_ogbn_proteins
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def run_example(monkeypatch, capsys):
+    """``run_example(cwd, script, *args)``: ``python examples/SCRIPT ARGS`` in this process, in ``cwd``, as
+    a CompletedProcess (exit status 0 when main returns, SystemExit's code otherwise; what it printed).
+    An exception (a traceback) propagates and fails the test. No variable is set: a launch whose
+    environment differs from the fork server's would spawn its workers (--cache-dir keeps every
+    partition in the test's folder)."""
+    import runpy
+
+    def run(cwd: Path, script: str, *args: str) -> subprocess.CompletedProcess:
+        path = str(REPO / "examples" / script)
+        monkeypatch.delenv("GNNSCALE_FAULT", raising=False)
+        monkeypatch.chdir(cwd)
+        monkeypatch.setattr(sys, "argv", [path, *args])
+        capsys.readouterr()
+        try:
+            runpy.run_path(path, run_name="__main__")
+            code = 0
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess([script, *args], code, out, err)
+
+    return run
+
+
 ACC = re.compile(r"^test accuracy \(OGB Evaluator\): (\S+) ", re.MULTILINE)
 SECONDS = re.compile(r"^epoch seconds: (\S+)$", re.MULTILINE)
 
@@ -33,14 +66,11 @@ SECONDS = re.compile(r"^epoch seconds: (\S+)$", re.MULTILINE)
     "script, name",
     [("ogbn_arxiv.py", "ogbn-arxiv"), ("ogbn_products.py", "ogbn-products"), ("ogbn_papers100M.py", "ogbn-papers100M")],
 )
-def test_example_runs_on_tiny_ogb(tmp_path: Path, script: str, name: str) -> None:
+def test_example_runs_on_tiny_ogb(tmp_path: Path, run_example, script: str, name: str) -> None:
     pytest.importorskip("ogb")
     root, cache = tmp_path / "ogb", tmp_path / "cache"
     write_tiny_ogb(root, name, num_nodes=240, num_features=16, num_classes=4, seed=0)
-    env = dict(os.environ, GNNSCALE_CACHE=str(tmp_path / "env-cache"), CI="1")
-    cmd = [sys.executable, str(REPO / "examples" / script), "--root", str(root), "--epochs", "5", "--workers", "2",
-           "--cache-dir", str(cache)]
-    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    r = run_example(tmp_path, script, "--root", str(root), "--epochs", "5", "--workers", "2", "--cache-dir", str(cache))
     assert r.returncode == 0, f"{script} exited with {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr[-4000:]}"
     acc = ACC.search(r.stdout)
     assert acc, f"no test accuracy line in the output of {script}:\n{r.stdout}"
@@ -56,17 +86,15 @@ def test_example_runs_on_tiny_ogb(tmp_path: Path, script: str, name: str) -> Non
 
 
 @pytest.mark.slow
-def test_ogbn_mag_example_trains_rgcn_on_tiny_ogb_mag(tmp_path: Path) -> None:
+def test_ogbn_mag_example_trains_rgcn_on_tiny_ogb_mag(tmp_path: Path, run_example) -> None:
     """examples/ogbn_mag.py on a 3000-node ogbn-mag in OGB's raw layout: typed METIS parts, R-GCN
     data parallel over 2 workers, learned embeddings for the featureless types, OGB's Evaluator."""
     pytest.importorskip("ogb")
     root, cache, metrics = tmp_path / "ogb", tmp_path / "cache", tmp_path / "metrics.json"
     write_tiny_ogb_mag(root, num_nodes=3000, num_features=16, num_classes=5, seed=0)
-    env = dict(os.environ, GNNSCALE_CACHE=str(tmp_path / "env-cache"), CI="1")
-    cmd = [sys.executable, str(REPO / "examples" / "ogbn_mag.py"), "--root", str(root), "--workers", "2",
-           "--epochs", "2", "--fanouts", "10,10", "--relation-fanouts", '{"cites": [5, 5]}', "--batch-size", "256",
-           "--hidden", "32", "--cache-dir", str(cache), "--metrics", str(metrics)]
-    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    r = run_example(tmp_path, "ogbn_mag.py", "--root", str(root), "--workers", "2", "--epochs", "2", "--fanouts",
+                    "10,10", "--relation-fanouts", '{"cites": [5, 5]}', "--batch-size", "256", "--hidden", "32",
+                    "--cache-dir", str(cache), "--metrics", str(metrics))
     assert r.returncode == 0, (f"ogbn_mag.py exited with {r.returncode}\nstdout:\n{r.stdout}\n"
                                f"stderr:\n{r.stderr[-4000:]}")
     acc = ACC.search(r.stdout)
@@ -96,9 +124,8 @@ def test_ogbn_mag_example_trains_rgcn_on_tiny_ogb_mag(tmp_path: Path) -> None:
         "author": 0, "field_of_study": 0, "institution": 0, "paper": 16}
 
 
-def test_ogbn_mag_example_help_names_its_anchors() -> None:
-    r = subprocess.run([sys.executable, str(REPO / "examples" / "ogbn_mag.py"), "--help"], capture_output=True,
-                       text=True, timeout=300)
+def test_ogbn_mag_example_help_names_its_anchors(tmp_path: Path, run_example) -> None:
+    r = run_example(tmp_path, "ogbn_mag.py", "--help")
     assert r.returncode == 0, r.stderr
     for text in ("0.4727 ± 0.0031", "42.32%", "--relation-fanouts", "--fanouts", "--workers", "--hidden", "fixture"):
         assert text in r.stdout, text
@@ -109,7 +136,7 @@ PROTEINS_AUC = re.compile(r"^test ROC-AUC \(OGB Evaluator\): (\S+) \(last epoch\
 
 
 @pytest.mark.slow
-def test_ogbn_proteins_example_trains_sage_on_mean_edge_features(tmp_path: Path) -> None:
+def test_ogbn_proteins_example_trains_sage_on_mean_edge_features(tmp_path: Path, run_example) -> None:
     """examples/ogbn_proteins.py on a 400-node ogbn-proteins in OGB's raw layout (112 labels, 8
     features per edge, no node features, split by species): each node's features are the mean of
     its in-edges' (--edge-to-node mean, in the cached partition), full-batch GraphSAGE over 2
@@ -117,10 +144,8 @@ def test_ogbn_proteins_example_trains_sage_on_mean_edge_features(tmp_path: Path)
     pytest.importorskip("ogb")
     root, cache, metrics = tmp_path / "ogb", tmp_path / "cache", tmp_path / "metrics.json"
     write_tiny_ogbn_proteins(root, seed=0)
-    env = dict(os.environ, GNNSCALE_CACHE=str(tmp_path / "env-cache"), CI="1")
-    cmd = [sys.executable, str(REPO / "examples" / "ogbn_proteins.py"), "--root", str(root), "--workers", "2",
-           "--epochs", "10", "--cache-dir", str(cache), "--metrics", str(metrics)]
-    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    r = run_example(tmp_path, "ogbn_proteins.py", "--root", str(root), "--workers", "2", "--epochs", "10",
+                    "--cache-dir", str(cache), "--metrics", str(metrics))
     assert r.returncode == 0, (f"ogbn_proteins.py exited with {r.returncode}\nstdout:\n{r.stdout}\n"
                                f"stderr:\n{r.stderr[-4000:]}")
     line = PROTEINS_AUC.search(r.stdout)
@@ -148,9 +173,8 @@ def test_ogbn_proteins_example_trains_sage_on_mean_edge_features(tmp_path: Path)
     assert meta["target"]["kind"] == "multilabel" and meta["target"]["num_classes"] == 112
 
 
-def test_ogbn_proteins_example_help_names_its_anchors() -> None:
-    r = subprocess.run([sys.executable, str(REPO / "examples" / "ogbn_proteins.py"), "--help"], capture_output=True,
-                       text=True, timeout=300)
+def test_ogbn_proteins_example_help_names_its_anchors(tmp_path: Path, run_example) -> None:
+    r = run_example(tmp_path, "ogbn_proteins.py", "--help")
     assert r.returncode == 0, r.stderr
     for text in ("0.7768 ± 0.0020", "0.8334 ± 0.0013", "--edge-to-node mean", "ROC-AUC", "--fanouts", "--workers",
                  "--hidden"):
@@ -161,26 +185,24 @@ LINK_METRIC = re.compile(r"^test (Hits@50|MRR) \(OGB's definition\): (\S+) \(las
                          r"validation epoch (-?\d+)$", re.MULTILINE)
 
 
-def _run_link_example(tmp_path: Path, script: str, args: list[str]) -> tuple[subprocess.CompletedProcess, dict]:
+def _run_link_example(run_example, tmp_path: Path, script: str, args: list[str]) -> tuple[Any, dict]:
     metrics = tmp_path / "metrics.json"
-    env = dict(os.environ, GNNSCALE_CACHE=str(tmp_path / "env-cache"), CI="1")
-    cmd = [sys.executable, str(REPO / "examples" / script), "--root", str(tmp_path / "ogb"), "--workers", "2",
-           "--cache-dir", str(tmp_path / "cache"), "--metrics", str(metrics), *args]
-    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    r = run_example(tmp_path, script, "--root", str(tmp_path / "ogb"), "--workers", "2", "--cache-dir",
+                    str(tmp_path / "cache"), "--metrics", str(metrics), *args)
     assert r.returncode == 0, f"{script} exited with {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr[-4000:]}"
     return r, json.loads(metrics.read_text())
 
 
 @pytest.mark.slow
-def test_ogbl_collab_example_reports_hits_at_50_on_tiny_ogbl_collab(tmp_path: Path) -> None:
+def test_ogbl_collab_example_reports_hits_at_50_on_tiny_ogbl_collab(tmp_path: Path, run_example) -> None:
     """examples/ogbl_collab.py on a 300-node ogbl-collab in OGB's raw layout: OGB's split in METIS
     parts, sampled GraphSAGE + MLP decoder data parallel over 2 workers, Hits@50 as OGB defines it."""
     pytest.importorskip("ogb")
     from ogb_link_fixture import write_tiny_ogbl
 
     _, split = write_tiny_ogbl(tmp_path / "ogb", "ogbl-collab")
-    r, m = _run_link_example(tmp_path, "ogbl_collab.py", ["--epochs", "2", "--hidden", "32", "--fanouts", "5,5",
-                                                          "--batch-size", "64", "--lr", "0.02"])
+    r, m = _run_link_example(run_example, tmp_path, "ogbl_collab.py", [
+        "--epochs", "2", "--hidden", "32", "--fanouts", "5,5", "--batch-size", "64", "--lr", "0.02"])
     line = LINK_METRIC.search(r.stdout)
     assert line and line.group(1) == "Hits@50", f"no test Hits@50 line in the output of ogbl_collab.py:\n{r.stdout}"
     hits = float(line.group(2))
@@ -199,14 +221,14 @@ def test_ogbl_collab_example_reports_hits_at_50_on_tiny_ogbl_collab(tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_ogbl_citation2_example_reports_mrr_on_tiny_ogbl_citation2(tmp_path: Path) -> None:
+def test_ogbl_citation2_example_reports_mrr_on_tiny_ogbl_citation2(tmp_path: Path, run_example) -> None:
     """examples/ogbl_citation2.py on a 1000-node ogbl-citation2 in OGB's raw layout: per-source
     negatives in training, each test source ranked against its own 1000 fixed negatives (MRR)."""
     pytest.importorskip("ogb")
     from ogb_link_fixture import write_tiny_ogbl
 
     _, split = write_tiny_ogbl(tmp_path / "ogb", "ogbl-citation2", num_nodes=1000)
-    r, m = _run_link_example(tmp_path, "ogbl_citation2.py", [
+    r, m = _run_link_example(run_example, tmp_path, "ogbl_citation2.py", [
         "--epochs", "2", "--hidden", "64", "--fanouts", "5,5", "--batch-size", "32", "--lr", "0.005",
         "--num-negatives", "4", "--max-steps", "0", "--eval-every", "1"])
     line = LINK_METRIC.search(r.stdout)
@@ -228,11 +250,10 @@ def test_ogbl_citation2_example_reports_mrr_on_tiny_ogbl_citation2(tmp_path: Pat
     assert len(m["epochs"]) == 2 and all(e.get("test_acc") is not None for e in m["epochs"]), m["epochs"]
 
 
-def test_ogbl_examples_help_names_their_anchors() -> None:
+def test_ogbl_examples_help_names_their_anchors(tmp_path: Path, run_example) -> None:
     for script, texts in (("ogbl_collab.py", ("48.10 ± 0.81", "Hits@50", "--decoder", "fixture")),
                           ("ogbl_citation2.py", ("0.8044 ± 0.0010", "MRR", "--max-steps", "fixture"))):
-        r = subprocess.run([sys.executable, str(REPO / "examples" / script), "--help"], capture_output=True,
-                           text=True, timeout=300)
+        r = run_example(tmp_path, script, "--help")
         assert r.returncode == 0, r.stderr
         for text in (*texts, "--fanouts", "--workers", "--hidden"):
             assert text in r.stdout, (script, text)
@@ -244,13 +265,18 @@ PYG_LOOPS = {"pyg_loop_node.py": (r"test accuracy: (\S+)", 0.3), "pyg_loop_typed
              "pyg_loop_link.py": (r"test AUC: ([0-9.]+)", 0.6)}
 
 
+# the link loop's one-process run is test_pyg_link_loop_gives_the_same_auc_for_the_same_seed's (twice, same seed)
+PYG_RUNS = [(script, procs) for script in sorted(PYG_LOOPS) for procs in (1, 2)
+            if (script, procs) != ("pyg_loop_link.py", 1)]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("procs", [1, 2])
-@pytest.mark.parametrize("script", sorted(PYG_LOOPS))
+@pytest.mark.parametrize("script, procs", PYG_RUNS)
 def test_pyg_loop_runs_in_one_process_and_under_torchrun(tmp_path: Path, script: str, procs: int) -> None:
     """One epoch of the plain PyG loop, alone and as 2 processes (torchrun, gloo, a free port): both
     print their test figure, above chance (node classes 7 -> 0.14, ACM 3 -> 0.33, AUC 0.5). The typed
-    loop runs in memory alone and over a typed folder (--parts) as 2 processes."""
+    loop runs in memory alone and over a typed folder (--parts) as 2 processes. The link loop alone:
+    the next test."""
     pattern, floor = PYG_LOOPS[script]
     args = [str(REPO / "examples" / script), "--epochs", "1", "--timeout", "60"]
     if script == "pyg_loop_node.py" or (script == "pyg_loop_typed.py" and procs == 2):  # typed: 1 in memory, 2 a folder
@@ -274,15 +300,19 @@ def test_pyg_link_loop_gives_the_same_auc_for_the_same_seed(tmp_path: Path) -> N
     """Two one-process runs of the link loop with one seed print the same losses and the same test AUC.
     RandomLinkSplit's validation and test negatives come from Python's ``random`` (PyG's
     negative_sampling), which the example seeds; unseeded, reruns scored other negatives (0.8139,
-    0.8068, 0.8063 with equal training losses)."""
-    args = [sys.executable, str(REPO / "examples" / "pyg_loop_link.py"), "--epochs", "1", "--seed", "3"]
+    0.8068, 0.8063 with equal training losses). They are also the link loop's one-process run of
+    test_pyg_loop_runs_in_one_process_and_under_torchrun: one test AUC printed, above its floor."""
+    args = [sys.executable, str(REPO / "examples" / "pyg_loop_link.py"), "--epochs", "1", "--seed", "3",
+            "--timeout", "60"]
     env = {k: v for k, v in os.environ.items() if k != "GNNSCALE_FAULT"} | {"OMP_NUM_THREADS": "1"}
     outs = []
     for _ in range(2):
         r = subprocess.run(args, capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path)
         assert r.returncode == 0, r.stderr[-3000:]
         outs.append(r.stdout)
-    assert re.findall(r"test AUC: ([0-9.]+)", outs[0]), outs[0]
+    pattern, floor = PYG_LOOPS["pyg_loop_link.py"]
+    found = re.findall(pattern, outs[0])
+    assert len(found) == 1 and floor < float(found[0]) <= 1.0, outs[0]
     (hits, mrr), = re.findall(r"hits@20 ([0-9.]+), mrr ([0-9.]+)", outs[0])  # run.link_metrics
     assert 0 < float(hits) <= 1 and 1 / 21 < float(mrr) <= 1, outs[0]
     assert outs[0] == outs[1]
