@@ -89,7 +89,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import REPO, write_json  # noqa: E402
+from _common import REPO, run_gnnscale, smoke_in_process, write_json  # noqa: E402
 
 PEERS = Path(os.environ.get("GNNSCALE_PEERS", REPO.parent / "shared" / "peers"))
 DGL_PY = Path(os.environ.get("GNNSCALE_DGL_PYTHON", "/tmp/peers/dgl/bin/python"))
@@ -121,7 +121,10 @@ def run_cmd(cmd: list[str], log: Path, env: dict | None = None) -> float:
     """Run ``cmd`` (output to ``log``); its wall seconds. Exits with the log's tail on failure."""
     t0 = time.perf_counter()
     with open(log, "w") as f:
-        p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        if env is None and cmd[:3] == [sys.executable, "-m", "gnnscale"]:  # --smoke: in this process
+            p = run_gnnscale(cmd[3:], stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
+        else:
+            p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     wall = time.perf_counter() - t0
     if p.returncode:
         raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}\n{log.read_text()[-3000:]}")
@@ -498,6 +501,7 @@ def main() -> None:
         args.memory_nodes, args.memory_test_edges, args.memory_negatives, args.memory_steps = 5000, 500, 20, 2
         args.memory_workers = 2
         args.no_dgl = args.no_dgl or not DGL_PY.exists()  # gnnscale's side alone where DGL is absent
+        smoke_in_process()  # the gnnscale commands in this process: torch imported once, 2-worker runs forked
     what = args.what.split(",")
     unknown = set(what) - set(WHATS)
     if unknown:

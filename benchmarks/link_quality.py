@@ -34,12 +34,11 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from _common import SHARED
+from _common import SHARED, run_gnnscale
 
 PUBLISHED = {"cora": {"auc": 0.910, "ap": 0.920}, "citeseer": {"auc": 0.895, "ap": 0.899}}
 
@@ -48,7 +47,7 @@ def _train(parts: str, workers: int, metrics: Path, extra: list[str]) -> dict:
     cmd = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", parts, "--workers", str(workers), "--task", "link",
            "--no-progress", "--metrics", str(metrics), *extra]
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = run_gnnscale(cmd[3:], capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr[-3000:]}")
     out = json.loads(metrics.read_text())
