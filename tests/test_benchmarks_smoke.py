@@ -7,7 +7,9 @@ skipped with the reason when those are absent; scripts that compare against DGL 
 side alone in ``--smoke`` when DGL is absent. A new script must be added to ``SMOKE`` (or to
 ``LIBRARIES`` if it is only imported): ``test_every_benchmark_has_a_smoke_run`` checks it.
 Each smoke run prints its CPU seconds (``pytest -rP``); keep a new one to a few CLI runs: every
-``gnnscale`` process pays its imports (torch about 2 CPU seconds, torch_geometric about 6 more).
+``gnnscale`` process pays its imports (torch about 2 CPU seconds, torch_geometric about 6 more):
+in ``--smoke``, ``_common.smoke_in_process()`` runs ``_common.gnnscale``/``run_gnnscale`` commands in the
+script's process and forks 2-worker launches from one server (``_common.fork_smoke_workers``).
 """
 from __future__ import annotations
 
