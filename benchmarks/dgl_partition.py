@@ -87,6 +87,7 @@ def run_child(python: str, code: str, args: list[str], cap_gb: float | None) -> 
         os.close(r_out)
         os.dup2(w_out, 1)
         os.dup2(err.fileno(), 2)
+        os.chdir(tempfile.gettempdir())  # METIS writes its input graph to the cwd when it fails
         if cap_gb:
             cap = int(cap_gb * 1e9)
             resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
@@ -100,7 +101,7 @@ def run_child(python: str, code: str, args: list[str], cap_gb: float | None) -> 
     code_ = os.waitstatus_to_exitcode(status)
     if code_ != 0:
         err.seek(0)
-        tail = err.read().decode(errors="replace").strip().splitlines()[-3:]
+        tail = err.read().decode(errors="replace").strip().splitlines()[-8:]
         return {"error": f"exit status {code_}", "stderr_tail": tail, "peak_rss_bytes": peak, "seconds": seconds}
     return {**json.loads(text.strip().splitlines()[-1]), "peak_rss_bytes": peak, "seconds": seconds}
 
@@ -123,7 +124,7 @@ def main() -> None:
     if "dgl" in sides and not os.path.exists(DGL_PYTHON):
         print(f"no DGL at {DGL_PYTHON} (bash ../shared/peers/setup_peers.sh dgl): gnnscale's sides only")
         sides.remove("dgl")
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="gnnscale-dglpart-"))
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="gnnscale-dglpart-")).resolve()
     rows = []
     for n, e in parse_sizes(args.sizes):  # loop over sizes
         folder = work / f"g{n}_{e}"
