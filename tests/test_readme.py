@@ -34,7 +34,7 @@ NOT_RUN = re.compile(r"^<!-- not-run: (?P<reason>\S.*?) -->$")
 FENCE = re.compile(r"^```(?P<lang>[A-Za-z0-9_+-]*)\s*$")
 TIMEOUT_S = 300
 INSTALL = "pip install torch==2.13.0 && pip install -e . && gnnscale train"
-TESTS = 'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest -q -n 4 --dist loadfile tests'
+TESTS = 'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest -q -n 3 --dist loadfile tests'
 
 
 @dataclass
@@ -75,7 +75,7 @@ RUNNABLE = [s for s in ALL if s.lang in RUN_LANGS and s.not_run is None]
 def test_the_two_commands_are_given_verbatim_and_ci_runs_the_test_command() -> None:
     text = README.read_text()
     assert INSTALL in text and TESTS in text
-    assert "python -m pytest -q -n 4 --dist loadfile tests" in (REPO / ".ci" / "run").read_text()
+    assert "python -m pytest -q -n 3 --dist loadfile tests" in (REPO / ".ci" / "run").read_text()
 
 
 def test_every_code_block_says_what_it_is() -> None:
