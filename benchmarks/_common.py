@@ -18,13 +18,7 @@ def gnnscale(*args: str) -> None:
     """Run ``python -m gnnscale ARGS``; on failure exit with the command and its stderr's tail.
     After :func:`smoke_in_process`: ``gnnscale.cli.main(ARGS)`` in this process (stdout dropped)."""
     if _IN_PROCESS["on"]:
-        import contextlib
-        import io
-
-        from gnnscale.cli.main import main
-
-        with contextlib.redirect_stdout(io.StringIO()):
-            rc = main(list(args))
+        rc = run_gnnscale(list(args)).returncode
         if rc:
             raise SystemExit(f"gnnscale {' '.join(args)} failed (exit {rc}): its error is above")
         return

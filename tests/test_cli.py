@@ -34,7 +34,7 @@ def cli_in_process(*args: str) -> subprocess.CompletedProcess:
         try:
             code = main(list(args))
         except SystemExit as stop:  # argparse's usage errors
-            code = stop.code if isinstance(stop.code, int) else 2
+            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     return subprocess.CompletedProcess(["gnnscale", *args], code, out.getvalue(), err.getvalue())
 
 

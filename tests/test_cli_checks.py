@@ -14,6 +14,7 @@ import yaml
 
 import gnnscale
 from gnnscale.errors import GnnscaleError
+from test_cli import cli_in_process
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,27 +26,15 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def main_cli(monkeypatch, capsys):
+def main_cli(monkeypatch):
     """``main_cli(*args)``: ``gnnscale ARGS`` in this process (``gnnscale.cli.main.main``, what ``python -m
     gnnscale`` calls), as a CompletedProcess: its exit status (returned, or argparse's SystemExit) and
-    what it printed. The same environment as :func:`cli` (no GNNSCALE_FAULT, CI=1); an exception other
-    than SystemExit (a traceback) propagates and fails the test. ``cli`` (a subprocess) stays for the
+    what it printed (:func:`test_cli.cli_in_process`). The same environment as :func:`cli` (no GNNSCALE_FAULT,
+    CI=1); an exception other than SystemExit (a traceback) propagates and fails the test. ``cli`` (a subprocess) stays for the
     launches that check a fresh interpreter."""
-    from gnnscale.cli.main import main
-
     monkeypatch.delenv("GNNSCALE_FAULT", raising=False)
     monkeypatch.setenv("CI", "1")
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        capsys.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as exit:
-            code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(["gnnscale", *args], code, out, err)
-
-    return run
+    return cli_in_process
 
 
 def one_line(r: subprocess.CompletedProcess, *needles: str) -> str:
