@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -99,3 +100,29 @@ def acm_partition(acm, tmp_path_factory):
         return made[parts]
 
     return get
+
+
+@pytest.fixture
+def run_example(monkeypatch, capsys):
+    """``run_example(cwd, script, *args)``: ``python examples/SCRIPT ARGS`` in this process, in ``cwd``, as
+    a CompletedProcess (exit status 0 when main returns, SystemExit's code otherwise; what it printed).
+    An exception (a traceback) propagates and fails the test. No variable is set: a launch whose
+    environment differs from the fork server's would spawn its workers (--cache-dir keeps every
+    partition in the test's folder)."""
+    import runpy
+
+    def run(cwd: Path, script: str, *args: str) -> subprocess.CompletedProcess:
+        path = str(Path(__file__).resolve().parents[1] / "examples" / script)
+        monkeypatch.delenv("GNNSCALE_FAULT", raising=False)
+        monkeypatch.chdir(cwd)
+        monkeypatch.setattr(sys, "argv", [path, *args])
+        capsys.readouterr()
+        try:
+            runpy.run_path(path, run_name="__main__")
+            code = 0
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess([script, *args], code, out, err)
+
+    return run

@@ -219,25 +219,17 @@ EXAMPLES = sorted(p.name for p in (REPO / "examples").glob("*.py"))
 
 
 @pytest.mark.parametrize("script", EXAMPLES)
-def test_examples_end_with_the_message(tmp_path, monkeypatch, capsys, script):
+def test_examples_end_with_the_message(tmp_path, monkeypatch, run_example, script):
     """Every example refuses a bad option with the one line and exit 2 (no traceback around it).
-    The script runs in this process as ``python examples/SCRIPT --epochs 0`` runs it (runpy, as
-    ``__main__``, its own path in argv[0]): each refuses before any worker starts, so a subprocess
-    would only add its interpreter's imports; an exception other than SystemExit (a traceback)
-    propagates and fails the test. tests/test_examples.py starts the scripts as users do."""
-    import runpy
-
-    monkeypatch.delenv("GNNSCALE_FAULT", raising=False)
+    The script runs in this process as ``python examples/SCRIPT --epochs 0`` runs it (conftest's
+    ``run_example``: runpy, as ``__main__``, its own path in argv[0]): each refuses before any worker
+    starts, so a subprocess would only add its interpreter's imports; an exception other than
+    SystemExit (a traceback) propagates and fails the test. The PyG loops of tests/test_examples.py
+    start the scripts as users do."""
     monkeypatch.setenv("CI", "1")
-    monkeypatch.chdir(tmp_path)
-    path = str(REPO / "examples" / script)
-    monkeypatch.setattr(sys, "argv", [path, "--epochs", "0"])
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit:
-        runpy.run_path(path, run_name="__main__")
-    err = capsys.readouterr().err
-    assert exit.value.code == 2 and "Traceback" not in err, err[-3000:]
-    assert err.strip().splitlines()[-1].startswith(f"{script}: error: --epochs must be an integer of at least 1")
+    r = run_example(tmp_path, script, "--epochs", "0")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert r.stderr.strip().splitlines()[-1].startswith(f"{script}: error: --epochs must be an integer of at least 1")
 
 
 # --- item 9: help and small gaps ------------------------------------------------------------------

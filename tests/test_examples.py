@@ -31,32 +31,6 @@ from ogb_fixture import write_tiny_ogb, write_tiny_ogb_mag, write_tiny_ogbn_prot
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def run_example(monkeypatch, capsys):
-    """``run_example(cwd, script, *args)``: ``python examples/SCRIPT ARGS`` in this process, in ``cwd``, as
-    a CompletedProcess (exit status 0 when main returns, SystemExit's code otherwise; what it printed).
-    An exception (a traceback) propagates and fails the test. No variable is set: a launch whose
-    environment differs from the fork server's would spawn its workers (--cache-dir keeps every
-    partition in the test's folder)."""
-    import runpy
-
-    def run(cwd: Path, script: str, *args: str) -> subprocess.CompletedProcess:
-        path = str(REPO / "examples" / script)
-        monkeypatch.delenv("GNNSCALE_FAULT", raising=False)
-        monkeypatch.chdir(cwd)
-        monkeypatch.setattr(sys, "argv", [path, *args])
-        capsys.readouterr()
-        try:
-            runpy.run_path(path, run_name="__main__")
-            code = 0
-        except SystemExit as exit:
-            code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess([script, *args], code, out, err)
-
-    return run
-
-
 ACC = re.compile(r"^test accuracy \(OGB Evaluator\): (\S+) ", re.MULTILINE)
 SECONDS = re.compile(r"^epoch seconds: (\S+)$", re.MULTILINE)
 
