@@ -90,8 +90,18 @@ CHILD = r"""
 import json, resource, sys, time
 from gnnscale.partitioning.out_of_core import partition_on_disk
 folder, out, parts, budget, method, fdt = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5], sys.argv[6]
-meta = partition_on_disk(folder, parts, out, method=method, memory_budget_gb=budget, show_progress=False,
-                         feature_dtype=fdt)
+assign = None
+if len(sys.argv) > 7:  # --merge-from: an existing partition's assignment, k adjacent parts merged
+    import numpy as np
+    from pathlib import Path
+    src = Path(sys.argv[7])
+    old = json.loads((src / "meta.json").read_text())
+    k, method = old["num_parts"] // parts, old["method"]
+    assign = np.empty(old["num_nodes"], dtype=np.int32)
+    for p in range(old["num_parts"]):  # loop over the source's parts (8): each a vectorized scatter
+        assign[np.load(src / f"part{p}" / "orig_ids.npy", mmap_mode="r")] = p // k
+meta = partition_on_disk(folder, parts, out, method=method, parts=assign, memory_budget_gb=budget,
+                         show_progress=False, feature_dtype=fdt)
 print(json.dumps({"ooc": meta["out_of_core"], "edge_cut_fraction": meta["edge_cut_fraction"],
                   "balance": meta["balance"], "num_edges": meta["num_edges"]}))
 """
@@ -149,6 +159,10 @@ def main() -> None:
     ap.add_argument("--method", default="ldg")
     ap.add_argument("--feature-dtype", default="float16", choices=["float32", "float16", "bfloat16"],
                     help="how the parts store the feature rows")
+    ap.add_argument("--merge-from", default=None, metavar="DIR",
+                    help="skip the assignment: write --parts parts from this partition folder's assignment (of the "
+                         "same graph), merging each run of P_old / --parts adjacent parts into one (e.g. 8 -> 4 "
+                         "for 4 workers)")
     ap.add_argument("--keep-parts", action="store_true", help="keep the last size's partition folder (to train on it)")
     ap.add_argument("--memory-budget", type=float, default=8.0, help="GB, the whole pipeline's")
     ap.add_argument("--nice", type=int, default=10)
@@ -161,18 +175,25 @@ def main() -> None:
     if args.smoke:
         args.sizes, args.in_memory, args.parts, args.features = "20000:100000,20000:200000,20000:400000", "20000:200000", 4, 8
         args.memory_budget = 2.0
+    merge = []
+    if args.merge_from:
+        old = json.loads((Path(args.merge_from) / "meta.json").read_text())
+        if old["num_parts"] % args.parts:
+            raise SystemExit(f"--merge-from: expected --parts to divide the folder's {old['num_parts']} parts, "
+                             f"found --parts {args.parts}; pick a divisor")
+        merge = [str(Path(args.merge_from).resolve())]
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gnnscale-ooc-"))
     work.mkdir(parents=True, exist_ok=True)
     in_memory = set(parse_sizes(args.in_memory))
     rows = []
     for n, e in parse_sizes(args.sizes):  # loop over sizes
-        folder, out = work / f"g{n}_{e}", work / f"p{n}_{e}"
+        folder, out = work / f"g{n}_{e}", work / (f"p{n}_{e}" + (f"_merged{args.parts}" if merge else ""))
         if args.reuse_input and (folder / "split.npz").exists():
             gen = {"seconds": None, "input_bytes": du(folder), "reused": True}
         else:
             gen = generate(folder, n, e, args.features, args.communities, args.p_in, seed=0)
         res, peak, secs = _peak_of_child(CHILD, [str(folder), str(out), str(args.parts), str(args.memory_budget),
-                                                 args.method, args.feature_dtype], args.nice)
+                                                 args.method, args.feature_dtype, *merge], args.nice)
         parts_bytes = du(out)
         row = {"num_nodes": n, "num_edges": e, "generate": gen, "seconds": round(secs, 2), "peak_rss_bytes": peak,
                "stages": res["ooc"]["stages"], "plan": res["ooc"]["plan"], "spill_bytes": res["ooc"]["spill_bytes"],
