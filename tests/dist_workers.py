@@ -96,6 +96,25 @@ def fetch_with_cache(parts_dir: str, ids_by_rank: list, cache_ids_by_rank: list,
             "cache_rows": store.cache.num_rows}
 
 
+def bind_the_store_port_first() -> dict:
+    """Every rank tries to bind MASTER_PORT before joining (a stranger racing rank 0's store for the
+    port), then joins and sums its rank: the port must already be held, from the launcher's choice on."""
+    import socket
+
+    import torch.distributed as dist
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", int(os.environ["MASTER_PORT"])))
+            taken = False
+        except OSError:
+            taken = True
+    info = init_distributed(timeout=60)
+    t = torch.tensor([float(info.rank)])
+    dist.all_reduce(t)
+    return {"port_was_held": taken, "sum": t.item()}
+
+
 def sleep_forever():
     """A worker that never returns (for the launcher-death test)."""
     import time

@@ -13,7 +13,7 @@ from gnnscale.partitioning import load_meta, load_part, partition_graph, to_csc
 from gnnscale.process.launch import launch_local
 from gnnscale.samplers import NeighborSampler
 
-from dist_workers import die_on_rank, gather_objects, sample_fetch_forward, sample_stats
+from dist_workers import bind_the_store_port_first, die_on_rank, gather_objects, sample_fetch_forward, sample_stats
 
 
 def _partition(data, parts, tmp_path_factory):
@@ -105,6 +105,15 @@ def test_all_gather_object_counts_its_bytes():
         assert st["sent"]["control"] == 2 * 8 + 2 * pickled[r]
         assert st["received"]["control"] == 2 * 8 + sum(p for q, p in enumerate(pickled) if q != r)
         assert st["rounds"] == {"control": 1}
+
+
+def test_the_rendezvous_port_is_held_from_the_launchers_choice_to_rank_0s_store():
+    """A port found free, closed and bound again later by rank 0 could be taken in between on a busy
+    host (EADDRINUSE in a suite run): launch_local keeps it bound and rank 0's store serves on that
+    socket, so a stranger binding it before the group forms is refused, on every rank."""
+    out = launch_local(bind_the_store_port_first, 3)
+    assert [o["port_was_held"] for o in out] == [True, True, True]
+    assert [o["sum"] for o in out] == [3.0, 3.0, 3.0]
 
 
 def test_dead_peer_ends_every_rank_with_an_error_naming_it():

@@ -61,6 +61,15 @@ def init_distributed(timeout: float = 300.0, backend: str | None = None) -> Worl
                                       timeout=td)
                 dist.init_process_group(backend=backend, store=dist.PrefixStore(f"gnnscale/attempt_{attempt}", store),
                                         rank=rank, world_size=world, timeout=td)
+            elif os.environ.get("GNNSCALE_STORE_FD"):
+                # launch_local bound the port and handed rank 0 the listening socket (launch.listen_socket):
+                # its store serves on it, so no other process can have taken the port since; the others
+                # ("client") connect to it
+                held = os.environ.pop("GNNSCALE_STORE_FD")
+                fd = None if held == "client" else int(held)
+                store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, fd is not None,
+                                      timeout=td, multi_tenant=True, master_listen_fd=fd)
+                dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world, timeout=td)
             else:
                 dist.init_process_group(backend=backend, init_method="env://", rank=rank, world_size=world,
                                         timeout=td)

@@ -27,6 +27,9 @@ from gnnscale.config import DEVICES
 from gnnscale.errors import GnnscaleError, PeerError, RuntimeSetupError
 
 
+STORE_FD_ENV = "GNNSCALE_STORE_FD"  # rank 0 of launch_local: the listening socket's fd for the store
+
+
 def in_torchrun() -> bool:
     """True when started by torchrun (or any launcher that sets RANK and WORLD_SIZE)."""
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ
@@ -41,16 +44,30 @@ def find_free_port(host: str = "127.0.0.1") -> int:
 
 def check_port_free(port: int, host: str = "127.0.0.1") -> None:
     """Raise RuntimeSetupError if ``port`` cannot be bound on ``host``."""
-    if not 0 < int(port) < 65536:
+    listen_socket(port, host).close()
+
+
+def listen_socket(port: int = 0, host: str = "127.0.0.1") -> socket.socket:
+    """A TCP socket bound to ``host:port`` and listening (``port`` 0: one the system picks).
+
+    :func:`launch_local` hands it to rank 0, whose rendezvous store serves on it
+    (``TCPStore(master_listen_fd=...)``): the port stays held from the launcher's choice to the
+    store, so no other process can take it in between (the race a free port found, closed and
+    bound again later loses on a busy host: EADDRINUSE in rank 0's rendezvous).
+    Raises RuntimeSetupError (one line) when ``port`` is out of range or taken."""
+    if not 0 <= int(port) < 65536:
         raise RuntimeSetupError(f"--port must be in 1..65535, found {port}")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, int(port)))
-        except OSError as err:
-            raise RuntimeSetupError(
-                f"port {port} on {host} is already in use ({err.strerror}); the workers need it for their "
-                "rendezvous. Pass a free port with --port, or leave --port out to pick a free one."
-            ) from None
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((host, int(port)))
+        s.listen(128)
+    except OSError as err:
+        s.close()
+        raise RuntimeSetupError(
+            f"port {port} on {host} is already in use ({err.strerror}); the workers need it for their "
+            "rendezvous. Pass a free port with --port, or leave --port out to pick a free one."
+        ) from None
+    return s
 
 
 def die_with_parent() -> None:
@@ -121,7 +138,7 @@ def _launcher_gone(launcher: int) -> bool:
 
 
 def _entry(fn: Callable | str, rank: int, world: int, port: int, threads: int, args: tuple, queue, parent: int,
-           late_env: dict[str, str | None] | None = None) -> None:
+           late_env: dict[str, str | None] | None = None, listener: socket.socket | None = None) -> None:
     die_with_parent()
     if _launcher_gone(parent):  # the launcher died before we got here
         os._exit(1)
@@ -131,6 +148,8 @@ def _entry(fn: Callable | str, rank: int, world: int, port: int, threads: int, a
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
         LOCAL_WORLD_SIZE=str(world),
     )
+    # rank 0: the launcher's bound socket, for the store (groups.init_distributed); the others connect to it
+    os.environ[STORE_FD_ENV] = str(listener.detach()) if listener is not None else "client"
     try:
         import torch
 
@@ -291,15 +310,14 @@ def launch_local(
     """
     if nprocs < 1:
         raise RuntimeSetupError(f"--workers must be at least 1, found {nprocs}")
-    if port is None:
-        port = find_free_port()
-    else:
-        check_port_free(port)
+    listener = listen_socket(0 if port is None else port)  # held until rank 0's store serves on it
+    port = int(listener.getsockname()[1])
     threads = threads_per_worker or max(1, (os.cpu_count() or 1) // nprocs)
     env = thread_env(threads, nprocs, typed)
     ctx, late_env = _context({**os.environ, **env})
     queue = ctx.SimpleQueue()
-    procs = [ctx.Process(target=_entry, args=(fn, r, nprocs, port, threads, args, queue, os.getpid(), late_env),
+    procs = [ctx.Process(target=_entry, args=(fn, r, nprocs, port, threads, args, queue, os.getpid(), late_env,
+                                              listener if r == 0 else None),
                          daemon=False) for r in range(nprocs)]
     results: dict[int, tuple[str, Any]] = {}
     terminated: set[int] = set()
@@ -308,6 +326,7 @@ def launch_local(
         with _environ(env):  # inherited by the children at start
             for p in procs:
                 p.start()
+        listener.close()  # rank 0 holds its own copy of the socket now
         while True:
             while not queue.empty():
                 rank, status, payload = queue.get()
@@ -327,6 +346,7 @@ def launch_local(
             rank, status, payload = queue.get()
             results[rank] = (status, payload)
     finally:
+        listener.close()
         for r, p in enumerate(procs):
             if p.is_alive():
                 terminated.add(r)
