@@ -28,6 +28,42 @@ except OSError as err:  # a host without Unix sockets for the server: every laun
     print(f"conftest: workers will be spawned (the forkserver did not start: {err})", file=sys.stderr)
 
 
+# The suite's wall time on CI's two cores is the sum of the files' seconds / the cores, plus the
+# tail: the last files to start run alone. pytest-xdist (--dist loadfile) hands files out in
+# collection order (its default reorders them by test count, not by time), so the longest files
+# go first, as measured on a fresh clone (2026-12-06, `--durations=0`, each file's setup, calls and
+# teardowns summed; seconds, beside another job: the order matters, not the figures):
+# longest-processing-time-first leaves short files for the end. A file not listed sorts as 5 s.
+FILE_SECONDS: dict[str, float] = {
+    "test_benchmarks_smoke.py": 505, "test_readme.py": 369, "test_typed_layers.py": 331,
+    "test_pyg_loaders.py": 235, "test_examples.py": 219, "test_datasets.py": 176,
+    "test_typed_partitions.py": 170, "test_layer_pipeline.py": 150, "test_chunk_pipeline.py": 131,
+    "test_checkpoint.py": 126, "test_sampler_local.py": 117, "test_hangs.py": 114, "test_multilevel.py": 112,
+    "test_user_model.py": 108, "test_link_training.py": 100, "test_sampler_edge_attr.py": 85,
+    "test_cli_checks.py": 85, "test_sampler_weighted.py": 82, "test_ddp_unused.py": 79, "test_zoo.py": 68,
+    "test_pyg_global_steps.py": 64, "test_multihost.py": 61, "test_cache_pipeline.py": 59,
+    "test_run_config.py": 58, "test_bench_partition.py": 56, "test_pyg_distributed.py": 55,
+    "test_end_to_end.py": 51, "test_edge_feature_training.py": 51, "test_edge_task.py": 48,
+    "test_layers.py": 46, "test_part_memory.py": 44, "test_distributed.py": 43, "test_options.py": 41,
+    "test_run_output.py": 40, "test_eager.py": 37, "test_memory.py": 36, "test_typed_datasets.py": 36,
+    "test_cli.py": 35, "test_out_of_core.py": 32, "test_dist_partition.py": 30, "test_typed_inference.py": 29,
+    "test_typed_training.py": 28, "test_node_targets.py": 27, "test_exchange.py": 23,
+    "test_partition_checks.py": 23, "test_multihost_partition.py": 23, "test_weight_decay_groups.py": 21
+}
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order below
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session, config, items):
+    first_seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first_seen.setdefault(item.path.name, i)
+    items.sort(key=lambda it: (-FILE_SECONDS.get(it.path.name, 5.0), first_seen[it.path.name]))
+
+
 def pytest_terminal_summary(terminalreporter):
     from gnnscale.process.launch import fork_counts
 
