@@ -69,6 +69,16 @@ def die_on_rank(rank_to_die: int, timeout: float):
     return "unreachable"
 
 
+def kill_self_on_rank(rank_to_die: int):
+    """Rank ``rank_to_die`` SIGKILLs itself before joining (as the OOM killer would); the other
+    returns at once."""
+    import signal
+
+    if int(os.environ["RANK"]) == rank_to_die:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return "ok"
+
+
 def sample_stats(parts_dir: str, seeds_by_rank: list, fanouts):
     """Sample ``seeds_by_rank[rank]`` (new ids) once and return the sampling traffic counters."""
     info = init_distributed(timeout=60)

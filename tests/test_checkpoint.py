@@ -57,13 +57,16 @@ def uninterrupted(cora_partition, tmp_path_factory):
     return get
 
 
+KILLED = "worker 1 of 2 failed: was killed by SIGKILL (exit code -9) without reporting a result"
+
+
 def _kill_and_resume(parts: str, tmp_path: Path, mode: str, extra: tuple = ()) -> tuple[subprocess.CompletedProcess, dict]:
     ck = tmp_path / "ck"
     # SIGKILL worker 1 while it samples step 1 of epoch 3.
     r = gnnscale("train", "--parts-dir", parts, *BASE, "--exchange", mode, "--checkpoint-dir", str(ck), *extra,
                  fault="rank=1,epoch=3,step=1,phase=sampling,action=kill")
     assert r.returncode != 0
-    assert "worker 1 of 2 failed: exited with code -9" in r.stderr, r.stderr[-3000:]
+    assert KILLED in r.stderr, r.stderr[-3000:]
     assert sorted(p.name for p in ck.iterdir()) == [f"step-{s:09d}" for s in _epoch_steps(r.stderr)]
     out = tmp_path / "m.json"
     again = gnnscale("train", "--parts-dir", parts, *BASE, "--exchange", mode, "--checkpoint-dir", str(ck), "--resume",
@@ -123,7 +126,7 @@ def test_pipelines_resume_bit_equal_after_a_killed_stage(cora_partition, tmp_pat
     ref = metrics(ref_out)
     ck, out, model = tmp_path / "ck", tmp_path / "m.json", tmp_path / "model.pt"
     r = gnnscale("train", "--parts-dir", parts, *args, "--checkpoint-dir", str(ck), *every, fault=fault)
-    assert r.returncode != 0 and "worker 1 of 2 failed: exited with code -9" in r.stderr, r.stderr[-3000:]
+    assert r.returncode != 0 and KILLED in r.stderr, r.stderr[-3000:]
     again = gnnscale("train", "--parts-dir", parts, *args, "--checkpoint-dir", str(ck), *every, "--resume",
                      "--metrics", str(out), "--save-model", str(model))
     assert again.returncode == 0, again.stderr[-3000:]

@@ -13,7 +13,8 @@ from gnnscale.partitioning import load_meta, load_part, partition_graph, to_csc
 from gnnscale.process.launch import launch_local
 from gnnscale.samplers import NeighborSampler
 
-from dist_workers import bind_the_store_port_first, die_on_rank, gather_objects, sample_fetch_forward, sample_stats
+from dist_workers import (bind_the_store_port_first, die_on_rank, gather_objects, kill_self_on_rank,
+                          sample_fetch_forward, sample_stats)
 
 
 def _partition(data, parts, tmp_path_factory):
@@ -114,6 +115,26 @@ def test_the_rendezvous_port_is_held_from_the_launchers_choice_to_rank_0s_store(
     out = launch_local(bind_the_store_port_first, 3)
     assert [o["port_was_held"] for o in out] == [True, True, True]
     assert [o["sum"] for o in out] == [3.0, 3.0, 3.0]
+
+
+def test_a_worker_killed_by_the_oom_killer_is_named_so(monkeypatch):
+    """A SIGKILLed worker is named with its signal; when the host's OOM-kill count (/proc/vmstat)
+    rose during the run, with the out-of-memory killer and what to do (the count is stood in for:
+    a real out-of-memory kill would take this machine's memory)."""
+    import gnnscale.process.launch as launch
+
+    with pytest.raises(PeerError, match=r"worker 1 of 2 failed: was killed by SIGKILL \(exit code -9\) without"):
+        launch_local(kill_self_on_rank, 2, args=(1,))
+    counts = iter([7, 8])
+    monkeypatch.setattr(launch, "oom_kills", lambda: next(counts))
+    with pytest.raises(PeerError) as info:
+        launch_local(kill_self_on_rank, 2, args=(1,))
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("worker 1 of 2 failed: was killed by the kernel's out-of-memory killer (SIGKILL; the "
+                            "host's OOM kills rose from 7 to 8 during the run): the workers needed more memory than "
+                            "this host has; run fewer workers on it, or a smaller model, batch or evaluation"), first
+    assert launch.death_message(-15, None, None) == "was killed by SIGTERM (exit code -15) without reporting a result"
+    assert launch.death_message(3, 1, 2) == "exited with code 3 without reporting a result"
 
 
 def test_dead_peer_ends_every_rank_with_an_error_naming_it():

@@ -17,6 +17,7 @@ import multiprocessing as mp
 import multiprocessing.connection
 import os
 import pickle
+import signal
 import socket
 import sys
 import time
@@ -310,6 +311,7 @@ def launch_local(
     """
     if nprocs < 1:
         raise RuntimeSetupError(f"--workers must be at least 1, found {nprocs}")
+    oom_before = oom_kills()  # to tell the out-of-memory killer from other SIGKILLs
     listener = listen_socket(0 if port is None else port)  # held until rank 0's store serves on it
     port = int(listener.getsockname()[1])
     threads = threads_per_worker or max(1, (os.cpu_count() or 1) // nprocs)
@@ -356,10 +358,39 @@ def launch_local(
             if p.is_alive():
                 p.kill()
                 p.join()
-    return _collect(procs, results, terminated)
+    return _collect(procs, results, terminated, oom_before)
 
 
-def _collect(procs, results: dict, terminated: set[int]) -> list[Any]:
+def oom_kills() -> int | None:
+    """The host's count of processes killed by the kernel's out-of-memory killer since boot
+    (``oom_kill`` in ``/proc/vmstat``, Linux 4.13+), or None where it cannot be read."""
+    try:
+        with open("/proc/vmstat") as fh:
+            for line in fh:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def death_message(exitcode: int | None, oom_before: int | None, oom_after: int | None) -> str:
+    """Why a worker ended without reporting a result, in one line: its signal by name, and the
+    out-of-memory killer when the host's OOM kills rose during the run and the signal was SIGKILL."""
+    if exitcode is None or exitcode >= 0:
+        return f"exited with code {exitcode} without reporting a result"
+    try:
+        name = signal.Signals(-exitcode).name
+    except ValueError:
+        name = f"signal {-exitcode}"
+    if -exitcode == signal.SIGKILL and None not in (oom_before, oom_after) and oom_after > oom_before:
+        return (f"was killed by the kernel's out-of-memory killer ({name}; the host's OOM kills rose from "
+                f"{oom_before} to {oom_after} during the run): the workers needed more memory than this host "
+                "has; run fewer workers on it, or a smaller model, batch or evaluation")
+    return f"was killed by {name} (exit code {exitcode}) without reporting a result"
+
+
+def _collect(procs, results: dict, terminated: set[int], oom_before: int | None = None) -> list[Any]:
     """Return per-rank results, or raise one error that names the root-cause rank first.
 
     Priority: a reported error or crash; then a rank that died without a word (killed,
@@ -378,7 +409,7 @@ def _collect(procs, results: dict, terminated: set[int]) -> list[Any]:
         elif r in terminated:
             errors.append((3, r, "stopped by the launcher after a peer failed"))
         else:
-            errors.append((1, r, f"exited with code {p.exitcode} without reporting a result (killed or died)"))
+            errors.append((1, r, death_message(p.exitcode, oom_before, oom_kills())))
     if not errors:
         return [pickle.loads(results[r][1]) for r in range(len(procs))]
     errors.sort()
