@@ -57,6 +57,20 @@ def proc_status_bytes(*keys: str) -> dict[str, int | None]:
     return out
 
 
+def available_memory_bytes() -> int | None:
+    """The host's memory available to new allocations without swapping, in bytes (Linux's
+    ``MemAvailable``: free memory plus the page cache the kernel can drop), or None where it
+    cannot be read."""
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def lifetime_peak_rss_bytes() -> int:
     """Peak resident set size of this process since it started, in bytes.
 

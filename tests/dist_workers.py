@@ -163,6 +163,9 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
     streamed = streamed_inference(model, part.indptr, part.indices, store, slice_bytes=4 * 97 * store.feature_dim,
                                   node_degree=degree)
     streamed_rounds = dict(comm.stats.rounds)
+    # The same with every layer's table memory-mapped on a deleted file (as when it does not fit).
+    mapped = streamed_inference(model, part.indptr, part.indices, store, slice_bytes=4 * 97 * store.feature_dim,
+                                node_degree=degree, table_budget=0)
     seeds = torch.arange(part.offset, part.offset + part.num_owned, 7)
     out = {}
     leaves = 0
@@ -209,6 +212,7 @@ def historical_vs_exact(parts_dir: str, fanouts, layer: str, hidden: int, stalen
         "historical": out["historical"],
         "layerwise": full[seeds - part.offset],
         "streamed_all": streamed, "layerwise_all": full, "streamed_rounds": streamed_rounds,
+        "mapped_all": mapped.clone(),
         "slices": int(part.indptr[-1]) // 97,
         "leaves": leaves,
         "halo_orig": torch.sort(torch.cat([load_part(parts_dir, p, verify=False).orig_ids for p in range(book.num_parts)])[halo.halo_ids]).values,

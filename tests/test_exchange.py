@@ -43,6 +43,8 @@ def test_historical_full_neighborhoods_equals_exact_after_fill(cora, cora_parts,
         # fetch per round in layer 0 (slices of ~97 in-edges there), one embedding fetch per round in
         # the others (every rank makes as many rounds; in-degrees asked of the owners in each round).
         assert torch.allclose(res["streamed_all"], res["layerwise_all"], atol=1e-5, rtol=0)
+        # Its tables memory-mapped on deleted files (table_budget=0): the same logits, bit for bit.
+        assert torch.equal(res["mapped_all"], res["streamed_all"])
         rounds = res["streamed_rounds"]
         assert rounds == results[0]["streamed_rounds"]
         assert rounds["feature"] >= res["slices"] > 10 and rounds["embedding"] >= len(fanouts) - 1

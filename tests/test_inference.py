@@ -69,3 +69,24 @@ def test_layerwise_inference_rejects_an_unknown_backend() -> None:
     model = GNN(x.size(1), 8, 3, num_layers=2, layer="gcn", dropout=0.0).eval()
     with pytest.raises(ValueError, match=r"backend must be 'auto', 'numba' or 'torch', found 'cuda'"):
         halo_inference(model, indptr, x, features, halo, step=0, node_degree=deg, backend="cuda")
+
+
+def test_a_table_over_its_budget_is_mapped_on_a_deleted_file() -> None:
+    """layer_table: within the budget an ordinary tensor; over it, float32 rows on a temporary file
+    that is already deleted (nothing left on disk after a crash), writable and readable as any."""
+    from pathlib import Path
+
+    from gnnscale.tasks.inference import layer_table
+
+    def mapped() -> list[str]:
+        return [line for line in Path("/proc/self/maps").read_text().splitlines() if "gnnscale-layer-" in line]
+
+    before = len(mapped())
+    small = layer_table(1000, 8, budget=32_000)
+    assert small.shape == (1000, 8) and small.dtype == torch.float32 and len(mapped()) == before
+    big = layer_table(1000, 8, budget=31_999)
+    big[:] = torch.arange(8000, dtype=torch.float32).view(1000, 8)
+    assert torch.equal(big[999], torch.arange(7992, 8000, dtype=torch.float32))
+    now = mapped()
+    assert len(now) == before + 1 and now[-1].endswith("(deleted)")
+    assert layer_table(1000, 8, budget=None).shape == (1000, 8) and layer_table(0, 8, budget=0).shape == (0, 8)

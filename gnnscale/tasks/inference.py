@@ -13,9 +13,12 @@ rank's nodes, one layer at a time, with the one per-slice step
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import time
 from typing import Callable
 
+import numpy as np
 import torch
 
 from gnnscale.data.degrees import DegreeStore
@@ -24,6 +27,8 @@ from gnnscale.data.typed_store import TypedFeatureStore
 from gnnscale.errors import ModelError
 from gnnscale.nn.inference import dst_slices, edge_rows, slice_layer
 from gnnscale.nn.models import GNN
+from gnnscale.partitioning.resources import available_memory_bytes
+from gnnscale.process.groups import local_world_size
 from gnnscale.samplers.kernels import Kernels
 
 log = logging.getLogger(__name__)
@@ -138,6 +143,35 @@ class _RowsPart:
         return torch.from_numpy(self.x)[local_idx]
 
 
+def table_budget_bytes() -> int | None:
+    """The most bytes one layer table of :func:`streamed_inference` keeps in memory: a quarter of
+    this worker's share of the host's available memory (two tables live at a time, besides the
+    slices, the part and the model), or None where the available memory cannot be read."""
+    avail = available_memory_bytes()
+    return None if avail is None else avail // (4 * max(1, local_world_size()))
+
+
+def layer_table(n: int, d: int, budget: int | None, layer: int = 0) -> torch.Tensor:
+    """A layer's own rows, float32 ``[n, d]``: in memory, or, when its bytes pass ``budget``,
+    memory-mapped on a temporary file that is deleted at once (the mapping keeps it until the
+    table is freed; the kernel writes its pages to disk under memory pressure instead of
+    killing the worker). The file goes to the system's temporary folder (``$TMPDIR``)."""
+    nbytes = n * d * 4
+    if budget is None or nbytes <= budget or nbytes == 0:
+        return torch.empty(n, d, dtype=torch.float32)
+    fd, path = tempfile.mkstemp(prefix="gnnscale-layer-", suffix=".f32")
+    try:
+        os.ftruncate(fd, nbytes)
+        rows = np.memmap(path, dtype=np.float32, mode="r+", shape=(n, d))
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    log.info("layer-wise inference: layer %d's table (%d x %d float32, %.2f GB) is over a quarter of this "
+             "worker's share of the available memory (%.2f GB): memory-mapped on a deleted file in %s",
+             layer + 1, n, d, nbytes / 1e9, budget / 1e9, os.path.dirname(path))
+    return torch.from_numpy(rows)
+
+
 @torch.no_grad()
 def streamed_inference(
     model: GNN,
@@ -150,6 +184,7 @@ def streamed_inference(
     edge_type: torch.Tensor | None = None,
     inputs: Callable | None = None,
     edge_attr: torch.Tensor | None = None,
+    table_budget: int | None = -1,
 ) -> torch.Tensor:
     """Logits float32 [n_owned, C] (on the host) of every owned node on the full graph, like
     :func:`halo_inference`, holding no halo: memory follows the part and one slice.
@@ -181,6 +216,10 @@ def streamed_inference(
         edge_attr: float32 [E, De] features of the in-edges, aligned with ``indices``
             (``part.edge_attr``, may be memory-mapped: read slice by slice), for a model whose
             layers read them: each slice's layer gets the rows of exactly its edges.
+        table_budget: the most bytes a layer's table [n, d] keeps in memory; a larger one is
+            memory-mapped on a deleted temporary file (:func:`layer_table`). -1 (default): a quarter
+            of this worker's share of the host's available memory, read at each layer
+            (:func:`table_budget_bytes`); None: always in memory; 0: always mapped.
 
     Collective over ``features.comm``: every rank makes the same number of exchanges (the
     largest slice count of any rank; ranks past their last slice send and ask nothing).
@@ -229,7 +268,7 @@ def streamed_inference(
                                x0_own[a:b] if x0_own is not None else None, deg, etype, ntype,
                                edge_rows(model, edge_attr, e_a, e_b, "streamed_inference"))
             if h_out is None:  # every rank learns the width at its first slice (maybe empty)
-                h_out = torch.empty(n, rows.shape[1], dtype=torch.float32)
+                h_out = layer_table(n, rows.shape[1], table_budget_bytes() if table_budget == -1 else table_budget, i)
             h_out[a:b] = rows
         if model.jk != "none":
             outs.append(h_out)
