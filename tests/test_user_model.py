@@ -177,7 +177,7 @@ def test_resume_is_bit_equal_and_evaluate_equals_the_run(cora, cora_partition, s
     ck = tmp_path / "ck"
     r = gnnscale_cli("train", "--parts-dir", parts, *BASE, "--checkpoint-dir", str(ck),
                      fault="rank=1,epoch=2,step=1,phase=sampling,action=kill")
-    assert r.returncode != 0 and "worker 1 of 2 failed: exited with code -9" in r.stderr, r.stderr[-3000:]
+    assert r.returncode != 0 and "worker 1 of 2 failed: was killed by SIGKILL (exit code -9)" in r.stderr, r.stderr[-3000:]
     out = tmp_path / "resumed.json"
     again = gnnscale_cli("train", "--parts-dir", parts, *BASE, "--checkpoint-dir", str(ck), "--resume",
                          "--metrics", str(out))
