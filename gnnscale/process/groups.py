@@ -61,7 +61,7 @@ def init_distributed(timeout: float = 300.0, backend: str | None = None) -> Worl
                                       timeout=td)
                 dist.init_process_group(backend=backend, store=dist.PrefixStore(f"gnnscale/attempt_{attempt}", store),
                                         rank=rank, world_size=world, timeout=td)
-            elif os.environ.get("GNNSCALE_STORE_FD"):
+            elif os.environ.get("GNNSCALE_STORE_FD"):  # launch.STORE_FD_ENV (launch imports this module)
                 # launch_local bound the port and handed rank 0 the listening socket (launch.listen_socket):
                 # its store serves on it, so no other process can have taken the port since; the others
                 # ("client") connect to it

@@ -43,24 +43,19 @@ def find_free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def check_port_free(port: int, host: str = "127.0.0.1") -> None:
-    """Raise RuntimeSetupError if ``port`` cannot be bound on ``host``."""
-    listen_socket(port, host).close()
-
-
-def listen_socket(port: int = 0, host: str = "127.0.0.1") -> socket.socket:
-    """A TCP socket bound to ``host:port`` and listening (``port`` 0: one the system picks).
+def listen_socket(port: int | None = None, host: str = "127.0.0.1") -> socket.socket:
+    """A TCP socket bound to ``host:port`` and listening (``port`` None: one the system picks).
 
     :func:`launch_local` hands it to rank 0, whose rendezvous store serves on it
     (``TCPStore(master_listen_fd=...)``): the port stays held from the launcher's choice to the
     store, so no other process can take it in between (the race a free port found, closed and
     bound again later loses on a busy host: EADDRINUSE in rank 0's rendezvous).
     Raises RuntimeSetupError (one line) when ``port`` is out of range or taken."""
-    if not 0 <= int(port) < 65536:
+    if port is not None and not 0 < int(port) < 65536:
         raise RuntimeSetupError(f"--port must be in 1..65535, found {port}")
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        s.bind((host, int(port)))
+        s.bind((host, 0 if port is None else int(port)))
         s.listen(128)
     except OSError as err:
         s.close()
@@ -312,7 +307,7 @@ def launch_local(
     if nprocs < 1:
         raise RuntimeSetupError(f"--workers must be at least 1, found {nprocs}")
     oom_before = oom_kills()  # to tell the out-of-memory killer from other SIGKILLs
-    listener = listen_socket(0 if port is None else port)  # held until rank 0's store serves on it
+    listener = listen_socket(port)  # held until rank 0's store serves on it
     port = int(listener.getsockname()[1])
     threads = threads_per_worker or max(1, (os.cpu_count() or 1) // nprocs)
     env = thread_env(threads, nprocs, typed)
