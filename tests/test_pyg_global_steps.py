@@ -5,6 +5,7 @@ batch's, the negatives of a link step are the one-process batch's, and a short d
 gives the same losses and weights (within float32 summation order)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch_geometric.sampler import NegativeSampling
@@ -273,3 +274,30 @@ def test_keyed_dropout_masks_follow_the_node_not_the_row():
         set_batch(None)
     drop.eval()
     assert torch.equal(drop(x), x)
+
+
+def test_keyed_dropout_masks_differ_between_passes_and_calls(cora):
+    """A pass is one iteration of a rank loader (its epoch: ``_RankPasses`` numbers them 0, 1, ...);
+    step k of pass 0 and step k of pass 1 (the same call c) draw other masks for the same node, as
+    two calls of one batch do; the masks of the nodes both batches hold are compared (issue 54,
+    item 7: the pass left out of the key made them equal)."""
+    from gnnscale.pyg.dropout import KeyedDropout, current_batch
+
+    drop = KeyedDropout(0.5)
+    loader = _loaders(cora, 1, 64, seed=3)[0]
+    seen = []
+    for _ in range(2):  # two passes; the first batch (step 0) of each, its first and second call
+        for batch in loader:
+            keys = current_batch()
+            ones = torch.ones(batch.n_id.numel(), 32)
+            first, second = drop(ones) != 0, drop(ones) != 0
+            seen.append((keys.pass_, keys.step, batch.n_id, first, second))
+            break
+    (p0, k0, ids0, a0, b0), (p1, k1, ids1, a1, _) = seen
+    assert (p0, k0, p1, k1) == (0, 0, 1, 0)
+    assert not torch.equal(a0, b0)  # the second call of a batch: new masks
+    common, i0, i1 = (torch.from_numpy(v) for v in np.intersect1d(ids0.numpy(), ids1.numpy(), return_indices=True))
+    assert common.numel() > 50, common.numel()
+    same = (a0[i0] == a1[i1]).float().mean()
+    # independent masks (p = 0.5) agree on about half the elements; the same mask on all of them
+    assert 0.4 < float(same) < 0.6, f"step 0's masks of pass 0 and pass 1 agree on {float(same):.1%} of the elements"

@@ -102,3 +102,25 @@ def test_typed_step_small_ops_run_on_one_thread_in_a_two_thread_worker(acm_parti
     # the evaluation after the epoch too
     assert set(seen) == {("forward", "1", "PASSIVE"), ("backward", "1", "PASSIVE"), ("inference", "1", "PASSIVE")}
     assert seen[("forward", "1", "PASSIVE")] == seen[("backward", "1", "PASSIVE")] >= 8
+
+
+def test_serial_step_puts_numba_threads_back():
+    """Inside a serial step numba runs on one thread; after it, on as many as before (this thread's
+    setting): a step must not leave the loader's or the evaluation's numba kernels on one thread."""
+    numba = pytest.importorskip("numba")
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba was started with one thread (NUMBA_NUM_THREADS=1): nothing to put back")
+    prev = numba.get_num_threads()
+    numba.set_num_threads(2)
+    try:
+        with serial_step():
+            assert numba.get_num_threads() == 1
+        assert numba.get_num_threads() == 2, f"numba left on {numba.get_num_threads()} thread(s) after the step"
+        with serial_step(enabled=False):
+            assert numba.get_num_threads() == 2
+        numba.set_num_threads(1)  # one thread before: one after
+        with serial_step():
+            assert numba.get_num_threads() == 1
+        assert numba.get_num_threads() == 1
+    finally:
+        numba.set_num_threads(prev)

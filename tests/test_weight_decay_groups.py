@@ -50,13 +50,23 @@ def _gcnii(layers: int = 4):
     return GNN(12, 8, 3, layers, layer="gcnii", dropout=0.0)
 
 
-def test_groups_by_prefix_longest_wins():
-    from gnnscale.process.eager import adam
+@pytest.mark.parametrize("decay", ["convs=0.01,convs.2=0,head=1e-3", "convs.2=0,convs=0.01,head=1e-3",
+                                   {"convs.2": 0, "head": 1e-3, "convs": 0.01}])
+def test_groups_by_prefix_longest_wins(decay):
+    """The longest matching prefix gives a parameter its decay, wherever it stands in the list (the
+    longer one first, too: a last-match rule gives convs.2 the 0.01 of convs)."""
+    from gnnscale.process.eager import adam, param_groups
 
-    opt = adam(_gcnii().named_parameters(), 0.01, "convs=0.01,convs.2=0,head=1e-3")
+    model = _gcnii()
+    opt = adam(model.named_parameters(), 0.01, decay)
     got = [(g["weight_decay"], len(g["params"])) for g in opt.param_groups]
     # encoder (2, the rest: 0), convs 0,1,3 (0.01), convs.2 (0: the longer prefix), head (2)
     assert sorted(got) == [(0.0, 3), (1e-3, 2), (0.01, 3)]
+    name_of = {id(p): n for n, p in model.named_parameters()}
+    by_name = {name_of[id(p)]: g["weight_decay"] for g in param_groups(model.named_parameters(), decay)
+               for p in g["params"]}
+    assert {n: d for n, d in by_name.items() if n.startswith("convs.")} == {
+        "convs.0.weight1": 0.01, "convs.1.weight1": 0.01, "convs.2.weight1": 0.0, "convs.3.weight1": 0.01}, by_name
     plain = adam(_gcnii().named_parameters(), 0.01, 5e-4)
     assert [(g["weight_decay"], len(g["params"])) for g in plain.param_groups] == [(5e-4, 8)]
 
