@@ -150,6 +150,23 @@ def test_port_in_use(cora2):
     assert_clean_error(r, f"port {port}", "already in use")
 
 
+@pytest.mark.parametrize("port", [0, 70000])
+def test_port_out_of_range_is_refused_in_one_line(cora2, port):
+    """An explicit --port must be 1..65535 (0 is not 'any free one': that is --port left out): the
+    launcher's listen_socket and ``gnnscale train`` refuse it in one line, before any worker."""
+    from gnnscale.errors import RuntimeSetupError
+    from gnnscale.process.launch import listen_socket
+
+    line = f"--port must be in 1..65535, found {port}"
+    with pytest.raises(RuntimeSetupError) as err:
+        listen_socket(port).close()
+    assert str(err.value) == line
+    r = cli_in_process("train", "--parts-dir", str(cora2), "--port", str(port), "--epochs", "1", "--max-steps", "1",
+                       "--eval-every", "0")
+    assert_clean_error(r, line)
+    assert [s for s in r.stderr.splitlines() if "--port" in s] == [f"gnnscale train: error: {line}"], r.stderr[-2000:]
+
+
 def test_info_prints_sizes_and_json(cora2):
     r = run_cli("info", str(cora2), timeout=60)
     assert r.returncode == 0, r.stderr

@@ -90,3 +90,35 @@ def test_a_table_over_its_budget_is_mapped_on_a_deleted_file() -> None:
     now = mapped()
     assert len(now) == before + 1 and now[-1].endswith("(deleted)")
     assert layer_table(1000, 8, budget=None).shape == (1000, 8) and layer_table(0, 8, budget=0).shape == (0, 8)
+
+
+def test_table_budget_is_a_quarter_of_this_workers_share_of_the_available_memory(monkeypatch) -> None:
+    """table_budget_bytes: MemAvailable / local workers / 4 (two tables live at a time besides the
+    slices), the local workers from LOCAL_WORLD_SIZE (WORLD_SIZE counts every host's); None where
+    /proc/meminfo cannot be read. MemAvailable mocked at 16 GiB."""
+    import builtins
+    import io
+
+    import gnnscale.partitioning.resources as resources
+
+    meminfo = b"MemTotal:       33554432 kB\nMemFree:         1048576 kB\nMemAvailable:   16777216 kB\n"
+    real_open = builtins.open
+
+    def fake_open(path, *args, **kwargs):
+        if str(path) == "/proc/meminfo":
+            if meminfo is None:
+                raise PermissionError(13, "Permission denied", path)
+            return io.BytesIO(meminfo)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(resources, "open", fake_open, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "8")  # two hosts of 4 workers, or 8 of 1: only the local count matters
+    got = {}
+    for local in (1, 4):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", str(local))
+        got[local] = inference.table_budget_bytes()
+    assert got == {1: 4 << 30, 4: 1 << 30}
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")  # launched without it: WORLD_SIZE workers on this host
+    assert inference.table_budget_bytes() == 512 << 20
+    meminfo = None
+    assert inference.table_budget_bytes() is None
