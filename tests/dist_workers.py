@@ -257,6 +257,32 @@ def pipeline_stage_dies(parts_dir, cfg, die_rank: int, after_steps: int):
     return train_worker(parts_dir, cfg)
 
 
+def dropout_keys_by_step(parts_dir: str, cfg):
+    """train_worker of a data-parallel run, recording each keyed dropout the model draws in
+    training: ``{"seen": [{"at": (epoch, step), "layer": i, "keys": row keys, "seed": its seed}],
+    "steps": steps per epoch}`` (``GNN._keyed``'s answers, under the step ``DataParallel._step`` runs)."""
+    from gnnscale.nn.models import GNN
+    from gnnscale.parallel.data_parallel import DataParallel
+    from gnnscale.training.trainer import train_worker
+
+    now, seen = {}, []
+    real_step, real_keyed = DataParallel._step, GNN._keyed
+
+    def step(self, epoch, step, gstep, mb):
+        now["at"] = (epoch, step)
+        return real_step(self, epoch, step, gstep, mb)
+
+    def keyed(self, rng_key, row_keys, i, block_index):
+        keys, seed = real_keyed(self, rng_key, row_keys, i, block_index)
+        if keys is not None:
+            seen.append({"at": now.get("at"), "layer": i, "keys": keys.clone(), "seed": seed})
+        return keys, seed
+
+    DataParallel._step, GNN._keyed = step, keyed
+    res = train_worker(parts_dir, cfg)
+    return {"seen": seen, "steps": [e["steps"] for e in res["epochs"]]}
+
+
 def degree_answers(parts_dir: str, ids_by_rank: list):
     """Each rank asks its DegreeStore for ``ids_by_rank[rank]`` (new global ids: any owner, any
     order, repeats) and returns the answers."""
