@@ -31,6 +31,29 @@ def test_ranks_write_the_single_process_folder(tmp_path, world, num_parts, undir
     assert not (tmp_path / "many" / ".spill").exists()
 
 
+@pytest.mark.parametrize("sizes", [(100, 8900), (8900, 100)], ids=["rank0-reads-more", "rank1-reads-more"])
+def test_ranks_reading_different_chunk_counts_write_the_single_process_folder(tmp_path, sizes):
+    """Two edge files of 100 and 8,900 columns (and the reverse): the shards [0, 4500) and [4500, 9000) read
+    in 700-column chunks cut at file ends give one rank 8 chunks and the other 7, so every rank must make the
+    larger count of exchange rounds (the smaller would drop the longer shard's last chunk)."""
+    from gnnscale.partitioning.disk_graph import DiskGraph
+
+    n, e = 1000, sum(sizes)
+    root = write_graph(tmp_path / "g", planted(n, e, 5, 0.8), n)
+    ei = np.load(root / "edge_index.npy")
+    (root / "edge_index.npy").unlink()
+    (root / "edges").mkdir()
+    np.save(root / "edges" / "000.npy", ei[:, :sizes[0]])
+    np.save(root / "edges" / "001.npy", ei[:, sizes[0]:])
+    graph = DiskGraph.open(root)
+    counts = [len(graph.edge_slices(700, r * e // 2, (r + 1) * e // 2)) for r in range(2)]
+    assert counts == ([8, 7] if sizes[0] < sizes[1] else [7, 8])
+    parts = np.random.default_rng(3).integers(0, 3, n)
+    partition_on_disk(root, 3, tmp_path / "one", parts=parts, method="given", chunk_edges=700, show_progress=False)
+    launch_local(partition_worker, 2, args=(str(root), 3, str(tmp_path / "many"), parts, "given", False, 700))
+    assert_same_folder(tmp_path / "many", tmp_path / "one")
+
+
 def test_rank_zero_streams_the_assignment_for_everyone(tmp_path):
     n = 1500
     root = write_graph(tmp_path / "g", planted(n, 12000, 3, 0.9), n)

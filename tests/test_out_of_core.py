@@ -132,6 +132,39 @@ def test_streaming_from_disk_cuts_a_planted_graph(tmp_path, method):
     assert_same_folder(tmp_path / "a", tmp_path / "mem")
 
 
+@pytest.mark.parametrize("method", ["ldg", "fennel"])
+def test_restreaming_from_disk_is_the_in_memory_stream_on_one_block(tmp_path, method):
+    """Two passes over a graph that fits one block (so the disk stream's block order cannot differ): the
+    assignment is the in-memory stream's passes (streaming._one_pass) over the same draws (each pass
+    draws the block's node order, then the placement noise), so the restreaming rule is the same: a
+    neighbour not yet placed in this pass counts in its last pass's part, one placed earlier in this
+    pass in its new part. Duplicate-free edges: the disk CSR keeps duplicates, the in-memory one not.
+    (stream_partition itself draws one node order for all its passes, the disk stream one per pass: from
+    the second pass on their assignments differ, 42 of these 400 nodes for LDG.)"""
+    from gnnscale.partitioning import to_undirected_csr
+    from gnnscale.partitioning.streaming import _one_pass, capacity, default_chunk_size, fennel_alpha
+
+    n, num_parts = 400, 4
+    ei = planted(n, 3000, 4, 0.9)
+    lo, hi = np.minimum(ei[0], ei[1]), np.maximum(ei[0], ei[1])
+    pairs = np.unique(lo[lo < hi] * n + hi[lo < hi])
+    ei = np.stack([pairs // n, pairs % n])
+    root = write_graph(tmp_path / "g", ei, n)
+    partition_on_disk(root, num_parts, tmp_path / "a", method=method, chunk_edges=1 << 20, seed=3,
+                      options={"passes": 2}, show_progress=False)
+    got = assignment_of(tmp_path / "a")
+    indptr, indices = to_undirected_csr(ei, n)
+    rng = np.random.default_rng(3)
+    rng.permutation(np.zeros(1, dtype=np.int64))  # the order of the one block
+    previous = None
+    for _ in range(2):  # the passes
+        previous = _one_pass(indptr, indices, np.diff(indptr), rng.permutation(n), num_parts, method,
+                             capacity(n, num_parts, 0.05), default_chunk_size(n, num_parts),
+                             fennel_alpha(n, indptr[-1] / 2.0, num_parts), 1.5, None, rng, previous)
+    moved = int((got != previous).sum())
+    assert moved == 0, f"{moved} of {n} nodes in another part than the in-memory stream's"
+
+
 def test_the_budget_refuses_before_starting(tmp_path):
     with pytest.raises(PartitionError, match=r"memory budget of at least .* GB for 50000000 nodes"):
         plan_memory(50_000_000, 1_000_000_000, 8, 2.0)

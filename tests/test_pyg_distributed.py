@@ -115,23 +115,26 @@ def _host_folder(full: str, parts: list[int], out: Path) -> str:
     return str(out)
 
 
-@pytest.mark.parametrize("parts,per_host", [(2, True), (3, False)])
-def test_distributed_batches_are_one_process_batches(cora, cora_partition, tmp_path, parts, per_host):
+@pytest.mark.parametrize("parts,layout", [(2, "own"), (3, "whole"), (2, "mixed")])
+def test_distributed_batches_are_one_process_batches(cora, cora_partition, tmp_path, parts, layout):
     """Every rank's batch is what it claims: x rows, labels of the seeds, every edge one of Cora's
     (named by e_id), per-hop counts within the fan-outs; link batches' positives real, negatives
     not, at ratio 2. Step k's batches of the ranks (rank r: batch k * parts + r) together are one
     process's batch k at parts times the batch size: its seeds in rank order, its nodes and edges
     (gnnscale.pyg.steps; tests/test_pyg_global_steps.py checks it hop by hop), its pairs and
-    negatives. ``per_host``: rank r opens its own folder (meta.json and part r, as on separate
+    negatives. ``own``: rank r opens its own folder (meta.json and part r, as on separate
     hosts): the other part's graph and masks come from its owner once (bytes under graph: its
     packed CSC) and its rows and labels per batch (feature / label); the graph is the whole
-    folder's. A whole folder: every part read from it (host reads), nothing exchanged."""
+    folder's. ``whole``: every part read from the folder (host reads), nothing exchanged.
+    ``mixed``: rank 0 the whole folder, rank 1 its own part only: rank 0 reads part 1 from its
+    folder, rank 1 asks rank 0 for part 0 (the fetches stay collective: not every folder is whole)."""
     n = cora.num_nodes
     keys = edge_keys(cora.edge_index, n)
     pairs = cora.edge_index[:, torch.arange(0, cora.edge_index.size(1), 37)]
     seed = 7
     full = cora_partition(parts)
-    folders = [_host_folder(full, [r], tmp_path / f"host{r}") for r in range(parts)] if per_host else full
+    folders = full if layout == "whole" else \
+        [full if layout == "mixed" and r == 0 else _host_folder(full, [r], tmp_path / f"host{r}") for r in range(parts)]
     results = launch_local(cora_batches, parts, args=(folders, FANOUTS, 16, seed, None, pairs), threads_per_worker=1)
     ref_nodes, ref_links = _one_process(cora, pairs, seed, parts)
     deg = torch.bincount(cora.edge_index[1], minlength=n)
@@ -185,12 +188,23 @@ def test_distributed_batches_are_one_process_batches(cora, cora_partition, tmp_p
             got |= set(zip(dst.tolist(), src.tolist()))
         src, dst = ref.n_id[ref.edge_index]
         assert got == set(zip(dst.tolist(), src.tolist()))
-    if per_host:
+    if layout != "whole":
         whole = PartitionGraphStore(full).coo_of()
+        assert all(torch.equal(res["coo"], whole) for res in results)
+    if layout == "mixed":
+        # rank 0 reads part 1 from its whole folder and asks nothing; rank 1 gets part 0's graph once and
+        # its rows per batch from rank 0 (the fetches stay collective: not every folder is whole)
+        zero, one = results
+        assert zero["rows"]["host_rows"] > 0 and zero["rows"]["remote_rows"] == 0
+        assert one["rows"]["host_rows"] == 0 and one["rows"]["remote_rows"] > 0
+        n_0, e_0 = (np.load(Path(full) / "part0" / f, mmap_mode="r").shape[0] for f in ("orig_ids.npy", "indices.npy"))
+        assert zero["comm"]["sent"]["graph"] == one["comm"]["received"]["graph"] == 8 * (2 + 3 * n_0 + e_0)
+        assert zero["comm"]["received"]["graph"] == one["comm"]["sent"]["graph"] == 0
+        assert zero["comm"]["received"]["feature"] == 0 < one["comm"]["received"]["feature"]
+    elif layout == "own":
         for r, res in enumerate(results):
             assert res["rows"]["remote_rows"] > 0 and res["rows"]["host_rows"] == 0
             assert res["comm"]["sent"]["feature"] > 0 and res["comm"]["sent"]["label"] > 0
-            assert torch.equal(res["coo"], whole)
             # part r packed once: E, a flag, in-degrees, original ids, split masks [n_r] and sources [E_r]
             n_r, e_r = (np.load(Path(full) / f"part{r}" / f, mmap_mode="r").shape[0] for f in ("orig_ids.npy",
                                                                                                "indices.npy"))

@@ -121,3 +121,16 @@ def test_ldg_and_fennel_differ_where_their_objectives_differ(shared_data):
     ldg = assign_parts(cora, 4, method="ldg")
     heavy = assign_parts(cora, 4, method="fennel", options={"alpha": 10.0})
     assert (ldg != heavy).mean() > 0.05
+
+
+@pytest.mark.parametrize("kind", ["ldg", "fennel"])
+def test_restreaming_counts_a_node_placed_earlier_in_this_pass_in_its_new_part(kind):
+    """A second pass over the edge 0-1 (nodes 2 and 3 alone), the last pass having put 0 in part 0 and 1
+    in part 1, the stream 0, 1, 2, 3 one node at a time: 0 follows its neighbour 1's last part (1, not
+    yet placed in this pass), then 1 follows 0's new part (1), not its last one (0)."""
+    from gnnscale.partitioning.streaming import _one_pass
+
+    indptr, indices = np.array([0, 1, 2, 2, 2]), np.array([1, 0])
+    got = _one_pass(indptr, indices, np.diff(indptr), np.arange(4), 2, kind, capacity(4, 2, 0.05), 1,
+                    0.1, 1.5, None, np.random.default_rng(0), np.array([0, 1, 0, 1]))
+    assert got.tolist() == [1, 1, 0, 0]

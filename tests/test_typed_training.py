@@ -112,6 +112,34 @@ def test_typed_runs_honour_their_options(acm, acm_partition, tmp_path):
     assert int((moved[acm.test_mask] != pred[acm.test_mask]).sum()) > 50  # the order matters
 
 
+def test_learned_tables_start_from_the_same_rows_at_any_worker_count(acm_partition):
+    """The featureless subjects' learned rows (the data-parallel step's tables) start from values keyed by
+    the original per-type id, not by the partition's: the row of one subject is the same on 1 part as on 2
+    (their per-type ids differ there), so the run trains the same tables at any worker count."""
+    from types import SimpleNamespace
+
+    from gnnscale.data.embeddings import embedding_order
+    from gnnscale.parallel.step_hooks import step_hooks
+    from gnnscale.partitioning import load_part
+    from gnnscale.process.comm import Communicator
+
+    cfg = SimpleNamespace(hidden=8, seed=5, lr=0.01)
+
+    def tables(parts: int) -> tuple[dict, dict]:
+        """{t: float32 [N_t, 8]} the initial rows of every rank, in the partition's per-type order."""
+        got = [step_hooks(load_part(acm_partition(parts), r), cfg, Communicator(r, parts)).embeddings.tables
+               for r in range(parts)]
+        return {t: torch.cat([g[t].weight for g in got]) for t in got[0]}, load_part(acm_partition(parts), 0).typed.meta
+
+    one, _ = tables(1)
+    two, meta = tables(2)
+    assert list(one) == list(two) == [2]  # ACM's subjects
+    order = embedding_order(acm_partition(2), meta)[2]  # the original id of each per-type id of the 2 parts
+    assert not torch.equal(order, torch.arange(order.numel()))  # the parts renumber the subjects
+    moved = int((two[2] != one[2][order]).any(1).sum())
+    assert moved == 0, f"{moved} of {order.numel()} subjects start from another row on 2 parts than on 1"
+
+
 def test_typed_historical_exchange_trains_and_pushes_halo_embeddings_instead_of_sampling(acm_partition):
     """--exchange historical on a typed graph (issue 45 item 6): owned nodes are drawn by relation
     as in exact mode, remote ones are leaves read from the halo tables (one row per halo node of
