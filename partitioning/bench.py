@@ -17,7 +17,8 @@ step and reused makes an underestimate); the row's ``memory_measured`` says whic
 
 A method may carry its own options as ``NAME?KEY=VALUE&KEY=VALUE`` (the dataset names' syntax),
 so one run compares presets: ``kaminpar,kaminpar?context=fast,kaminpar?context=terapart,
-kahip?mode=fast``; the row's ``method`` is that whole spec.
+kahip?mode=fast``; the row's ``method`` is that whole spec. ``kahip?mode=all`` and
+``kaminpar?context=all`` stand for one row per preset (:func:`expand_presets`).
 """
 from __future__ import annotations
 
@@ -71,6 +72,24 @@ def split_method(spec: str) -> tuple[str, dict]:
             )
         options[key.strip()] = _option_value(value.strip())
     return name, options
+
+
+def expand_presets(methods: Sequence[str]) -> list[str]:
+    """Each ``kahip?mode=all`` / ``kaminpar?context=all`` in ``methods`` -> one spec per preset
+    (KaHIP's six modes; KaMinPar's named contexts), other options kept; the rest unchanged."""
+    from gnnscale.partitioning.multilevel import KAHIP_MODES, KAMINPAR_CONTEXTS
+
+    presets = {"kahip": ("mode", list(KAHIP_MODES)), "kaminpar": ("context", list(KAMINPAR_CONTEXTS))}
+    out = []
+    for spec in methods:
+        name, options = split_method(spec)
+        key, names = presets.get(name, (None, ()))
+        if key is None or options.get(key) != "all":
+            out.append(spec)
+            continue
+        rest = "".join(f"&{item}" for item in spec.partition("?")[2].split("&") if item.split("=")[0] != key)
+        out.extend(f"{name}?{key}={preset}{rest}" for preset in names)
+    return out
 
 
 def _context():
@@ -143,6 +162,7 @@ def run_bench(
     log (stderr), one line per method; the caller prints the rows.
     """
     rows = []
+    methods = expand_presets(methods)
     total = len(parts_list) * len(methods)
     specs = [split_method(m) for m in methods]  # a malformed spec fails before any partitioning
     with tempfile.TemporaryDirectory(prefix="gnnscale-bench-") as tmp:

@@ -17,7 +17,7 @@ ldg        streaming Linear Deterministic Greedy; ``slack`` (default: ``imbalanc
 fennel     streaming Fennel; as ldg, plus ``gamma`` (1.5) and ``alpha`` (sqrt(P) M / N^1.5).
 kaminpar   KaMinPar (deep multilevel, optional package); ``context`` (default/fast/terapart/...),
            ``threads`` (1), ``edge_weight``; one node weight from ``balance``.
-kahip      KaHIP's KaFFPa (optional package); ``mode`` (fast/eco/strong/*social), ``edge_weight``;
+kahip      KaHIP's KaFFPa (optional package); ``mode`` (auto/fast/eco/strong/*social), ``edge_weight``;
            one node weight from ``balance``.
 =========  ===================================================================================
 
@@ -315,14 +315,16 @@ def kahip_strategy(
     balance: Sequence[str] = ("nodes", "train"),
     imbalance: float = 0.05,
     seed: int = 0,
-    mode: str = "eco",
+    mode: str = "auto",
     edge_weight: bool = True,
 ) -> np.ndarray:
     """KaHIP's KaFFPa (``pip install 'gnnscale[kahip]'``) on the symmetrized graph.
 
     Args:
         data, num_parts, balance, imbalance, seed, edge_weight: as :func:`kaminpar_strategy`.
-        mode: ``fast``, ``eco`` (default), ``strong``, ``fastsocial``, ``ecosocial``, ``strongsocial``.
+        mode: ``auto`` (default: ``strong``/``eco`` by size, ``*social`` for skewed degrees;
+            :func:`~gnnscale.partitioning.multilevel.choose_kahip_mode`), ``fast``, ``eco``, ``strong``,
+            ``fastsocial``, ``ecosocial``, ``strongsocial``.
 
     Returns:
         int64 numpy ``[N]``.

@@ -161,3 +161,43 @@ def test_bench_rows_for_presets(cora):
         assert by[spec]["peak_rss_growth_bytes"] >= 0
     table = format_table(rows)
     assert "kaminpar?context=fast" in table and len({len(line) for line in table.splitlines()}) == 1
+
+
+def test_kahip_auto_mode_follows_size_and_degree_spread(monkeypatch):
+    """mode=auto (issue 54 item 12): strong on small graphs, eco above the size limit, the *social
+    presets where the degree spread (std / mean) is at least 2 (Squirrel 2.12; Cora 1.34)."""
+    from gnnscale.partitioning import multilevel
+    from gnnscale.partitioning.multilevel import choose_kahip_mode
+
+    regular = np.arange(0, 4 * 101, 4)  # 100 nodes of degree 4: spread 0
+    star = np.concatenate([[0, 990], 990 + np.arange(1, 991)])  # a hub and 990 leaves: spread ~22
+    assert choose_kahip_mode(regular)[0] == "strong"
+    assert choose_kahip_mode(star)[0] == "strongsocial"
+    monkeypatch.setattr(multilevel, "KAHIP_STRONG_MAX_ADJACENCY", 100)
+    mode, why = choose_kahip_mode(star)
+    assert mode == "ecosocial" and "1,980 adjacency entries > 100" in why and "degree spread" in why
+    assert choose_kahip_mode(regular)[0] == "eco"
+
+
+@KAHIP
+def test_kahip_default_cuts_cora_no_worse_than_metis(cora, caplog):
+    """KaHIP's old default (eco) cut Squirrel 2.3x METIS; auto runs strong on graphs this small
+    (measured, 2/4/8 parts, balance nodes+train: Cora 165/265/434 against METIS 177/308/534)."""
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="gnnscale.partitioning.multilevel"):
+        cuts = {m: _cut(cora, assign_parts(cora, P, method=m)) for m in ("metis", "kahip")}
+    assert cuts["kahip"] <= cuts["metis"], cuts
+    assert any("KaHIP mode strong (" in r.getMessage() for r in caplog.records)
+
+
+@KAHIP
+def test_bench_shows_every_kahip_preset(cora):
+    from gnnscale.partitioning.bench import expand_presets
+    from gnnscale.partitioning.multilevel import KAHIP_MODES
+
+    assert expand_presets(["metis", "kahip?mode=all&edge_weight=false"]) == \
+        ["metis"] + [f"kahip?mode={m}&edge_weight=false" for m in KAHIP_MODES]
+    rows = run_bench(cora, [2], ["metis", "kahip?mode=all"], fanouts=[5], batch_size=512, isolate=False)
+    assert [r["method"] for r in rows] == ["metis"] + [f"kahip?mode={m}" for m in KAHIP_MODES]
+    assert all(r["edge_cut"] > 0 for r in rows)

@@ -101,7 +101,8 @@ def _add_partition_args(p: argparse.ArgumentParser) -> None:
         "--method-opt", type=key_value, action="append", default=[], metavar="KEY=VALUE",
         help="an option of the method, repeatable (metis: scheme=auto|kway|recursive, edge_weight=true; "
         "ldg/fennel: slack=0.1, passes=2, chunk_size=N; fennel: gamma=1.5; kaminpar: context=default|fast|terapart, "
-        "threads=1; kahip: mode=fast|eco|strong)",
+        "threads=1; kahip: mode=auto|fast|eco|strong|fastsocial|ecosocial|strongsocial, default auto: strong on "
+        "graphs up to 500,000 adjacency entries, else eco, *social where degrees are skewed)",
     )
     p.add_argument(
         "--balance", type=_str_list, default=["nodes", "train"],
@@ -220,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--parts", type=_int_list, default=[2, 4, 8], help="part counts, comma-separated")
     b.add_argument("--methods", type=_str_list, default=["metis", "random", "ldg", "fennel"],
                    help="methods, comma-separated; a method's own options as NAME?KEY=VALUE&KEY=VALUE, e.g. "
-                   "kaminpar?context=fast&threads=2, kahip?mode=eco")
+                   "kaminpar?context=fast&threads=2, kahip?mode=eco; kahip?mode=all (kaminpar?context=all) "
+                   "gives one row per preset")
     b.add_argument("--balance", type=_str_list, default=["nodes", "train"],
                    help="METIS balance constraints (kaminpar and kahip balance one weight made from them)")
     b.add_argument("--imbalance", type=float, default=0.05, help="allowed imbalance per constraint")
