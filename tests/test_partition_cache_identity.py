@@ -173,6 +173,8 @@ def test_each_source_names_its_input_files(tmp_path, monkeypatch):
     assert files("hetero-dir:h")[0] == ["edges/a__r__b/edge_index.npy", "meta.json", "nodes/paper/x.npy"]
     assert files("ogbn-arxiv", root="ogb") == (["RELEASE_v1.txt", "processed/data_processed", "raw/edge.csv.gz"],
                                                str(tmp_path / "ogb" / "ogbn_arxiv"))
+    touch("ogb/ogbl_collab/RELEASE_v1.txt", "ogb/ogbl_collab/split/time/train.pt")
+    assert files("ogbl-collab", root="ogb")[0] == ["RELEASE_v1.txt", "split/time/train.pt"]
     assert files("npz:f.npz") == (["f.npz"], str(tmp_path / "f.npz"))
     assert files("dir:mine?undirected=true", root="graphs") == (["edge_index.npy", "x.npy", "y.npy"],
                                                                  str(tmp_path / "graphs" / "mine"))
