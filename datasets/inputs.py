@@ -214,7 +214,10 @@ def _ogb_folder(name: str, root: str | None) -> Path:
     base = Path(ogb_root(root)).expanduser()
     folder = base / "_".join(name.split("-"))
     if not folder.is_dir() and base.is_dir():  # ogb's own spelling (ogbn-papers100M) given in another case
-        same = [p for p in base.iterdir() if p.name.lower() == folder.name.lower() and p.is_dir()]
+        try:
+            same = [p for p in base.iterdir() if p.name.lower() == folder.name.lower() and p.is_dir()]
+        except OSError:
+            same = []
         folder = same[0] if len(same) == 1 else folder
     return folder
 
@@ -281,10 +284,18 @@ def input_identity(name: str, root: str | None = None) -> dict[str, Any] | None:
     else:
         files = {}
         for pattern in patterns:
-            for p in sorted(location.glob(pattern)) if location.is_dir() else []:
-                if p.is_file():
-                    files[p.relative_to(location).as_posix()] = p
-    return {"location": str(location), "files": {rel: file_identity(p) for rel, p in sorted(files.items())}}
+            try:
+                found = sorted(location.glob(pattern)) if location.is_dir() else []
+            except OSError:  # an unreadable folder: the load says so in its own line
+                found = []
+            files.update((p.relative_to(location).as_posix(), p) for p in found if p.is_file())
+    out = {}
+    for rel, p in sorted(files.items()):
+        try:
+            out[rel] = file_identity(p)
+        except OSError:  # unreadable: left out, as a missing file is (the load names it)
+            pass
+    return {"location": str(location), "files": out}
 
 
 def _when(ns: int) -> str:

@@ -73,7 +73,7 @@ def prepare_parts(dataset, parts: int, root: str | None = None, cache_dir: str |
                 if not changes:
                     log.info("using cached partition %s", out)
                     return str(out)
-                log.info("re-partitioning %s: %s since the cached partition %s was cut", dataset, said(changes), out)
+                log.info("re-partitioning %s: %s since the cached partition %s was cut", dataset, in_words(changes), out)
         except GnnscaleError:
             pass
     if graph is None:
@@ -106,7 +106,7 @@ def prepare_parts(dataset, parts: int, root: str | None = None, cache_dir: str |
     return str(out)
 
 
-def said(changes: list[str], most: int = 3) -> str:
+def in_words(changes: list[str], most: int = 3) -> str:
     """What changed in the input, in one phrase (the first ``most`` changes, then a count)."""
     more = len(changes) - most
     return ", ".join(changes[:most]) + (f" and {more} more file(s) changed" if more > 0 else "")
