@@ -135,7 +135,8 @@ def test_info_shows_the_input_identity(tmp_path):
         r = cli_in_process("info", str(folder))
         assert r.returncode == 0, r.stderr[-3000:]
         lines = r.stdout.splitlines()
-        at = lines.index(f"  input              {graph} (3 file(s), 21,184 bytes)")  # x 6,528 + y 1,728 + edges 12,928
+        # x.npy 6,528 + y.npy 1,728 + edge_index.npy 12,928 bytes
+        at = lines.index(f"  input              {graph} (3 file(s), 21,184 bytes)")
         sha = meta_of(folder)["input"]["files"]["x.npy"]["sha256"]
         assert lines[at + 2].startswith("    x.npy: 6,528 bytes, modified ") and lines[at + 2].endswith(f"sha256 {sha[:12]}")
         assert [s.split(":")[0] for s in lines[at + 1:at + 4]] == ["    edge_index.npy", "    x.npy", "    y.npy"]

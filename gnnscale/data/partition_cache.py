@@ -73,7 +73,8 @@ def prepare_parts(dataset, parts: int, root: str | None = None, cache_dir: str |
                 if not changes:
                     log.info("using cached partition %s", out)
                     return str(out)
-                log.info("re-partitioning %s: %s since the cached partition %s was cut", dataset, in_words(changes), out)
+                log.info("re-partitioning %s: %s since the cached partition %s was cut", dataset, in_words(changes),
+                         out)
         except GnnscaleError:
             pass
     if graph is None:
