@@ -21,9 +21,16 @@ None, features per type in ``x_dict``, plus ``node_types``, ``edge_types``, ``ty
 ``node_type``, ``edge_type`` and ``target_type``.
 """
 
-from gnnscale.datasets.hetero_dir import write_hetero_dir
-from gnnscale.datasets.loader import DATASET_HELP, load_dataset
-from gnnscale.datasets.mag import generate_synthetic_mag
-from gnnscale.datasets.synthetic import generate_synthetic
+from gnnscale.lazy import lazy_exports
 
-__all__ = ["DATASET_HELP", "generate_synthetic", "generate_synthetic_mag", "load_dataset", "write_hetero_dir"]
+# Public name -> the submodule that defines it, loaded on first use (PEP 562): the launcher reads a
+# name's input files through the torch-free gnnscale.datasets.inputs without importing torch.
+_EXPORTS = {
+    "DATASET_HELP": ".loader",
+    "load_dataset": ".loader",
+    "generate_synthetic": ".synthetic",
+    "generate_synthetic_mag": ".mag",
+    "write_hetero_dir": ".hetero_dir",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

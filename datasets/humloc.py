@@ -23,7 +23,6 @@ from ``split.pt`` (1675 / 187 / 1244).
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +33,7 @@ from gnnscale.datasets._data import make_data
 from gnnscale.datasets._graph import check_edge_ids
 from gnnscale.datasets._options import Option, data_folder
 from gnnscale.datasets._splits import masks_from_indices
+from gnnscale.datasets.inputs import HUMLOC_FILES, humloc_folder
 from gnnscale.datasets.targets import attach_targets, dedupe_edges
 from gnnscale.errors import DatasetError
 
@@ -48,26 +48,7 @@ HELP = (
     "    (self loops kept, exact duplicates dropped) with edge_attr float32 [E,21]; split 1675/187/1244."
 )
 
-FILES = ("edge_list.csv", "features.csv", "labels.csv", "split.pt")
-
-
-def default_folder(root: str | None) -> Path:
-    """The folder plain ``humloc`` names (see the module docstring)."""
-    if root is not None:
-        candidates = [Path(root).expanduser() / "humloc"]
-    else:
-        candidates = []
-        if os.environ.get("GNNSCALE_DATA"):
-            candidates.append(Path(os.environ["GNNSCALE_DATA"]).expanduser() / "humloc")
-        candidates.append(Path("..") / "shared" / "data" / "humloc")
-    for folder in candidates:
-        if folder.is_dir():
-            return folder
-    raise DatasetError(
-        f"expected the HumLoc folder at {' or '.join(str(c) for c in candidates)}, found nothing; "
-        "pass humloc:<folder with edge_list.csv, features.csv, labels.csv, split.pt>, or its parent with --root DIR "
-        "(root= in Python)"
-    )
+FILES = HUMLOC_FILES
 
 
 def _read_csv(path: Path, header: bool) -> tuple[np.ndarray, list[str]]:
@@ -124,7 +105,7 @@ def load(arg: str, root: str | None, options: dict, name: str) -> Data:
         folder = data_folder(arg, root, "a HumLoc folder (edge_list.csv, features.csv, labels.csv, split.pt)",
                              "humloc")
     else:
-        folder = default_folder(root)
+        folder = humloc_folder(root)
     where = str(folder)
     x, _ = _read_csv(folder / "features.csv", header=False)
     n = x.shape[0]

@@ -26,7 +26,8 @@ from typing import Any
 from torch_geometric.data import Data
 
 from gnnscale.datasets import acm, directory, hetero_dir, humloc, mag, npz, ogb, ogb_link, planetoid, synthetic
-from gnnscale.datasets._options import canonical_name, format_options, resolve_options, split_spec
+from gnnscale.datasets._options import canonical_name, format_options, resolve_options
+from gnnscale.datasets.inputs import VALID_NAMES, parse_name, unknown_name  # noqa: F401 (re-exported)
 from gnnscale.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -43,33 +44,6 @@ _SOURCES: dict[str, ModuleType] = {
     "hetero-dir": hetero_dir,
     "synthetic-mag": mag,
 }
-_ALIASES = {n: f"planetoid:{n}" for n in planetoid.NAMES}
-VALID_NAMES = (
-    "planetoid:cora",
-    "planetoid:citeseer",
-    "planetoid:pubmed",
-    "cora",
-    "citeseer",
-    "pubmed",
-    "npz:PATH",
-    "dir:PATH",
-    "humloc:PATH",
-    "humloc",
-    "ogbn-arxiv",
-    "ogbn-products",
-    "ogbn-papers100M",
-    "ogbn-mag",
-    "ogbn-proteins",
-    "ogbn-<other>",
-    "ogbl-collab",
-    "ogbl-ppa",
-    "ogbl-ddi",
-    "ogbl-citation2",
-    "synthetic",
-    "acm:PATH",
-    "hetero-dir:PATH",
-    "synthetic-mag",
-)
 
 
 def _help() -> str:
@@ -95,47 +69,6 @@ def _help() -> str:
 
 
 DATASET_HELP: str = _help()
-
-
-def _unknown(name: str) -> DatasetError:
-    return DatasetError(
-        f"expected a dataset name among {', '.join(VALID_NAMES)}, found {name!r}; "
-        "pick one of those (`gnnscale datasets` describes each)"
-    )
-
-
-def parse_name(name: str) -> tuple[str, str, str, dict[str, Any]]:
-    """Split a dataset name into ``(source, arg, canonical base, query options)``.
-
-    ``source`` is a key of the source table (``planetoid``, ``npz``, ``dir``, ``ogbn``, ``ogbl``,
-    ``synthetic``, ``acm``, ``hetero-dir``, ``synthetic-mag``); ``arg`` is what follows
-    ``source:`` (the ogbn / ogbl name for OGB).
-    """
-    base, query = split_spec(name)
-    base = _ALIASES.get(base.lower(), base)
-    if base.lower().startswith("ogbn-"):
-        return "ogbn", base, base, query
-    if base.lower().startswith("ogbl-"):
-        return "ogbl", base, base, query
-    if base.lower() in ("synthetic", "synthetic-mag", "humloc"):
-        return base.lower(), "", base.lower(), query
-    scheme, sep, arg = base.partition(":")
-    scheme = scheme.lower()
-    if not sep or scheme not in ("planetoid", "npz", "dir", "humloc", "synthetic", "synthetic-mag", "acm",
-                                 "hetero-dir"):
-        raise _unknown(name)
-    if scheme in ("synthetic", "synthetic-mag"):
-        if arg:
-            raise _unknown(name)
-        return scheme, "", scheme, query
-    if not arg:
-        raise DatasetError(
-            f"expected {scheme}:<{'name' if scheme == 'planetoid' else 'path'}>, found {name!r} with nothing "
-            f"after ':'; e.g. {'planetoid:cora' if scheme == 'planetoid' else scheme + ':/data/graph'}"
-        )
-    if scheme == "planetoid":
-        arg = arg.lower()
-    return scheme, arg, f"{scheme}:{arg}", query
 
 
 def check_dataset_name(name: str, **options: Any) -> None:

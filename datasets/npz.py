@@ -43,6 +43,7 @@ from gnnscale.datasets._data import make_data
 from gnnscale.datasets._graph import check_edge_ids, clean_edges
 from gnnscale.datasets._options import Option
 from gnnscale.datasets._splits import per_class_split
+from gnnscale.datasets.inputs import npz_file
 from gnnscale.datasets.targets import attach_targets
 from gnnscale.errors import DatasetError
 
@@ -78,18 +79,6 @@ def target_of(path: Path, option: str) -> str:
     if option != "auto":
         return option
     return "binary" if path.stem.lower().replace("-", "_") in ROC_AUC_NAMES else "class"
-
-
-def _resolve_path(arg: str, root: str | None) -> Path:
-    path = Path(arg).expanduser()
-    if not path.is_absolute() and root is not None:
-        path = Path(root).expanduser() / path
-    if not path.is_file():
-        raise DatasetError(
-            f"expected an .npz file at {path}, found {'a folder' if path.is_dir() else 'nothing'}; "
-            "pass npz:<path to the file> (relative paths are relative to root or the working directory)"
-        )
-    return path
 
 
 def _labels(raw: np.ndarray, n: int, where: str) -> np.ndarray:
@@ -197,7 +186,7 @@ class _Renamed:
 
 def load(arg: str, root: str | None, options: dict, name: str) -> Data:
     """Load ``npz:<arg>``; see the module docstring."""
-    path = _resolve_path(arg, root)
+    path = npz_file(arg, root)
     where = str(path)
     kind = target_of(path, options["target"])
     try:

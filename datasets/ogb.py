@@ -70,6 +70,7 @@ from torch_geometric.data import Data
 from gnnscale.datasets._data import make_data
 from gnnscale.datasets._graph import check_edge_ids, clean_edges
 from gnnscale.datasets._options import Option
+from gnnscale.datasets.inputs import ogb_root
 from gnnscale.datasets.relations import add_reverse
 from gnnscale.datasets.targets import attach_targets, check_edge_attr, dedupe_edges
 from gnnscale.datasets.typed import make_typed_data
@@ -95,7 +96,7 @@ HELP = (
 
 def default_root() -> str:
     """``$GNNSCALE_DATA`` if set, else ``./data``."""
-    return os.environ.get("GNNSCALE_DATA") or "data"
+    return ogb_root(None)
 
 
 def _import_ogb():

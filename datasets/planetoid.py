@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import pickle
 import warnings
 from pathlib import Path
@@ -34,12 +33,13 @@ from torch_geometric.data import Data
 from gnnscale.datasets._data import make_data
 from gnnscale.datasets._graph import check_edge_ids, clean_edges
 from gnnscale.datasets._options import Option
+from gnnscale.datasets.inputs import PLANETOID_FILES, PLANETOID_NAMES
+from gnnscale.datasets.inputs import planetoid_folder as find_folder
 from gnnscale.errors import DatasetError
 
 logger = logging.getLogger(__name__)
 
-NAMES = ("cora", "citeseer", "pubmed")
-FILES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
+NAMES, FILES = PLANETOID_NAMES, PLANETOID_FILES
 NORMALIZE = ("none", "row")
 OPTIONS: dict[str, Option] = {
     "normalize": Option(str, "none", "none (PyG's raw 0/1 rows) or row: each node's features divided by their sum, "
@@ -78,49 +78,6 @@ def _unpickle(path: Path):
                 f"expected a Planetoid pickle in {path}, could not unpickle it ({type(exc).__name__}: "
                 f"{exc}); re-copy the original file"
             ) from None
-
-
-def _candidate_folders(root: str | None) -> list[Path]:
-    if root is not None:
-        bases = [Path(root).expanduser()]
-    else:
-        env = os.environ.get("GNNSCALE_DATA")
-        bases = []
-        if env:
-            bases += [Path(env) / "planetoid", Path(env)]
-        bases += [Path("data") / "planetoid", Path("data")]
-    out: list[Path] = []
-    for b in bases:
-        out += [b, b / "raw"]
-    return out
-
-
-def find_folder(name: str, root: str | None) -> Path:
-    """The folder holding ``ind.<name>.*``: the candidate with the most of the 8 files.
-
-    Raises DatasetError if that folder misses any file, naming the missing files and the folder.
-    """
-    candidates = _candidate_folders(root)
-    best, best_have = candidates[0], -1
-    for folder in candidates:
-        have = sum((folder / f"ind.{name}.{f}").is_file() for f in FILES)
-        if have > best_have:
-            best, best_have = folder, have
-    missing = [f"ind.{name}.{f}" for f in FILES if not (best / f"ind.{name}.{f}").is_file()]
-    if missing:
-        looked = ", ".join(str(c) for c in candidates)
-        if best_have == 0:
-            raise DatasetError(
-                f"expected the 8 raw Planetoid files ind.{name}.{{{','.join(FILES)}}} in one folder, "
-                f"found none of them in {looked}; give that folder (or its parent "
-                "with a raw/ subfolder) with --root DIR (root= in Python), or set $GNNSCALE_DATA"
-            )
-        raise DatasetError(
-            f"expected all 8 raw Planetoid files of {name!r} in {best.resolve()}, found "
-            f"{best_have}; missing: {', '.join(missing)}. Copy the missing file(s) from "
-            "https://github.com/kimiyoung/planetoid/tree/master/data into that folder"
-        )
-    return best
 
 
 def _dense_rows(m, where: Path) -> np.ndarray:

@@ -23,7 +23,8 @@ def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
         feature_dim, num_classes, ``target_kind`` (class, binary, multilabel or regression;
         class for folders written before targets had kinds), ``num_outputs``,
         ``edge_feature_dim`` (0: no edge features), ``feature_dtype`` (float32 for folders written before
-        it), created, the partitioner's settings and cost
+        it), ``input`` (the identity of the files it was cut from, where recorded:
+        :func:`~gnnscale.datasets.inputs.input_identity`), created, the partitioner's settings and cost
         (balance_constraints, imbalance, seed, options, partition_seconds, write_seconds,
         total_seconds, peak_rss_bytes, ...), the quality metrics ``edge_cut`` (int),
         ``edge_cut_fraction``, ``undirected_edges``, ``balance`` {nodes, train, in_edges}
@@ -50,6 +51,7 @@ def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
     keys = (
         "format_version",
         "dataset",
+        "input",
         "method",
         "num_parts",
         "num_nodes",

@@ -18,7 +18,7 @@ log = logging.getLogger("gnnscale")
 
 
 def cmd_partition(args) -> int:
-    from gnnscale.data.partition_cache import check_edge_to_node, edge_to_node_meta
+    from gnnscale.data.partition_cache import check_edge_to_node, edge_to_node_meta, input_meta
     from gnnscale.datasets import load_dataset
     from gnnscale.partitioning import partition_graph
 
@@ -39,7 +39,8 @@ def cmd_partition(args) -> int:
     partition_graph(
         data, args.parts, args.out, method=args.method, balance=args.balance,
         imbalance=args.imbalance, seed=args.seed, dataset=args.dataset, options=dict(args.method_opt),
-        extra_meta=edge_to_node_meta(args.edge_to_node), feature_dtype=args.feature_dtype,
+        extra_meta={**edge_to_node_meta(args.edge_to_node), **input_meta(args.dataset, args.root)},
+        feature_dtype=args.feature_dtype,
     )
     return 0  # partition_graph logged the one line of the write
 
@@ -244,6 +245,13 @@ def cmd_info(args) -> int:
     link = load_meta(args.dir).get("link")
     if link:  # a link-prediction split: its metric and counts
         print(f"  {'link_split':18s} metric {link['metric']}, " + ", ".join(f"{k} {v}" for k, v in link["counts"].items()))
+    if summary.get("input"):  # the identity of the files it was cut from (the partition cache's check)
+        from gnnscale.datasets.inputs import describe_identity
+
+        first, *files = describe_identity(summary["input"])
+        print(f"  {'input':18s} {first}")
+        for line in files:
+            print(f"    {line}")
     typed = summary.get("typed")
     if typed:
         print(f"  {'target_type':18s} {typed.get('target_type')}")

@@ -2,9 +2,13 @@
 An in-memory PyG graph (``gnnscale.train(data)``) is cached as a dataset named by its content digest.
 
 The folder is named by the dataset, the method, the part count and a hash of every option that
-changes the cut (root, balance, imbalance, seed, method options, ``--edge-to-node``); a folder
-with a complete ``meta.json`` of the right part count (and the same ``edge_to_node``) is reused.
-Torch-free until it partitions.
+changes the cut (root, balance, imbalance, seed, method options, ``--edge-to-node``) and of the
+absolute location of the input (a relative ``dir:graphs/mine`` is another graph in another
+working folder: :func:`~gnnscale.datasets.inputs.input_location`). A folder with a complete
+``meta.json`` of the right part count (and the same ``edge_to_node``) is reused while the input's
+identity recorded there (``meta["input"]``: each input file's size, modification time and digest,
+:func:`~gnnscale.datasets.inputs.input_identity`) still holds; a changed input is cut again into
+the same folder, after one line saying what changed. Torch-free until it partitions.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import os
 import re
 from pathlib import Path
 
+from gnnscale.datasets.inputs import identity_changes, input_identity, input_location
 from gnnscale.errors import GnnscaleError
 
 log = logging.getLogger("gnnscale")
@@ -27,13 +32,16 @@ def cache_folder(dataset: str, parts: int, root: str | None = None, cache_dir: s
     """Where the cut of ``dataset`` into ``parts`` parts with these options is kept (``link``:
     the link split's ``(edge_split, disjoint_train_ratio)``, None without one; ``edge_to_node``:
     ``mean``/``sum`` aggregated in-edge features appended to ``x``, None: not; ``feature_dtype``:
-    the stored precision of the rows)."""
+    the stored precision of the rows). A dataset that reads files is keyed on their absolute
+    location too (a relative path resolved against the working folder)."""
     base = cache_dir or os.environ.get("GNNSCALE_CACHE") or os.path.join(Path.home(), ".cache", "gnnscale", "partitions")
     key = [dataset, os.path.abspath(root) if root else None, method, sorted(balance), imbalance, seed,
            sorted(map(str, method_opt))]
     key = key if link is None else key + [list(map(str, link))]
     key = key if edge_to_node is None else key + [f"edge_to_node={edge_to_node}"]
-    key = json.dumps(key if feature_dtype == "float32" else key + [f"feature_dtype={feature_dtype}"])  # older folders keep their names
+    key = key if feature_dtype == "float32" else key + [f"feature_dtype={feature_dtype}"]  # older folders keep their names
+    where = input_location(dataset, root)  # None: a generated or in-memory graph
+    key = json.dumps(key if where is None else key + [f"input={where[0]}"])
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", dataset)[:60]
     return Path(base) / f"{slug}-{method}-{parts}parts-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
@@ -46,7 +54,8 @@ def prepare_parts(dataset, parts: int, root: str | None = None, cache_dir: str |
     into ``parts`` parts (made on first use); its folder. ``link``: ``(edge_split or None, disjoint_train_ratio)``: the dataset prepared for link
     prediction (:func:`link_data`). ``edge_to_node``: ``mean``/``sum``: each node's aggregated
     in-edge features appended to ``x`` first (:func:`~gnnscale.datasets.edge_to_node.edge_to_node`,
-    recorded as ``meta["edge_to_node"]``)."""
+    recorded as ``meta["edge_to_node"]``). The identity of the files read is recorded as
+    ``meta["input"]``; a cached folder whose input changed since is cut again."""
     from gnnscale.partitioning import load_meta
 
     graph = None
@@ -59,8 +68,13 @@ def prepare_parts(dataset, parts: int, root: str | None = None, cache_dir: str |
             meta = load_meta(out)
             if meta["num_parts"] == parts and meta.get("edge_to_node") == edge_to_node and \
                     meta.get("feature_dtype", "float32") == feature_dtype:
-                log.info("using cached partition %s", out)
-                return str(out)
+                changes = identity_changes(meta.get("input"), None if graph is not None else
+                                           input_identity(dataset, root))
+                if not changes:
+                    log.info("using cached partition %s", out)
+                    return str(out)
+                log.info("re-partitioning %s: %s since the cached partition %s was cut", dataset, in_words(changes),
+                         out)
         except GnnscaleError:
             pass
     if graph is None:
@@ -87,8 +101,16 @@ def prepare_parts(dataset, parts: int, root: str | None = None, cache_dir: str |
         data = link_data(data, *link, seed=seed)
     partition_graph(data, parts, out, method=method, balance=list(balance), imbalance=imbalance, seed=seed,
                     dataset=dataset if graph is None else data.name, options=dict(method_opt),
-                    extra_meta=edge_to_node_meta(edge_to_node), feature_dtype=feature_dtype)
+                    extra_meta={**edge_to_node_meta(edge_to_node), **({} if graph is not None else
+                                                                      input_meta(dataset, root))},
+                    feature_dtype=feature_dtype)
     return str(out)
+
+
+def in_words(changes: list[str], most: int = 3) -> str:
+    """What changed in the input, in one phrase (the first ``most`` changes, then a count)."""
+    more = len(changes) - most
+    return ", ".join(changes[:most]) + (f" and {more} more file(s) changed" if more > 0 else "")
 
 
 def inmemory_name(graph) -> str:
@@ -108,6 +130,14 @@ def check_edge_to_node(edge_to_node: str | None, link: bool) -> None:
         raise GnnscaleError(f"--edge-to-node {edge_to_node} does not apply to a link-prediction split yet: it would "
                             "aggregate the features of the held-out validation and test edges into their nodes; leave "
                             "it out with --task link / --edge-split")
+
+
+def input_meta(dataset: str, root: str | None) -> dict:
+    """What a partition's meta.json records of the files ``dataset`` was read from (``input``:
+    :func:`~gnnscale.datasets.inputs.input_identity`, taken after the load, which may have written
+    ogb's processed/ cache); nothing for a generated graph."""
+    identity = input_identity(dataset, root)
+    return {} if identity is None else {"input": identity}
 
 
 def edge_to_node_meta(edge_to_node: str | None) -> dict:
