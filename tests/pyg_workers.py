@@ -31,6 +31,46 @@ def cora_batches(parts_dir, fanouts, batch_size: int, seed: int, host_reads, lin
     return out
 
 
+def mask_batches(parts_dir: str, root: str, fanouts, batch_size: int, seed: int) -> dict:
+    """This rank's batches of Cora's validation nodes given as PyG gives them (a bool mask; a typed
+    ``("paper", mask)`` over a one-type HeteroData of Cora) and as node ids, over the run's stores
+    (a partition folder) and over the graph in memory (``data=``); and the bad masks' one lines."""
+    from torch_geometric.data import HeteroData
+
+    from gnnscale.datasets import load_dataset
+    from gnnscale.errors import GnnscaleError
+    from gnnscale.pyg import init_distributed
+
+    cora = load_dataset("planetoid:cora", root=root)
+    typed = HeteroData()
+    typed["paper"].x, typed["paper"].y = cora.x, cora.y
+    typed["paper", "cites", "paper"].edge_index = cora.edge_index
+    mask = cora.val_mask  # nodes 140..639: their positions among the mask's nodes are not their ids
+    ids = torch.nonzero(mask).view(-1)
+    run = init_distributed(parts_dir, timeout=60)
+    out: dict = {}
+    for name, data, forms in (("stores", None, (mask, ids, "val")), ("memory", cora, (mask, ids)),
+                              ("typed", typed, (("paper", mask), ("paper", ids)))):
+        out[name] = []
+        for nodes in forms:
+            loader = run.node_loader(fanouts, nodes, batch_size=batch_size, shuffle=True, seed=seed, data=data)
+            out[name].append([dict(n_id=(b["paper"] if name == "typed" else b).n_id,
+                                   input_id=(b["paper"] if name == "typed" else b).input_id,
+                                   batch_size=(b["paper"] if name == "typed" else b).batch_size,
+                                   edge_index=(b["paper", "cites", "paper"] if name == "typed" else b).edge_index)
+                              for b in loader])
+    bad = []
+    for nodes, data in ((mask[:-1], None), (mask.float(), None), (mask.view(2, -1), None), (("paper", mask[:5]), typed),
+                        (mask, typed)):
+        try:
+            run.node_loader(fanouts, nodes, batch_size=batch_size, data=data)
+            bad.append(None)
+        except GnnscaleError as err:
+            bad.append(str(err))
+    run.close()
+    return dict(batches=out, bad=bad, world=run.world_size)
+
+
 def acm_batches(root: str, batch_size: int, seed: int, parts_dir=None) -> dict:
     """One pass of this rank's paper batches of ACM: held in memory (HeteroData); with ``parts_dir`` a
     folder, partitioned there by rank 0 and read through the typed folder stores, every other part's

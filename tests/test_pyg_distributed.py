@@ -18,7 +18,7 @@ from gnnscale.pyg import (LinkNeighborLoader, NeighborLoader, PartitionGraphStor
                           sampler_for)
 from gnnscale.pyg.distributed import RankBatches
 
-from pyg_workers import OwnerSends, acm_batches, check_acm_steps, cora_batches
+from pyg_workers import OwnerSends, acm_batches, check_acm_steps, cora_batches, mask_batches
 
 ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
 ACM = ROOT / "acm"
@@ -214,6 +214,91 @@ def test_distributed_batches_are_one_process_batches(cora, cora_partition, tmp_p
         for res in results:
             assert res["rows"]["remote_rows"] == 0 and res["rows"]["host_rows"] > 0
             assert res["comm"]["sent"].get("feature", 0) == 0 and res["comm"]["sent"].get("graph", 0) == 0
+
+
+PLAIN_LOOP = """
+import torch
+import torch.nn.functional as F
+from torch_geometric.data import Data
+from gnnscale.pyg import NeighborLoader
+
+g = torch.Generator().manual_seed(0)
+n = 60
+data = Data(x=torch.randn(n, 4, generator=g), y=torch.randint(0, 2, (n,), generator=g),
+            edge_index=torch.randint(0, n, (2, 300), generator=g), train_mask=torch.rand(n, generator=g) < 0.5)
+loader = NeighborLoader(data, [3, 3], input_nodes=data.train_mask, batch_size=8, shuffle=True)
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for batch in loader:
+    opt.zero_grad()
+    loss = F.cross_entropy(model(batch.x)[:batch.batch_size], batch.y[:batch.batch_size])
+    loss.backward()
+    opt.step()
+print(f"trained: loss {float(loss):.4f}")
+"""
+
+
+@pytest.mark.slow
+def test_a_plain_loop_under_torchrun_is_refused_not_trained_apart(tmp_path):
+    """A plain PyG loop (gnnscale.pyg.NeighborLoader, no init_distributed) started by torchrun as 2
+    processes (127.0.0.1, a free port, a deadline) trained 2 unrelated models to the end, each
+    printing its own loss, exit status 0. Now each process refuses with one line naming
+    init_distributed (no traceback, nothing trained) and exits non-zero."""
+    import subprocess
+    import sys
+
+    from gnnscale.process.launch import find_free_port
+
+    (tmp_path / "loop.py").write_text(PLAIN_LOOP)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+           "--master-addr", "127.0.0.1", "--master-port", str(find_free_port()), "--log-dir", str(tmp_path / "logs"),
+           "--redirects", "3", str(tmp_path / "loop.py")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode != 0, r.stdout + r.stderr[-2000:]
+    logs = sorted((tmp_path / "logs").glob("*/attempt_0/*/stderr.log"))
+    assert [p.parent.name for p in logs] == ["0", "1"], logs
+    for rank, log in enumerate(logs):
+        err = log.read_text()
+        assert err == (f"loop.py: error: gnnscale.pyg.NeighborLoader: this is process {rank} of 2 (WORLD_SIZE), not "
+                       "joined through gnnscale.pyg.init_distributed, so each process would train its own model on "
+                       "every seed; call run = gnnscale.pyg.init_distributed(data, parts_dir=..., timeout=...) first, "
+                       "then train with run.node_loader(...) / run.link_loader(...) and run.ddp(model) (docs/pyg.md), "
+                       "or start one process.\n"), err
+        assert (log.parent / "stdout.log").read_text() == ""  # nothing trained
+
+
+def test_a_mask_on_two_ranks_is_the_node_ids(cora, cora_partition, shared_data):
+    """run.node_loader(..., input_nodes=data.val_mask), PyG's most common form (an IndexError of 22
+    lines before), on 2 ranks of init_distributed: over the run's stores, over a Data in memory
+    and, typed, as ("paper", mask) over a HeteroData, each rank's batches are those of the node
+    ids (and of the "val" split); each batch's input_id holds its seeds' node ids, as PyG's
+    for a mask, where the ids' hold positions among them. A mask of another length, a float or a
+    2-D tensor, and a plain mask on a HeteroData are refused in one line, no tensor pasted."""
+    results = launch_local(mask_batches, 2, args=(cora_partition(2), str(shared_data / "planetoid" / "raw"), FANOUTS,
+                                                  64, 5), threads_per_worker=1)
+    ids = torch.nonzero(cora.val_mask).view(-1)  # 140..639: positions among them are not their ids
+    for res in results:
+        assert res["world"] == 2
+        for name, (from_mask, *others) in res["batches"].items():
+            assert len(from_mask) == math.ceil(math.ceil(ids.numel() / 64) / 2), name
+            for other in others:
+                assert len(other) == len(from_mask), name
+                for a, b in zip(from_mask, other):
+                    for key in ("n_id", "edge_index"):
+                        assert torch.equal(a[key], b[key]), (name, key)
+                    assert a["batch_size"] == b["batch_size"]
+                    assert torch.equal(a["input_id"], a["n_id"][:a["batch_size"]]), name
+                    assert torch.equal(ids[b["input_id"]], b["n_id"][:b["batch_size"]]), name
+        wanted = ["input_nodes as a mask must be bool [2708]; found shape (2707,)",
+                  "input_nodes must be a 1-D int64 tensor of node ids or a bool mask; found torch.float32",
+                  "input_nodes as a mask must be bool [2708]; found shape (2, 1354)",
+                  "input_nodes as a mask must be bool [2708]; found shape (5,)",
+                  "a HeteroData loader needs input_nodes as a node type or (node type, ids or mask)"]
+        for msg, want in zip(res["bad"], wanted):
+            assert msg is not None and want in msg and "\n" not in msg and "tensor([" not in msg, msg
+    # the two ranks' seeds together are the mask's nodes, each once
+    seeds = torch.cat([b["n_id"][:b["batch_size"]] for res in results for b in res["batches"]["stores"][0]])
+    assert torch.equal(torch.unique(seeds), ids)
 
 
 @pytest.mark.parametrize("procs", [3])

@@ -90,7 +90,7 @@ def test_node_batches_are_what_they_claim(cora):
                             seed=3)
     seen = []
     for batch in loader:
-        check_batch(cora, batch, seeds[batch.input_id], FANOUTS)
+        check_batch(cora, batch, batch.input_id, FANOUTS)  # a mask's input_id: the seeds' node ids (PyG's)
         seen.append(batch.n_id[:batch.batch_size])
     assert torch.equal(torch.sort(torch.cat(seen)).values, seeds)
 
@@ -360,7 +360,8 @@ def test_hetero_batches_are_what_they_claim(acm):
                             shuffle=True, seed=0)
     for batch in loader:
         bs = batch["paper"].batch_size
-        seeds = seeds_all[batch["paper"].input_id]
+        seeds = batch["paper"].input_id  # a mask's: the seeds' node ids (PyG's)
+        assert torch.isin(seeds, seeds_all).all()
         assert torch.equal(batch["paper"].n_id[:bs], seeds)
         assert torch.equal(batch["paper"].y[:bs], acm["paper"].y[seeds])
         for t in acm.node_types:
@@ -465,3 +466,137 @@ def test_options_not_yet_honoured_on_hetero_data_are_refused_in_one_line():
             LinkNeighborLoader(g, num_neighbors=[2], edge_label_index=(("author", "writes", "paper"),
                                                                       torch.tensor([[0], [0]])), batch_size=1, **kw)
         assert str(err.value) == expected
+
+
+def _same_batches(a_loader, b_loader, typed: bool = False) -> list:
+    """The batches of two loaders (one pass each), checked equal but for input_id: [(a, b), ...]."""
+    pairs = list(zip(a_loader, b_loader))
+    assert pairs and len(pairs) == len(b_loader)
+    for a, b in pairs:
+        stores = [(a[t], b[t]) for t in a.node_types] + [(a[et], b[et]) for et in a.edge_types] if typed else [(a, b)]
+        for sa, sb in stores:
+            for key in ("n_id", "edge_index", "e_id", "x", "y"):
+                if key in sb:
+                    assert torch.equal(sa[key], sb[key]), key
+    return pairs
+
+
+def test_a_mask_gives_the_id_forms_batches_and_pygs_input_id(cora, acm):
+    """input_nodes as a bool mask (and typed, ("paper", mask)) is what PyG's get_input_nodes makes of
+    it: its nodes as ids, the same batches as the ids give; each batch's input_id the seeds' node
+    ids (PyG's input_id of a mask), where the ids' are positions among them (PyG's for ids). On the
+    plain loaders and on run.node_loader of a one-process init_distributed (which ended in a
+    22-line IndexError on a mask: the mask's length taken for the seed count), in memory."""
+    from torch_geometric.loader.utils import get_input_nodes
+
+    from gnnscale.pyg import init_distributed
+
+    mask = cora.val_mask  # nodes 140..639: their positions among the mask's nodes are not their ids
+    _, ids, pyg_input_id = get_input_nodes(cora, mask)  # PyG's contract for a mask: input_id = the node ids
+    assert torch.equal(pyg_input_id, ids)
+
+    def kw(nodes):
+        return dict(num_neighbors=FANOUTS, input_nodes=nodes, batch_size=32, shuffle=True, seed=3)
+
+    run = init_distributed(cora, timeout=30)
+    try:
+        for a, b in _same_batches(NeighborLoader(cora, **kw(mask)), NeighborLoader(cora, **kw(ids))):
+            assert torch.equal(a.input_id, pyg_input_id[b.input_id])  # PyG: the mask's input_id at those positions
+            assert torch.equal(a.input_id, a.n_id[:a.batch_size])
+        plain = list(NeighborLoader(cora, **kw(mask)))
+        loaders = [run.node_loader(FANOUTS, nodes, batch_size=32, shuffle=True, seed=3) for nodes in (mask, ids, "val")]
+        for a, b in _same_batches(loaders[0], plain):  # one process: the plain loader's batches
+            assert torch.equal(a.input_id, b.input_id)
+        for other in loaders[1:]:
+            for a, b in _same_batches(run.node_loader(FANOUTS, mask, batch_size=32, shuffle=True, seed=3), other):
+                assert torch.equal(a.input_id, ids[b.input_id])
+
+        paper = acm["paper"].train_mask
+        typed_ids = torch.nonzero(paper).view(-1)
+        fan = {et: [4, 2] for et in acm.edge_types}
+        for make in (lambda nodes: NeighborLoader(acm, fan, input_nodes=nodes, batch_size=40, shuffle=True, seed=0),
+                     lambda nodes: run.node_loader(fan, nodes, batch_size=40, shuffle=True, seed=0, data=acm)):
+            for a, b in _same_batches(make(("paper", paper)), make(("paper", typed_ids)), typed=True):
+                assert torch.equal(a["paper"].input_id, typed_ids[b["paper"].input_id])
+                assert torch.equal(a["paper"].input_id, a["paper"].n_id[:a["paper"].batch_size])
+    finally:
+        run.close()
+
+
+def test_a_bad_mask_is_refused_in_one_line(cora, acm):
+    """A mask of another length, a float or 2-D tensor, a typed mask of another length, a mask
+    without its node type on a HeteroData: one line each, on the plain loader and on
+    run.node_loader alike, no tensor pasted into it."""
+    from gnnscale.pyg import init_distributed
+
+    mask, paper = cora.train_mask, acm["paper"].train_mask
+    cases = [(cora, mask[:-1], "input_nodes as a mask must be bool [2708]; found shape (2707,)"),
+             (cora, mask.float(), "input_nodes must be a 1-D int64 tensor of node ids or a bool mask; found "
+                                  "torch.float32, shape (2708,). Pass ids as int64 (ids.long()) or a mask as bool"),
+             (cora, mask.view(4, -1), "input_nodes as a mask must be bool [2708]; found shape (4, 677)"),
+             (cora, ("paper", mask), "input_nodes by node type (('paper', a bool tensor of shape (2708,))) needs a "
+                                     "HeteroData"),
+             (acm, ("paper", paper[:-1]), "input_nodes as a mask must be bool [4019]; found shape (4018,)"),
+             (acm, paper, "a HeteroData loader needs input_nodes as a node type or (node type, ids or mask), the type "
+                          "among ['paper', 'author', 'subject']; found a bool tensor of shape (4019,)")]
+    run = init_distributed(cora, timeout=30)
+    try:
+        for data, nodes, message in cases:
+            for make in (lambda: NeighborLoader(data, [2], input_nodes=nodes, batch_size=4),
+                         lambda: run.node_loader([2], nodes, batch_size=4, data=data)):
+                with pytest.raises(GnnscaleError) as err:
+                    make()
+                assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+    finally:
+        run.close()
+
+
+def test_a_world_not_joined_through_init_distributed_is_refused_in_one_line(cora, monkeypatch, capsys):
+    """Process 1 of a torchrun world of 2 (WORLD_SIZE, RANK) that did not call init_distributed: every
+    entry point of a plain loop refuses in one line naming init_distributed (each process would
+    train its own model); uncaught, the error prints that line alone (no traceback). Joined (the
+    run's world) or alone, they build."""
+    import sys
+
+    import gnnscale.pyg.world as world
+    from gnnscale.pyg import keyed_dropout, memory_stores, sampler_for
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setitem(world._JOINED, "world", 0)
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    entries = {"NeighborLoader": lambda: NeighborLoader(cora, [2], input_nodes=cora.train_mask, batch_size=8),
+               "LinkNeighborLoader": lambda: LinkNeighborLoader(cora, [2], batch_size=8),
+               "GnnscaleSampler": lambda: GnnscaleSampler(cora.edge_index, cora.num_nodes, [2]),
+               "sampler_for": lambda: sampler_for(cora, [2]),
+               "memory_stores": lambda: memory_stores(cora),
+               "keyed_dropout": lambda: keyed_dropout(GraphSAGE(4, 8, num_layers=2, dropout=0.5))}
+    for name, make in entries.items():
+        with pytest.raises(world.UnjoinedWorldError) as err:
+            make()
+        msg = str(err.value)
+        assert msg.startswith(f"gnnscale.pyg.{name}: this is process 1 of 2 (WORLD_SIZE), not joined through "
+                              "gnnscale.pyg.init_distributed, so each process would train its own model"), msg
+        assert "run = gnnscale.pyg.init_distributed(data" in msg and "run.ddp(model)" in msg and "\n" not in msg
+    sys.excepthook(type(err.value), err.value, err.value.__traceback__)  # uncaught: the one line
+    out = capsys.readouterr()
+    assert out.err.count("\n") == 1 and out.err.endswith(f": error: {err.value}\n") and "Traceback" not in out.err
+    monkeypatch.delenv("WORLD_SIZE")  # a group of 3 the script made itself (torch.distributed, no torchrun)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a: 3)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda *a: 2)
+    with pytest.raises(world.UnjoinedWorldError, match=r"^gnnscale.pyg.NeighborLoader: this is process 2 of 3 "
+                       r"\(torch.distributed's group\), not joined through gnnscale.pyg.init_distributed"):
+        entries["NeighborLoader"]()
+    monkeypatch.setitem(world._JOINED, "world", 3)  # joined through init_distributed: the run's loaders build
+    for make in entries.values():
+        make()
+    monkeypatch.undo()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setitem(world._JOINED, "world", 2)
+    for make in entries.values():
+        make()
+    monkeypatch.setitem(world._JOINED, "world", 0)
+    monkeypatch.setenv("WORLD_SIZE", "1")  # one process
+    for make in entries.values():
+        make()

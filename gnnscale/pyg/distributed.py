@@ -52,11 +52,13 @@ from gnnscale.process.groups import shutdown_distributed
 from gnnscale.process.health import Health
 from gnnscale.pyg.dropout import BatchKeys, set_batch
 from gnnscale.pyg.hetero import HeteroGnnscaleSampler
+from gnnscale.pyg.loaders import MaskInputId, check_seeds, given_as_mask
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.steps import StepBook
 from gnnscale.pyg.stores import PartitionFeatureStore, PartitionGraphStore, sampler_for
 from gnnscale.pyg.typed_stores import (TypedPartitionFeatureStore, TypedPartitionGraphStore, hetero_digest,
                                        is_partition_of, is_typed_folder, is_typed_stores)
+from gnnscale.pyg.world import mark_joined
 from gnnscale.tasks.scores import LinkMetrics
 
 
@@ -160,7 +162,7 @@ class _RankPasses:
                 faulthandler.cancel_dump_traceback_later()
 
 
-class RankNodeLoader(_RankPasses, NodeLoader):
+class RankNodeLoader(_RankPasses, MaskInputId, NodeLoader):
     """PyG's ``NodeLoader`` yielding this rank's batches (:class:`RankBatches`)."""
 
 
@@ -214,17 +216,21 @@ class DistRun:
                     shuffle: bool = False, drop_last: bool = False, seed: int = 0, replace: bool = False,
                     data: Any = None, **kwargs: Any) -> RankNodeLoader:
         """PyG's ``NodeLoader`` over this rank's batches of ``input_nodes`` (a split's name, original
-        ids, or for a HeteroData ``(type, ids)``), on gnnscale's sampler; PyG's batches. ``data``:
+        ids or a bool mask over the nodes, or for a HeteroData ``(type, ids or mask)``), on gnnscale's
+        sampler; PyG's batches (a mask's: ``input_id`` the seeds' node ids, as PyG's). ``data``:
         another graph than the run's (in memory, e.g. an evaluation split's)."""
         self._options(kwargs)
         data = self.data if data is None else data
-        nodes = self.split(input_nodes) if isinstance(input_nodes, str) else input_nodes
-        count = (nodes[1] if isinstance(nodes, tuple) else nodes).numel()
         sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace)
+        # a split's name, else PyG's forms (ids, a bool mask; typed: (type, ids or mask)) as node ids
+        nodes = self.split(input_nodes) if isinstance(input_nodes, str) else check_seeds(input_nodes,
+                                                                                           sampler.num_nodes)
+        count = (nodes[1] if isinstance(nodes, tuple) else nodes).numel()
         loader = RankNodeLoader(data, sampler, input_nodes=nodes,
                                 batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
                                                           self.world_size), **kwargs)
         loader._sampler, loader._epoch, loader._health, loader._seed = sampler, 0, self.health, int(seed)
+        loader._mask_ids = given_as_mask(input_nodes)
         loader._watch = 2 * self.timeout if self.world_size > 1 else 0.0
         self._share_steps(loader, sampler, loader.input_data.node, loader.input_data.input_id)
         return loader
@@ -405,6 +411,7 @@ def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Pa
     """
     info = join_group(timeout=float(timeout))
     rank, world = info.rank, info.world_size
+    mark_joined(world)  # this process's loaders, samplers and stores are the run's from here on
     health = Health(rank, world, float(timeout)).start() if world > 1 else None
     comm = Communicator(rank, world, timeout=float(timeout), health=health)
     if isinstance(source, (Data, HeteroData)) and parts_dir is None:

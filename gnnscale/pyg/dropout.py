@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from gnnscale.errors import SamplerError
+from gnnscale.pyg.world import refuse_unjoined_world
 from gnnscale.samplers.rng import node_hash, stream_key, uniform
 
 _STATE = threading.local()
@@ -97,6 +98,7 @@ class KeyedDropout(nn.Module):
 def keyed_dropout(model: nn.Module) -> nn.Module:
     """``model`` with every ``torch.nn.Dropout`` submodule replaced by :class:`KeyedDropout` of the
     same ``p`` (in place; returns the model). Functional ``F.dropout`` calls are not reached."""
+    refuse_unjoined_world("keyed_dropout")
     for name, child in list(model.named_children()):
         if type(child) is nn.Dropout:
             setattr(model, name, KeyedDropout(child.p))

@@ -25,6 +25,7 @@ from torch_geometric.sampler import BaseSampler, HeteroSamplerOutput, NodeSample
 from gnnscale.errors import SamplerError
 from gnnscale.pyg.sampler import csc_of
 from gnnscale.pyg.steps import Step, StepBook
+from gnnscale.pyg.world import refuse_unjoined_world
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.local import check_replace
 from gnnscale.samplers.rng import stream_key
@@ -53,6 +54,7 @@ class HeteroGnnscaleSampler(BaseSampler):
     def __init__(self, edge_index: Mapping[tuple, torch.Tensor] | None, num_nodes: Mapping[str, int],
                  fanouts: Mapping[tuple, Sequence[int]], seed: int = 0, replace: bool = False,
                  backend: str = "auto", csc: Mapping[tuple, tuple] | None = None) -> None:
+        refuse_unjoined_world(type(self).__name__)
         self.node_types = list(num_nodes)
         self.edge_types = list(edge_index if csc is None else csc)
         self.num_nodes = {t: int(n) for t, n in num_nodes.items()}

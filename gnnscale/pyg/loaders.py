@@ -19,6 +19,7 @@ from torch_geometric.sampler import NegativeSampling
 from gnnscale.errors import DatasetError, SamplerError
 from gnnscale.pyg.hetero import HeteroGnnscaleSampler, check_hetero_data, hetero_fanouts
 from gnnscale.pyg.sampler import GnnscaleSampler
+from gnnscale.pyg.world import refuse_unjoined_world
 
 _NODE_FIX = "Pass a torch_geometric.data.Data with edge_index int64 [2, E] and node attributes of num_nodes rows."
 
@@ -65,13 +66,22 @@ def check_num_neighbors(num_neighbors: Any) -> list[int]:
     return [int(f) for f in num_neighbors]
 
 
+def shown(value: Any) -> str:
+    """``value`` for a message: a tensor by its dtype and shape (never its entries), a tuple item by item."""
+    if isinstance(value, torch.Tensor):
+        return f"a {str(value.dtype).replace('torch.', '')} tensor of shape {tuple(value.shape)}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(shown(v) for v in value) + ")"
+    return f"{value!r:.80}"
+
+
 def check_input_nodes(input_nodes: Any, num_nodes: int) -> torch.Tensor | None:
     """``input_nodes`` as distinct int64 ids in ``[0, num_nodes)`` (a bool mask of num_nodes entries
     or ids), or None (all nodes)."""
     if input_nodes is None:
         return None
     if isinstance(input_nodes, tuple) or isinstance(input_nodes, str):
-        raise SamplerError(f"input_nodes by node type ({input_nodes!r}) needs HeteroData, not supported yet; pass a "
+        raise SamplerError(f"input_nodes by node type ({shown(input_nodes)}) needs a HeteroData; pass a "
                            "bool mask [num_nodes] or int64 node ids.")
     t = torch.as_tensor(input_nodes)
     if t.dtype == torch.bool:
@@ -81,7 +91,7 @@ def check_input_nodes(input_nodes: Any, num_nodes: int) -> torch.Tensor | None:
         return torch.nonzero(t).flatten()
     if t.dtype.is_floating_point or t.dim() != 1:
         raise SamplerError(f"input_nodes must be a 1-D int64 tensor of node ids or a bool mask; found {t.dtype}, "
-                           f"shape {tuple(t.shape)}. Use torch.as_tensor(ids, dtype=torch.long).")
+                           f"shape {tuple(t.shape)}. Pass ids as int64 (ids.long()) or a mask as bool (mask.bool()).")
     t = t.to(torch.int64)
     if t.numel() and (int(t.min()) < 0 or int(t.max()) >= num_nodes):
         raise SamplerError(f"input_nodes ids must lie in [0, {num_nodes}); found range [{int(t.min())}, "
@@ -90,6 +100,40 @@ def check_input_nodes(input_nodes: Any, num_nodes: int) -> torch.Tensor | None:
         raise SamplerError(f"input_nodes must be distinct (each is one seed row of a batch); found "
                            f"{t.numel() - torch.unique(t).numel()} repeated id(s). Use torch.unique(input_nodes).")
     return t
+
+
+def given_as_mask(input_nodes: Any) -> bool:
+    """Whether ``input_nodes`` is a bool mask (or ``(node type, bool mask)``): PyG then gives each
+    batch's ``input_id`` as the seeds' node ids, not their positions among ``input_nodes``."""
+    if isinstance(input_nodes, tuple) and len(input_nodes) == 2:
+        input_nodes = input_nodes[1]
+    return isinstance(input_nodes, torch.Tensor) and input_nodes.dtype == torch.bool
+
+
+def check_seeds(input_nodes: Any, num_nodes: int | dict) -> Any:
+    """``input_nodes`` as node ids: distinct int64 ids (``num_nodes`` an int) or ``(node type, ids)``
+    (``num_nodes`` per type), given as ids or a bool mask (typed: a type, or ``(type, ids or mask or None)``)."""
+    if isinstance(num_nodes, dict):
+        return check_typed_input_nodes(input_nodes, num_nodes)
+    if input_nodes is None:
+        return torch.arange(num_nodes)
+    return check_input_nodes(input_nodes, num_nodes)
+
+
+class MaskInputId:
+    """PyG's ``input_id`` for seeds given as a bool mask: a batch's ``input_id`` holds its seeds' node
+    ids (PyG's ``get_input_nodes``: ``mask.nonzero()``), not their positions among the mask's nodes.
+
+    The sampler still gets the positions (its draws are keyed by the first one, on 1 or N
+    processes alike: the id and mask forms give the same batches); ``filter_fn`` maps them to
+    node ids as each batch is made. ``_mask_ids``: whether ``input_nodes`` was a mask."""
+
+    _mask_ids: bool = False
+
+    def filter_fn(self, out: Any) -> Any:
+        if self._mask_ids:
+            out.metadata = (self.input_data.node[out.metadata[0]], *out.metadata[1:])  # type: ignore[attr-defined]
+        return super().filter_fn(out)  # type: ignore[misc]
 
 
 def edge_weight_of(data: Data, weight_attr: str | None) -> torch.Tensor | None:
@@ -108,7 +152,8 @@ def check_typed_input_nodes(input_nodes: Any, num_nodes: dict) -> tuple:
         input_nodes = (input_nodes, None)
     if not isinstance(input_nodes, tuple) or len(input_nodes) != 2 or input_nodes[0] not in num_nodes:
         raise SamplerError(f"a HeteroData loader needs input_nodes as a node type or (node type, ids or mask), the "
-                           f"type among {list(num_nodes)}; found {input_nodes!r}. E.g. input_nodes=('paper', mask).")
+                           f"type among {list(num_nodes)}; found {shown(input_nodes)}. "
+                           "E.g. input_nodes=('paper', mask).")
     t, ids = input_nodes
     ids = torch.arange(num_nodes[t]) if ids is None else check_input_nodes(ids, num_nodes[t])
     return t, ids
@@ -209,7 +254,7 @@ class _EpochMixin:
         return super().__iter__()  # type: ignore[misc]
 
 
-class NeighborLoader(_EpochMixin, NodeLoader):
+class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader):
     """PyG's ``NeighborLoader`` on gnnscale's sampler: a ``Data`` or a ``HeteroData``.
 
     A ``HeteroData`` is sampled by :class:`~gnnscale.pyg.hetero.HeteroGnnscaleSampler`:
@@ -217,7 +262,8 @@ class NeighborLoader(_EpochMixin, NodeLoader):
     hop), ``input_nodes`` a node type or ``(type, ids or mask)``; not disjoint.
 
     Args (PyG's names): ``data``, ``num_neighbors`` (fan-outs per hop from the seeds),
-    ``input_nodes`` (bool mask or int64 ids, distinct; default all nodes), ``replace``, ``disjoint``,
+    ``input_nodes`` (bool mask or int64 ids, distinct; default all nodes; for a mask each batch's
+    ``input_id`` holds its seeds' node ids, as PyG's, else their positions), ``replace``, ``disjoint``,
     ``weight_attr`` (an edge attribute of float weights: weighted draws),
     ``filter_per_worker``, ``transform``, ``transform_sampler_output``, and DataLoader's
     ``batch_size``, ``shuffle``, ``drop_last``, ``num_workers``, ...; plus ``seed``.
@@ -233,6 +279,7 @@ class NeighborLoader(_EpochMixin, NodeLoader):
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, **kwargs: Any) -> None:
+        refuse_unjoined_world("NeighborLoader")
         refuse_unsupported(dict(input_time=input_time, subgraph_type=subgraph_type,
                                 temporal_strategy=temporal_strategy, time_attr=time_attr,
                                 neighbor_sampler=neighbor_sampler, directed=directed))
@@ -251,6 +298,7 @@ class NeighborLoader(_EpochMixin, NodeLoader):
             seed = _seed_and_generator(seed, kwargs)
             self._sampler = GnnscaleSampler(edge_index, n, fanouts, seed=seed, replace=replace, backend=backend,
                                             disjoint=disjoint, edge_weight=edge_weight_of(data, weight_attr))
+        self._mask_ids = given_as_mask(input_nodes)
         super().__init__(data, self._sampler, input_nodes=nodes, transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
                          **kwargs)
@@ -281,6 +329,7 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader):
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, **kwargs: Any) -> None:
+        refuse_unjoined_world("LinkNeighborLoader")
         refuse_unsupported(dict(edge_label_time=edge_label_time, subgraph_type=subgraph_type,
                                 temporal_strategy=temporal_strategy, time_attr=time_attr,
                                 neighbor_sampler=neighbor_sampler, directed=directed))

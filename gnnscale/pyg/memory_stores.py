@@ -14,6 +14,7 @@ from torch_geometric.data import Data, FeatureStore, GraphStore, HeteroData, Ten
 from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
 
 from gnnscale.errors import SamplerError
+from gnnscale.pyg.world import refuse_unjoined_world
 
 
 def _key(attr: TensorAttr) -> tuple:
@@ -89,6 +90,7 @@ class MemoryGraphStore(GraphStore):
 
 def memory_stores(data: Data | HeteroData) -> tuple[MemoryFeatureStore, MemoryGraphStore]:
     """The node attributes (``x``, ``y``, masks: tensors of ``num_nodes`` rows) and edges of ``data``."""
+    refuse_unjoined_world("memory_stores")
     fs, gs = MemoryFeatureStore(), MemoryGraphStore()
     if isinstance(data, HeteroData):
         for t in data.node_types:

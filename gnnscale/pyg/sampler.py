@@ -52,6 +52,7 @@ from torch_geometric.sampler import (
 
 from gnnscale.errors import SamplerError
 from gnnscale.pyg.steps import Step, StepBook
+from gnnscale.pyg.world import refuse_unjoined_world
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.link import EdgeFilter, NegativeSampler
 from gnnscale.samplers.local import check_edge_weight, check_replace, sampling_variant
@@ -98,6 +99,7 @@ class GnnscaleSampler(BaseSampler):
                  replace: bool = False, backend: str = "auto", disjoint: bool = False,
                  edge_weight: torch.Tensor | None = None,
                  csc: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> None:
+        refuse_unjoined_world(type(self).__name__)
         self.num_nodes = int(num_nodes)
         self.fanouts = [int(f) for f in fanouts]
         self.seed = int(seed)

@@ -41,6 +41,7 @@ from gnnscale.partitioning.manifest import load_meta, part_dir_name, part_files
 from gnnscale.partitioning.part import load_part
 from gnnscale.partitioning.validate import load_array
 from gnnscale.pyg.memory_stores import index_of
+from gnnscale.pyg.world import refuse_unjoined_world
 
 
 _GRAPH_FILES = ("indptr.npy", "indices.npy", "orig_ids.npy")
@@ -397,6 +398,7 @@ def sampler_for(data: Any, num_neighbors: Any, seed: int = 0, replace: bool = Fa
     """gnnscale's PyG sampler of ``data``: a ``Data``, a ``HeteroData`` or ``(feature_store, graph_store)``
     (a :class:`PartitionGraphStore`, or a :class:`MemoryGraphStore` / any PyG GraphStore with COO edges
     and the feature store's sizes giving the node counts)."""
+    refuse_unjoined_world("sampler_for")
     from gnnscale.pyg.hetero import HeteroGnnscaleSampler, check_hetero_data, hetero_fanouts
     from gnnscale.pyg.loaders import check_data, check_num_neighbors
     from gnnscale.pyg.sampler import GnnscaleSampler
