@@ -34,6 +34,9 @@ DGL_ADVICE = ("DGL 2.1's wheels need torch <= 2.2.1, so install it in a separate
               "gat, gin, gcnii) or a PyG layer by its import path (--layer torch_geometric.nn:SAGEConv)")
 
 
+#: built-in layers whose stack ends in a convolution, not a linear head (without --jk)
+_HEADLESS_LAYERS = ("sage", "gcn", "gat", "gin")
+
 # Reasons and requirements several options share.
 _WHOLE_FEATURES = "every stage holds the whole graph's features"
 _SAMPLES_NOTHING = "chunk pipelining samples nothing"
@@ -95,12 +98,21 @@ class TrainConfig:
     dropout: float = option(
         0.5, "model", at_least=0.0, below=1.0,
         help="dropout between layers")
+    head_dropout: float = option(
+        0.0, "model", at_least=0.0, below=1.0,
+        help="dropout on the input of the model's linear head (the output layer of --layer gcnii and of --jk cat|max "
+        "models; GCNII's recipe drops there too), keyed like --dropout")
     seed: int = option(
         0, "training",
         help="seed of sampling, shuffling, initial weights and partitioning")
     eval_every: int = option(
         1, "training", at_least=0,
         help="evaluate on val/test every N epochs (and after the last); 0: never")
+    early_stop_patience: int | None = option(
+        None, "training", at_least=1,
+        requires=("eval_every", lambda c: c.eval_every > 0, "--eval-every N (N >= 1)"),
+        help="stop when the validation figure of the selection metric (--metric, --link-metric) has not improved in "
+        "N evaluations; the best evaluation's weights are restored for the final evaluation and --save-model")
     max_steps: int | None = option(
         None, "training", at_least=1,
         applies=SAMPLED_MODES, why="an epoch is one step (every chunk once)",
@@ -410,6 +422,10 @@ class TrainConfig:
                 setattr(self, spec.name, spec.parse(value))
         if self.model is not None:
             check_model_options(self)
+        elif self.head_dropout > 0 and self.jk == "none" and self.layer in _HEADLESS_LAYERS:
+            raise OptionError(f"--head-dropout drops the input of the model's linear head, found --layer {self.layer} "
+                              "without --jk, whose output layer is a convolution (--dropout already drops its input); "
+                              "use --layer gcnii or --jk cat|max, or leave --head-dropout out")
         if self.relation_fanouts:  # depends on --fanouts
             from gnnscale.samplers.fanouts import typed_fanouts
 
@@ -440,6 +456,8 @@ def check_model_options(cfg: TrainConfig) -> None:
          "node); use --eval-method sampled or auto"),
         (cfg.layer != "sage" or bool(cfg.layer_kwargs), f"--layer/--layer-kwargs do not apply to --model {name}: they "
          "build the engine's layer stack, which --model replaces; give the model's options in --model-kwargs"),
+        (cfg.head_dropout > 0, f"--head-dropout does not apply to --model {name}: it drops the input of the engine's "
+         "linear head; give the model's own dropout in --model-kwargs"),
         (cfg.norm != "none" or cfg.residual or cfg.jk != "none", f"--norm/--residual/--jk do not apply to --model "
          f"{name}: they are options of the engine's layer stack; give the model's own in --model-kwargs (e.g. "
          "'{\"norm\": \"batch\", \"jk\": \"cat\"}' for PyG's GraphSAGE)"),

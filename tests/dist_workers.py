@@ -339,7 +339,8 @@ def run_configs(parts_dir: str, cfgs: list):
         out.append({"digest": res["final_weights_sha256"], "epochs": len(res["epochs"]),
                     "steps": [e["steps"] for e in res["epochs"]], "last": res["epochs"][-1], "plan": res["plan"],
                     "cache": res["cache"], "exchange": res["exchange"], "stages": res["stages"],
-                    "process": res["process"], "resumed_at": res["resumed_at"]})
+                    "process": res["process"], "resumed_at": res["resumed_at"], "early_stop": res.get("early_stop"),
+                    "best": {"val": res["best_val_acc"], "test": res["test_acc_at_best_val"], "epoch": res["best_epoch"]}})
     return out
 
 

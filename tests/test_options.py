@@ -84,6 +84,14 @@ def cases(mode: str, tmp: Path) -> dict:
         "lr": ({"lr": 0.05}, {}, differs("digest")),
         "weight_decay": ({"weight_decay": 0.1}, {}, differs("digest")),
         "dropout": ({"dropout": 0.1}, {}, differs("digest")),
+        # GCNII's stack ends in a linear head in every mode (a convolution-ended stack refuses it)
+        "head_dropout": ({"head_dropout": 0.5, "layer": "gcnii"}, {"layer": "gcnii"}, differs("digest")),
+        # lr 0: the validation figure never improves after the first evaluation, so patience 1 stops after 2 epochs
+        # and restores epoch 0's weights
+        "early_stop_patience": ({"early_stop_patience": 1, "epochs": 3, "eval_every": 1, "lr": 0.0},
+                                {"epochs": 3, "eval_every": 1, "lr": 0.0},
+                                lambda b, v, t: v["epochs"] == 2 and b["epochs"] == 3 and b["early_stop"] is None
+                                and v["early_stop"]["stopped"] and v["early_stop"]["restored"]["epoch"] == 0),
         "seed": ({"seed": 5}, {}, differs("digest")),
         "eval_every": ({"eval_every": 1}, {}, lambda b, v, t: v["last"].get("val_acc") is not None
                        and b["last"].get("val_acc") is None),

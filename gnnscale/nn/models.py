@@ -146,6 +146,7 @@ class GNN(nn.Module):
         residual: bool = False,
         jk: str = "none",
         edge_dim: int = 0,
+        head_dropout: float = 0.0,
     ) -> None:
         """The stack: input encoder, layers, norms, head, in the order their parameters are drawn.
         A subclass changes three steps (:meth:`_layer_kwargs`, :meth:`_make_input`,
@@ -161,6 +162,7 @@ class GNN(nn.Module):
             raise ModelError(f"jk must be one of {', '.join(JK)}; found {jk!r}")
         self.num_layers = num_layers
         self.dropout = float(dropout)
+        self.head_dropout = float(head_dropout)
         self.residual = bool(residual)
         self.jk = jk
         self.spec = layer_name(layer)
@@ -206,6 +208,10 @@ class GNN(nn.Module):
             self.head = nn.Linear(hidden * (num_layers if jk == "cat" else 1), out_dim)
         else:
             self.head = None
+        if self.head_dropout > 0 and self.head is None:
+            raise ModelError(f"head_dropout drops the input of the model's linear head, found a stack whose output "
+                             f"layer is a convolution ({layer_name(layer)} without jk); use an encoder layer (gcnii) "
+                             "or jk='cat'|'max', or head_dropout=0")
 
     # -- the three steps a subclass changes -------------------------------------------------
     def _layer_kwargs(self, layer, kwargs: dict) -> dict:
@@ -308,16 +314,23 @@ class GNN(nn.Module):
                 out = out + h_dst
         return out
 
-    def readout(self, h_last: torch.Tensor, outs: Sequence[torch.Tensor]) -> torch.Tensor:
-        """Logits from the last layer's output (and every layer's, for jumping knowledge)."""
+    def readout(self, h_last: torch.Tensor, outs: Sequence[torch.Tensor], keys: torch.Tensor | None = None,
+                seed: int | None = None) -> torch.Tensor:
+        """Logits from the last layer's output (and every layer's, for jumping knowledge); the
+        head's input dropped out at ``head_dropout`` in training (``keys`` int64 [rows], ``seed``:
+        keyed by row as :func:`~gnnscale.nn.dropout.dropout`)."""
         if self.head is None:
             return h_last
         h_last, outs = self._dev(h_last), [self._dev(o) for o in outs]
         if self.jk == "cat":
-            return self.head(torch.cat(list(outs), 1))
-        if self.jk == "max":
-            return self.head(torch.stack(list(outs)).max(0).values)
-        return self.head(h_last)
+            z = torch.cat(list(outs), 1)
+        elif self.jk == "max":
+            z = torch.stack(list(outs)).max(0).values
+        else:
+            z = h_last
+        if self.head_dropout > 0:
+            z = dropout(z, self.head_dropout, self.training, keys, seed)
+        return self.head(z)
 
     def input_dropout(self, i: int, h: torch.Tensor, keys: torch.Tensor | None = None,
                       seed: int | None = None) -> torch.Tensor:
@@ -366,7 +379,7 @@ class GNN(nn.Module):
     def reseed(self, rng_key: int | None, i: int) -> None:
         """Reseed torch's generator for the dropout of layer ``i`` (``i = 0``: the encoder's input)
         under ``rng_key`` (nothing without a key, in eval mode or without dropout)."""
-        if rng_key is not None and self.training and self.dropout > 0:
+        if rng_key is not None and self.training and (self.dropout > 0 or self.head_dropout > 0):
             seed = (int(rng_key) * 1_000_003 + i) % (1 << 63)
             # What torch.manual_seed does, without its lazy CUDA call: that one formats a stack
             # trace each time while CUDA is not initialized (0.7 ms a call, every layer).
@@ -457,7 +470,13 @@ class GNN(nn.Module):
                 outs.append(h[:num_seeds])
         if end < self.num_layers:
             return (F.relu(h) if pending_relu else h), x0
-        return self.readout(h, outs), None
+        keys = seed = None
+        if self.head_dropout > 0 and self.training and rng_key is not None:
+            if keyed:  # the seeds' keys: the first rows of the last block's sources
+                keys, seed = row_keys[-1][:num_seeds], layer_seed(rng_key, self.num_layers + 1)
+            else:
+                self.reseed(rng_key, self.num_layers + 1)
+        return self.readout(h, outs, keys, seed), None
 
 
 class GraphSAGE(GNN):

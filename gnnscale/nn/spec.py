@@ -83,6 +83,7 @@ class ModelSpec:
     edge_dim: int = 0
     model: object = None
     model_kwargs: dict = field(default_factory=dict)
+    head_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         for name in TYPED_FIELDS:
@@ -125,7 +126,7 @@ class ModelSpec:
                          int(cfg.hidden) if link else int(num_classes),
                          int(num_layers if num_layers is not None else cfg.model_layers()),
                          cfg.layer, dict(cfg.layer_kwargs), float(cfg.dropout), cfg.norm, bool(cfg.residual), cfg.jk,
-                         edge_dim=int(edge_dim), **extra)
+                         edge_dim=int(edge_dim), head_dropout=float(getattr(cfg, "head_dropout", 0.0)), **extra)
 
     def build(self, seed: int | None = None, external_embeddings: bool = False) -> GNN:
         """The model; with ``seed``, torch's generator is seeded first (identical weights everywhere).
@@ -149,7 +150,8 @@ class ModelSpec:
             return build_user_model(self.model, self.in_dim, self.hidden, self.out_dim, self.num_layers, self.dropout,
                                     self.model_kwargs, self.edge_dim, typed, external_embeddings)
         common = dict(num_layers=self.num_layers, layer=self.layer, layer_kwargs=dict(self.layer_kwargs),
-                      dropout=self.dropout, norm=self.norm, residual=self.residual, jk=self.jk, edge_dim=self.edge_dim)
+                      dropout=self.dropout, norm=self.norm, residual=self.residual, jk=self.jk, edge_dim=self.edge_dim,
+                      head_dropout=self.head_dropout)
         if self.typed:
             from gnnscale.nn.typed_model import TypedGNN
 
@@ -171,6 +173,8 @@ class ModelSpec:
             del out["decoder"]
         if not out["edge_dim"]:  # without edge features: the record it always had
             del out["edge_dim"]
+        if not out["head_dropout"]:  # training-only; the record it always had
+            del out["head_dropout"]
         if out["model"] is None:  # the layer stack: the record it always had
             del out["model"], out["model_kwargs"]
         else:

@@ -11,6 +11,7 @@ the model file and the result, which ``--metrics`` writes.
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -36,6 +37,11 @@ from gnnscale.training import checkpoint, metrics
 from gnnscale.training.model_io import config_record
 
 log = logging.getLogger("gnnscale.train")
+
+
+def _evaluations_since(history: list, best: metrics.Selection) -> int:
+    """Evaluated epochs in ``history`` after the best one (all of them before any best)."""
+    return sum(1 for rec in history if rec.get("val_acc") is not None and rec["epoch"] > best.epoch)
 
 
 def _progress_enabled(cfg: TrainConfig, rank: int) -> bool:
@@ -101,6 +107,7 @@ class Trainer:
         self.resume_rank = resume_rank
         self.global_step = 0
         self.tb = None  # rank 0's TensorBoard writer, made by fit() with --tensorboard
+        self.best_state: dict | None = None  # --early-stop-patience: this rank's weights at the best evaluation
 
     # -- checkpoints ------------------------------------------------------------------------
     def _save_checkpoint(self, epoch: int, step: int, history: list, best: metrics.Selection,
@@ -109,7 +116,8 @@ class Trainer:
         cfg, axis = self.cfg, self.axis
         cache_ids = getattr(axis, "cache_ids", lambda: None)()
         mine = {"rng": torch.get_rng_state(), "cache_ids": cache_ids, "partial": partial,
-                "axis": None if axis.replicated else axis.state(), "axis_rank": axis.rank_state()}
+                "axis": None if axis.replicated else axis.state(), "axis_rank": axis.rank_state(),
+                "best_state": self.best_state}
         shared = None
         if self.rank == 0:
             shared = {"epoch": epoch, "step": step, "global_step": self.global_step, "history": history, "best": best.record(),
@@ -130,9 +138,29 @@ class Trainer:
         self.axis.load_state(state if self.axis.replicated else self.resume_rank["axis"])
         self.axis.load_rank_state(self.resume_rank.get("axis_rank"))
         self.global_step = int(state["global_step"])
+        self.best_state = self.resume_rank.get("best_state")
         torch.set_rng_state(self.resume_rank["rng"])
         return (int(state["epoch"]), int(state["step"]), list(state["history"]),
                 metrics.Selection.from_record(state["best"]), self.resume_rank.get("partial"))
+
+    def _snapshot(self) -> dict:
+        """This rank's whole training state now (a copy): what :meth:`_restore_best` loads back."""
+        return copy.deepcopy({"axis": self.axis.state(), "axis_rank": self.axis.rank_state(),
+                              "global_step": self.global_step})
+
+    def _restore_best(self, history: list, best: metrics.Selection) -> dict | None:
+        """--early-stop-patience: load the best evaluation's weights (every rank its own) and
+        evaluate them again with that evaluation's draws (its global step): the run's final
+        evaluation and --save-model are the best epoch's. None when the last epoch was the best."""
+        if self.best_state is None or best.epoch == history[-1]["epoch"]:
+            return None
+        self.axis.load_state(self.best_state["axis"])
+        self.axis.load_rank_state(self.best_state["axis_rank"])
+        scores = self.axis.evaluate(("val", "test"), int(self.best_state["global_step"]))
+        if self.rank == 0:
+            log.info("restored the weights of epoch %d (best validation): val %.4f, test %.4f", best.epoch,
+                     scores["val"], scores["test"])
+        return {"epoch": best.epoch, "val": scores["val"], "test": scores["test"]}
 
     def save_model(self, path: str) -> None:
         """Rank 0 writes the whole trained model (collective: pipeline stages gather their weights)."""
@@ -224,17 +252,27 @@ class Trainer:
             history.append(rec)
             if rec.get("val_acc") is not None and best.improves(rec["val_acc"], rec.get("metric")):
                 best = metrics.Selection(rec["val_acc"], rec["test_acc"], epoch)
+                if cfg.early_stop_patience:
+                    self.best_state = self._snapshot()
             if self.rank == 0:
                 log.info(metrics.epoch_line(rec, info.get("cache", {}).get("rows", 0), self.network is not None))
             if self.tb is not None:
                 metrics.tensorboard_epoch(self.tb, rec)
+            stop = cfg.early_stop_patience is not None and _evaluations_since(history, best) >= cfg.early_stop_patience
             if cfg.checkpoint_dir and cfg.checkpoint_every is None:
                 self._save_checkpoint(epoch + 1, 0, history, best, None)
+            if stop:
+                if self.rank == 0:
+                    log.info("early stop after epoch %d: validation %s has not improved in %d evaluations since epoch "
+                             "%d (%.4f)", epoch, rec.get("metric", "accuracy"), cfg.early_stop_patience, best.epoch,
+                             best.val)
+                break
         if not history:
             raise RuntimeSetupError(f"nothing to train: the checkpoint resumed from is already at epoch {start_epoch} "
                                     f"of --epochs {cfg.epochs}; raise --epochs to train on")
         if self.tb is not None:
             self.tb.close()
+        restored = self._restore_best(history, best) if cfg.early_stop_patience else None
         if cfg.save_model:
             self.save_model(cfg.save_model)
         dynamo = dims.comm.all_gather_object("torch._dynamo" in sys.modules)  # kept off the step path (process/eager.py)
@@ -250,6 +288,9 @@ class Trainer:
                      "threads": torch.get_num_threads(), "torch_dynamo_imported_by_rank": dynamo,
                      "heap": self.heap},  # freed memory kept mapped (process/memory.py) or why not
             step_losses=self.step_losses)
+        if cfg.early_stop_patience:
+            result["early_stop"] = {"patience": cfg.early_stop_patience, "stopped_after_epoch": history[-1]["epoch"],
+                                    "stopped": history[-1]["epoch"] + 1 < cfg.epochs, "restored": restored}
         if self.rank == 0 and cfg.metrics:
             os.makedirs(os.path.dirname(os.path.abspath(cfg.metrics)), exist_ok=True)
             with open(cfg.metrics, "w") as f:
