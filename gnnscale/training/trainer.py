@@ -21,6 +21,7 @@ import torch
 
 from gnnscale.config import TrainConfig
 from gnnscale.errors import RuntimeSetupError
+from gnnscale.outputs import write_or_keep
 from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.parallel.axis import RunContext, StepResult
 from gnnscale.partitioning.feature_dtype import meta_feature_dtype, row_bytes
@@ -101,6 +102,7 @@ class Trainer:
         self.resume_rank = resume_rank
         self.global_step = 0
         self.tb = None  # rank 0's TensorBoard writer, made by fit() with --tensorboard
+        self.unwritten: list[str] = []  # rank 0: outputs whose write failed at the end, and where they are kept
 
     # -- checkpoints ------------------------------------------------------------------------
     def _save_checkpoint(self, epoch: int, step: int, history: list, best: metrics.Selection,
@@ -139,9 +141,13 @@ class Trainer:
         from gnnscale.training.model_io import save_model
 
         model = self.axis.whole_model()
-        if self.rank == 0:
-            save_model(path, model, self.axis.spec, self.cfg, self.meta)
-            log.info("model written to %s", path)
+        if self.rank == 0:  # a write that fails now keeps the model beside (gnnscale.outputs), said in one line
+            kept = write_or_keep(lambda where: save_model(where, model, self.axis.spec, self.cfg, self.meta), path,
+                                 "--save-model", "the trained model", [self.cfg.checkpoint_dir])
+            if kept:
+                self.unwritten.append(kept)
+            else:
+                log.info("model written to %s", path)
 
     # -- the loop -----------------------------------------------------------------------------
     def train_epoch(self, epoch: int, first: int, partial: dict | None, history: list,
@@ -250,11 +256,21 @@ class Trainer:
                      "threads": torch.get_num_threads(), "torch_dynamo_imported_by_rank": dynamo,
                      "heap": self.heap},  # freed memory kept mapped (process/memory.py) or why not
             step_losses=self.step_losses)
+        if self.unwritten:  # the model's: the metrics file says where it is kept
+            result["unwritten"] = self.unwritten
         if self.rank == 0 and cfg.metrics:
-            os.makedirs(os.path.dirname(os.path.abspath(cfg.metrics)), exist_ok=True)
-            with open(cfg.metrics, "w") as f:
-                json.dump(metrics.as_tensor_free(result), f, indent=2)
-            log.info("metrics written to %s", cfg.metrics)
+            def write(where: str) -> None:
+                os.makedirs(os.path.dirname(os.path.abspath(where)), exist_ok=True)
+                with open(where, "w") as f:
+                    json.dump(metrics.as_tensor_free(result), f, indent=2)
+
+            kept = write_or_keep(write, cfg.metrics, "--metrics", "the metrics file", [cfg.checkpoint_dir])
+            if kept:
+                self.unwritten.append(kept)
+            else:
+                log.info("metrics written to %s", cfg.metrics)
+        if self.unwritten:  # the launcher reports them in one line (gnnscale.api.finished)
+            result["unwritten"] = self.unwritten
         return result
 
     def _start(self) -> tuple[float, dict, list[dict]]:
