@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 
 from gnnscale.errors import OutputError
 
-__all__ = ["check_output", "write_or_keep"]
+__all__ = ["check_output", "keep", "write_or_keep"]
 
 
 def _reason(err: OSError) -> str:
@@ -98,17 +98,26 @@ def write_or_keep(write: Callable[[str], None], path: str, flag: str, what: str,
     except OSError as err:
         where = f": {err.filename}" if err.filename and os.fspath(err.filename) != path else ""
         failed = f"{flag} {path} could not be written ({_reason(err)}{where})"
-    name = f"gnnscale-kept-{os.getpid()}-{os.path.basename(path) or 'output'}"
-    tried = []
+    name = os.path.basename(path) or "output"
+    kept, tried = keep(write, name, folders)
+    if kept:
+        return f"{failed}: {what} is kept in {kept} instead; move it where it belongs"
+    return f"{failed}, nor in {', '.join(tried)}: {what} could not be kept"
+
+
+def keep(write: Callable[[str], None], name: str, folders: Sequence[str | None] = ()) -> tuple[str | None, list[str]]:
+    """``write`` to ``gnnscale-kept-<pid>-<name>`` in the first of ``folders``, the working folder and
+    the temporary folder that takes it: (the path written or None, the folders tried)."""
+    tried: list[str] = []
     for base in [*folders, os.getcwd(), tempfile.gettempdir()]:
         if not base or base in tried:
             continue
         tried.append(base)
-        kept = os.path.join(os.path.abspath(base), name)
+        kept = os.path.join(os.path.abspath(base), f"gnnscale-kept-{os.getpid()}-{name}")
         try:
             os.makedirs(base, exist_ok=True)
             write(kept)
         except OSError:
             continue
-        return f"{failed}: {what} is kept in {kept} instead; move it where it belongs"
-    return f"{failed}, nor in {', '.join(tried)}: {what} could not be kept"
+        return kept, tried
+    return None, tried

@@ -115,6 +115,37 @@ def test_a_late_failed_save_keeps_the_model_and_says_where(cora_partition, main_
     assert json.loads(metrics.read_text())["unwritten"][0].startswith(f"--save-model {out / 'm.pt'}")
 
 
+def test_a_failed_checkpoint_stops_every_rank_alike_and_keeps_the_model(cora_partition, main_cli, monkeypatch,
+                                                                         tmp_path, capfd):
+    """--checkpoint-dir passes the check, then becomes a file before the first checkpoint: every rank
+    stops with the same one line, which says that no checkpoint holds the run and where the model
+    trained so far is kept (the working folder here)."""
+    import gnnscale.process.launch as launch
+
+    ck = tmp_path / "ck"
+    real = launch.launch_local
+
+    def after_the_check(*args, **kw):
+        ck.write_text("the folder is gone")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(launch, "launch_local", after_the_check)
+    monkeypatch.chdir(tmp_path)
+    r = main_cli("train", "--parts-dir", cora_partition(2), "--epochs", "2", "--eval-every", "0",
+                 "--checkpoint-dir", str(ck))  # Cora's 140 training nodes: one step an epoch
+    both = capfd.readouterr().err + r.stderr
+    assert r.returncode == 2, both[-3000:]
+    errors = [line for line in r.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and "Traceback" not in both and "PeerError" not in both, both[-3000:]
+    assert re.fullmatch(
+        rf"gnnscale train: error: worker 0 of 2 failed: CheckpointWriteError: --checkpoint-dir {re.escape(str(ck))}: the "
+        r"checkpoint of step 1 could not be written \(rank 0: .*\), so training stopped; no checkpoint was written "
+        rf"before it; the model trained so far \(global step 1\) is kept in {re.escape(str(tmp_path))}/"
+        r"gnnscale-kept-\d+-model\.pt", errors[0]), errors[0]
+    kept = re.search(r"kept in (\S+\.pt)", errors[0]).group(1)
+    assert sum(p.numel() for p in gnnscale.load_model(kept).parameters()) > 0
+
+
 def test_write_or_keep_when_no_folder_takes_it(tmp_path, monkeypatch):
     from gnnscale.outputs import write_or_keep
 

@@ -119,8 +119,11 @@ class Trainer:
             if axis.replicated:  # every rank holds the same model: rank 0's is the run's
                 shared.update(axis.state())
         self.dims.health.enter("checkpoint", epoch, step)
-        path = checkpoint.save(cfg.checkpoint_dir, self.global_step, self.rank, self.dims.comm, mine, shared,
-                               {"epoch": epoch, "step": step}, cfg.keep_checkpoints)
+        try:
+            path = checkpoint.save(cfg.checkpoint_dir, self.global_step, self.rank, self.dims.comm, mine, shared,
+                                   {"epoch": epoch, "step": step}, cfg.keep_checkpoints)
+        except checkpoint.CheckpointWriteError as err:  # every rank: the weights trained so far kept as a model file
+            raise checkpoint.CheckpointWriteError(f"{err}; {self._keep_model()}") from None
         if self.rank == 0:
             log.info("checkpoint %s written (epoch %d, step %d)", path, epoch, step)
 
@@ -148,6 +151,21 @@ class Trainer:
                 self.unwritten.append(kept)
             else:
                 log.info("model written to %s", path)
+
+    def _keep_model(self) -> str:
+        """The model trained so far written where a file can be (beside --save-model, the working or the
+        temporary folder; collective): the words saying where, the same on every rank."""
+        from gnnscale.outputs import keep
+        from gnnscale.training.model_io import save_model
+
+        model = self.axis.whole_model()
+        words = None
+        if self.rank == 0:
+            kept, tried = keep(lambda where: save_model(where, model, self.axis.spec, self.cfg, self.meta), "model.pt",
+                               [os.path.dirname(os.path.abspath(self.cfg.save_model)) if self.cfg.save_model else None])
+            words = (f"the model trained so far (global step {self.global_step}) is kept in {kept}" if kept else
+                     f"the model trained so far could not be kept either (tried {', '.join(tried)})")
+        return self.dims.comm.all_gather_object(words)[0] if self.world > 1 else words
 
     # -- the loop -----------------------------------------------------------------------------
     def train_epoch(self, epoch: int, first: int, partial: dict | None, history: list,
