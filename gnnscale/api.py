@@ -185,11 +185,17 @@ def _check_layer(cfg) -> None:
             raise LayerError(given + " ".join(str(err).split())) from None
 
 
-def _check_outputs(cfg) -> None:
+def _check_outputs(cfg, source: Source) -> None:
     """Every output path of the run writable, before anything is cut or trained (:mod:`gnnscale.outputs`).
     Under torchrun rank 0 alone writes the model, the metrics and TensorBoard's files: the other
-    ranks check the checkpoint folder only (which every rank writes)."""
+    ranks check the checkpoint folder only (which every rank writes). A partition cache folder given
+    (``--cache-dir``, ``$GNNSCALE_CACHE``) that does not exist yet will be written: checked too (an
+    existing one may be read-only and hold the cut)."""
     from gnnscale.outputs import check_output
+
+    cache = source.cache_dir or os.environ.get("GNNSCALE_CACHE")
+    if source.parts_dir is None and cache and not os.path.isdir(cache):
+        check_output(cache, "--cache-dir" if source.cache_dir else "$GNNSCALE_CACHE", folder=True)
 
     if os.environ.get("RANK", "0") == "0":
         check_output(cfg.save_model, "--save-model")
@@ -233,7 +239,7 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
         raise RuntimeSetupError("--tensorboard needs the tensorboard package: pip install tensorboard (from a "
                                 "checkout: pip install -e '.[tensorboard]')")
     cfg.check()
-    _check_outputs(cfg)
+    _check_outputs(cfg, source)
     launch_device(cfg.device, 1)  # --device cuda without CUDA: an error before partitioning or launching
     _check_layer(cfg)
     if cfg.model is not None:  # a user's whole model: built once here (torch is imported for it)

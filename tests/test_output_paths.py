@@ -47,6 +47,13 @@ def test_train_output_refused_before_the_dataset_is_cut(tmp_path, no_launch, mai
     assert not cache.exists()  # nothing was partitioned
 
 
+@pytest.mark.parametrize("where", ["under a file", "/proc"])
+def test_a_new_cache_folder_is_checked(no_launch, main_cli, blocker, shared_data, where):
+    cache = str(blocker / "cache") if where == "under a file" else "/proc/cache"
+    one_line(main_cli("train", "--dataset", "planetoid:cora", "--root", str(shared_data / "planetoid" / "raw"),
+                      "--cache-dir", cache), f"--cache-dir {cache}: expected a folder")
+
+
 def test_an_output_file_path_that_is_a_folder_is_refused(cora_partition, no_launch, main_cli, tmp_path):
     one_line(main_cli("train", "--parts-dir", cora_partition(2), "--save-model", str(tmp_path)),
              f"{tmp_path} is a folder")
