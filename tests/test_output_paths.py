@@ -221,3 +221,18 @@ def test_the_launchers_layer_names_are_the_registrys():
     for spec in ("sagee", "rel:sagee", "rel:", "relgat"):
         with pytest.raises(GnnscaleError, match="unknown layer"):
             check_layer_name(spec)
+
+
+def test_the_refusals_come_before_torch_is_imported(cora_partition, blocker):
+    """The launcher stays light: an unknown layer name and an output path are refused without importing
+    torch (a fresh interpreter: well under a second, where torch takes seconds)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from gnnscale.cli.main import main; "
+            f"codes = [main(['train', '--parts-dir', {cora_partition(2)!r}, *a]) for a in "
+            f"(['--layer', 'sagee'], ['--save-model', {str(blocker / 'm.pt')!r}], ['--tensorboard', '/proc/tb'])]; "
+            "print(codes, 'torch' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.split("\n")[0] == "[2, 2, 2] False", (r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 3, r.stderr
