@@ -13,11 +13,13 @@ present on this machine.
 
 :func:`prepare_run` holds every check made before a worker starts; ``gnnscale train`` calls it
 too, so the command line and the API refuse the same things with the same line. Torch-free up to
-the workers' start (a layer given by import path is built once to check it).
+the workers' start (a layer given by import path or with ``layer_kwargs`` is built once to check it;
+a layer's name is checked against a torch-free copy of the zoo's names).
 """
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 from dataclasses import dataclass, fields
@@ -143,9 +145,15 @@ def _differs(value: Any, default: Any) -> bool:
 
 
 def _check_layer(cfg) -> None:
-    """A layer given by name is built once here (torch is imported for it), before any worker; a
-    ``dgl:`` layer without DGL is refused with what works instead."""
+    """``--layer`` and ``--layer-kwargs`` resolved before any worker, in one line: a name must be one of
+    the zoo's (torch-free: :mod:`gnnscale.planning.layer_names`, or the registry itself where it is
+    loaded already, with a user's ``register``-ed layers); a ``dgl:`` layer without DGL is refused
+    with what works instead; a layer given by import path, or given options, is built once here
+    (torch is imported for it: what those take is known only to their constructor)."""
+    import sys
+
     from gnnscale.config import DGL_ADVICE, OptionError
+    from gnnscale.planning.layer_names import check_layer_name
 
     if not isinstance(cfg.layer, str):
         return
@@ -160,10 +168,40 @@ def _check_layer(cfg) -> None:
             torch_version = "this torch"
         raise OptionError(f"--layer {spec} needs DGL, which is not installed here (with {torch_version}): "
                           f"{DGL_ADVICE}")
-    if ":" in spec:
-        from gnnscale.nn.layers import build_conv
+    registry = sys.modules.get("gnnscale.nn.layers.registry")
+    if registry is not None:
+        check_layer_name(spec, registry.ZOO, registry.TYPED_ZOO)
+    else:
+        check_layer_name(spec)
+    if ":" in spec or cfg.layer_kwargs:
+        from gnnscale.nn.layers import LayerError, build_conv
+        from gnnscale.nn.layers.registry import EDGE_ZOO
 
-        build_conv(spec, 8, 8, index=0, num_layers=2, **cfg.layer_kwargs)
+        edge_dim = 4 if inner.lower() in EDGE_ZOO else 0  # gine reads edge features: built with some
+        try:
+            build_conv(spec, 8, 8, index=0, num_layers=2, edge_dim=edge_dim, **cfg.layer_kwargs)
+        except LayerError as err:  # one line (a layer's repr in it may span several)
+            given = f"--layer-kwargs {json.dumps(cfg.layer_kwargs, default=str)} with " if cfg.layer_kwargs else ""
+            raise LayerError(given + " ".join(str(err).split())) from None
+
+
+def _check_outputs(cfg, source: Source) -> None:
+    """Every output path of the run writable, before anything is cut or trained (:mod:`gnnscale.outputs`).
+    Under torchrun rank 0 alone writes the model, the metrics and TensorBoard's files: the other
+    ranks check the checkpoint folder only (which every rank writes). A partition cache folder given
+    (``--cache-dir``, ``$GNNSCALE_CACHE``) that does not exist yet will be written: checked too (an
+    existing one may be read-only and hold the cut)."""
+    from gnnscale.outputs import check_output
+
+    cache = source.cache_dir or os.environ.get("GNNSCALE_CACHE")
+    if source.parts_dir is None and cache and not os.path.isdir(cache):
+        check_output(cache, "--cache-dir" if source.cache_dir else "$GNNSCALE_CACHE", folder=True)
+
+    if os.environ.get("RANK", "0") == "0":
+        check_output(cfg.save_model, "--save-model")
+        check_output(cfg.metrics, "--metrics")
+        check_output(cfg.tensorboard, "--tensorboard", folder=True)
+    check_output(cfg.checkpoint_dir, "--checkpoint-dir", folder=True)
 
 
 def _check_fanouts(cfg) -> None:
@@ -201,6 +239,7 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
         raise RuntimeSetupError("--tensorboard needs the tensorboard package: pip install tensorboard (from a "
                                 "checkout: pip install -e '.[tensorboard]')")
     cfg.check()
+    _check_outputs(cfg, source)
     launch_device(cfg.device, 1)  # --device cuda without CUDA: an error before partitioning or launching
     _check_layer(cfg)
     if cfg.model is not None:  # a user's whole model: built once here (torch is imported for it)
@@ -256,6 +295,20 @@ def launch(run: PreparedRun, port: int | None = None, threads: int | None = None
     r0 = launch_local(TARGET, run.plan.world, args=(run.parts_dir, run.cfg), port=port, threads_per_worker=threads,
                       typed=run.typed)[0]
     log_summary(r0, run.plan)
+    return finished(r0)
+
+
+def finished(r0: dict | None) -> dict | None:
+    """Rank 0's result, or where an output written at the end failed (``--save-model``, ``--metrics``: a
+    full disk, a folder removed during training), the one line saying where what was trained is kept.
+
+    Raises:
+        OutputError: ``r0["unwritten"]``'s lines, joined.
+    """
+    if r0 and r0.get("unwritten"):
+        from gnnscale.errors import OutputError
+
+        raise OutputError("; ".join(r0["unwritten"]))
     return r0
 
 
@@ -373,5 +426,5 @@ def train(
     if run.torchrun:
         from gnnscale.training.trainer import train_worker
 
-        return train_worker(run.parts_dir, run.cfg)
+        return finished(train_worker(run.parts_dir, run.cfg))
     return launch(run, threads=threads)

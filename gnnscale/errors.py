@@ -38,6 +38,10 @@ class ModelError(GnnscaleError):
     """A model option is invalid."""
 
 
+class OutputError(GnnscaleError):
+    """An output path that cannot be written (checked before any work starts: gnnscale.outputs)."""
+
+
 def run_main(main, script: str) -> None:
     """Run a script's ``main()``: a :class:`GnnscaleError` (a user's error) ends it with its one
     line, ``<script>: error: <message>`` on stderr, and exit status 2 instead of a traceback.

@@ -29,7 +29,7 @@ def _modules() -> dict[str, Path]:
 # one above (at the top of the module or inside a function). A new package or top-level module
 # takes its place here.
 FLOORS = [
-    ("gnnscale.errors", "gnnscale.lazy", "gnnscale.logs"),
+    ("gnnscale.errors", "gnnscale.lazy", "gnnscale.logs", "gnnscale.outputs"),
     ("gnnscale.datasets", "gnnscale.partitioning", "gnnscale.samplers"),  # the data side
     ("gnnscale.config", "gnnscale.options"),
     ("gnnscale.planning",),  # torch-free: the launcher checks a run with it

@@ -18,6 +18,9 @@ log = logging.getLogger("gnnscale")
 
 
 def cmd_partition(args) -> int:
+    from gnnscale.outputs import check_output
+
+    check_output(args.out, "--out", folder=True)  # before torch and the dataset load (minutes for a large one)
     from gnnscale.data.partition_cache import check_edge_to_node, edge_to_node_meta, input_meta
     from gnnscale.datasets import load_dataset
     from gnnscale.partitioning import partition_graph
@@ -79,7 +82,7 @@ def cmd_train(args) -> int:
     # The launcher stays torch-free up to the workers' start (each worker imports torch itself):
     # the checks (gnnscale.api.prepare_run, the same as gnnscale.train's) come from torch-free
     # modules, the target travels as a "module:function".
-    from gnnscale.api import TARGET, Source, launch, prepare_run
+    from gnnscale.api import TARGET, Source, finished, launch, prepare_run
     from gnnscale.cli.run_config import beside, dump, resolved
     from gnnscale.config import TrainConfig
 
@@ -106,7 +109,7 @@ def cmd_train(args) -> int:
         # some compiled kernels sum in an order that follows the thread count (runs would differ).
         local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         os.environ.update(thread_env(args.threads or max(1, (os.cpu_count() or 1) // local), local, run.typed))
-        resolve_target(TARGET)(run.parts_dir, run.cfg)
+        finished(resolve_target(TARGET)(run.parts_dir, run.cfg))
         return 0
     launch(run, port=args.port, threads=args.threads)
     return 0
@@ -157,6 +160,9 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_embed(args) -> int:
+    from gnnscale.outputs import check_output
+
+    check_output(args.out, "--out", folder=True)  # before torch and the model load
     from gnnscale.config import TrainConfig
     from gnnscale.partitioning import load_meta, verify_parts
     from gnnscale.process.launch import launch_local
@@ -182,6 +188,9 @@ def cmd_embed(args) -> int:
 
 
 def cmd_predict(args) -> int:
+    from gnnscale.outputs import check_output
+
+    check_output(args.out, "--out")  # before torch, the model and the dataset load
     import numpy as np
 
     from gnnscale.datasets import load_dataset
@@ -213,7 +222,9 @@ def cmd_predict(args) -> int:
 
 def cmd_report(args) -> int:
     from gnnscale.cli.report import write_report
+    from gnnscale.outputs import check_output
 
+    check_output(args.out, "--out", folder=True)
     out = write_report(args.metrics, args.out)
     for path in out["files"]:
         log.info("wrote %s", path)
@@ -292,6 +303,9 @@ def _check_failed(folder, bad: dict) -> int:
 
 
 def cmd_bench_partition(args) -> int:
+    from gnnscale.outputs import check_output
+
+    check_output(args.out, "--out", folder=True)  # before torch and the dataset load
     from gnnscale.partitioning.bench import PEAK_NOTE, format_same, format_table, format_typed, run_bench, save
     from gnnscale.datasets import load_dataset
 

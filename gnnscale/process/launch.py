@@ -409,7 +409,8 @@ def _collect(procs, results: dict, terminated: set[int], oom_before: int | None 
         return [pickle.loads(results[r][1]) for r in range(len(procs))]
     errors.sort()
     _, first_rank, first_msg = errors[0]
-    others = "; ".join(f"worker {r}: {m.splitlines()[0]}" for _, r, m in errors[1:])
+    others = "; ".join(f"worker {r}: {m.splitlines()[0]}" for _, r, m in errors[1:]
+                       if m != first_msg)  # an error every rank raised alike is said once
     msg = f"worker {first_rank} of {len(procs)} failed: {first_msg}"
     if others:
         msg += f"\n(also: {others})"

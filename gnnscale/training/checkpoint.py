@@ -42,6 +42,10 @@ class CheckpointError(GnnscaleError):
     """No usable checkpoint, or one that does not fit this run."""
 
 
+class CheckpointWriteError(CheckpointError):
+    """A checkpoint's files could not be written (every rank raises it alike, :func:`save`)."""
+
+
 @dataclass
 class Found:
     """A complete, verified checkpoint."""
@@ -89,11 +93,22 @@ def save(ckpt_dir: str | os.PathLike, global_step: int, rank: int, comm, mine: d
     """
     root = Path(ckpt_dir)
     tmp = root / f"{TMP_PREFIX}{name(global_step)}"
-    tmp.mkdir(parents=True, exist_ok=True)
-    files = {f"rank{rank}.pt": write_file(tmp / f"rank{rank}.pt", mine)}
-    if rank == 0:
-        files["train.pt"] = write_file(tmp / "train.pt", shared)
+    try:  # a failed write (a full disk, the folder removed) travels in the gather: every rank stops alike
+        tmp.mkdir(parents=True, exist_ok=True)
+        files: dict | str = {f"rank{rank}.pt": write_file(tmp / f"rank{rank}.pt", mine)}
+        if rank == 0:
+            files["train.pt"] = write_file(tmp / "train.pt", shared)
+    except OSError as err:
+        files = f"rank {rank}: {err.strerror or type(err).__name__}" + (f": {err.filename}" if err.filename else "")
     every = comm.all_gather_object(files) if comm.world_size > 1 else [files]
+    failed = [f for f in every if isinstance(f, str)]
+    if failed:
+        shutil.rmtree(tmp, ignore_errors=True)
+        done = sorted(p for p in root.glob(f"{PREFIX}*") if p.is_dir()) if root.is_dir() else []
+        newest = (f"the newest checkpoint, {done[-1]}, holds the run up to it (--resume continues from it)" if done
+                  else "no checkpoint was written before it")
+        raise CheckpointWriteError(f"--checkpoint-dir {ckpt_dir}: the checkpoint of step {global_step} could not be "
+                                   f"written ({failed[0]}), so training stopped; {newest}")
     final = root / name(global_step)
     if rank == 0:
         manifest = dict(info, global_step=global_step, world_size=comm.world_size, created=time.time(),

@@ -8,6 +8,7 @@ knowledge, dropout), the feature and class counts, the dataset's name and the ru
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import asdict
 from typing import Any
@@ -46,8 +47,13 @@ def save_model(path: str | os.PathLike, net: GNN, spec: ModelSpec, cfg, meta: di
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp-{os.getpid()}"
-    write_file(tmp, blob)
-    os.replace(tmp, path)
+    try:
+        write_file(tmp, blob)
+        os.replace(tmp, path)
+    except BaseException:  # no half-written file left behind (a full disk, a folder removed meanwhile)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def read_model_file(path: str | os.PathLike) -> dict:

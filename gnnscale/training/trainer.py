@@ -22,6 +22,7 @@ import torch
 
 from gnnscale.config import TrainConfig
 from gnnscale.errors import RuntimeSetupError
+from gnnscale.outputs import write_or_keep
 from gnnscale.nn.edge_features import resolve_edge_dim
 from gnnscale.parallel.axis import RunContext, StepResult
 from gnnscale.partitioning.feature_dtype import meta_feature_dtype, row_bytes
@@ -108,6 +109,7 @@ class Trainer:
         self.global_step = 0
         self.tb = None  # rank 0's TensorBoard writer, made by fit() with --tensorboard
         self.best_state: dict | None = None  # --early-stop-patience: this rank's weights at the best evaluation
+        self.unwritten: list[str] = []  # rank 0: outputs whose write failed at the end, and where they are kept
 
     # -- checkpoints ------------------------------------------------------------------------
     def _save_checkpoint(self, epoch: int, step: int, history: list, best: metrics.Selection,
@@ -125,8 +127,11 @@ class Trainer:
             if axis.replicated:  # every rank holds the same model: rank 0's is the run's
                 shared.update(axis.state())
         self.dims.health.enter("checkpoint", epoch, step)
-        path = checkpoint.save(cfg.checkpoint_dir, self.global_step, self.rank, self.dims.comm, mine, shared,
-                               {"epoch": epoch, "step": step}, cfg.keep_checkpoints)
+        try:
+            path = checkpoint.save(cfg.checkpoint_dir, self.global_step, self.rank, self.dims.comm, mine, shared,
+                                   {"epoch": epoch, "step": step}, cfg.keep_checkpoints)
+        except checkpoint.CheckpointWriteError as err:  # every rank: the weights trained so far kept as a model file
+            raise checkpoint.CheckpointWriteError(f"{err}; {self._keep_model()}") from None
         if self.rank == 0:
             log.info("checkpoint %s written (epoch %d, step %d)", path, epoch, step)
 
@@ -167,9 +172,28 @@ class Trainer:
         from gnnscale.training.model_io import save_model
 
         model = self.axis.whole_model()
+        if self.rank == 0:  # a write that fails now keeps the model beside (gnnscale.outputs), said in one line
+            kept = write_or_keep(lambda where: save_model(where, model, self.axis.spec, self.cfg, self.meta), path,
+                                 "--save-model", "the trained model", [self.cfg.checkpoint_dir])
+            if kept:
+                self.unwritten.append(kept)
+            else:
+                log.info("model written to %s", path)
+
+    def _keep_model(self) -> str:
+        """The model trained so far written where a file can be (beside --save-model, the working or the
+        temporary folder; collective): the words saying where, the same on every rank."""
+        from gnnscale.outputs import keep
+        from gnnscale.training.model_io import save_model
+
+        model = self.axis.whole_model()
+        words = None
         if self.rank == 0:
-            save_model(path, model, self.axis.spec, self.cfg, self.meta)
-            log.info("model written to %s", path)
+            kept, tried = keep(lambda where: save_model(where, model, self.axis.spec, self.cfg, self.meta), "model.pt",
+                               [os.path.dirname(os.path.abspath(self.cfg.save_model)) if self.cfg.save_model else None])
+            words = (f"the model trained so far (global step {self.global_step}) is kept in {kept}" if kept else
+                     f"the model trained so far could not be kept either (tried {', '.join(tried)})")
+        return self.dims.comm.all_gather_object(words)[0] if self.world > 1 else words
 
     # -- the loop -----------------------------------------------------------------------------
     def train_epoch(self, epoch: int, first: int, partial: dict | None, history: list,
@@ -291,11 +315,21 @@ class Trainer:
         if cfg.early_stop_patience:
             result["early_stop"] = {"patience": cfg.early_stop_patience, "stopped_after_epoch": history[-1]["epoch"],
                                     "stopped": history[-1]["epoch"] + 1 < cfg.epochs, "restored": restored}
+        if self.unwritten:  # the model's: the metrics file says where it is kept
+            result["unwritten"] = self.unwritten
         if self.rank == 0 and cfg.metrics:
-            os.makedirs(os.path.dirname(os.path.abspath(cfg.metrics)), exist_ok=True)
-            with open(cfg.metrics, "w") as f:
-                json.dump(metrics.as_tensor_free(result), f, indent=2)
-            log.info("metrics written to %s", cfg.metrics)
+            def write(where: str) -> None:
+                os.makedirs(os.path.dirname(os.path.abspath(where)), exist_ok=True)
+                with open(where, "w") as f:
+                    json.dump(metrics.as_tensor_free(result), f, indent=2)
+
+            kept = write_or_keep(write, cfg.metrics, "--metrics", "the metrics file", [cfg.checkpoint_dir])
+            if kept:
+                self.unwritten.append(kept)
+            else:
+                log.info("metrics written to %s", cfg.metrics)
+        if self.unwritten:  # the launcher reports them in one line (gnnscale.api.finished)
+            result["unwritten"] = self.unwritten
         return result
 
     def _start(self) -> tuple[float, dict, list[dict]]:
