@@ -56,6 +56,8 @@ bound's matmul and aggregation + elementwise parts (``"compute_split"`` under ``
 ``--vs-checkout DIR`` times another checkout of gnnscale (e.g. a ``git worktree`` of an
 earlier commit) instead of DGL, on the same graphs, partitions and flags, alternating which
 side runs first: the ratio of medians says whether a change made epochs slower (no DGL needed).
+Both sides run from copies laid out alike (:func:`checkout_env`), each warmed once; ``--vs-checkout .``
+(this checkout against itself) gives the harness's own spread.
 
     python benchmarks/epoch.py --json results/epoch.json                  # 100k and 1M
     python benchmarks/epoch.py --sizes 100000 --what 1proc,dist2 --repeats 2
@@ -149,18 +151,22 @@ def _steady(epochs: list[float]) -> float:
     return statistics.median(epochs[1:] if len(epochs) > 1 else epochs)
 
 
-def checkout_env(path: str, workdir: str) -> tuple[dict, str]:
-    """(environment, working folder) that run another checkout's gnnscale: its packages copied
-    under ``workdir`` as the installed layout (gnnscale with partitioning, samplers and datasets
-    inside it) first on PYTHONPATH, the command run from there (not from this checkout)."""
+def checkout_env(path: str, workdir: str, tag: str = "") -> tuple[dict, str]:
+    """(environment, working folder) that run a checkout's gnnscale: its packages copied under
+    ``workdir`` as the installed layout (gnnscale with partitioning, samplers and datasets inside
+    it) first on PYTHONPATH, the command run from there. Both sides of ``--vs-checkout`` run so,
+    this checkout too: the same layout, and neither side's bytecode or numba cache (``__pycache__``,
+    ``*.nbi``/``*.nbc``) copied, so each compiles its own in the warm-up run (the installed checkout
+    against a copy of itself read 1.103 / 1.012 when only the baseline was a copy)."""
     import shutil
 
     path = os.path.abspath(path)
-    out = os.path.join(workdir, "checkout-" + str(abs(hash(path)) % 10 ** 8))
+    out = os.path.join(workdir, f"checkout{tag}-" + str(abs(hash(path)) % 10 ** 8))
     shutil.rmtree(out, ignore_errors=True)
-    shutil.copytree(os.path.join(path, "gnnscale"), os.path.join(out, "gnnscale"))
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc")
+    shutil.copytree(os.path.join(path, "gnnscale"), os.path.join(out, "gnnscale"), ignore=skip)
     for pkg in ("partitioning", "samplers", "datasets"):
-        shutil.copytree(os.path.join(path, pkg), os.path.join(out, "gnnscale", pkg))
+        shutil.copytree(os.path.join(path, pkg), os.path.join(out, "gnnscale", pkg), ignore=skip)
     return dict(os.environ, PYTHONPATH=out), out
 
 
@@ -432,9 +438,8 @@ def versus_checkout(args) -> None:
     import graphgen
 
     os.makedirs(args.workdir, exist_ok=True)
-    env, cwd = checkout_env(args.vs_checkout, args.workdir)
-    here = os.path.join(args.workdir, "here")
-    os.makedirs(here, exist_ok=True)  # run this checkout from outside it too (same sys.path order)
+    env, cwd = checkout_env(args.vs_checkout, args.workdir, "-old")
+    env_here, here = checkout_env(ROOT, args.workdir, "-new")  # this checkout laid out as the other
     results = {"setup": {"model": "GraphSAGE mean, 3 layers, hidden 256, dropout 0.5, Adam 3e-3",
                          "baseline": os.path.abspath(args.vs_checkout), "repeats": args.repeats,
                          "epochs_per_run": args.epochs or DEFAULT_EPOCHS, "cpu_count": os.cpu_count()},
@@ -450,9 +455,12 @@ def versus_checkout(args) -> None:
                 _run([sys.executable, "-m", "gnnscale", "partition", "--dataset", f"dir:{ddir}", "--parts", str(p),
                       "--method", "metis", "--balance", "nodes,train,edges", "--out", pd])
             workers, threads = (1, 2) if w == "1proc" else (2, 1)
+            sides = [("new", env_here, here), ("old", env, cwd)]
+            for side, e, c in sides:  # one untimed run each: bytecode and numba caches compiled alike
+                gnnscale_run(pd, workers, threads, 1, os.path.join(args.workdir, f"m-{name}-{w}-{side}-warm.json"),
+                             env=e, cwd=c)
             runs = []
             for r in range(args.repeats):
-                sides = [("new", None, here), ("old", env, cwd)]
                 got = {}
                 for side, e, c in (sides if r % 2 == 0 else sides[::-1]):  # alternate which runs first
                     got[side] = gnnscale_run(pd, workers, threads, epochs,
