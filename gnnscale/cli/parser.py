@@ -13,7 +13,7 @@ import json
 import re
 
 from gnnscale import __version__
-from gnnscale.config import OPTIONS, SECTIONS, OptionError, flag, weight_decay_value
+from gnnscale.config import OPTIONS, SECTIONS, OptionError, cli_flag, weight_decay_value
 from gnnscale.options import key_value
 
 DEFAULT_DATASET = "synthetic"
@@ -150,7 +150,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
             kwargs["choices"] = list(spec.choices)
         if spec.metavar is not None:
             kwargs["metavar"] = spec.metavar
-        groups[spec.section].add_argument(flag(spec.name), **kwargs)
+        groups[spec.section].add_argument(cli_flag(spec.name), **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
