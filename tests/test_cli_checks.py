@@ -379,8 +379,17 @@ def test_api_logs_what_the_cli_logs(tmp_path):
     r = subprocess.run([sys.executable, "-c", API_RUN.format(cache=str(tmp_path))], capture_output=True, text=True,
                        timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    for needle in ("partitioning synthetic", "starting 1 local worker(s)", "done: 1 epochs, data parallel over 1"):
+    for needle in ("partitioning synthetic", "starting 1 local worker(s)", "done: 1 epoch, data parallel over 1"):
         assert needle in r.stderr, (needle, r.stderr[-3000:])
+    assert r.stderr.count("partitioning ") == 1, r.stderr[-3000:]  # one line per cut (issue 54 item 10)
+
+
+def test_a_dataset_error_comes_before_any_partitioning_line(tmp_path, main_cli):
+    """Issue 54 item 10: a dataset whose files are missing printed 'partitioning X into 2 parts' first."""
+    r = main_cli("train", "--dataset", "planetoid:cora", "--root", str(tmp_path / "empty"), "--cache-dir",
+                 str(tmp_path / "cache"), "--epochs", "1")
+    assert r.returncode == 2 and "partitioning" not in r.stderr, r.stderr[-3000:]
+    assert "error: " in r.stderr.strip().splitlines()[-1]
 
 
 def test_pyg_gat_with_heads_says_concat_false():
