@@ -286,6 +286,12 @@ def test_help_prints_each_default_once(cmd):
     assert r.returncode == 0, r.stderr
     assert "(default: None)" not in r.stdout
     assert not re.search(r"\(default: [^)]*\)\s+\(default:", r.stdout), r.stdout
+    flat = " ".join(r.stdout.split())
+    assert not re.search(r"\(default: [\[(]", flat), flat  # a list as the command line takes it (issue 54)
+    if cmd == "bench-partition":
+        for shown in ("(default: 2,4,8)", "(default: metis,random,ldg,fennel)", "(default: nodes,train)",
+                      "(default: 10,10)"):
+            assert shown in flat, (shown, flat)
     if cmd == "train":
         flat = " ".join(r.stdout.split())
         assert "(default: the number of parts, or 2)" in flat and "(default: 10)" in flat

@@ -29,12 +29,18 @@ class Parser(argparse.ArgumentParser):
 
 class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """``(default: X)`` after an option's help once: not for a required option, not for an unset
-    (None) default, not where the help already says its default."""
+    (None) or empty default, not where the help already says its default; a list as the command line
+    takes it (``metis,random``)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if action.required or action.default is None or re.search(r"\bdefault\s*[:)]", text, re.IGNORECASE):
             return text
+        if isinstance(action.default, (list, tuple)):
+            if not action.default or action.option_strings == [] or action.default is argparse.SUPPRESS:
+                return text
+            shown = ",".join(map(str, action.default)).replace("%", "%%")
+            return f"{text} (default: {shown})"
         return super()._get_help_string(action)
 
 
