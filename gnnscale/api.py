@@ -275,7 +275,8 @@ def log_summary(r0: dict, plan) -> None:
         " (layers " + " ".join(f"{a}-{b - 1}" for a, b in r0["stages"]) + ")"
     last = r0["epochs"][-1]
     epochs = len(r0["epochs"])
-    summary = (f"done: {epochs} epoch{'' if epochs == 1 else 's'}, {plan.describe()}{stages}, final loss {last['loss']:.4f}, "
+    summary = (f"done: {epochs} epoch{'' if epochs == 1 else 's'}, {plan.describe()}{stages}, "
+               f"final loss {last['loss']:.4f}, "
                f"{epoch_rate(r0)}, {r0['bytes_sent'] / 1e6:.1f} MB sent, "
                f"{r0['bytes_received'] / 1e6:.1f} MB received in all")
     if r0.get("val_acc") is None:

@@ -208,7 +208,8 @@ class TrainConfig:
         "sage", "model",
         help="message-passing layer: sage, gcn, gat, gin, gine (edge features), gcnii, an import path module:Class "
         "(called as layer((x_src, x_dst), edge_index); e.g. a PyG layer, torch_geometric.nn:SAGEConv, or "
-        "mylayers:MyConv for ./mylayers.py: the working folder is searched too; see README), or dgl:Class (needs DGL, which needs torch <= 2.2.1); typed graphs: rgcn, hgt, rel:<layer>")
+        "mylayers:MyConv for ./mylayers.py: the working folder is searched too; see README), or dgl:Class (needs "
+        "DGL, which needs torch <= 2.2.1); typed graphs: rgcn, hgt, rel:<layer>")
     layer_kwargs: dict = option(
         {}, "model", metavar="JSON",
         help="extra keyword arguments of every layer, e.g. '{\"heads\": 4}'")

@@ -265,16 +265,17 @@ def parse_weight_decay(value) -> tuple[float, dict[str, float]]:
         number = _decay(decay, item)
         if key in ("", "*"):
             if rest is not None:
-                raise OptionError(f"{flag('weight_decay')} takes at most one plain number (the decay of the parameters no "
-                                  f"prefix names); found two in {value!r}. Keep one, e.g. convs=0.01,5e-4")
+                raise OptionError(f"{flag('weight_decay')} takes at most one plain number (the decay of the "
+                                  f"parameters no prefix names); found two in {value!r}. Keep one, e.g. convs=0.01,5e-4")
             rest = number
             continue
         parts = key.split(".")
         if not all(p and (p.replace("_", "").isalnum()) and p.isascii() for p in parts):
-            raise OptionError(f"{flag('weight_decay')} prefix {key!r} is not a parameter name's leading part (names and "
-                              "indices joined by dots, e.g. convs or convs.0); pass e.g. convs=0.01,5e-4")
+            raise OptionError(f"{flag('weight_decay')} prefix {key!r} is not a parameter name's leading part (names "
+                              "and indices joined by dots, e.g. convs or convs.0); pass e.g. convs=0.01,5e-4")
         if key in groups:
-            raise OptionError(f"{flag('weight_decay')} names the prefix {key!r} twice in {value!r}; give each prefix once")
+            raise OptionError(f"{flag('weight_decay')} names the prefix {key!r} twice in {value!r}; give each prefix "
+                              "once")
         groups[key] = number
     return (rest if rest is not None else 0.0), groups
 
