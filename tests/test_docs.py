@@ -8,10 +8,10 @@ snippets wrote, never another page's).
 
 Kept cheap (the suite's time is tight), without changing what a snippet does: every ``gnnscale``
 command runs in this process (``gnnscale.cli.main``, its workers forked from the suite's server)
-and a Python snippet through ``runpy``, with training cut to a fiftieth of its epochs (at least one;
-``epochs=1`` in Python: the commands' options, modes and files are what is checked, not the accuracy) and the
-partition cache in the test's folder (``--cache-dir`` / ``cache_dir=``: nothing written into the
-user's home). A command other than ``gnnscale`` (a here-document, ``torchrun``) runs under ``bash
+and a Python snippet through ``runpy``, with training cut to one epoch (two for more than 50, so
+that a resume still trains; ``epochs=1`` in Python: the commands' options, modes and files are what
+is checked, not the accuracy) and the partition cache in the test's folder (``--cache-dir`` /
+``cache_dir=``: nothing written into the user's home). A command other than ``gnnscale`` (a here-document, ``torchrun``) runs under ``bash
 -euo pipefail``; a ``-m gnnscale train`` inside it gets the same epochs.
 """
 from __future__ import annotations
@@ -74,9 +74,9 @@ def commands(code: str) -> list[str]:
 
 
 def cheap(args: list[str], cache: str) -> list[str]:
-    """``gnnscale train`` args with a fiftieth of the epochs (at least 1, so that a resume from epoch 50
-    to 100 still has an epoch to train; 1 where none is given) and the test's partition cache
-    (``--dataset`` runs)."""
+    """``gnnscale train`` args with 1 epoch where 50 or fewer are given (or none), else 2 (so that a resume
+    from epoch 50 to 100 still has an epoch to train), and the test's partition cache (``--dataset``
+    runs)."""
     if not args or args[0] != "train":
         return args
     out, skip, epochs = [], False, 50
@@ -91,7 +91,7 @@ def cheap(args: list[str], cache: str) -> list[str]:
             epochs = int(a.split("=", 1)[1])
             continue
         out.append(a)
-    out += ["--epochs", str(max(1, -(-epochs // 50)))]
+    out += ["--epochs", "1" if epochs <= 50 else "2"]
     if any(a == "--dataset" or a.startswith("--dataset=") for a in args) and "--cache-dir" not in args:
         out += ["--cache-dir", cache]
     return out
