@@ -49,8 +49,7 @@ HELP = (
     "planetoid:cora | planetoid:citeseer | planetoid:pubmed (aliases cora, citeseer, pubmed)\n"
     "    Planetoid citation graphs with the public split (PyG Planetoid). root = folder with the raw\n"
     "    ind.<name>.{x,tx,allx,y,ty,ally,graph,test.index} files (or its parent with raw/); default\n"
-    "    $GNNSCALE_DATA/planetoid, $GNNSCALE_DATA, ./data/planetoid, ./data.\n"
-    "    normalize=none|row: row divides each node's features by their sum (GCN / GCNII reference preprocessing)."
+    "    $GNNSCALE_DATA/planetoid, $GNNSCALE_DATA, ./data/planetoid, ./data. Options:"
 )
 _VAL_SIZE = 500
 

@@ -19,6 +19,7 @@ a layer's name is checked against a torch-free copy of the zoo's names).
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import logging
 import os
@@ -205,7 +206,7 @@ def _check_outputs(cfg, source: Source) -> None:
 
 
 def _check_fanouts(cfg) -> None:
-    from gnnscale.config import OptionError
+    from gnnscale.config import OptionError, given
     from gnnscale.errors import SamplerError
     from gnnscale.samplers import check_fanouts
 
@@ -216,7 +217,7 @@ def _check_fanouts(cfg) -> None:
         try:
             check_fanouts(values, num_layers=layers)
         except SamplerError as err:
-            raise OptionError(f"--{name.replace('_', '-')} {','.join(map(str, values))}: {err}") from None
+            raise OptionError(f"{given(name, ','.join(map(str, values)), list(values))}: {err}") from None
 
 
 def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
@@ -326,7 +327,9 @@ def log_summary(r0: dict, plan) -> None:
     stages = "" if not r0.get("stages") or len(r0["stages"]) < 2 else \
         " (layers " + " ".join(f"{a}-{b - 1}" for a, b in r0["stages"]) + ")"
     last = r0["epochs"][-1]
-    summary = (f"done: {len(r0['epochs'])} epochs, {plan.describe()}{stages}, final loss {last['loss']:.4f}, "
+    epochs = len(r0["epochs"])
+    summary = (f"done: {epochs} epoch{'' if epochs == 1 else 's'}, {plan.describe()}{stages}, "
+               f"final loss {last['loss']:.4f}, "
                f"{epoch_rate(r0)}, {r0['bytes_sent'] / 1e6:.1f} MB sent, "
                f"{r0['bytes_received'] / 1e6:.1f} MB received in all")
     if r0.get("val_acc") is None:
@@ -403,12 +406,27 @@ def train(
         OptionError: an option out of its range.
         PlanError: an option the run's mode would not honour, or a worker count that does not fit.
     """
-    from gnnscale.config import TrainConfig
+    from gnnscale.config import TrainConfig, did_you_mean, python_face
 
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(config) - known)
     if unknown:
-        raise RuntimeSetupError(f"unknown training option(s) {unknown}; valid ones: {', '.join(sorted(known))}")
+        own = [p for p in inspect.signature(train).parameters if p != "config"]
+        hint = did_you_mean(unknown[0], sorted(known) + own)
+        listed = "gnnscale.config.TrainConfig's fields and train()'s own keywords" if hint else \
+            ", ".join(sorted(known))
+        raise RuntimeSetupError(f"unknown training option(s) {', '.join(map(repr, unknown))}{hint}; valid ones: "
+                                f"{listed}")
+    with python_face():  # errors name the keywords (fanouts), not the command line's flags (--fanouts)
+        return _train(dataset, parts_dir, workers, threads, config,
+                      Source(dataset, parts_dir, root, cache_dir, method, method_opt, balance, imbalance,
+                             partition_seed, edge_split, disjoint_train_ratio, link_relation, edge_to_node,
+                             feature_dtype))
+
+
+def _train(dataset, parts_dir, workers, threads, config, source) -> dict:
+    from gnnscale.config import TrainConfig
+
     if dataset is None and parts_dir is None:
         raise RuntimeSetupError("give a dataset name (partitioned and cached for you; `gnnscale datasets` lists them) "
                                 "or parts_dir=... (a folder written by `gnnscale partition`)")
@@ -416,8 +434,6 @@ def train(
         from gnnscale.logs import setup_logging
 
         setup_logging()
-    source = Source(dataset, parts_dir, root, cache_dir, method, method_opt, balance, imbalance, partition_seed,
-                    edge_split, disjoint_train_ratio, link_relation, edge_to_node, feature_dtype)
     try:
         cfg = TrainConfig(**config)
     except TypeError as err:  # a dataclass refuses nothing else

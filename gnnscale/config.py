@@ -24,9 +24,10 @@ from typing import Sequence
 # The names below are this module's too (callers import them from gnnscale.config).
 from gnnscale.options import (  # noqa: F401
     ALL_MODES, CHUNK_PIPELINE, DATA_PARALLEL, DEVICES, KIND_METRICS, KINDS, LAYER_PIPELINE, LOWER_IS_BETTER, MODES,
-    NODE_METRICS, SAMPLED_MODES, SECTIONS, Needs, OptionError, OptionSpec, check_mode, check_staleness,
-    default_node_metric, flag, int_list, link_metric_value, option, parse_link_metric, parse_pos_weight,
-    parse_weight_decay, pos_weight_value, staleness_value, weight_decay_value)
+    NODE_METRICS, SAMPLED_MODES, SECTIONS, Needs, OptionError, OptionSpec, cache_size_value, check_mode,
+    check_staleness, cli_flag, default_node_metric, did_you_mean, flag, given, int_list, link_metric_value, option,
+    parse_cache_size, parse_link_metric, parse_pos_weight, parse_weight_decay, pos_weight_value, python_face,
+    staleness_value, weight_decay_value)
 
 #: what works instead of a ``dgl:`` layer where DGL cannot load (its wheels need an old torch)
 DGL_ADVICE = ("DGL 2.1's wheels need torch <= 2.2.1, so install it in a separate environment with that torch "
@@ -139,10 +140,11 @@ class TrainConfig:
         help="remote feature rows to cache: none, degree (most-referenced halo nodes), presample (access counts over "
         "--presample-epochs sampled epochs), file (--cache-file ids)")
     cache_size: str = option(
-        "10%", "data",
+        "10%", "data", parse=cache_size_value,
         applies=SAMPLED_MODES, why=_WHOLE_FEATURES,
         requires=("cache_policy", lambda c: c.cache_policy != "none", "--cache-policy degree|presample|file"),
-        help="cache size: rows=N, bytes=64MB, fraction=0.1 or 10% of the remote rows")
+        help="cache size: rows=N, bytes=64MB, fraction=0.1 or 10% of the remote rows (0 to 100%; rows or bytes "
+        "beyond them are clamped)")
     cache_file: str | None = option(
         None, "data", metavar="FILE",
         applies=SAMPLED_MODES, why=_WHOLE_FEATURES,
@@ -217,8 +219,9 @@ class TrainConfig:
     layer: str | type = option(
         "sage", "model",
         help="message-passing layer: sage, gcn, gat, gin, gine (edge features), gcnii, an import path module:Class "
-        "(called as layer((x_src, x_dst), edge_index); e.g. a PyG layer, torch_geometric.nn:SAGEConv; see "
-        "README), or dgl:Class (needs DGL, which needs torch <= 2.2.1); typed graphs: rgcn, hgt, rel:<layer>")
+        "(called as layer((x_src, x_dst), edge_index); e.g. a PyG layer, torch_geometric.nn:SAGEConv, or "
+        "mylayers:MyConv for ./mylayers.py: the working folder is searched too; see README), or dgl:Class (needs "
+        "DGL, which needs torch <= 2.2.1); typed graphs: rgcn, hgt, rel:<layer>")
     layer_kwargs: dict = option(
         {}, "model", metavar="JSON",
         help="extra keyword arguments of every layer, e.g. '{\"heads\": 4}'")
@@ -442,7 +445,7 @@ def check_model_options(cfg: TrainConfig) -> None:
         OptionError: one line naming the option and why it does not apply to --model.
     """
     if not (isinstance(cfg.model, type) or isinstance(cfg.model, str) and ":" in cfg.model):
-        raise OptionError(f"--model expects an import path 'pkg.module:Class' or an nn.Module class, e.g. "
+        raise OptionError(f"{flag('model')} expects an import path 'pkg.module:Class' or an nn.Module class, e.g. "
                           f"torch_geometric.nn.models:GraphSAGE; found {cfg.model!r}")
     name = cfg.model if isinstance(cfg.model, str) else getattr(cfg.model, "__qualname__", repr(cfg.model))
     head = f"does not apply to --model {name}: it needs the engine's own layer stack"

@@ -4,6 +4,9 @@ Every error a user can cause derives from :class:`GnnscaleError`, so the CLI can
 print its message (what was expected, what was found, how to fix it) and exit
 with status 2 instead of dumping a traceback.
 """
+from __future__ import annotations
+
+import contextvars
 
 
 class GnnscaleError(Exception):
@@ -42,15 +45,25 @@ class OutputError(GnnscaleError):
     """An output path that cannot be written (checked before any work starts: gnnscale.outputs)."""
 
 
+#: how errors name the options of ``gnnscale train``: "cli" (the flags, ``--batch-size``), "python" (the
+#: keywords of ``gnnscale.train``, ``batch_size``) or None (not said: flags). Set by
+#: :func:`gnnscale.options.python_face` and :func:`run_main`; read by :func:`gnnscale.options.flag`.
+OPTION_FACE: contextvars.ContextVar[str | None] = contextvars.ContextVar("gnnscale_option_face", default=None)
+
+
 def run_main(main, script: str) -> None:
     """Run a script's ``main()``: a :class:`GnnscaleError` (a user's error) ends it with its one
     line, ``<script>: error: <message>`` on stderr, and exit status 2 instead of a traceback.
-    ``script`` is the script's ``__file__``."""
+    ``script`` is the script's ``__file__``. A script's options are flags, so errors name the
+    options of ``gnnscale.train`` by their flags (``--epochs``) within it."""
     import os
     import sys
 
+    token = OPTION_FACE.set("cli")
     try:
         main()
     except GnnscaleError as err:
         print(f"{os.path.basename(script)}: error: {err}", file=sys.stderr)
         sys.exit(2)
+    finally:
+        OPTION_FACE.reset(token)

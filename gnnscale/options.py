@@ -9,11 +9,13 @@ are here too, used by the rows and by the code that reads the values. Torch-free
 """
 from __future__ import annotations
 
+import contextlib
+import difflib
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, Sequence
 
-from gnnscale.errors import ExchangeError, GnnscaleError
+from gnnscale.errors import OPTION_FACE, ExchangeError, GnnscaleError
 
 # The run's modes (resolved by gnnscale.planning.plan), as the options' ``applies`` name them.
 DATA_PARALLEL, LAYER_PIPELINE, CHUNK_PIPELINE = "data_parallel", "layer_pipeline", "chunk_pipeline"
@@ -47,9 +49,50 @@ class OptionError(GnnscaleError):
     """An option whose value is out of its range or not one of its choices."""
 
 
-def flag(name: str) -> str:
+def cli_flag(name: str) -> str:
     """The command-line flag of a TrainConfig field: ``batch_size`` -> ``--batch-size``."""
     return "--" + name.replace("_", "-")
+
+
+@contextlib.contextmanager
+def python_face():
+    """Within it, errors name options as the Python API's keywords (``fanouts``), not flags (``--fanouts``),
+    unless the caller said otherwise already (a script under :func:`gnnscale.errors.run_main`: flags)."""
+    token = OPTION_FACE.set("python") if OPTION_FACE.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            OPTION_FACE.reset(token)
+
+
+def flag(name: str) -> str:
+    """How an error names the option ``name`` to whoever is calling: the flag ``--batch-size`` from the
+    command line, the keyword ``batch_size`` from Python (:func:`python_face`)."""
+    return name if OPTION_FACE.get() == "python" else cli_flag(name)
+
+
+def given(name: str, text: str, value: Any = None) -> str:
+    """An option with a value as the caller writes it: ``--pos-weight auto`` / ``pos_weight='auto'``
+    (``text`` is the command line's; in Python ``value``'s repr where given, else a number stays a number)."""
+    if OPTION_FACE.get() != "python":
+        return f"{cli_flag(name)} {text}"
+    if value is not None:
+        return f"{name}={value!r}"
+    try:
+        float(text)
+        return f"{name}={text}"
+    except ValueError:
+        return f"{name}={text!r}"
+
+
+def did_you_mean(word: str, names, as_flag: bool = False) -> str:
+    """`` (did you mean 'epochs'?)`` for the name of ``names`` nearest ``word``; '' where none is near
+    (``as_flag``: the name as the config file's key, ``batch-size``)."""
+    near = difflib.get_close_matches(str(word).replace("-", "_"), [str(n).replace("-", "_") for n in names], n=1)
+    if not near:
+        return ""
+    return f" (did you mean {(near[0].replace('_', '-') if as_flag else near[0])!r}?)"
 
 
 class Needs(NamedTuple):
@@ -159,8 +202,9 @@ def parse_pos_weight(value) -> str | float | None:
     except (TypeError, ValueError):
         number = None
     if number is None or not number > 0 or number == float("inf"):
-        raise OptionError(f"--pos-weight must be auto or a positive number; found {value!r}. Pass --pos-weight auto "
-                          "(negatives / positives of the training labels) or e.g. --pos-weight 3.")
+        raise OptionError(f"{flag('pos_weight')} must be auto or a positive number; found {value!r}. Pass "
+                          f"{given('pos_weight', 'auto')} (negatives / positives of the training labels) or e.g. "
+                          f"{given('pos_weight', '3')}.")
     return number
 
 
@@ -171,8 +215,9 @@ def parse_link_metric(text: str) -> tuple[str, int | None]:
         return t, None
     if t.startswith("hits@") and t[5:].isascii() and t[5:].isdigit() and int(t[5:]) > 0:
         return "hits", int(t[5:])
-    raise OptionError(f"--link-metric must be auc, mrr or hits@K with K a positive integer; found {text!r}. "
-                      "Pass e.g. --link-metric auc, --link-metric mrr or --link-metric hits@50.")
+    raise OptionError(f"{flag('link_metric')} must be auc, mrr or hits@K with K a positive integer; found {text!r}. "
+                      f"Pass e.g. {given('link_metric', 'auc')}, {given('link_metric', 'mrr')} or "
+                      f"{given('link_metric', 'hits@50')}.")
 
 
 def _decay(text, item: str) -> float:
@@ -182,8 +227,9 @@ def _decay(text, item: str) -> float:
     except (TypeError, ValueError):
         value = None
     if value is None or not 0.0 <= value < float("inf"):
-        raise OptionError(f"--weight-decay must be a number of at least 0 or PREFIX=DECAY items; found {item!r} in it. "
-                          "Pass e.g. --weight-decay 5e-4 or --weight-decay convs=0.01,5e-4")
+        raise OptionError(f"{flag('weight_decay')} must be a number of at least 0 or PREFIX=DECAY items; found "
+                          f"{item!r} in it. Pass e.g. {given('weight_decay', '5e-4')} or "
+                          f"{given('weight_decay', 'convs=0.01,5e-4')}")
     return value
 
 
@@ -219,16 +265,17 @@ def parse_weight_decay(value) -> tuple[float, dict[str, float]]:
         number = _decay(decay, item)
         if key in ("", "*"):
             if rest is not None:
-                raise OptionError(f"--weight-decay takes at most one plain number (the decay of the parameters no "
-                                  f"prefix names); found two in {value!r}. Keep one, e.g. convs=0.01,5e-4")
+                raise OptionError(f"{flag('weight_decay')} takes at most one plain number (the decay of the "
+                                  f"parameters no prefix names); found two in {value!r}. Keep one, e.g. convs=0.01,5e-4")
             rest = number
             continue
         parts = key.split(".")
         if not all(p and (p.replace("_", "").isalnum()) and p.isascii() for p in parts):
-            raise OptionError(f"--weight-decay prefix {key!r} is not a parameter name's leading part (names and "
-                              "indices joined by dots, e.g. convs or convs.0); pass e.g. convs=0.01,5e-4")
+            raise OptionError(f"{flag('weight_decay')} prefix {key!r} is not a parameter name's leading part (names "
+                              "and indices joined by dots, e.g. convs or convs.0); pass e.g. convs=0.01,5e-4")
         if key in groups:
-            raise OptionError(f"--weight-decay names the prefix {key!r} twice in {value!r}; give each prefix once")
+            raise OptionError(f"{flag('weight_decay')} names the prefix {key!r} twice in {value!r}; give each prefix "
+                              "once")
         groups[key] = number
     return (rest if rest is not None else 0.0), groups
 
@@ -249,10 +296,59 @@ def int_list(name: str, value) -> list[int] | tuple[int, ...] | None:
             pass
     elif isinstance(value, (list, tuple)) and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value):
         return value
-    raise OptionError(f"--{name.replace('_', '-')} expects integers, e.g. [10, 10] or '10,10'; found {value!r}")
+    raise OptionError(f"{flag(name)} expects integers, e.g. [10, 10] or '10,10'; found {value!r}")
+
+
+def parse_cache_size(text) -> dict[str, int | float]:
+    """``--cache-size``: ``{"rows": N}``, ``{"bytes": B}`` or ``{"fraction": f}`` (of the remote rows) from
+    ``rows=5000``, ``bytes=64MB`` (KB, MB, GB), ``fraction=0.1``, or a bare ``10%``, ``0.1`` (a fraction) or
+    ``5000`` (rows); None or '' is no cache.
+
+    Raises:
+        OptionError: any other form, a negative size, or a fraction above 1 (100%).
+    """
+    if text is None or text == "":
+        return {"fraction": 0.0}
+    t = str(text).strip().lower()
+    out: dict[str, int | float] | None = None
+    try:
+        if t.endswith("%"):
+            out = {"fraction": float(t[:-1]) / 100}
+        elif "=" in t:
+            kind, val = t.split("=", 1)
+            if kind == "rows":
+                out = {"rows": int(val)}
+            elif kind == "fraction":
+                out = {"fraction": float(val)}
+            elif kind == "bytes":
+                mult = 1
+                for suf, m in (("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10)):
+                    if val.endswith(suf):
+                        val, mult = val[: -len(suf)], m
+                out = {"bytes": int(float(val) * mult)}
+        else:
+            v = float(t)
+            out = {"fraction": v} if v < 1 or "." in t else {"rows": int(v)}
+    except ValueError:
+        out = None
+    if out is None:
+        raise OptionError(f"{flag('cache_size')} must look like rows=5000, bytes=64MB, fraction=0.1 or 10%; found "
+                          f"{text!r}")
+    (kind, value), = out.items()
+    if not value >= 0 or kind == "fraction" and value > 1:
+        raise OptionError(f"{flag('cache_size')} must be between 0 and 100% of the remote rows (a fraction 0 to 1), "
+                          f"or rows/bytes of at least 0; found {text!r}. Pass e.g. {given('cache_size', '100%')} "
+                          f"(every remote row) or {given('cache_size', 'rows=5000')}")
+    return out
 
 
 # The options' extra checks (``parse``): each returns the value the config keeps.
+def cache_size_value(value) -> str:
+    """``--cache-size`` checked (:func:`parse_cache_size`), kept as given."""
+    parse_cache_size(value)
+    return value
+
+
 def weight_decay_value(value) -> float | str | dict:
     """``--weight-decay`` checked: one decay for all as the number, however it was given; groups as given."""
     default, groups = parse_weight_decay(value)

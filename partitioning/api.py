@@ -323,7 +323,7 @@ def partition_graph(
         dataset = str(getattr(data, "name", None) or "unknown")
     logger.info(
         "partitioning %s (%d nodes, %d edges) into %d parts with %s, balance=%s, "
-        "imbalance=%.3f, seed=%d%s",
+        "imbalance=%.3f, seed=%d%s; folder: %s",
         dataset,
         n,
         int(data.edge_index.shape[1]),
@@ -333,6 +333,7 @@ def partition_graph(
         imbalance,
         seed,
         f", options={options}" if options else "",
+        os.fspath(out_dir),
     )
     with ResourceMeter() as total:
         with ResourceMeter() as step:

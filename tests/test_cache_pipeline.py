@@ -112,7 +112,7 @@ def test_file_policy_bad_ids(tmp_path):
     assert choose_cache_ids("file", ctx, CacheSize.parse("rows=2"), 16).tolist() == [6, 5]
     with pytest.raises(CacheError, match="unknown cache policy 'lru'"):
         choose_cache_ids("lru", ctx, CacheSize.parse("rows=2"), 16)
-    with pytest.raises(CacheError, match="cache size must look like"):
+    with pytest.raises(CacheError, match="--cache-size must look like"):
         CacheSize.parse("lots")
 
 

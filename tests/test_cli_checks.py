@@ -97,7 +97,53 @@ def test_cli_and_api_refuse_with_the_same_line(cora_partition, no_launch, main_c
     line = one_line(main_cli("train", "--parts-dir", parts, *args))
     with pytest.raises(GnnscaleError) as err:
         gnnscale.train(parts_dir=parts, **kw)
-    assert line == f"gnnscale train: error: {err.value}"
+    # the same check and line, where Python names the keyword (fanouts) and the command line its flag (--fanouts)
+    as_flags, texts = str(err.value), dict(zip(args[::2], args[1::2]))
+    for name, value in kw.items():
+        cli = "--" + name.replace("_", "-")
+        if as_flags.startswith(f"{name}={value!r}"):
+            as_flags = as_flags.replace(f"{name}={value!r}", f"{cli} {texts.get(cli)}", 1)
+        as_flags = re.sub(rf"(^|leave ){name}\b(?!=)", rf"\g<1>{cli}", as_flags)
+    assert line == f"gnnscale train: error: {as_flags}"
+
+
+def test_api_errors_name_keywords_and_the_cli_flags(cora_partition, no_launch, main_cli):
+    """Issue 54 item 10: gnnscale.train names its keywords (and suggests the near one), the CLI its flags."""
+    parts = cora_partition(2)
+    with pytest.raises(GnnscaleError) as err:
+        gnnscale.train(parts_dir=parts, epoch=3)
+    assert str(err.value) == ("unknown training option(s) 'epoch' (did you mean 'epochs'?); valid ones: "
+                              "gnnscale.config.TrainConfig's fields and train()'s own keywords")
+    with pytest.raises(GnnscaleError) as err:
+        gnnscale.train(parts_dir=parts, partition_sed=1)
+    assert "(did you mean 'partition_seed'?)" in str(err.value)
+    with pytest.raises(GnnscaleError) as err:
+        gnnscale.train(parts_dir=parts, fanouts="10,x")
+    assert str(err.value) == "fanouts expects integers, e.g. [10, 10] or '10,10'; found '10,x'"
+    with pytest.raises(GnnscaleError) as err:
+        gnnscale.train(parts_dir=parts, pos_weight=-1)
+    assert str(err.value) == ("pos_weight must be auto or a positive number; found -1. Pass pos_weight='auto' "
+                              "(negatives / positives of the training labels) or e.g. pos_weight=3.")
+    with pytest.raises(GnnscaleError) as err:
+        gnnscale.train(parts_dir=parts, hidden=0)
+    assert str(err.value) == "hidden must be an integer of at least 1; found 0"
+    assert one_line(main_cli("train", "--parts-dir", parts, "--hidden", "0")) == \
+        "gnnscale train: error: --hidden must be an integer of at least 1; found 0"
+
+
+@pytest.mark.parametrize("size", ["250%", "fraction=1.5", "2.5", "fraction=-0.1", "rows=-1"])
+def test_cache_size_out_of_range_is_refused_before_any_worker(cora_partition, no_launch, main_cli, size):
+    """Issue 54 item 10: --cache-size 250% was accepted, then clamped by two log lines per rank."""
+    parts = cora_partition(2)
+    line = one_line(main_cli("train", "--parts-dir", parts, "--cache-policy", "degree", "--cache-size", size))
+    assert line == (f"gnnscale train: error: --cache-size must be between 0 and 100% of the remote rows (a fraction 0 "
+                    f"to 1), or rows/bytes of at least 0; found {size!r}. Pass e.g. --cache-size 100% (every remote "
+                    "row) or --cache-size rows=5000")
+    with pytest.raises(GnnscaleError, match=r"^cache_size must be between 0 and 100%.*cache_size='100%'"):
+        gnnscale.train(parts_dir=parts, cache_policy="degree", cache_size=size)
+    for fine in ("100%", "1.0", "0", "rows=100000", "bytes=1GB"):
+        with pytest.raises(Launched):
+            gnnscale.train(parts_dir=parts, cache_policy="degree", cache_size=fine)
 
 
 def test_api_takes_fanouts_as_the_cli_does(cora_partition, no_launch):
@@ -105,9 +151,9 @@ def test_api_takes_fanouts_as_the_cli_does(cora_partition, no_launch):
         gnnscale.train(parts_dir=cora_partition(2), fanouts="10,10", eval_fanouts="-1,-1", stage_layers=None)
     cfg = run.value.args_[1]
     assert list(cfg.fanouts) == [10, 10] and list(cfg.eval_fanouts) == [-1, -1]
-    with pytest.raises(GnnscaleError, match=r"--fanouts expects integers, e.g. \[10, 10\] or '10,10'; found '10,x'"):
+    with pytest.raises(GnnscaleError, match=r"^fanouts expects integers, e.g. \[10, 10\] or '10,10'; found '10,x'"):
         gnnscale.train(parts_dir=cora_partition(2), fanouts="10,x")
-    with pytest.raises(GnnscaleError, match=r"--fanouts expects integers.*found \['1', '0'\]"):
+    with pytest.raises(GnnscaleError, match=r"^fanouts expects integers.*found \['1', '0'\]"):
         gnnscale.train(parts_dir=cora_partition(2), fanouts=["1", "0"])
 
 
@@ -240,6 +286,12 @@ def test_help_prints_each_default_once(cmd):
     assert r.returncode == 0, r.stderr
     assert "(default: None)" not in r.stdout
     assert not re.search(r"\(default: [^)]*\)\s+\(default:", r.stdout), r.stdout
+    flat = " ".join(r.stdout.split())
+    assert not re.search(r"\(default: [\[(]", flat), flat  # a list as the command line takes it (issue 54)
+    if cmd == "bench-partition":
+        for shown in ("(default: 2,4,8)", "(default: metis,random,ldg,fennel)", "(default: nodes,train)",
+                      "(default: 10,10)"):
+            assert shown in flat, (shown, flat)
     if cmd == "train":
         flat = " ".join(r.stdout.split())
         assert "(default: the number of parts, or 2)" in flat and "(default: 10)" in flat
@@ -333,8 +385,17 @@ def test_api_logs_what_the_cli_logs(tmp_path):
     r = subprocess.run([sys.executable, "-c", API_RUN.format(cache=str(tmp_path))], capture_output=True, text=True,
                        timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    for needle in ("partitioning synthetic", "starting 1 local worker(s)", "done: 1 epochs, data parallel over 1"):
+    for needle in ("partitioning synthetic", "starting 1 local worker(s)", "done: 1 epoch, data parallel over 1"):
         assert needle in r.stderr, (needle, r.stderr[-3000:])
+    assert r.stderr.count("partitioning ") == 1, r.stderr[-3000:]  # one line per cut (issue 54 item 10)
+
+
+def test_a_dataset_error_comes_before_any_partitioning_line(tmp_path, main_cli):
+    """Issue 54 item 10: a dataset whose files are missing printed 'partitioning X into 2 parts' first."""
+    r = main_cli("train", "--dataset", "planetoid:cora", "--root", str(tmp_path / "empty"), "--cache-dir",
+                 str(tmp_path / "cache"), "--epochs", "1")
+    assert r.returncode == 2 and "partitioning" not in r.stderr, r.stderr[-3000:]
+    assert "error: " in r.stderr.strip().splitlines()[-1]
 
 
 def test_pyg_gat_with_heads_says_concat_false():

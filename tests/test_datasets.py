@@ -566,13 +566,14 @@ def test_unknown_name_lists_valid_names() -> None:
 
 
 def test_dataset_help_mentions_every_source_and_option() -> None:
-    from gnnscale.datasets import directory, npz, ogb, synthetic
+    from gnnscale.datasets import directory, npz, ogb, planetoid, synthetic
 
     for text in ("planetoid:cora", "npz:PATH", "dir:PATH", "ogbn-arxiv", "synthetic", "pip install ogb"):
         assert text in DATASET_HELP
-    for module in (npz, directory, ogb, synthetic):
+    for module in (npz, directory, ogb, synthetic, planetoid):
         for option in module.OPTIONS:
             assert f"{option} (" in DATASET_HELP
+    assert DATASET_HELP.count("normalize") == 1  # once, from its option row (issue 54: it was described twice)
 
 
 def test_query_value_parsing() -> None:

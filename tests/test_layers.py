@@ -1,6 +1,7 @@
 """Tests of gnnscale.nn.layers: the layer zoo on bipartite blocks, import-path layers, errors."""
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -396,6 +397,34 @@ def test_user_layer_from_module_on_sys_path(tmp_path: Path, monkeypatch: pytest.
     x_src = torch.randn(7, 5)
     assert layer((x_src, x_src[:3]), random_block(7, 3, 9)).shape == (3, 2)
     monkeypatch.delitem(sys.modules, "gnnscale_user_layers_tmp", raising=False)
+
+
+CWD_LAYER = """
+import torch
+from torch import nn
+
+
+class HereConv(nn.Module):
+    def __init__(self, in_channels, out_channels, **kwargs):
+        super().__init__()
+        self.lin = nn.Linear(in_channels, out_channels)
+
+    def forward(self, x, edge_index):
+        return self.lin(x[1])
+"""
+
+
+def test_a_layer_file_in_the_working_folder_is_found(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 54 item 10: ``gnnscale train --layer mylayers:MyConv`` beside ``mylayers.py`` failed without
+    PYTHONPATH=. (the console script's folder heads sys.path, not the working one); python -m searches it."""
+    (tmp_path / "here_layers_54.py").write_text(CWD_LAYER)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p and os.path.abspath(p) != str(tmp_path)])
+    layer = build_conv("here_layers_54:HereConv", 6, 3, index=0, num_layers=2)
+    assert type(layer).__name__ == "HereConv" and sys.path[-1] == str(tmp_path)  # after the installed packages
+    sys.modules.pop("here_layers_54", None)
+    with pytest.raises(LayerError, match=r"cannot import module 'not_here_54' \(searched the working folder "):
+        load_layer_class("not_here_54:Conv")
 
 
 @pytest.mark.parametrize(

@@ -203,7 +203,7 @@ def test_a_metric_that_does_not_fit_and_pos_weight_on_classes_are_refused(cora_r
         gnnscale.train(parts_dir=cora_partition(2), workers=2, epochs=1, pos_weight="auto", **BASE)
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith("--pos-weight auto does not apply to the class targets of "), msg
-    with pytest.raises(GnnscaleError, match="--pos-weight must be auto or a positive number; found -1"):
+    with pytest.raises(GnnscaleError, match="^pos_weight must be auto or a positive number; found -1"):
         gnnscale.train(parts_dir=cora_partition(2), workers=2, epochs=1, pos_weight=-1, **BASE)
     # the command line: status 2 and the one line, before any worker starts
     r = subprocess.run([sys.executable, "-m", "gnnscale", "train", "--parts-dir", parts, "--metric", "roc_auc",

@@ -13,7 +13,7 @@ import json
 import re
 
 from gnnscale import __version__
-from gnnscale.config import OPTIONS, SECTIONS, OptionError, flag, weight_decay_value
+from gnnscale.config import OPTIONS, SECTIONS, OptionError, cli_flag, weight_decay_value
 from gnnscale.options import key_value
 
 DEFAULT_DATASET = "synthetic"
@@ -29,12 +29,18 @@ class Parser(argparse.ArgumentParser):
 
 class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """``(default: X)`` after an option's help once: not for a required option, not for an unset
-    (None) default, not where the help already says its default."""
+    (None) or empty default, not where the help already says its default; a list as the command line
+    takes it (``metis,random``)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if action.required or action.default is None or re.search(r"\bdefault\s*[:)]", text, re.IGNORECASE):
             return text
+        if isinstance(action.default, (list, tuple)):
+            if not action.default or action.option_strings == [] or action.default is argparse.SUPPRESS:
+                return text
+            shown = ",".join(map(str, action.default)).replace("%", "%%")
+            return f"{text} (default: {shown})"
         return super()._get_help_string(action)
 
 
@@ -151,7 +157,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
             kwargs["choices"] = list(spec.choices)
         if spec.metavar is not None:
             kwargs["metavar"] = spec.metavar
-        groups[spec.section].add_argument(flag(spec.name), **kwargs)
+        groups[spec.section].add_argument(cli_flag(spec.name), **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,13 +14,13 @@ Torch-free (the launcher reads it before any worker starts).
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 from typing import Any
 
 import yaml
 
 from gnnscale.errors import GnnscaleError
+from gnnscale.options import did_you_mean
 
 # Options of the command line itself, not of the run.
 NOT_IN_FILE = {"help", "config", "print_config", "command"}
@@ -117,8 +117,7 @@ def load(path: str | os.PathLike, parser: argparse.ArgumentParser) -> dict[str, 
         line = lines.get(str(key), "?")
         dest = str(key).replace("-", "_")
         if dest not in options:
-            near = difflib.get_close_matches(dest, list(options), n=1)
-            hint = f" (did you mean {near[0].replace('_', '-')!r}?)" if near else ""
+            hint = did_you_mean(dest, options, as_flag=True)
             raise ConfigError(f"{path}, line {line}: unknown option {key!r}{hint}; the keys are `gnnscale train` "
                               "options without the leading dashes (see gnnscale train --help)")
         converted, expected = _convert(options[dest], value)

@@ -15,7 +15,8 @@ Policies (pluggable by name, like partitioners; see :func:`register_cache_policy
   numbering, i.e. new ids).
 
 Sizes: ``rows=N``, ``bytes=B`` or ``fraction=f`` of the remote rows (the nodes this rank does
-not own). A size beyond the candidates is clamped, and said once in the log.
+not own; a fraction above 1 is refused before any worker starts). A size in rows or bytes beyond the
+candidates is clamped, and said once in the log.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 
 from gnnscale.errors import GnnscaleError
+from gnnscale.options import OptionError, parse_cache_size
 
 log = logging.getLogger(__name__)
 
@@ -47,32 +49,12 @@ class CacheSize:
 
     @staticmethod
     def parse(text: str | None) -> "CacheSize":
-        """'rows=1000', 'bytes=64MB', 'fraction=0.1', or a bare '10%' / '0.1' / '5000'."""
-        if text is None or text == "":
-            return CacheSize(fraction=0.0)
-        t = str(text).strip().lower()
+        """'rows=1000', 'bytes=64MB', 'fraction=0.1', or a bare '10%' / '0.1' / '5000'
+        (:func:`gnnscale.options.parse_cache_size`, which ``--cache-size`` is checked by before any worker)."""
         try:
-            if t.endswith("%"):
-                return CacheSize(fraction=float(t[:-1]) / 100)
-            if "=" in t:
-                kind, val = t.split("=", 1)
-                if kind == "rows":
-                    return CacheSize(rows=int(val))
-                if kind == "fraction":
-                    return CacheSize(fraction=float(val))
-                if kind == "bytes":
-                    mult = 1
-                    for suf, m in (("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10)):
-                        if val.endswith(suf):
-                            val, mult = val[: -len(suf)], m
-                    return CacheSize(bytes=int(float(val) * mult))
-                raise ValueError(kind)
-            v = float(t)
-            return CacheSize(fraction=v) if v < 1 or "." in t else CacheSize(rows=int(v))
-        except ValueError:
-            raise CacheError(
-                f"cache size must look like rows=5000, bytes=64MB, fraction=0.1 or 10%; found {text!r}"
-            ) from None
+            return CacheSize(**parse_cache_size(text))
+        except OptionError as err:
+            raise CacheError(str(err)) from None
 
     def to_rows(self, remote_rows: int, row_bytes: int) -> int:
         if self.rows is not None:

@@ -121,10 +121,10 @@ def open_data(part, cfg, comm, device: torch.device | str = "cpu", mode: str = D
     if parts_dir is not None:
         reads = host_setup(comm, parts_dir, cfg, mode, part.meta.get("typed"))
     hosts = reads.hosts
-    if hosts is not None and hosts.peers and comm.rank == 0:
-        log.info("on this host: %d other part(s) read from the partition folder (%s); --no-host-features / "
-                 "--no-host-graph send them through the communicator", len(hosts.peers),
-                 ", ".join(w for w, on in (("feature rows", reads.features), ("sampling", reads.graph)) if on))
+    if hosts is not None and hosts.peers and comm.rank == 0:  # an engine detail, at debug (issue 54)
+        log.debug("on this host: %d other part(s) read from the partition folder (%s); --no-host-features / "
+                  "--no-host-graph send them through the communicator", len(hosts.peers),
+                  ", ".join(w for w, on in (("feature rows", reads.features), ("sampling", reads.graph)) if on))
     if reads.features:
         features.read_host_parts(open_host_features(parts_dir, part.book, hosts, part.meta["feature_dim"]),
                                  hosts.complete)

@@ -80,8 +80,7 @@ def prepare_parts(dataset, parts: int, root: str | None = None, cache_dir: str |
     if graph is None:
         from gnnscale.datasets.loader import check_dataset_name
 
-        check_dataset_name(dataset)  # an unknown name or option: its one line, before this one
-    log.info("partitioning %s into %d parts (cache folder: %s)", dataset, parts, out)
+        check_dataset_name(dataset)  # an unknown name or option: its one line
     from gnnscale.partitioning import partition_graph
 
     if graph is None:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 
 from gnnscale.config import (CHUNK_PIPELINE, DATA_PARALLEL, LAYER_PIPELINE, OPTIONS, SAMPLED_MODES, TrainConfig,
-                             flag)
+                             cli_flag)
 from gnnscale.errors import GnnscaleError
 
 MODE_NAMES = {
@@ -145,14 +145,14 @@ def check_options(cfg: TrainConfig, mode: str | None = None) -> None:
         if mode not in modes and not (name == "fanouts" and all(int(v) == -1 for v in value)):
             outside.append((name, value, why))
     if outside:
-        named = " and ".join(f"{flag(n)} ({n}={v!r})" for n, v, _ in outside)
+        named = " and ".join(f"{cli_flag(n)} ({n}={v!r})" for n, v, _ in outside)
         reasons = "; ".join(dict.fromkeys(w for _, _, w in outside))
         verb, them = ("does", "it") if len(outside) == 1 else ("do", "them")
         raise PlanError(f"{named} {verb} not apply to {where}: {reasons}. Leave {them} out.")
     for name, (_, ok, needs) in REQUIRES.items():
         if _given(cfg, name) and not ok(cfg):
-            raise PlanError(f"{flag(name)} ({name}={getattr(cfg, name)!r}) applies only with {needs}, which this run "
-                            f"does not set; add {needs} or leave {flag(name)} out.")
+            raise PlanError(f"{cli_flag(name)} ({name}={getattr(cfg, name)!r}) applies only with {needs}, which this run "
+                            f"does not set; add {needs} or leave {cli_flag(name)} out.")
     if mode == DP and cfg.exchange == "historical" and cfg.halo_features == "hold" and cfg.cache_policy != "none":
         raise PlanError(f"--cache-policy {cfg.cache_policy} does not apply to --exchange historical with "
                         "--halo-features hold: every halo feature row is held, so there is nothing left to cache. "

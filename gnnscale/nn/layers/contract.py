@@ -9,6 +9,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import os
+import sys
 from typing import Any, Optional
 
 import torch
@@ -23,6 +25,29 @@ class LayerError(GnnscaleError):
 
 _SIGNATURE = "forward(self, x: tuple[Tensor, Tensor], edge_index: Tensor) -> Tensor"
 
+
+def import_from_here(mod_name: str):
+    """``importlib.import_module(mod_name)``, the working folder searched too, as ``python -m`` does: a
+    layer file ``mylayers.py`` beside the user is found by ``--layer mylayers:MyConv`` from the
+    ``gnnscale`` command (whose own folder, not the working one, heads ``sys.path``) and in every
+    worker (each started in the same folder). The working folder comes after the installed packages,
+    so it shadows none of them, and is added only for a module found nowhere else.
+
+    Raises:
+        ImportError: the module is found neither on ``sys.path`` nor in the working folder.
+    """
+    try:
+        return importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        top = mod_name.split(".")[0]
+        if exc.name != top or "" in sys.path or any(os.path.abspath(p) == here for p in sys.path if p):
+            raise
+        if not (os.path.isfile(os.path.join(here, top + ".py")) or os.path.isdir(os.path.join(here, top))):
+            raise
+        sys.path.append(here)
+        importlib.invalidate_caches()
+        return importlib.import_module(mod_name)
 
 def split_input(x: Tensor | tuple[Tensor, Tensor], size: Optional[tuple[int, int]]) -> tuple[Tensor, Tensor]:
     """``(x_src, x_dst)`` from a tuple or a single tensor (then S == D, or D = size[1])."""
@@ -81,11 +106,11 @@ def load_layer_class(path: str) -> type:
             f"(empty {'module' if not mod_name else 'class'} part); write e.g. 'mypkg.layers:MyConv'"
         )
     try:
-        module = importlib.import_module(mod_name)
+        module = import_from_here(mod_name)
     except ImportError as exc:
         raise LayerError(
-            f"layer {path!r}: cannot import module {mod_name!r}: {type(exc).__name__}: {exc}; "
-            "check the spelling, install the package, or put its folder on PYTHONPATH"
+            f"layer {path!r}: cannot import module {mod_name!r} (searched the working folder {os.getcwd()} too): "
+            f"{type(exc).__name__}: {exc}; check the spelling, install the package, or put its folder on PYTHONPATH"
         ) from exc
     except Exception as exc:  # the module exists but fails while importing
         raise LayerError(
