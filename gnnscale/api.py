@@ -289,8 +289,9 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
 
 def launch(run: PreparedRun, port: int | None = None, threads: int | None = None) -> dict:
     """Start ``run``'s local workers; log the start and the ``done:`` summary; rank 0's result."""
-    from gnnscale.process.launch import launch_local
+    from gnnscale.process.launch import check_port, launch_local
 
+    check_port(port)  # before the line that says the workers start
     log.info("starting %d local worker(s) on %s (%s, device %s)", run.plan.world, run.parts_dir,
              run.plan.describe(), run.device)
     r0 = launch_local(TARGET, run.plan.world, args=(run.parts_dir, run.cfg), port=port, threads_per_worker=threads,

@@ -157,7 +157,7 @@ def test_port_out_of_range_is_refused_in_one_line(cora2, port):
     from gnnscale.errors import RuntimeSetupError
     from gnnscale.process.launch import listen_socket
 
-    line = f"--port must be in 1..65535, found {port}"
+    line = f"--port must be in 1..65535, found {port}; give a free port, or leave --port out and the system picks one"
     with pytest.raises(RuntimeSetupError) as err:
         listen_socket(port).close()
     assert str(err.value) == line
@@ -165,6 +165,7 @@ def test_port_out_of_range_is_refused_in_one_line(cora2, port):
                        "--eval-every", "0")
     assert_clean_error(r, line)
     assert [s for s in r.stderr.splitlines() if "--port" in s] == [f"gnnscale train: error: {line}"], r.stderr[-2000:]
+    assert "starting" not in r.stderr  # refused before the launcher says the workers start
 
 
 def test_info_prints_sizes_and_json(cora2):

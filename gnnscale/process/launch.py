@@ -43,6 +43,13 @@ def find_free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def check_port(port: int | None) -> None:
+    """An explicit rendezvous port in 1..65535 (None: the system picks one); RuntimeSetupError in one line."""
+    if port is not None and not 0 < int(port) < 65536:
+        raise RuntimeSetupError(f"--port must be in 1..65535, found {port}; give a free port, or leave --port out "
+                                "and the system picks one")
+
+
 def listen_socket(port: int | None = None, host: str = "127.0.0.1") -> socket.socket:
     """A TCP socket bound to ``host:port`` and listening (``port`` None: one the system picks).
 
@@ -51,8 +58,7 @@ def listen_socket(port: int | None = None, host: str = "127.0.0.1") -> socket.so
     store, so no other process can take it in between (the race a free port found, closed and
     bound again later loses on a busy host: EADDRINUSE in rank 0's rendezvous).
     Raises RuntimeSetupError (one line) when ``port`` is out of range or taken."""
-    if port is not None and not 0 < int(port) < 65536:
-        raise RuntimeSetupError(f"--port must be in 1..65535, found {port}")
+    check_port(port)
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         s.bind((host, 0 if port is None else int(port)))
