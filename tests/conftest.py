@@ -20,6 +20,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # among those the forked workers set themselves: launch.READ_LATE).
 import sklearn.metrics  # noqa: E402,F401
 
+# The suite writes nothing into the user's home (issue 54 item 9: five partitions were left in
+# ~/.cache/gnnscale/partitions): every run that cuts a --dataset without --cache-dir caches it in
+# this process's temporary folder ($GNNSCALE_CACHE, which the launched workers, the forked ones and
+# the CLI subprocesses inherit; set before the fork server starts, so launches still fork). A
+# user's own $GNNSCALE_CACHE is not used either. Removed when the session ends.
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+SUITE_CACHE = tempfile.mkdtemp(prefix="gnnscale-test-cache-")
+os.environ["GNNSCALE_CACHE"] = SUITE_CACHE
+_OWNER = os.getpid()
+# only this process removes it (a process forked from it that exits through Python would too)
+atexit.register(lambda: os.getpid() == _OWNER and shutil.rmtree(SUITE_CACHE, ignore_errors=True))
+
 from gnnscale.process.launch import start_workers_by_fork  # noqa: E402
 
 try:
