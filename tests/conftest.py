@@ -66,11 +66,12 @@ except OSError as err:  # a host without Unix sockets for the server: every laun
 # Since the tests' own process lets idle OpenMP threads sleep (2026-12-07), the files measured again
 # are scaled by their CPU seconds after / before (user+sys, each file alone, this 2-core AMD EPYC at load 13-25):
 # test_typed_layers 31.4 -> 9.9, test_pyg_loaders 36.0 -> 14.4, test_datasets 25.0 -> 19.7,
-# test_checkpoint 90.1 -> 82.0, test_typed_partitions 31.8 -> 31.6 (kept).
+# test_checkpoint 90.1 -> 82.0, test_layer_pipeline 47.3 -> 40.8, test_typed_partitions 31.8 -> 31.6
+# (kept); test_benchmarks_smoke 583.7 -> 478.9 (its smoke runs' threads sleep too).
 FILE_SECONDS: dict[str, float] = {
-    "test_benchmarks_smoke.py": 505, "test_readme.py": 369, "test_typed_layers.py": 104,
+    "test_benchmarks_smoke.py": 414, "test_readme.py": 369, "test_typed_layers.py": 104,
     "test_pyg_loaders.py": 94, "test_examples.py": 219, "test_datasets.py": 139,
-    "test_typed_partitions.py": 170, "test_layer_pipeline.py": 150, "test_chunk_pipeline.py": 131,
+    "test_typed_partitions.py": 170, "test_layer_pipeline.py": 129, "test_chunk_pipeline.py": 131,
     "test_checkpoint.py": 115, "test_sampler_local.py": 117, "test_hangs.py": 114, "test_multilevel.py": 112,
     "test_user_model.py": 108, "test_link_training.py": 100, "test_sampler_edge_attr.py": 85,
     "test_cli_checks.py": 85, "test_sampler_weighted.py": 82, "test_ddp_unused.py": 79, "test_zoo.py": 68,
