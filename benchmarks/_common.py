@@ -93,3 +93,45 @@ def smoke_in_process() -> None:
     launches fork (:func:`fork_smoke_workers`)."""
     fork_smoke_workers(2)
     _IN_PROCESS["on"] = True
+
+
+# The peers' DGL environment (bash ../shared/peers/setup_peers.sh dgl); $GNNSCALE_DGL_PYTHON names another.
+DGL_PYTHON = os.environ.get("GNNSCALE_DGL_PYTHON", "/tmp/peers/dgl/bin/python")
+PEER_CHECK_SECONDS = 120
+
+
+def peer_python(python: str, modules: tuple[str, ...]) -> tuple[str | None, str]:
+    """``(python, "")`` when the interpreter ``python`` exists and imports ``modules`` (``python -c
+    'import ...'`` within :data:`PEER_CHECK_SECONDS`); ``(None, why)`` otherwise: a peer
+    environment whose interpreter is there but broken (a torch it cannot import) counts as absent.
+    The answer is cached in this process's environment (``GNNSCALE_PEER_OK_<hash>``, keyed by the
+    interpreter's path, size and mtime and the modules), so the scripts it starts do not ask again."""
+    import hashlib
+
+    path = Path(python)
+    if not path.exists():
+        return None, f"{python} not found"
+    st = path.stat()
+    key = "GNNSCALE_PEER_OK_" + hashlib.sha1(
+        repr((str(path), st.st_size, st.st_mtime_ns, modules)).encode()).hexdigest()[:16]
+    cached = os.environ.get(key)
+    if cached is not None:
+        return (python, "") if cached == "1" else (None, cached)
+    cmd = [python, "-c", "import " + ", ".join(modules)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=PEER_CHECK_SECONDS,
+                           env=dict(os.environ, DGLBACKEND="pytorch"))
+        why = "" if r.returncode == 0 else (
+            f"{python} cannot import {', '.join(modules)} (exit {r.returncode}: "
+            f"{(r.stderr.strip().splitlines() or ['no message'])[-1][:200]})")
+    except (OSError, subprocess.TimeoutExpired) as err:
+        why = f"{python} -c 'import {', '.join(modules)}' failed: {err}"
+    os.environ[key] = "1" if not why else why
+    return (python, "") if not why else (None, why)
+
+
+def dgl_python() -> tuple[str | None, str]:
+    """:func:`peer_python` of the DGL environment (:data:`DGL_PYTHON`, importing torch and dgl):
+    ``(path, "")`` or ``(None, why, with how to set it up)``."""
+    python, why = peer_python(DGL_PYTHON, ("torch", "dgl"))
+    return python, why and f"no usable DGL environment: {why} (bash ../shared/peers/setup_peers.sh dgl)"

@@ -31,10 +31,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import write_json  # noqa: E402
+from _common import DGL_PYTHON, dgl_python, write_json  # noqa: E402
 from out_of_core import generate, parse_sizes  # noqa: E402
 
-DGL_PYTHON = os.environ.get("GNNSCALE_DGL_PYTHON", "/tmp/peers/dgl/bin/python")
 
 DGL_CHILD = r"""
 import json, sys, time, numpy as np, torch, dgl
@@ -121,8 +120,8 @@ def main() -> None:
     if args.smoke:
         args.sizes, args.parts, args.features, args.sides = "20000:200000", 2, 8, "dgl,gnnscale-metis"
     sides = [s for s in args.sides.split(",") if s]
-    if "dgl" in sides and not os.path.exists(DGL_PYTHON):
-        print(f"no DGL at {DGL_PYTHON} (bash ../shared/peers/setup_peers.sh dgl): gnnscale's sides only")
+    if "dgl" in sides and dgl_python()[0] is None:
+        print(f"{dgl_python()[1]}: gnnscale's sides only")
         sides.remove("dgl")
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gnnscale-dglpart-")).resolve()
     rows = []

@@ -78,7 +78,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.path.abspath(os.path.join(ROOT, "..", "shared", "peers"))
-DGL_PY = "/tmp/peers/dgl/bin/python"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import DGL_PYTHON as DGL_PY, dgl_python  # noqa: E402
 MODEL = ["--fanouts", "5,10,15", "--batch-size", "1024", "--hidden", "256", "--lr", "3e-3", "--dropout", "0.5"]
 
 
@@ -315,8 +316,8 @@ def main() -> None:
     if args.smoke:
         args.sizes, args.what, args.epochs, args.repeats = "5000", "1proc", 2, 1
         args.roofline_steps, args.roofline_buffer_mib, args.no_compute_split = 2, 64, True
-        if not os.path.exists(DGL_PY):
-            print(f"DGL's environment {DGL_PY} is missing: gnnscale's side alone", flush=True)
+        if dgl_python()[0] is None:
+            print(f"{dgl_python()[1]}: gnnscale's side alone", flush=True)
             args.roofline_only = gnnscale_alone = True
     if args.epochs is not None and args.epochs < 2:
         ap.error(f"--epochs: expected at least 2 (the first is a warm-up and is not timed), found {args.epochs}")
@@ -324,8 +325,8 @@ def main() -> None:
         return versus_checkout(args)
     if args.roofline_only and args.no_roofline:
         raise SystemExit("--roofline-only and --no-roofline leave nothing to do; give one of them")
-    if not args.roofline_only and not os.path.exists(DGL_PY):
-        raise SystemExit(f"DGL's environment {DGL_PY} is missing: run `bash {PEERS}/setup_peers.sh dgl` first")
+    if not args.roofline_only and dgl_python()[0] is None:
+        raise SystemExit(dgl_python()[1])
     sys.path.insert(0, PEERS)
     import graphgen
 

@@ -51,10 +51,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import SHARED, gnnscale, smoke_in_process, write_json  # noqa: E402
+from _common import DGL_PYTHON, SHARED, dgl_python, gnnscale, smoke_in_process, write_json  # noqa: E402
 
 ACM = f"acm:{SHARED / 'acm'}?split=20"
-DGL_PY = Path(os.environ.get("GNNSCALE_DGL_PYTHON", "/tmp/peers/dgl/bin/python"))
+DGL_PY = Path(DGL_PYTHON)
 HPARAMS = dict(hidden=64, layers=2, dropout=0.5, lr=0.01, weight_decay=5e-4, epochs=200)
 
 
@@ -492,8 +492,8 @@ def run_gnnscale_sampling(part, sampler, seeds, batch_size: int, min_seeds: int,
 
 def run_dgl_sampling(graph_dir: Path, fanouts: list[int], batch_size: int, min_seeds: int, threads: int,
                      seed: int) -> dict | None:
-    if not DGL_PY.exists():
-        print(f"[sampling] no DGL at {DGL_PY} (bash ../shared/peers/setup_peers.sh dgl): gnnscale only",
+    if dgl_python()[0] is None:
+        print(f"[sampling] {dgl_python()[1]}: gnnscale only",
               file=sys.stderr)
         return None
     with tempfile.TemporaryDirectory() as tmp:

@@ -89,10 +89,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import REPO, run_gnnscale, smoke_in_process, write_json  # noqa: E402
+from _common import DGL_PYTHON, REPO, dgl_python, run_gnnscale, smoke_in_process, write_json  # noqa: E402
 
 PEERS = Path(os.environ.get("GNNSCALE_PEERS", REPO.parent / "shared" / "peers"))
-DGL_PY = Path(os.environ.get("GNNSCALE_DGL_PYTHON", "/tmp/peers/dgl/bin/python"))
+DGL_PY = Path(DGL_PYTHON)
 
 
 def peers_modules():
@@ -351,8 +351,8 @@ def gnnscale_batch_stats(g: dict, args, batches: int = 5) -> dict:
 def throughput(args, work: Path) -> dict:
     """Item 4: seed edges per second, gnnscale (1 process; 2 parts) beside DGL's edge prediction sampler."""
     _, benchutil, _ = peers_modules()
-    if not args.no_dgl and not DGL_PY.exists():
-        raise SystemExit(f"no DGL at {DGL_PY}: bash {PEERS / 'setup_peers.sh'} dgl (or --no-dgl: gnnscale's runs alone)")
+    if not args.no_dgl and dgl_python()[0] is None:
+        raise SystemExit(f"{dgl_python()[1]} (or --no-dgl: gnnscale's runs alone)")
     systems = [s for s in ("gnnscale_1", "dgl", "gnnscale_2", "gnnscale_2_host") if not (args.no_dgl and s == "dgl")
                and not (args.smoke and s == "gnnscale_2_host")]  # --smoke: the 2-part run once, host reads off
     snap0 = benchutil.cpu_snapshot()
@@ -500,7 +500,9 @@ def main() -> None:
         args.hidden, args.graphs, args.seeds, args.workers, args.cora_epochs = 16, ["cora"], [0], [1], 1
         args.memory_nodes, args.memory_test_edges, args.memory_negatives, args.memory_steps = 5000, 500, 20, 2
         args.memory_workers = 2
-        args.no_dgl = args.no_dgl or not DGL_PY.exists()  # gnnscale's side alone where DGL is absent
+        if not args.no_dgl and dgl_python()[0] is None:  # gnnscale's side alone where DGL is absent or broken
+            print(f"{dgl_python()[1]}: gnnscale's side alone", flush=True)
+            args.no_dgl = True
         smoke_in_process()  # the gnnscale commands in this process: torch imported once, 2-worker runs forked
     what = args.what.split(",")
     unknown = set(what) - set(WHATS)

@@ -29,7 +29,10 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 PEERS = Path(os.environ.get("GNNSCALE_PEERS", REPO.parent / "shared" / "peers"))
-DGL_PY = Path(os.environ.get("GNNSCALE_DGL_PYTHON", "/tmp/peers/dgl/bin/python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import DGL_PYTHON, dgl_python  # noqa: E402
+
+DGL_PY = Path(DGL_PYTHON)
 
 GRAPHS = {
     "1m": dict(num_nodes=1_000_000, avg_degree=20, feat_dim=128),
@@ -87,7 +90,8 @@ def run_gnnscale(indptr, indices, train_idx, fanouts, batch_size, min_seeds, bac
 
 
 def run_dgl(spec: dict, fanouts, batch_size, min_seeds, threads) -> dict | None:
-    if not DGL_PY.exists():
+    if dgl_python()[0] is None:
+        print(f"{dgl_python()[1]}: gnnscale only", file=sys.stderr)
         return None
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "dgl.json"

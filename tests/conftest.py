@@ -11,6 +11,20 @@ import pytest
 # Worker modules (tests/dist_workers.py) must be importable by spawned processes.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# The tests' own process runs thousands of tiny ops on torch's 2 intra-op threads, beside the
+# other files' processes (-n 3 on 2 cores): OpenMP's default policy spins an idle thread on a core
+# another process needs, and a region waits for its thread to be back on a core. Measured here
+# (test_typed_layers' 20-step training of a 4-type model, AMD EPYC, 2 cores, other jobs
+# running): 3.6-7.6 CPU s per model spinning, 0.3-0.8 sleeping (OMP_WAIT_POLICY=PASSIVE), the
+# same values (the policy changes when threads wait, not the work they share). libgomp reads the
+# variable once, when torch loads it, so it is set for this process's import of torch only and
+# taken out again: the workers, the fork server and the CLI subprocesses the tests start get the
+# environment they had (gnnscale.process.launch.thread_env chooses their policy, and tests check it).
+if "OMP_WAIT_POLICY" not in os.environ and "torch" not in sys.modules:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    import torch  # noqa: E402,F401
+    del os.environ["OMP_WAIT_POLICY"]
+
 # The suite launches local workers a few hundred times, mostly 2 at a time: fork those from a
 # server that has imported torch once (launch.start_workers_by_fork; the same environment as
 # spawned ones) instead of spawning interpreters that import it each time. Other launches,
@@ -19,6 +33,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # imported, is imported first (ogb's and inductor's variables, and pytest's test name, are
 # among those the forked workers set themselves: launch.READ_LATE).
 import sklearn.metrics  # noqa: E402,F401
+
+# The suite writes nothing into the user's home (issue 54 item 9: five partitions were left in
+# ~/.cache/gnnscale/partitions): every run that cuts a --dataset without --cache-dir caches it in
+# this process's temporary folder ($GNNSCALE_CACHE, which the launched workers, the forked ones and
+# the CLI subprocesses inherit; set before the fork server starts, so launches still fork). A
+# user's own $GNNSCALE_CACHE is not used either. Removed when the session ends.
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+SUITE_CACHE = tempfile.mkdtemp(prefix="gnnscale-test-cache-")
+os.environ["GNNSCALE_CACHE"] = SUITE_CACHE
+_OWNER = os.getpid()
+# only this process removes it (a process forked from it that exits through Python would too)
+atexit.register(lambda: os.getpid() == _OWNER and shutil.rmtree(SUITE_CACHE, ignore_errors=True))
 
 from gnnscale.process.launch import start_workers_by_fork  # noqa: E402
 
@@ -34,11 +63,16 @@ except OSError as err:  # a host without Unix sockets for the server: every laun
 # go first, as measured on a fresh clone (2026-12-06, `--durations=0`, each file's setup, calls and
 # teardowns summed; seconds, beside another job: the order matters, not the figures):
 # longest-processing-time-first leaves short files for the end. A file not listed sorts as 5 s.
+# Since the tests' own process lets idle OpenMP threads sleep (2026-12-07), the files measured again
+# are scaled by their CPU seconds after / before (user+sys, each file alone, this 2-core AMD EPYC at load 13-25):
+# test_typed_layers 31.4 -> 9.9, test_pyg_loaders 36.0 -> 14.4, test_datasets 25.0 -> 19.7,
+# test_checkpoint 90.1 -> 82.0, test_layer_pipeline 47.3 -> 40.8, test_typed_partitions 31.8 -> 31.6
+# (kept); test_benchmarks_smoke 583.7 -> 478.9 (its smoke runs' threads sleep too).
 FILE_SECONDS: dict[str, float] = {
-    "test_benchmarks_smoke.py": 505, "test_readme.py": 369, "test_typed_layers.py": 331,
-    "test_pyg_loaders.py": 235, "test_examples.py": 219, "test_datasets.py": 176,
-    "test_typed_partitions.py": 170, "test_layer_pipeline.py": 150, "test_chunk_pipeline.py": 131,
-    "test_checkpoint.py": 126, "test_sampler_local.py": 117, "test_hangs.py": 114, "test_multilevel.py": 112,
+    "test_benchmarks_smoke.py": 414, "test_readme.py": 369, "test_typed_layers.py": 104,
+    "test_pyg_loaders.py": 94, "test_examples.py": 219, "test_datasets.py": 139,
+    "test_typed_partitions.py": 170, "test_layer_pipeline.py": 129, "test_chunk_pipeline.py": 131,
+    "test_checkpoint.py": 115, "test_sampler_local.py": 117, "test_hangs.py": 114, "test_multilevel.py": 112,
     "test_user_model.py": 108, "test_link_training.py": 100, "test_sampler_edge_attr.py": 85,
     "test_cli_checks.py": 85, "test_sampler_weighted.py": 82, "test_ddp_unused.py": 79, "test_zoo.py": 68,
     "test_pyg_global_steps.py": 64, "test_multihost.py": 61, "test_cache_pipeline.py": 59,

@@ -95,10 +95,11 @@ def _is_head(x_dst: Tensor, x_src: Tensor) -> bool:
 class _SageMean(torch.autograd.Function):
     """``lin_l(A @ x_src) + lin_r(x_src[:D])`` (aggregation first) as one node of the autograd
     graph, with the products autograd would run, so the values are the same bit for bit:
-    forward ``addmm(b_l, agg, W_l^T)`` then ``x_src[:D] @ W_r^T`` added by the same product
-    (``addmm_``, beta 1) instead of a separate sum; backward the weight products
+    forward ``addmm(b_l, agg, W_l^T)`` plus ``x_src[:D] @ W_r^T``; backward the weight products
     ``g^T @ agg``, ``g^T @ x_src[:D]``, ``g.sum(0)``, and the input gradient
-    ``A^T @ (g @ W_l)`` with ``g @ W_r`` added into its first D rows in place. Autograd's
+    ``A^T @ (g @ W_l)`` with ``g @ W_r`` added into its first D rows in place. Each product is
+    computed on its own and then added, as autograd does: an ``addmm_`` into the sum (beta 1)
+    is not bit-identical on every CPU (an AMD EPYC differed in the last bit). Autograd's
     own graph would slice ``x_src`` (a zero-filled [S, F] gradient, then a sum of two [S, F]
     gradients) and add the two products in a pass of their own.
 
@@ -113,7 +114,7 @@ class _SageMean(torch.autograd.Function):
                 w_r: Tensor, relu_scale=None) -> Tensor:  # type: ignore[override]
         agg = adj.mm(x_src)
         out = torch.addmm(b_l, agg, w_l.t()) if b_l is not None else agg.mm(w_l.t())
-        out.addmm_(x_src[:num_dst], w_r.t())
+        out += x_src[:num_dst].mm(w_r.t())  # a product of its own, then the sum: autograd's order
         ctx.adj, ctx.num_dst, ctx.relu_scale = adj, num_dst, relu_scale
         ctx.save_for_backward(x_src, agg, w_l, w_r)
         return out
@@ -130,7 +131,10 @@ class _SageMean(torch.autograd.Function):
             # ..d after g @ W_r is added to them
             grad_x = ctx.adj.mm(g.mm(w_l), transpose=True,
                                 scale_where_positive=None if scale is None else (x_src, scale, d))
-            grad_x[:d].addmm_(g, w_r)
+            # g @ W_r as a product of its own, then added, as autograd sums its two gradients: an
+            # addmm_ into grad_x (beta 1) adds C inside the BLAS kernel, between its blocks of the
+            # inner dimension on some CPUs (AMD EPYC, k = 256: a last-bit difference)
+            grad_x[:d] += g.mm(w_r)
             if scale is not None:
                 relu_dropout_backward_(grad_x[:d], x_src[:d], scale)
         return (grad_x, None, None, g.t().mm(agg) if need_wl else None, g.sum(0) if need_bl else None,
