@@ -174,10 +174,12 @@ def engine_run(seed: int, decay: str, spec: str, epochs: int, layers: int, hidde
     """``protocol``: extra options (``head_dropout``, ``early_stop_patience``) of the paper-protocol row."""
     import gnnscale
 
-    r = gnnscale.train(spec, root=str(SHARED / "planetoid"), workers=1, layer="gcnii",
-                       fanouts=(-1,) * layers, batch_size=512, hidden=hidden, lr=lr, dropout=dropout,
-                       weight_decay=decay, epochs=epochs, seed=seed, progress=False, verify=False, device="cpu",
-                       **(protocol or {}))
+    # the protocol row in chunk mode (the whole graph, one chunk pipeline stage, exact evaluation), one thread
+    shape = dict(chunks=True, pipeline_stages=1, num_layers=layers, threads=1) if protocol else \
+        dict(fanouts=(-1,) * layers, batch_size=512)
+    r = gnnscale.train(spec, root=str(SHARED / "planetoid"), workers=1, layer="gcnii", hidden=hidden, lr=lr,
+                       dropout=dropout, weight_decay=decay, epochs=epochs, seed=seed, progress=False, verify=False,
+                       device="cpu", **shape, **(protocol or {}))
     return dict(seed=seed, test_acc=r["test_acc_at_best_val"], val_acc=r["best_val_acc"], best_epoch=r["best_epoch"],
                 epochs_run=len(r["epochs"]))
 
@@ -203,7 +205,7 @@ def main(argv=None) -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     epochs, engine_epochs = args.epochs, args.engine_epochs
     if args.smoke:
-        rows, seeds, epochs, engine_epochs = ["single", "split", "engine split"], [0], 3, 2
+        rows, seeds, epochs, engine_epochs = ["single", "split", "engine split", PROTOCOL], [0], 3, 2
     unknown = [r for r in rows if r not in LOOP_ROWS and r not in ENGINE_ROWS]
     if unknown:
         raise SystemExit(f"unknown row(s) {unknown}; rows are: {', '.join([*LOOP_ROWS, *ENGINE_ROWS])}")
