@@ -69,7 +69,8 @@ except OSError as err:  # a host without Unix sockets for the server: every laun
 # test_checkpoint 90.1 -> 82.0, test_layer_pipeline 47.3 -> 40.8, test_typed_partitions 31.8 -> 31.6
 # (kept); test_benchmarks_smoke 583.7 -> 478.9 (its smoke runs' threads sleep too).
 FILE_SECONDS: dict[str, float] = {
-    "test_benchmarks_smoke.py": 414, "test_readme.py": 369, "test_typed_layers.py": 104,
+    "test_benchmarks_smoke.py": 414, "test_readme.py": 369, "test_docs.py": 360, "test_output_paths.py": 150,
+    "test_partition_cache_identity.py": 50, "test_early_stop.py": 45, "test_typed_layers.py": 104,
     "test_pyg_loaders.py": 94, "test_examples.py": 219, "test_datasets.py": 139,
     "test_typed_partitions.py": 170, "test_layer_pipeline.py": 129, "test_chunk_pipeline.py": 131,
     "test_checkpoint.py": 115, "test_sampler_local.py": 117, "test_hangs.py": 114, "test_multilevel.py": 112,
