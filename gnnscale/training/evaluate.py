@@ -53,6 +53,8 @@ def sampled_evaluation(blob: dict) -> list[int] | None:
     """The fan-outs with which ``gnnscale evaluate`` evaluates the model file ``blob`` by default (its
     run's sampled evaluation: its logits differ from ``gnnscale predict``'s by the draws), or None where
     it evaluates layer-wise over every neighbour, as ``gnnscale predict`` does (equal logits)."""
+    if not blob.get("config"):  # a file without its run's options: nothing known of its evaluation
+        return None
     cfg = evaluate_config(blob, 1.0)
     fanouts = list(cfg.eval_fanouts or cfg.fanouts)
     return None if use_layerwise(cfg.eval_method, fanouts, cfg.exchange == "historical") else fanouts
