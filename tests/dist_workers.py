@@ -541,3 +541,36 @@ def host_reads_from_views(views: list, seeds: torch.Tensor, fanouts, seed: int):
     ref = asked.sample(seeds, epoch=1, step=0)
     return {"reads": reads.info(), "blocks": [(b.src_ids, b.dst_ids, b.edge_index) for b in mb.blocks],
             "asked": [(b.src_ids, b.dst_ids, b.edge_index) for b in ref.blocks], "x": x, "rounds": rounds}
+
+
+def evaluation_logits(parts_dir: str, cfg, model_path: str) -> dict:
+    """``gnnscale evaluate``'s worker (evaluate_worker) with the logits it judged kept: int64 orig_ids
+    [n_owned] and float32 [n_owned, C] (layer-wise: every owned node; sampled: the evaluated nodes'
+    rows, NaN elsewhere), beside its result."""
+    from gnnscale.tasks import evaluation
+    from gnnscale.training.evaluate import evaluate_worker
+
+    got: dict = {"rows": []}
+    full, sampled = evaluation.Evaluator.full_logits, evaluation.sampled_outputs
+
+    def keep_full(self, net, step):
+        got["full"] = out = full(self, net, step)
+        return out
+
+    def keep_sampled(*args, **kwargs):
+        for seeds, out in sampled(*args, **kwargs):
+            got["rows"].append((seeds.clone(), out.clone()))
+            yield seeds, out
+
+    evaluation.Evaluator.full_logits, evaluation.sampled_outputs = keep_full, keep_sampled
+    try:
+        res = evaluate_worker(parts_dir, cfg, model_path)
+    finally:
+        evaluation.Evaluator.full_logits, evaluation.sampled_outputs = full, sampled
+    part = load_part(parts_dir, int(os.environ["RANK"]))
+    logits = got.get("full")
+    if logits is None:
+        logits = torch.full((part.num_owned, got["rows"][0][1].shape[1]), float("nan"))
+        for seeds, out in got["rows"]:
+            logits[seeds - part.offset] = out
+    return {"result": res, "orig_ids": part.orig_ids, "logits": logits, "layerwise": "full" in got}

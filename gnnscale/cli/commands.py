@@ -118,30 +118,20 @@ def cmd_train(args) -> int:
 def cmd_evaluate(args) -> int:
     from gnnscale.config import TrainConfig
     from gnnscale.process.launch import launch_local
+    from gnnscale.training.evaluate import evaluate_config
     from gnnscale.training.model_io import ModelFileError, describe, read_model_file
     from gnnscale.partitioning import load_meta, verify_parts
     from gnnscale.tasks.task import TASKS
 
     blob = read_model_file(args.model)
     meta = load_meta(args.parts_dir)
-    known = set(TrainConfig.__dataclass_fields__)
-    saved = {k: v for k, v in (blob.get("config") or {}).items() if k in known}
-    task = TASKS[saved.get("task", TrainConfig.task)]  # the model's task, from the run's options its file keeps
+    task = TASKS[(blob.get("config") or {}).get("task", TrainConfig.task)]  # the model's task, from its run's options
     misfit = task.model_misfit(meta, blob)
     if misfit:
         raise ModelFileError(f"{args.model} ({describe(blob)}) does not fit {args.parts_dir}: it holds {misfit}")
-    # Evaluated as data-parallel training evaluates (one worker per part); a model trained by
-    # chunk pipelining (full neighbourhoods) is evaluated layer-wise, exactly as it was.
-    run = dict(timeout=args.timeout, metrics=None, checkpoint_dir=None, resume=False, save_model=None, verify=False,
-               progress=False, device="cpu", tensorboard=None, log_every=None, pipeline=False)
-    run |= {k: getattr(TrainConfig, k) for k in ("pipeline_stages", "stage_layers", "micro_batches", "schedule",
-                                                   "chunks", "halo_gradients", "checkpoint_every", "keep_checkpoints",
-                                                   "pipeline_depth", "net_bandwidth_gbps", "net_latency_ms")}
-    if saved.get("chunks"):
-        run |= dict(fanouts=[-1] * int(blob["spec"]["num_layers"]), eval_fanouts=None, eval_method="layerwise",
-                    num_layers=None, batch_size=TrainConfig.batch_size, eval_batch_size=TrainConfig.eval_batch_size,
-                    max_steps=None, staleness=TrainConfig.staleness, exchange="exact")
-    cfg = TrainConfig(**(saved | run))
+    # Evaluated as data-parallel training evaluates (one worker per part), or layer-wise over every
+    # neighbour (--eval-method layerwise: gnnscale predict's logits)
+    cfg = evaluate_config(blob, args.timeout, args.eval_method)
     verify_parts(args.parts_dir)
     from gnnscale.partitioning.validate import check_folder
 
@@ -217,6 +207,14 @@ def cmd_predict(args) -> int:
     if mask is not None and data.y is not None and mask.dim() == 1:
         extra = f"; test accuracy {float((pred[mask] == data.y[mask]).float().mean()):.4f}"
     log.info("wrote %s: %d predictions%s", args.out, pred.numel(), extra)
+    from gnnscale.training.evaluate import sampled_evaluation
+    from gnnscale.training.model_io import read_model_file
+
+    fanouts = sampled_evaluation(read_model_file(args.model))
+    if fanouts is not None:  # the run's evaluation (and gnnscale evaluate's) drew neighbours: other logits
+        log.info("predictions use every neighbour; the run evaluated with fan-outs %s, so its accuracy (and gnnscale "
+                 "evaluate's) may differ: gnnscale evaluate --eval-method layerwise computes these logits",
+                 ",".join(map(str, fanouts)))
     return 0
 
 

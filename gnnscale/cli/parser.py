@@ -240,13 +240,18 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser(
         "evaluate", help="accuracy of a saved model on a partition folder",
         description="Evaluate a model written by `gnnscale train --save-model` on the parts of --parts-dir, with "
-                    "the training run's evaluation method (one worker per part): train/val/test accuracy.",
+                    "the training run's evaluation method (one worker per part): train/val/test accuracy. A run "
+                    "that evaluated with sampled fan-outs (--eval-fanouts, by default --fanouts) is evaluated so "
+                    "again; --eval-method layerwise evaluates over every neighbour, as `gnnscale predict` does.",
         formatter_class=DefaultsFormatter,
     )
     e.add_argument("--model", required=True, metavar="FILE", help="a --save-model file")
     e.add_argument("--parts-dir", required=True, metavar="DIR", help="a partition folder (`gnnscale partition`)")
     e.add_argument("--timeout", type=float, default=300.0, help="seconds before a collective with a silent peer fails")
     e.add_argument("--port", type=int, default=None, help="rendezvous port on 127.0.0.1 (default: a free one)")
+    e.add_argument("--eval-method", default=None, choices=("layerwise", "sampled"),
+                   help="layerwise: every neighbour, layer by layer (the logits of `gnnscale predict`); sampled: with "
+                   "the run's evaluation fan-outs (default: the run's method)")
     e.add_argument("--json", action="store_true", help="print one JSON object")
 
     em = sub.add_parser(
