@@ -28,7 +28,7 @@ HUMLOC_FILES = ("edge_list.csv", "features.csv", "labels.csv", "split.pt")
 # hold other files: those do not make a graph). OGB: the whole dataset folder (raw/, split/,
 # mapping/ and ogb's processed/ cache, which a first load writes before the identity is taken).
 FOLDER_FILES = {
-    "dir": ("edge_index.npy", "x.npy", "y.npy", "edge_attr.npy", "split.npz"),
+    "dir": ("edge_index.npy", "edges/*.npy", "x.npy", "y.npy", "edge_attr.npy", "split.npz"),
     "humloc": HUMLOC_FILES,
     "acm": ("labels.npy", "p_feat.npz", "a_feat.npz", "pa.txt", "ps.txt", "train_*.npy", "val_*.npy", "test_*.npy"),
     "hetero-dir": ("meta.json", "nodes/**/*", "edges/**/*"),

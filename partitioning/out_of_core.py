@@ -238,6 +238,7 @@ def partition_on_disk(
     undirected: bool = False,
     chunk_edges: int | None = None,
     feature_dtype: str = "float32",
+    extra_meta: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Partition a graph on disk (:class:`~gnnscale.partitioning.disk_graph.DiskGraph`, or a
     ``dir:``-layout folder) into ``out_dir`` in O(N) memory plus chunk buffers.
@@ -327,6 +328,7 @@ def partition_on_disk(
              "out_of_core": {"plan": plan, "stages": stages, "spill_bytes": int(spill_peak),
                              "seconds": round(total.seconds, 3), "peak_rss_bytes": int(total.peak_rss_bytes)}}
     meta.update(extra)
+    meta.update(extra_meta or {})  # the caller's records: the input's identity (gnnscale partition)
     write_meta(out, meta)
     logger.info("wrote %d parts to %s out of core in %.1f s (edge cut %d = %.2f%%, peak RSS %.2f GB)", num_parts,
                 out, total.seconds, meta["edge_cut"], 100 * meta["edge_cut_fraction"], total.peak_rss_bytes / 1e9)

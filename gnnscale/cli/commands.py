@@ -50,6 +50,7 @@ def cmd_partition(args) -> int:
 
 def _partition_out_of_core(args) -> int:
     """``gnnscale partition --memory-budget GB``: a dir: folder partitioned by partition_on_disk."""
+    from gnnscale.data.partition_cache import input_meta
     from gnnscale.datasets._options import data_folder, split_spec
     from gnnscale.errors import PartitionError
     from gnnscale.partitioning.disk_graph import DiskGraph
@@ -69,7 +70,8 @@ def _partition_out_of_core(args) -> int:
     graph = DiskGraph.open(folder, undirected=bool(opts.get("undirected", False)), name=args.dataset)
     meta = partition_on_disk(graph, args.parts, args.out, method=args.method, memory_budget_gb=args.memory_budget,
                              balance=args.balance, imbalance=args.imbalance, seed=args.seed,
-                             options=dict(args.method_opt), feature_dtype=args.feature_dtype)
+                             options=dict(args.method_opt), feature_dtype=args.feature_dtype,
+                             extra_meta=input_meta(args.dataset, args.root))
     plan, ooc = meta["out_of_core"]["plan"], meta["out_of_core"]
     print(f"plan: O(N) arrays {plan['node_bytes'] / 1e9:.2f} GB, chunks of {plan['chunk_edges']:,} edges, estimate "
           f"{plan['estimate_bytes'] / 1e9:.2f} GB (in-memory pipeline ~{plan['in_memory_bytes'] / 1e9:.2f} GB); "
