@@ -4,10 +4,9 @@
 ``tests/test_output_paths.py`` keeps the copy equal to the registry."""
 from __future__ import annotations
 
-import difflib
 from typing import Iterable
 
-from gnnscale.options import OptionError
+from gnnscale.options import OptionError, did_you_mean
 
 #: the homogeneous zoo (``gnnscale.nn.layers.ZOO``), in its order
 ZOO_NAMES = ("sage", "sage-pyg", "gcn", "gcnii", "gat", "gat-pyg", "gin", "gine")
@@ -36,8 +35,7 @@ def check_layer_name(spec: str, zoo: Iterable[str] = ZOO_NAMES, typed: Iterable[
         inner = rest.strip()
     if inner.lower() in zoo + typed:
         return
-    close = difflib.get_close_matches(inner.lower(), zoo + typed, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = did_you_mean(inner.lower(), zoo + typed, as_flag=True)  # names keep their hyphens (sage-pyg)
     raise OptionError(f"--layer {text}: unknown layer {inner!r}{hint}; expected one of {', '.join(zoo)}, an import "
                       f"path 'package.module:ClassName' or 'dgl:ClassName'; on typed graphs also "
                       f"{', '.join(typed + ['rel:<layer>'])}")
