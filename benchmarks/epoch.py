@@ -190,9 +190,11 @@ def gnnscale_run(parts_dir: str, workers: int, threads: int, epochs: int, metric
     wall, steal = _timed_run(cmd, env=env, cwd=cwd)
     m = json.load(open(metrics))
     ep = [e["epoch_seconds"] for e in m["epochs"]]
+    cpu = [e.get("epoch_cpu_seconds") for e in m["epochs"]]
     last = m["epochs"][-1]
     stages = [e["stage_seconds_max_over_ranks"] for e in m["epochs"][1:]] or [m["epochs"][0]["stage_seconds_max_over_ranks"]]
-    return dict(epoch_s=_steady(ep), epochs=ep, startup_s=m["startup_seconds"], job_wall_s=wall,
+    return dict(epoch_s=_steady(ep), epochs=ep, epoch_cpu_s=None if None in cpu else _steady(cpu), epochs_cpu=cpu,
+                startup_s=m["startup_seconds"], job_wall_s=wall,
                 job_overhead_s=wall - sum(ep), train_acc=last["train_acc"], loss=last["loss"], steal_frac=steal,
                 stages={k: statistics.median(s[k] for s in stages) for k in ("sample", "fetch", "compute", "grad_sync")},
                 best_compute_s=min(s["compute"] for s in stages))
@@ -433,6 +435,19 @@ def main() -> None:
         print(f"written to {args.json}")
 
 
+def _cpu(run: dict) -> str:
+    return "-" if run.get("epoch_cpu_s") is None else f"{run['epoch_cpu_s']:.3f} s"
+
+
+def _cpu_ratio(runs: list[dict]) -> float | None:
+    """The ratio of the medians of the epochs' CPU seconds (all ranks' processes, every thread):
+    what the code costs, without the wall clock's waits for a core that other jobs or the
+    hypervisor hold (None where a side's metrics have no CPU figure: a checkout before it)."""
+    if any(x[s].get("epoch_cpu_s") is None for x in runs for s in ("new", "old")):
+        return None
+    return ratio([x["new"]["epoch_cpu_s"] for x in runs], [x["old"]["epoch_cpu_s"] for x in runs])
+
+
 def versus_checkout(args) -> None:
     """This checkout against ``--vs-checkout``: epochs of the same runs, alternating, ratio of medians."""
     sys.path.insert(0, PEERS)
@@ -467,17 +482,20 @@ def versus_checkout(args) -> None:
                     got[side] = gnnscale_run(pd, workers, threads, epochs,
                                              os.path.join(args.workdir, f"m-{name}-{w}-{side}-{r}.json"), env=e, cwd=c)
                 runs.append(got)
-                print(f"[{name} {w} repeat {r}] epoch this checkout {got['new']['epoch_s']:.3f} s, the other "
-                      f"{got['old']['epoch_s']:.3f} s", flush=True)
+                print(f"[{name} {w} repeat {r}] epoch this checkout {got['new']['epoch_s']:.3f} s "
+                      f"({_cpu(got['new'])} CPU), the other {got['old']['epoch_s']:.3f} s ({_cpu(got['old'])} CPU)",
+                      flush=True)
             rec = {"runs": runs, "epoch_ratio": ratio([x["new"]["epoch_s"] for x in runs],
                                                       [x["old"]["epoch_s"] for x in runs]),
+                   "cpu_ratio": _cpu_ratio(runs),
                    "new_epoch_median_s": statistics.median(x["new"]["epoch_s"] for x in runs),
                    "old_epoch_median_s": statistics.median(x["old"]["epoch_s"] for x in runs),
                    "new_train_acc": [x["new"]["train_acc"] for x in runs],
                    "old_train_acc": [x["old"]["train_acc"] for x in runs]}
             graph["settings"][w] = rec
             print(f"[{name} {w}] epoch ratio this checkout / the other (medians of {args.repeats}): "
-                  f"{rec['epoch_ratio']:.3f}", flush=True)
+                  f"{rec['epoch_ratio']:.3f} wall, "
+                  + ("-" if rec["cpu_ratio"] is None else f"{rec['cpu_ratio']:.3f}") + " CPU", flush=True)
         results["graphs"].append(graph)
         if args.json:
             os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)

@@ -55,6 +55,10 @@ def test_the_default_job_prints_no_ddp_warning(tmp_path):
     met, text = _job(tmp_path, 2)
     assert "find_unused_parameters" not in text
     assert met["process"]["torch_dynamo_imported_by_rank"] == [False, False]
+    # each epoch's CPU seconds by rank and their sum (what benchmarks/epoch.py --vs-checkout compares beside wall)
+    ep = met["epochs"][0]
+    assert len(ep["epoch_cpu_seconds_by_rank"]) == 2 and min(ep["epoch_cpu_seconds_by_rank"]) > 0
+    assert ep["epoch_cpu_seconds"] == sum(ep["epoch_cpu_seconds_by_rank"])
 
 
 DDP_SCRIPT = r"""

@@ -214,7 +214,7 @@ def reduce_counts(comm, loss_sum: float, correct: int, count: int) -> tuple[floa
 # The result schema: what an epoch record and a run's result hold, by name (the trainer fills them).
 
 PROCESS_KEYS = ("rss_mb", "peak_rss_mb", "rss_anon_mb", "rss_file_mb", "open_fds", "training_peak_rss_mb",
-                "evaluation_peak_rss_mb")
+                "evaluation_peak_rss_mb", "epoch_cpu_seconds")
 
 
 @dataclass
@@ -262,10 +262,16 @@ def epoch_record(rec: dict, epoch: int, seconds: torch.Tensor, totals: dict, pro
         seconds: float64 [2 + len(STAGES)], max over the ranks: the epoch's training seconds,
             with evaluation, then each stage's (:data:`STAGES`).
         totals: :func:`sum_traffic`'s figures (bytes by category, cache, tables, modelled link).
-        procs: every rank's :func:`process_figures` with its training and evaluation peaks.
+        procs: every rank's :func:`process_figures` with its training and evaluation peaks and
+            ``epoch_cpu_seconds`` (the CPU seconds its process spent in the epoch's training, all
+            threads, evaluation left out).
     """
     for key in PROCESS_KEYS:
         rec[f"{key}_by_rank"] = [p.get(key) for p in procs]
+    cpu = [p.get("epoch_cpu_seconds") for p in procs]
+    # the CPU the epoch's training took, all ranks together: unlike epoch_seconds, not lengthened by
+    # a hypervisor's steal or by other jobs waiting for the same cores (it is what --vs-checkout compares too)
+    rec["epoch_cpu_seconds"] = float(sum(cpu)) if cpu and None not in cpu else None
     rec.update(epoch=epoch, epoch_seconds=float(seconds[0]), epoch_seconds_with_eval=float(seconds[1]),
                stage_seconds_max_over_ranks={k: float(v) for k, v in zip(STAGES, seconds[2:])}, **totals)
     return rec

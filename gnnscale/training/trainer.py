@@ -269,7 +269,7 @@ class Trainer:
         for epoch in range(start_epoch, cfg.epochs):
             dims.reset_stats()
             axis.reset_stats()
-            t0 = time.perf_counter()
+            t0 = (time.perf_counter(), time.process_time())
             first = start_step if epoch == start_epoch else 0
             rec = self.train_epoch(epoch, first, partial if epoch == start_epoch else None, history, best)
             rec = self._close_epoch(epoch, rec, t0, info)
@@ -355,13 +355,15 @@ class Trainer:
                      ", ".join(f"{k} {v:.2f}" for k, v in phases.items() if k in self.startup_phases))
         return startup, phases, startup_memory
 
-    def _close_epoch(self, epoch: int, rec: dict, t0: float, info: dict) -> dict:
+    def _close_epoch(self, epoch: int, rec: dict, t0: tuple[float, float], info: dict) -> dict:
         """Epoch ``epoch``'s record (:func:`~gnnscale.training.metrics.epoch_record`) from its
-        training figures ``rec`` (``t0``: its start): the traffic counted by training, the
-        evaluation when one is due, then every figure reduced over the ranks (collective)."""
+        training figures ``rec`` (``t0``: its start, wall and this process's CPU clock): the traffic
+        counted by training, the evaluation when one is due, then every figure reduced over the
+        ranks (collective)."""
         cfg, dims, axis = self.cfg, self.dims, self.axis
         comm = dims.comm
-        train_seconds = time.perf_counter() - t0
+        train_seconds = time.perf_counter() - t0[0]
+        train_cpu = time.process_time() - t0[1]  # every thread of this process; time stolen by a hypervisor is not in it
         mine = metrics.traffic(dims.communicators(), dims.data, dims.embedding)  # before evaluation's own
         feat = axis.feature_counters()
         ages, bound = axis.ages()
@@ -374,14 +376,15 @@ class Trainer:
             eval_peak = meter.peak_rss_bytes / 1e6
             metrics.add_evaluation(rec, scores, info.get("metric", "accuracy"))
         dims.health.enter("epoch metrics", epoch)
-        vec = torch.tensor([train_seconds, time.perf_counter() - t0] + [rec["stage_seconds"][k]
+        vec = torch.tensor([train_seconds, time.perf_counter() - t0[0]] + [rec["stage_seconds"][k]
                                                                        for k in metrics.STAGES], dtype=torch.float64)
         comm.all_reduce(vec, "max")
         totals = metrics.sum_traffic(comm, mine, feat, rec["steps"], ages, bound,
                                      row_bytes(meta_feature_dtype(self.meta), _row_width(self.meta)),
                                      self.network)
         procs = comm.all_gather_object(metrics.process_figures() | {"training_peak_rss_mb": trained_peak,
-                                                                     "evaluation_peak_rss_mb": eval_peak})
+                                                                     "evaluation_peak_rss_mb": eval_peak,
+                                                                     "epoch_cpu_seconds": train_cpu})
         return metrics.epoch_record(rec, epoch, vec, totals, procs)
 
     def _phase_names(self) -> dict:
