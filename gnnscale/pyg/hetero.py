@@ -441,11 +441,11 @@ def relation_of(name: Any, edge_types: list[tuple], node_types: list[str] | None
                                     "(src, rel, dst).")
         if node_types is not None and name[0] in node_types and name[1] in node_types:
             return (name[0], "to", name[1])
-    if isinstance(name, tuple) and len(name) == 3 and node_types is not None and \
+    if isinstance(name, tuple) and len(name) == 3 and node_types is not None and not edge_types and \
             name[0] in node_types and name[2] in node_types and all(isinstance(v, str) for v in name):
-        return name  # a relation of the graph's types without edges
-    raise SamplerValueError(f"expected a relation of the graph, (src, rel, dst) or (src, dst), among {edge_types}; "
-                            f"found {shown(name)}. Name one of them.")
+        return name  # a graph without edges: the relation of its types PyG's batches name
+    raise SamplerValueError(f"expected a relation given as (src, rel, dst) or (src, dst), naming one of the relations "
+                            f"{edge_types}; found {shown(name)}. Name one of them.")
 
 
 def shown(value: Any) -> str:
