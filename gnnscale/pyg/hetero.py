@@ -23,7 +23,7 @@ import torch
 from torch_geometric.sampler import BaseSampler, HeteroSamplerOutput, NodeSamplerInput
 
 from gnnscale.errors import SamplerError, SamplerValueError
-from gnnscale.pyg.sampler import csc_of, first_occurrences, induced_edges, repeat_rows
+from gnnscale.pyg.sampler import csc_of, first_occurrences, induced_edges, repeat_rows, shown
 from gnnscale.pyg.steps import Step, StepBook
 from gnnscale.pyg.world import refuse_unjoined_world
 from gnnscale.samplers.kernels import Kernels
@@ -80,7 +80,7 @@ class HeteroGnnscaleSampler(BaseSampler):
         self.kernels = Kernels(max(self.num_nodes.values(), default=1), "cpu", backend)
         self.epoch = 0
         if not isinstance(disjoint, bool):
-            raise SamplerValueError(f"disjoint must be a bool; found {disjoint!r}. Pass disjoint=True or False.")
+            raise SamplerValueError(f"disjoint must be a bool; found {shown(disjoint)}. Pass disjoint=True or False.")
         self.disjoint = disjoint
         self.subgraph_type = subgraph_type
         self._filters: dict = {}
@@ -446,16 +446,6 @@ def relation_of(name: Any, edge_types: list[tuple], node_types: list[str] | None
         return name  # a graph without edges: the relation of its types PyG's batches name
     raise SamplerValueError(f"expected a relation given as (src, rel, dst) or (src, dst), naming one of the relations "
                             f"{edge_types}; found {shown(name)}. Name one of them.")
-
-
-def shown(value: Any) -> str:
-    """``value`` for a message: a tensor by its dtype and shape (never its entries), a tuple item by item."""
-    if isinstance(value, torch.Tensor):
-        dtype = str(value.dtype).replace("torch.", "")
-        return f"{'an' if dtype.startswith('int') else 'a'} {dtype} tensor of shape {tuple(value.shape)}"
-    if isinstance(value, tuple):
-        return "(" + ", ".join(shown(v) for v in value) + ")"
-    return f"{value!r:.80}"
 
 
 def _fanout_list(f: Any, where: str, fix: str) -> list[int]:

@@ -38,7 +38,7 @@ keeps false negatives), a negative pair that is an edge of the graph is drawn ag
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -50,7 +50,7 @@ from torch_geometric.sampler import (
     SamplerOutput,
 )
 
-from gnnscale.errors import SamplerError
+from gnnscale.errors import SamplerError, SamplerValueError
 from gnnscale.pyg.steps import Step, StepBook
 from gnnscale.pyg.world import refuse_unjoined_world
 from gnnscale.samplers.kernels import Kernels
@@ -59,6 +59,16 @@ from gnnscale.samplers.local import check_edge_weight, check_replace, sampling_v
 from gnnscale.samplers.rng import stream_key
 
 MAX_REDRAWS = 20
+
+
+def shown(value: Any) -> str:
+    """``value`` for a message: a tensor by its dtype and shape (never its entries), a tuple item by item."""
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).replace("torch.", "")
+        return f"{'an' if dtype.startswith('int') else 'a'} {dtype} tensor of shape {tuple(value.shape)}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(shown(v) for v in value) + ")"
+    return f"{value!r:.80}"
 SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
 
 
@@ -183,7 +193,7 @@ class GnnscaleSampler(BaseSampler):
         self.variant = sampling_variant(self.replace, weight)
         self.epoch = 0
         if not isinstance(disjoint, bool):
-            raise SamplerError(f"disjoint must be a bool; found {disjoint!r}. Pass disjoint=True or False.")
+            raise SamplerValueError(f"disjoint must be a bool; found {shown(disjoint)}. Pass disjoint=True or False.")
         self.disjoint = disjoint
         self._filter: EdgeFilter | None = None
         # N processes: the global step of each batch (gnnscale.pyg.distributed sets it)
