@@ -25,6 +25,11 @@ class SamplerError(GnnscaleError):
     """Sampler arguments (fanouts, seeds, weights) are invalid."""
 
 
+class SamplerValueError(SamplerError, ValueError):
+    """A loader argument PyG's loaders refuse with ``ValueError``: ``gnnscale.pyg``'s loaders raise this,
+    so code written against PyG's errors (``except ValueError``) catches it, and the CLI's handler too."""
+
+
 class RuntimeSetupError(GnnscaleError):
     """The distributed runtime could not start (port in use, wrong worker count, ...)."""
 

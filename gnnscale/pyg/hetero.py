@@ -16,18 +16,18 @@ step's negatives cut by position.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch_geometric.sampler import BaseSampler, HeteroSamplerOutput, NodeSamplerInput
 
-from gnnscale.errors import SamplerError
-from gnnscale.pyg.sampler import csc_of
+from gnnscale.errors import SamplerError, SamplerValueError
+from gnnscale.pyg.sampler import csc_of, first_occurrences, induced_edges, repeat_rows, shown
 from gnnscale.pyg.steps import Step, StepBook
 from gnnscale.pyg.world import refuse_unjoined_world
 from gnnscale.samplers.kernels import Kernels
-from gnnscale.samplers.local import check_replace
+from gnnscale.samplers.local import check_edge_weight, check_replace, sampling_variant
 from gnnscale.samplers.rng import stream_key
 
 _EMPTY = torch.empty(0, dtype=torch.int64)
@@ -49,25 +49,40 @@ class HeteroGnnscaleSampler(BaseSampler):
         csc: ``{relation: (indptr, indices, perm)}`` as :func:`gnnscale.pyg.sampler.csc_of` returns
             them, instead of ``edge_index`` (None then; e.g. a
             :class:`gnnscale.pyg.typed_stores.TypedPartitionGraphStore`'s).
+        disjoint: every seed grows its own tree (PyG's ``disjoint``; ``batch`` per type): a node of
+            type t in tree i is drawn as ``i * N_t + node`` (its draws keyed so), and a neighbour
+            joins its destination's tree.
+        edge_weight: ``{relation: float [E]}`` (PyG's ``weight_attr``; relations left out draw
+            uniformly): weighted draws, as :class:`gnnscale.pyg.sampler.GnnscaleSampler`'s.
+        subgraph_type: as :class:`gnnscale.pyg.sampler.GnnscaleSampler`'s (``"induced"``: every edge
+            of each relation among the drawn nodes; ``"bidirectional"``: PyG's ``to_bidirectional``).
+        num_hops: the hops when there are no relations to count them by (a graph without edges).
     """
 
     def __init__(self, edge_index: Mapping[tuple, torch.Tensor] | None, num_nodes: Mapping[str, int],
                  fanouts: Mapping[tuple, Sequence[int]], seed: int = 0, replace: bool = False,
-                 backend: str = "auto", csc: Mapping[tuple, tuple] | None = None) -> None:
+                 backend: str = "auto", csc: Mapping[tuple, tuple] | None = None, disjoint: bool = False,
+                 edge_weight: Mapping[tuple, torch.Tensor] | None = None, subgraph_type: str = "directional",
+                 num_hops: int = 0) -> None:
         refuse_unjoined_world(type(self).__name__)
         self.node_types = list(num_nodes)
         self.edge_types = list(edge_index if csc is None else csc)
         self.num_nodes = {t: int(n) for t, n in num_nodes.items()}
         self.fanouts = {et: [int(f) for f in fanouts[et]] for et in self.edge_types}
-        self.num_hops = len(next(iter(self.fanouts.values()))) if self.fanouts else 0
+        self.num_hops = len(next(iter(self.fanouts.values()))) if self.fanouts else int(num_hops)
         self.seed = int(seed)
         self.replace = check_replace(replace)
-        self.variant = {"replace": True} if replace else {}
         self.csc = dict(csc) if csc is not None else \
             {et: csc_of(ei, self.num_nodes[et[2]], self.num_nodes[et[0]]) for et, ei in edge_index.items()}
+        weights = dict(edge_weight or {})
+        self.variants = {et: sampling_variant(self.replace, None if et not in weights else check_edge_weight(
+            weights[et][self.csc[et][2]], self.csc[et][1].numel())) for et in self.edge_types}
         self.kernels = Kernels(max(self.num_nodes.values(), default=1), "cpu", backend)
         self.epoch = 0
-        self.disjoint = False
+        if not isinstance(disjoint, bool):
+            raise SamplerValueError(f"disjoint must be a bool; found {shown(disjoint)}. Pass disjoint=True or False.")
+        self.disjoint = disjoint
+        self.subgraph_type = subgraph_type
         self._filters: dict = {}
         self.steps: StepBook | None = None  # N processes: each batch's global step
         self._level: dict[str, torch.Tensor] = {}  # int8 [N_type]: a step's first hops (_levels)
@@ -112,7 +127,7 @@ class HeteroGnnscaleSampler(BaseSampler):
                     continue
                 indptr, indices, _ = self.csc[et]
                 key = stream_key(self.seed, epoch, step, 0, hop, r)
-                drawn[et[0]].append(self.kernels.sample(indptr, indices, at, at, fanout, key, **self.variant)[1])
+                drawn[et[0]].append(self.kernels.sample(indptr, indices, at, at, fanout, key, **self.variants[et])[1])
             for t in self.node_types:
                 grown, _ = self.kernels.relabel(nodes[t], _cat(drawn[t]))
                 frontier[t], nodes[t] = grown[nodes[t].numel():], grown
@@ -120,12 +135,25 @@ class HeteroGnnscaleSampler(BaseSampler):
         return nodes
 
     def sample_seeds(self, seeds: Mapping[str, torch.Tensor], epoch: int, step: int,
-                     others: Mapping[str, torch.Tensor] | None = None) -> HeteroSamplerOutput:
+                     others: Mapping[str, torch.Tensor] | None = None,
+                     trees: Mapping[str, torch.Tensor] | None = None) -> HeteroSamplerOutput:
         """PyG's output for distinct seeds of one or more types (``{type: int64 [B_t]}``; links: both ends).
 
         ``others``: the other ranks' seeds of the global step (``{type: int64}``, :mod:`gnnscale.pyg.steps`):
         a node that the whole step reaches at an earlier hop than this batch does draws that hop's
-        neighbours (each relation's fan-out and key of that hop)."""
+        neighbours (each relation's fan-out and key of that hop).
+
+        Disjoint: ``trees`` ``{type: int64 [B_t]}`` each seed's tree (default: its index among its
+        type's seeds); repeats allowed; ``batch[type]`` of the output is each node's tree."""
+        if self.disjoint:
+            ids = {}
+            for t, s in seeds.items():
+                tree = torch.arange(s.numel()) if trees is None or t not in trees else trees[t].to(torch.int64)
+                ids[t] = s.to(torch.int64) + tree * self.num_nodes[t]
+            out = self._sample_seeds(ids, epoch, step, False)
+            out.batch = {t: torch.div(v, self.num_nodes[t], rounding_mode="floor") for t, v in out.node.items()}
+            out.node = {t: v % self.num_nodes[t] for t, v in out.node.items()}
+            return out
         reached = None
         if others is not None and any(o.numel() for o in others.values()):
             both = {t: _cat([x for x in (seeds.get(t), others.get(t)) if x is not None])
@@ -168,8 +196,13 @@ class HeteroGnnscaleSampler(BaseSampler):
                 for level, sel in groups:  # at most num_hops groups: one kernel call each
                     key = stream_key(self.seed, epoch, step, 0, level, r)
                     sub = at if sel is None else at[sel]
-                    counts, nbrs, pos = self.kernels.sample(indptr, indices, sub, sub, self.fanouts[et][level], key,
-                                                            return_edges=True, **self.variant)
+                    sub_at = sub % self.num_nodes[et[2]] if self.disjoint else sub
+                    counts, nbrs, pos = self.kernels.sample(indptr, indices, sub_at, sub, self.fanouts[et][level], key,
+                                                            return_edges=True, **self.variants[et])
+                    if self.disjoint:  # a neighbour joins its destination's tree
+                        tree = torch.div(sub, self.num_nodes[et[2]], rounding_mode="floor")
+                        nbrs = nbrs + torch.from_numpy(np.repeat((tree * self.num_nodes[et[0]]).numpy(),
+                                                                 counts.numpy()))
                     index = np.arange(first, first + at.numel(), dtype=np.int64) if sel is None else \
                         sel.numpy() + first
                     cols[et].append(torch.from_numpy(np.repeat(index, counts.numpy())))
@@ -197,60 +230,109 @@ class HeteroGnnscaleSampler(BaseSampler):
             edge={et: _cat(edges[et]) for et in self.edge_types},
             batch=None, num_sampled_nodes=nsn, num_sampled_edges=nse)
 
+    def shaped(self, out: HeteroSamplerOutput) -> HeteroSamplerOutput:
+        """``out`` as ``subgraph_type`` asks (see :meth:`GnnscaleSampler.shaped`), relation by relation."""
+        if self.subgraph_type == "induced":
+            for et in self.edge_types:
+                indptr, indices, perm = self.csc[et]
+                out.row[et], out.col[et], out.edge[et] = induced_edges(indptr, indices, perm, out.node[et[2]],
+                                                                       out.node[et[0]])
+            out.num_sampled_edges = None
+        elif self.subgraph_type == "bidirectional":
+            out = out.to_bidirectional()
+        return out
+
     def sample_from_nodes(self, inputs: NodeSamplerInput) -> HeteroSamplerOutput:
+        """PyG's node sampling of seeds of ``inputs.input_type``; a seed given more than once (not
+        disjoint) as :meth:`GnnscaleSampler.sample_from_nodes` lays it out."""
         if inputs.input_type is None:
             raise SamplerError("a HeteroData loader needs input_nodes with a node type, e.g. "
                                "input_nodes=('paper', mask); found none.")
+        t = inputs.input_type
         step, plan = self._step(inputs.input_id)
-        others = None if plan is None else {inputs.input_type: self.steps.inputs[plan.others()]}
-        out = self.sample_seeds({inputs.input_type: inputs.node}, self.epoch, step, others)
+        seeds = inputs.node.to(torch.int64)
+        repeats = None if self.disjoint else first_occurrences(seeds)
+        if repeats is not None:
+            seeds = repeats[0]
+        others = None if plan is None else {t: self.steps.inputs[plan.others()]}
+        out = self.sample_seeds({t: seeds}, self.epoch, step, others)
+        if repeats is not None:
+            _, where, which = repeats
+            B, S = inputs.node.numel(), out.node[t].numel()
+            for et in self.edge_types:
+                if t not in (et[0], et[2]):
+                    continue
+                hop0 = out.num_sampled_edges[et][0] if out.num_sampled_edges[et] else 0
+                out.row[et], out.col[et], out.edge[et], added = repeat_rows(
+                    out.row[et], out.col[et], out.edge[et], hop0, et[2] == t, et[0] == t, where, which, B, S)
+                if added:
+                    out.num_sampled_edges[et][0] += added
+            out.node[t] = torch.cat([inputs.node.to(torch.int64), out.node[t][where.numel():]])
+            out.num_sampled_nodes[t][0] = B
         out.metadata = (inputs.input_id, inputs.time)
-        return out
+        return self.shaped(out)
 
     def _draw(self, n: int, count: int, weight: torch.Tensor | None, gen: torch.Generator) -> torch.Tensor:
         if weight is None:
             return torch.randint(0, n, (count,), generator=gen, dtype=torch.int64)
         return torch.multinomial(weight.to(torch.float64), count, replacement=True, generator=gen)
 
-    def negatives(self, et: tuple, count: int, neg, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(src int64 [Q], dst int64 [Q]) binary negatives of relation ``et``: sources uniform over ``et[0]``'s
-        nodes, targets over ``et[2]``'s (or by PyG's src_weight / dst_weight), none an edge of ``et``
+    def _filter(self, et: tuple):
+        from gnnscale.samplers.link import EdgeFilter
+
+        if et not in self._filters:
+            ns, nd = self.num_nodes[et[0]], self.num_nodes[et[2]]
+            if et in self.csc:
+                indptr, indices, _ = self.csc[et]
+            else:  # a relation without edges: every pair is a negative
+                indptr, indices = torch.zeros(nd + 1, dtype=torch.int64), torch.empty(0, dtype=torch.int64)
+            self._filters[et] = EdgeFilter(indptr, indices, num_nodes=max(ns, nd, 1))
+        return self._filters[et]
+
+    def negatives(self, et: tuple, count: int, neg, epoch: int, step: int,
+                  src: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(src int64 [Q], dst int64 [Q]) negatives of relation ``et``: binary (``src`` None): sources
+        uniform over ``et[0]``'s nodes, targets over ``et[2]``'s (or by PyG's src_weight / dst_weight);
+        triplet: the sources given (``src`` int64 [Q]), targets drawn; none an edge of ``et``
         (redrawn up to MAX_REDRAWS rounds), keyed by (seed, epoch, step) as the homogeneous sampler's."""
         from gnnscale.pyg.sampler import MAX_REDRAWS
-        from gnnscale.samplers.link import EdgeFilter, NegativeSampler
+        from gnnscale.samplers.link import NegativeSampler
 
         ns, nd = self.num_nodes[et[0]], self.num_nodes[et[2]]
-        if et not in self._filters:
-            indptr, indices, _ = self.csc[et]
-            self._filters[et] = EdgeFilter(indptr, indices, num_nodes=max(ns, nd, 1))
-        has = self._filters[et].has_edge
+        has = self._filter(et).has_edge
         gen = NegativeSampler(max(ns, nd, 1), seed=self.seed).generator(epoch, step, 0)
-        s, d = self._draw(ns, count, neg.src_weight, gen), self._draw(nd, count, neg.dst_weight, gen)
+        s = self._draw(ns, count, neg.src_weight, gen) if src is None else src.clone()
+        d = self._draw(nd, count, neg.dst_weight, gen)
         bad = torch.nonzero(has(s, d)).flatten()
         for _ in range(MAX_REDRAWS):
             if bad.numel() == 0:
                 break
-            s[bad] = self._draw(ns, bad.numel(), neg.src_weight, gen)
+            if src is None:
+                s[bad] = self._draw(ns, bad.numel(), neg.src_weight, gen)
             d[bad] = self._draw(nd, bad.numel(), neg.dst_weight, gen)
             bad = bad[has(s[bad], d[bad])]
         return s, d
 
     def sample_from_edges(self, inputs, neg_sampling=None) -> HeteroSamplerOutput:
-        """PyG's link sampling of one relation ``inputs.input_type``: the endpoints of the positives and
-        binary negatives are the seeds (per type; both ends one set when the relation joins one type);
-        metadata ``(input_id, edge_label_index, edge_label, None)`` as PyG's NeighborSampler gives it."""
+        """PyG's link sampling of one relation ``inputs.input_type`` (PyG's ``edge_sample``): the endpoints
+        of the positives and negatives are the seeds (per type; both ends one set when the relation
+        joins one type; disjoint: each endpoint its own tree, numbered by its place among its type's
+        seeds, modulo the positives); metadata as PyG's NeighborSampler gives it: binary
+        ``(input_id, edge_label_index, edge_label, None)``, triplet ``(input_id, src_index,
+        dst_pos_index, dst_neg_index, None)``. The relation may have no edges in the graph."""
         import math
 
         et = inputs.input_type
-        if et not in self.csc:
-            raise SamplerError(f"edge_label_index names relation {et!r}, not one of {self.edge_types}; pass "
-                               "(relation, pairs) with a relation of the graph.")
+        if et[0] not in self.num_nodes or et[2] not in self.num_nodes:
+            raise SamplerError(f"edge_label_index names relation {et!r}, whose node types are not among "
+                               f"{self.node_types}; pass (relation, pairs) with a relation of the graph.")
         if inputs.time is not None:
             raise SamplerError("gnnscale's PyG sampler has no temporal sampling; found edge_label_time. "
                                "Leave edge_label_time unset.")
-        if neg_sampling is not None and not neg_sampling.is_binary():
-            raise SamplerError("triplet negatives on HeteroData are not supported yet; found neg_sampling='triplet'. "
-                               "Use neg_sampling_ratio (binary) or a Data.")
+        triplet = neg_sampling is not None and not neg_sampling.is_binary()
+        if self.steps is not None and (triplet or self.disjoint):
+            raise SamplerError("rank loaders draw binary negatives of a HeteroData only, not disjoint; found "
+                               f"{'triplet negatives' if triplet else 'disjoint=True'}. Use neg_sampling_ratio.")
         epoch = self.epoch
         step, plan = self._step(inputs.input_id)
         src, dst, label = inputs.row, inputs.col, inputs.label
@@ -267,7 +349,7 @@ class HeteroGnnscaleSampler(BaseSampler):
                 lo, hi = math.ceil(plan.offset * a), math.ceil((plan.offset + plan.size) * a)
                 s_neg, d_neg = gs[lo:hi], gd[lo:hi]
             others = {t: torch.cat(v) for t, v in ends.items()}
-        if neg_sampling is not None:
+        if neg_sampling is not None and not triplet:
             if plan is None:
                 s_neg, d_neg = self.negatives(et, math.ceil(num_pos * neg_sampling.amount), neg_sampling, epoch,
                                               step)
@@ -275,20 +357,45 @@ class HeteroGnnscaleSampler(BaseSampler):
             if label is None:
                 label = torch.ones(num_pos)
             label = torch.cat([label, label.new_zeros((s_neg.numel(),) + label.size()[1:])])
+        elif triplet:
+            amount = int(neg_sampling.amount)
+            # disjoint: negative q pairs with positive q % B (PyG's layout), else with positive q // amount
+            own = src.repeat(amount) if self.disjoint else src.repeat_interleave(amount)
+            _, d_neg = self.negatives(et, num_pos * amount, neg_sampling, epoch, step, src=own)
+            dst = torch.cat([dst, d_neg])
         if et[0] == et[2]:
-            seed, inverse = torch.unique(torch.cat([src, dst]), return_inverse=True)
-            seeds, eli = {et[0]: seed}, inverse.view(2, -1)
+            both = torch.cat([src, dst])
+            if self.disjoint:
+                out = self.sample_seeds({et[0]: both}, epoch, step)
+                inverse = torch.arange(both.numel())
+            else:
+                seed, inverse = torch.unique(both, return_inverse=True)
+                out = self.sample_seeds({et[0]: seed}, epoch, step, others)
+            s_inv, d_inv = inverse[:src.numel()], inverse[src.numel():]
         else:
-            s_seed, s_inv = torch.unique(src, return_inverse=True)
-            d_seed, d_inv = torch.unique(dst, return_inverse=True)
-            seeds, eli = {et[0]: s_seed, et[2]: d_seed}, torch.stack([s_inv, d_inv])
-        out = self.sample_seeds(seeds, epoch, step, others)
-        out.metadata = (inputs.input_id, eli, label, None)
-        return out
+            if self.disjoint:
+                out = self.sample_seeds({et[0]: src, et[2]: dst}, epoch, step)
+                s_inv, d_inv = torch.arange(src.numel()), torch.arange(dst.numel())
+            else:
+                s_seed, s_inv = torch.unique(src, return_inverse=True)
+                d_seed, d_inv = torch.unique(dst, return_inverse=True)
+                out = self.sample_seeds({et[0]: s_seed, et[2]: d_seed}, epoch, step, others)
+        if self.disjoint:
+            out.batch = {t: b % max(num_pos, 1) for t, b in out.batch.items()}
+        if not triplet:
+            out.metadata = (inputs.input_id, torch.stack([s_inv, d_inv]), label, None)
+        else:
+            if self.disjoint:  # negative q of tree q % B: row i of dst_neg_index holds tree i's
+                neg = d_inv[num_pos:].view(-1, num_pos).t()
+            else:
+                neg = d_inv[num_pos:].view(num_pos, -1)
+            out.metadata = (inputs.input_id, s_inv, d_inv[:num_pos], neg.reshape(num_pos, -1).squeeze(-1), None)
+        return self.shaped(out)
 
 
 def check_hetero_data(data) -> tuple[dict, dict]:
-    """({relation: edge_index int64 [2, E]}, {type: N}) of a ``HeteroData``, or a one-line error."""
+    """({relation: edge_index int64 [2, E]}, {type: N}) of a ``HeteroData`` (no relations: a graph
+    without edges, whose seeds come back alone), or a one-line error."""
     from gnnscale.errors import DatasetError
 
     num_nodes = {}
@@ -301,12 +408,11 @@ def check_hetero_data(data) -> tuple[dict, dict]:
             raise DatasetError(f"data[{t!r}].x has {x.size(0)} rows but the type has num_nodes = {n}; x needs one "
                                f"row per node: fix data[{t!r}].num_nodes or data[{t!r}].x.")
         num_nodes[t] = int(n)
-    if not data.edge_types:
-        raise DatasetError("data has no edge types: the sampler needs the graph's edges. Add data[(src, rel, dst)]"
-                           ".edge_index.")
     edge_index = {}
     for et in data.edge_types:
         ei = getattr(data[et], "edge_index", None)
+        if ei is None:
+            continue  # a relation holding only labels (edge_label_index): no edges to sample
         if not isinstance(ei, torch.Tensor) or ei.dim() != 2 or ei.size(0) != 2 or ei.dtype.is_floating_point:
             raise DatasetError(f"data[{et!r}] needs edge_index, an integer tensor [2, E]; found "
                                f"{getattr(ei, 'dtype', type(ei).__name__)}. Store each relation's edges there.")
@@ -319,27 +425,77 @@ def check_hetero_data(data) -> tuple[dict, dict]:
     return edge_index, num_nodes
 
 
+def relation_of(name: Any, edge_types: list[tuple], node_types: list[str] | None = None) -> tuple:
+    """A relation as PyG spells it: ``(src, rel, dst)``, ``(src, dst)`` (the one relation joining them;
+    none and ``node_types`` given: PyG's default ``(src, 'to', dst)``) or ``'src__rel__dst'``."""
+    if isinstance(name, str) and name.count("__") == 2:
+        name = tuple(name.split("__"))
+    if isinstance(name, tuple) and len(name) == 3 and name in edge_types:
+        return name
+    if isinstance(name, tuple) and len(name) == 2 and all(isinstance(v, str) for v in name):
+        found = [et for et in edge_types if (et[0], et[2]) == name]
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise SamplerValueError(f"the pair {name!r} names {len(found)} relations ({found}); name one as "
+                                    "(src, rel, dst).")
+        if node_types is not None and name[0] in node_types and name[1] in node_types:
+            return (name[0], "to", name[1])
+    if isinstance(name, tuple) and len(name) == 3 and node_types is not None and not edge_types and \
+            name[0] in node_types and name[2] in node_types and all(isinstance(v, str) for v in name):
+        return name  # a graph without edges: the relation of its types PyG's batches name
+    raise SamplerValueError(f"expected a relation given as (src, rel, dst) or (src, dst), naming one of the relations "
+                            f"{edge_types}; found {shown(name)}. Name one of them.")
+
+
+def _fanout_list(f: Any, where: str, fix: str) -> list[int]:
+    if not isinstance(f, (list, tuple)) or any(isinstance(v, bool) or not isinstance(v, int) or v < -1 for v in f):
+        raise SamplerValueError(f"{where} must be a list of ints >= 0 or -1 (one per hop); found {shown(f)}. {fix}")
+    return [int(v) for v in f]
+
+
 def hetero_fanouts(num_neighbors, edge_types: list[tuple]) -> dict:
-    """``{relation: fan-outs}`` from a list (every relation) or a dict naming every relation."""
+    """``{relation: fan-outs}`` from PyG's forms: a list (every relation), a dict per relation (keys
+    ``(src, rel, dst)``, ``(src, dst)`` or ``'src__rel__dst'``), or PyG's ``NumNeighbors`` (its
+    ``default`` for the relations its dict leaves out). Every relation the same number of hops, as
+    PyG's (a ValueError otherwise: :class:`~gnnscale.errors.SamplerValueError`)."""
+    from torch_geometric.sampler.base import NumNeighbors
+
     fix = ("Pass num_neighbors as a list of ints (every relation, per hop) or a dict {(src, rel, dst): [per hop]} "
            "naming every relation; 0 skips a relation at a hop, -1 takes all.")
+    default = None
+    if isinstance(num_neighbors, NumNeighbors):
+        num_neighbors, default = num_neighbors.values, num_neighbors.default
     if isinstance(num_neighbors, (list, tuple)):
-        num_neighbors = {et: num_neighbors for et in edge_types}
+        f = _fanout_list(num_neighbors, "num_neighbors", fix)
+        return {et: f for et in edge_types}
     if not isinstance(num_neighbors, dict):
-        raise SamplerError(f"num_neighbors must be a list of ints or a dict per relation; found {num_neighbors!r}. "
-                           f"{fix}")
-    missing = [et for et in edge_types if et not in num_neighbors]
-    if missing:
-        raise SamplerError(f"num_neighbors names no fan-outs for relation(s) {missing}. {fix}")
-    out, hops = {}, None
+        raise SamplerValueError(f"num_neighbors must be a list of ints or a dict per relation; found "
+                                f"{shown(num_neighbors)}. {fix}")
+    given = {}
+    for key, f in num_neighbors.items():
+        et = relation_of(tuple(key) if isinstance(key, tuple) else str(key), edge_types)
+        given[et] = _fanout_list(f, f"num_neighbors[{et!r}]", fix)
+    out = {}
     for et in edge_types:
-        f = num_neighbors[et]
-        if not isinstance(f, (list, tuple)) or not f or any(
-                isinstance(v, bool) or not isinstance(v, int) or v < -1 for v in f):
-            raise SamplerError(f"num_neighbors[{et!r}] must be a non-empty list of ints >= 0 or -1; found {f!r}. {fix}")
-        if hops is not None and len(f) != hops:
-            raise SamplerError(f"every relation needs the same number of hops; found {hops} and {len(f)} "
-                               f"({et!r}). {fix}")
-        hops = len(f)
-        out[et] = [int(v) for v in f]
+        if et in given:
+            out[et] = given[et]
+        elif default is not None:
+            out[et] = _fanout_list(default, "num_neighbors' default", fix)
+        else:
+            raise SamplerValueError(f"Missing number of neighbors for edge type {et!r}: num_neighbors names no "
+                                    f"fan-outs for it. {fix}")
+    if len({len(f) for f in out.values()}) > 1:
+        raise SamplerValueError(f"Number of hops must be the same across all edge types (PyG's rule); found "
+                                f"{sorted({len(f) for f in out.values()})} hops. {fix}")
     return out
+
+
+def fanout_hops(num_neighbors) -> int:
+    """The hops of a list, a dict or a ``NumNeighbors`` (0 when nothing says)."""
+    from torch_geometric.sampler.base import NumNeighbors
+
+    values = num_neighbors.values if isinstance(num_neighbors, NumNeighbors) else num_neighbors
+    if isinstance(values, dict):
+        values = next(iter(values.values()), [])
+    return len(values) if isinstance(values, (list, tuple)) else 0

@@ -4,6 +4,11 @@
 ``Data`` or a ``HeteroData``; PyG's ``NodeLoader`` / ``LinkLoader`` over them, with
 :func:`gnnscale.pyg.sampler_for` as their sampler, yield the batches of the graph itself. Every
 index is an original node id. The partition folders' stores are :mod:`gnnscale.pyg.stores`.
+
+PyG's three edge layouts (``EdgeLayout``: COO ``(row, col)``, CSR ``(rowptr, col)``, CSC
+``(row, colptr)``) are read from any user's ``GraphStore`` by :func:`coo_of` and
+:func:`graph_of_stores` (what :class:`gnnscale.pyg.NeighborLoader` samples a
+``(FeatureStore, GraphStore)`` by); :class:`MemoryGraphStore` takes and gives all three.
 """
 from __future__ import annotations
 
@@ -13,8 +18,68 @@ import torch
 from torch_geometric.data import Data, FeatureStore, GraphStore, HeteroData, TensorAttr
 from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
 
-from gnnscale.errors import SamplerError
+from gnnscale.errors import DatasetError
 from gnnscale.pyg.world import refuse_unjoined_world
+
+
+def _ptr2index(ptr: torch.Tensor) -> torch.Tensor:
+    return torch.repeat_interleave(torch.arange(ptr.numel() - 1), ptr[1:] - ptr[:-1])
+
+
+def _index2ptr(index: torch.Tensor, size: int) -> torch.Tensor:
+    ptr = torch.zeros(size + 1, dtype=torch.int64)
+    ptr[1:] = torch.cumsum(torch.bincount(index, minlength=size), 0)
+    return ptr
+
+
+def coo_of(edges: Any, layout: EdgeLayout) -> torch.Tensor:
+    """int64 [2, E] (row 0 sources, row 1 targets) of a PyG edge tensor pair in ``layout``: COO
+    ``(row, col)``, CSR ``(rowptr, col)`` or CSC ``(row, colptr)``; the edges in the layout's order
+    (an edge's ``e_id`` is its place there)."""
+    a, b = (torch.as_tensor(v).to(torch.int64) for v in edges)
+    if layout == EdgeLayout.CSR:
+        a = _ptr2index(a)
+    elif layout == EdgeLayout.CSC:
+        b = _ptr2index(b)
+    return torch.stack([a, b])
+
+
+def _layout_rank(attr: EdgeAttr) -> int:
+    return {EdgeLayout.COO: 0, EdgeLayout.CSC: 1, EdgeLayout.CSR: 2}[attr.layout]
+
+
+def graph_of_stores(feature_store: FeatureStore, graph_store: GraphStore) -> tuple[Any, Any]:
+    """The graph of a user's ``(FeatureStore, GraphStore)``, as the loaders sample it: ``(edge_index
+    int64 [2, E], N)`` when its edges have no type, else ``({relation: int64 [2, E]}, {type: N})``.
+    Each relation's edges are read from one layout it is stored in (COO first, else CSC, else CSR);
+    a type's node count is the largest of its feature rows, the edge attributes' sizes and its ids + 1."""
+    attrs: dict[Any, EdgeAttr] = {}
+    for attr in graph_store.get_all_edge_attrs():
+        if attr.edge_type not in attrs or _layout_rank(attr) < _layout_rank(attrs[attr.edge_type]):
+            attrs[attr.edge_type] = attr
+    edges = {et: coo_of(graph_store.get_edge_index(attr), attr.layout) for et, attr in attrs.items()}
+    rows: dict[Any, int] = {}
+    for tattr in feature_store.get_all_tensor_attrs():
+        size = feature_store.get_tensor_size(tattr)
+        group = tattr.group_name if tattr.is_set("group_name") else None
+        if size:
+            rows[group] = max(rows.get(group, 0), int(size[0]))
+    typed = any(et is not None for et in edges) or any(g is not None for g in rows)
+    if not typed:
+        ei = edges.get(None, torch.empty(2, 0, dtype=torch.int64))
+        size = attrs[None].size if None in attrs and attrs[None].size else (0, 0)
+        n = max(rows.get(None, 0), *(int(s) for s in size), int(ei.max()) + 1 if ei.numel() else 0)
+        return ei, n
+    if None in edges:
+        raise DatasetError("a (FeatureStore, GraphStore) mixes edges without an edge type and typed ones; give every "
+                           "edge_index its (src, rel, dst) edge_type, or none.")
+    num_nodes = {g: n for g, n in rows.items() if g is not None}
+    for et, ei in edges.items():
+        size = attrs[et].size
+        for row, t in ((0, et[0]), (1, et[2])):
+            n = max(num_nodes.get(t, 0), int(size[row]) if size else 0, int(ei[row].max()) + 1 if ei.numel() else 0)
+            num_nodes[t] = n
+    return edges, num_nodes
 
 
 def _key(attr: TensorAttr) -> tuple:
@@ -59,23 +124,31 @@ class MemoryFeatureStore(FeatureStore):
 
 
 class MemoryGraphStore(GraphStore):
-    """Edges in memory (COO int64 [2, E] of original ids) by edge type (None for a ``Data``)."""
+    """Edges in memory by edge type (None for a ``Data``): put in any of PyG's layouts (COO, CSR,
+    CSC; held as COO int64 [2, E] of original ids, in the order given), got in any of them."""
 
     def __init__(self) -> None:
         super().__init__()
         self._edges: dict[Any, tuple[torch.Tensor, EdgeAttr]] = {}
 
     def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
-        if edge_attr.layout != EdgeLayout.COO:
-            raise SamplerError(f"gnnscale's MemoryGraphStore holds COO edges; found layout {edge_attr.layout.value}. "
-                               "Put edge_index as (row, col) with layout='coo'.")
-        row, col = edge_index
-        self._edges[edge_attr.edge_type] = (torch.stack([row, col]).to(torch.int64), edge_attr)
+        coo = coo_of(edge_index, edge_attr.layout)
+        self._edges[edge_attr.edge_type] = (coo, EdgeAttr(edge_attr.edge_type, EdgeLayout.COO, edge_attr.is_sorted,
+                                                          edge_attr.size))
         return True
 
     def _get_edge_index(self, edge_attr: EdgeAttr):
         got = self._edges.get(edge_attr.edge_type)
-        return None if got is None else (got[0][0], got[0][1])
+        if got is None:
+            return None
+        (row, col), size = got[0], got[1].size
+        if edge_attr.layout == EdgeLayout.COO:
+            return row, col
+        if edge_attr.layout == EdgeLayout.CSR:
+            order = torch.argsort(row, stable=True)
+            return _index2ptr(row, size[0] if size else int(row.max()) + 1 if row.numel() else 0), col[order]
+        order = torch.argsort(col, stable=True)
+        return row[order], _index2ptr(col, size[1] if size else int(col.max()) + 1 if col.numel() else 0)
 
     def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
         return self._edges.pop(edge_attr.edge_type, None) is not None

@@ -38,7 +38,7 @@ keeps false negatives), a negative pair that is an edge of the graph is drawn ag
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -50,7 +50,7 @@ from torch_geometric.sampler import (
     SamplerOutput,
 )
 
-from gnnscale.errors import SamplerError
+from gnnscale.errors import SamplerError, SamplerValueError
 from gnnscale.pyg.steps import Step, StepBook
 from gnnscale.pyg.world import refuse_unjoined_world
 from gnnscale.samplers.kernels import Kernels
@@ -59,6 +59,83 @@ from gnnscale.samplers.local import check_edge_weight, check_replace, sampling_v
 from gnnscale.samplers.rng import stream_key
 
 MAX_REDRAWS = 20
+
+
+def shown(value: Any) -> str:
+    """``value`` for a message: a tensor by its dtype and shape (never its entries), a tuple item by item."""
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).replace("torch.", "")
+        return f"{'an' if dtype.startswith('int') else 'a'} {dtype} tensor of shape {tuple(value.shape)}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(shown(v) for v in value) + ")"
+    return f"{value!r:.80}"
+SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
+
+
+def induced_edges(indptr: torch.Tensor, indices: torch.Tensor, perm: torch.Tensor, dst: torch.Tensor,
+                  src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(row, col, edge) int64 [M] of every edge from a node of ``src`` to a node of ``dst`` (distinct int64
+    ids; the CSC's target and source id ranges): local source (index into ``src``), local target (into
+    ``dst``), original edge id; targets in ``dst``'s order, each one's in-edges in CSC order (PyG's
+    ``subgraph_type='induced'``: the subgraph the sampled nodes induce)."""
+    start = indptr[dst]
+    count = indptr[dst + 1] - start
+    total = int(count.sum())
+    if total == 0 or src.numel() == 0:
+        return (torch.empty(0, dtype=torch.int64),) * 3
+    col = torch.repeat_interleave(torch.arange(dst.numel()), count)
+    pos = torch.repeat_interleave(start - (torch.cumsum(count, 0) - count), count) + torch.arange(total)
+    ends = indices[pos]
+    order = torch.argsort(src)
+    at = torch.searchsorted(src[order], ends).clamp_(max=src.numel() - 1)
+    hit = src[order][at] == ends
+    return order[at[hit]], col[hit], perm[pos[hit]]
+
+
+def first_occurrences(seeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """None when ``seeds`` int64 [B] are distinct, else ``(distinct int64 [U] in order of first
+    appearance, where int64 [U]: each one's first position in ``seeds``, which int64 [B]: each seed's
+    index into the distinct ones)``."""
+    uniq, inv = torch.unique(seeds, return_inverse=True)
+    if uniq.numel() == seeds.numel():
+        return None
+    first = torch.full((uniq.numel(),), seeds.numel(), dtype=torch.int64)
+    first.scatter_reduce_(0, inv, torch.arange(seeds.numel()), reduce="amin")
+    order = torch.argsort(first)
+    slot = torch.empty_like(order)
+    slot[order] = torch.arange(order.numel())
+    return uniq[order], first[order], slot[inv]
+
+
+def repeat_rows(row: torch.Tensor, col: torch.Tensor, edge: torch.Tensor, hop0: int, seeds_at_dst: bool,
+                seeds_at_src: bool, where: torch.Tensor, which: torch.Tensor, num_seeds: int, num_nodes: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """A relation's edges of a batch sampled from its distinct seeds, laid out for the repeated seeds
+    (:func:`first_occurrences`' ``where``/``which``; ``num_seeds`` B, ``num_nodes`` the type's sampled
+    nodes before): local ids of the seeds' type shifted (seed ``u`` -> its first position, the
+    others after the B seed rows), and every later copy of a seed given the seed's first-hop
+    in-edges (the ``hop0`` first edges) too, so that each copy's neighbourhood is the seed's.
+    Returns (row, col, edge, edges added to the first hop)."""
+    U = where.numel()
+    remap = torch.cat([where, torch.arange(U, num_nodes) - U + num_seeds])
+    if seeds_at_src:
+        row = remap[row]
+    if not seeds_at_dst:
+        return row, col, edge, 0
+    copies = torch.nonzero(where[which] != torch.arange(num_seeds)).flatten()  # later copies of a seed
+    c0 = col[:hop0]
+    order = torch.argsort(c0, stable=True)
+    count = torch.bincount(c0, minlength=U)
+    start = torch.cumsum(count, 0) - count
+    per = count[which[copies]]
+    pos = order[torch.repeat_interleave(start[which[copies]] - (torch.cumsum(per, 0) - per), per)
+                + torch.arange(int(per.sum()))]
+    col = remap[col]
+    add_col = torch.repeat_interleave(copies, per)
+    row = torch.cat([row[:hop0], row[pos], row[hop0:]])
+    col = torch.cat([col[:hop0], add_col, col[hop0:]])
+    edge = torch.cat([edge[:hop0], edge[pos], edge[hop0:]])
+    return row, col, edge, int(per.sum())
 
 
 def csc_of(edge_index: torch.Tensor, num_nodes: int, num_src: int | None = None
@@ -93,14 +170,19 @@ class GnnscaleSampler(BaseSampler):
             never a zero-weight edge (the kernels' weighted draws).
         csc: ``(indptr, indices, perm)`` as :func:`csc_of` returns them, instead of ``edge_index``
             (None then): a graph store's CSC (:class:`gnnscale.pyg.stores.PartitionGraphStore`).
+        subgraph_type: PyG's: ``"directional"`` (the drawn edges), ``"bidirectional"`` (and each one's
+            reverse: PyG's ``to_bidirectional``; no per-hop counts) or ``"induced"`` (every edge of the
+            graph among the drawn nodes; nodes per hop, no per-hop edge counts; not disjoint).
     """
 
     def __init__(self, edge_index: torch.Tensor, num_nodes: int, fanouts: Sequence[int], seed: int = 0,
                  replace: bool = False, backend: str = "auto", disjoint: bool = False,
                  edge_weight: torch.Tensor | None = None,
-                 csc: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> None:
+                 csc: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+                 subgraph_type: str = "directional") -> None:
         refuse_unjoined_world(type(self).__name__)
         self.num_nodes = int(num_nodes)
+        self.subgraph_type = subgraph_type
         self.fanouts = [int(f) for f in fanouts]
         self.seed = int(seed)
         self.replace = check_replace(replace)
@@ -111,7 +193,7 @@ class GnnscaleSampler(BaseSampler):
         self.variant = sampling_variant(self.replace, weight)
         self.epoch = 0
         if not isinstance(disjoint, bool):
-            raise SamplerError(f"disjoint must be a bool; found {disjoint!r}. Pass disjoint=True or False.")
+            raise SamplerValueError(f"disjoint must be a bool; found {shown(disjoint)}. Pass disjoint=True or False.")
         self.disjoint = disjoint
         self._filter: EdgeFilter | None = None
         # N processes: the global step of each batch (gnnscale.pyg.distributed sets it)
@@ -247,20 +329,47 @@ class GnnscaleSampler(BaseSampler):
         return SamplerOutput(node=node, row=cat(rows), col=cat(cols), edge=edge, batch=batch,
                              num_sampled_nodes=num_nodes, num_sampled_edges=num_edges)
 
+    def shaped(self, out: SamplerOutput) -> SamplerOutput:
+        """``out`` as ``subgraph_type`` asks: the drawn edges, the subgraph their nodes induce, or
+        both directions of each drawn edge (PyG's ``to_bidirectional``)."""
+        if self.subgraph_type == "induced":
+            out.row, out.col, out.edge = induced_edges(self.indptr, self.indices, self.perm, out.node, out.node)
+            out.num_sampled_edges = None
+        elif self.subgraph_type == "bidirectional":
+            out = out.to_bidirectional()
+        return out
+
     def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
-        """PyG's node sampling: ``inputs.node`` int64 [B] distinct seeds; metadata (input_id, time)."""
+        """PyG's node sampling: ``inputs.node`` int64 [B] seeds; metadata (input_id, time).
+
+        A seed given more than once (not disjoint) is sampled once; its copies are rows of their
+        own (``n_id[:B]`` the seeds as given), each with the seed's first-hop in-edges."""
         if inputs.input_type is not None:
             raise SamplerError(f"gnnscale's PyG sampler samples homogeneous graphs; found node type "
                                f"{inputs.input_type!r}. Pass a torch_geometric Data (not HeteroData).")
         step, plan = self._step(inputs.input_id)
+        seeds = inputs.node.to(torch.int64)
+        repeats = None if self.disjoint else first_occurrences(seeds)
+        if repeats is not None:
+            seeds = repeats[0]
         if plan is None:
-            out = self.sample(inputs.node, self.epoch, step)
+            out = self.sample(seeds, self.epoch, step)
         elif self.disjoint:
-            out = self.sample(inputs.node, self.epoch, step, trees=plan.offset + torch.arange(plan.size))
+            out = self.sample(seeds, self.epoch, step, trees=plan.offset + torch.arange(plan.size))
         else:
-            out = self.sample(inputs.node, self.epoch, step, others=self.steps.inputs[plan.others()])
+            out = self.sample(seeds, self.epoch, step, others=self.steps.inputs[plan.others()])
+        if repeats is not None:
+            _, where, which = repeats
+            B = inputs.node.numel()
+            out.row, out.col, out.edge, added = repeat_rows(
+                out.row, out.col, out.edge, out.num_sampled_edges[0] if out.num_sampled_edges else 0, True, True,
+                where, which, B, out.node.numel())
+            out.node = torch.cat([inputs.node.to(torch.int64), out.node[where.numel():]])
+            out.num_sampled_nodes = [B, *out.num_sampled_nodes[1:]]
+            if out.num_sampled_edges:
+                out.num_sampled_edges = [out.num_sampled_edges[0] + added, *out.num_sampled_edges[1:]]
         out.metadata = (inputs.input_id, inputs.time)
-        return out
+        return self.shaped(out)
 
     def edge_filter(self) -> EdgeFilter:
         """The graph's edge set (sorted keys ``dst * N + src``), built at the first link batch."""
@@ -373,7 +482,7 @@ class GnnscaleSampler(BaseSampler):
                 neg_index = torch.arange(2 * num_pos, seed.numel()).view(-1, num_pos).t()
                 out.metadata = (inputs.input_id, torch.arange(num_pos), torch.arange(num_pos, 2 * num_pos),
                                 neg_index.reshape(num_pos, -1).squeeze(-1), None)
-            return out
+            return self.shaped(out)
         seed, inverse = torch.unique(torch.cat([src, dst]), return_inverse=True)
         out = self.sample(seed, epoch, step, others=ends)
         if neg_sampling is None or neg_sampling.is_binary():
@@ -381,4 +490,4 @@ class GnnscaleSampler(BaseSampler):
         else:
             dst_neg_index = inverse[2 * num_pos:].view(num_pos, -1).squeeze(-1)
             out.metadata = (inputs.input_id, inverse[:num_pos], inverse[num_pos:2 * num_pos], dst_neg_index, None)
-        return out
+        return self.shaped(out)

@@ -40,7 +40,7 @@ from gnnscale.partitioning.feature_dtype import file_dtype, meta_feature_dtype
 from gnnscale.partitioning.manifest import load_meta, part_dir_name, part_files
 from gnnscale.partitioning.part import load_part
 from gnnscale.partitioning.validate import load_array
-from gnnscale.pyg.memory_stores import index_of
+from gnnscale.pyg.memory_stores import graph_of_stores, index_of
 from gnnscale.pyg.world import refuse_unjoined_world
 
 
@@ -396,8 +396,8 @@ class PartitionFeatureStore(ReadOnlyRows, FeatureStore):
 
 def sampler_for(data: Any, num_neighbors: Any, seed: int = 0, replace: bool = False, backend: str = "auto"):
     """gnnscale's PyG sampler of ``data``: a ``Data``, a ``HeteroData`` or ``(feature_store, graph_store)``
-    (a :class:`PartitionGraphStore`, or a :class:`MemoryGraphStore` / any PyG GraphStore with COO edges
-    and the feature store's sizes giving the node counts)."""
+    (a :class:`PartitionGraphStore`, or a :class:`MemoryGraphStore` / any PyG GraphStore with COO, CSR
+    or CSC edges: :func:`gnnscale.pyg.memory_stores.graph_of_stores`)."""
     refuse_unjoined_world("sampler_for")
     from gnnscale.pyg.hetero import HeteroGnnscaleSampler, check_hetero_data, hetero_fanouts
     from gnnscale.pyg.loaders import check_data, check_num_neighbors
@@ -422,20 +422,9 @@ def sampler_for(data: Any, num_neighbors: Any, seed: int = 0, replace: bool = Fa
         csc = gs.relation_csc()
         return HeteroGnnscaleSampler(None, gs.num_nodes, hetero_fanouts(num_neighbors, list(csc)), seed=seed,
                                      replace=replace, backend=backend, csc=csc)
-    attrs = gs.get_all_edge_attrs()
-    if len(attrs) == 1 and attrs[0].edge_type is None:
-        row, col = gs.get_edge_index(edge_type=None, layout="coo")
-        n = attrs[0].size[0] if attrs[0].size else max(s[0] for a in fs.get_all_tensor_attrs()
-                                                       if (s := fs.get_tensor_size(a)))
-        return GnnscaleSampler(torch.stack([row, col]), int(n), check_num_neighbors(num_neighbors), seed=seed,
-                               replace=replace, backend=backend)
-    edge_index = {a.edge_type: torch.stack(gs.get_edge_index(edge_type=a.edge_type, layout="coo")) for a in attrs}
-    num_nodes = {}
-    for a in fs.get_all_tensor_attrs():
-        num_nodes[a.group_name] = fs.get_tensor_size(a)[0]
-    for a in attrs:
-        if a.size:
-            num_nodes.setdefault(a.edge_type[0], a.size[0])
-            num_nodes.setdefault(a.edge_type[2], a.size[1])
-    return HeteroGnnscaleSampler(edge_index, num_nodes, hetero_fanouts(num_neighbors, list(edge_index)), seed=seed,
-                                 replace=replace, backend=backend)
+    edge_index, num_nodes = graph_of_stores(fs, gs)  # any user's store: COO, CSR or CSC edges
+    if isinstance(num_nodes, dict):
+        return HeteroGnnscaleSampler(edge_index, num_nodes, hetero_fanouts(num_neighbors, list(edge_index)),
+                                     seed=seed, replace=replace, backend=backend)
+    return GnnscaleSampler(edge_index, num_nodes, check_num_neighbors(num_neighbors), seed=seed, replace=replace,
+                           backend=backend)
