@@ -26,6 +26,7 @@ overhead to Python calls (a few percent of a step of large tensor operations, al
 
     python benchmarks/keyed_cost.py --baseline /tmp/f4be70e --sizes 100000 --repeats 3 --json results/keyed_cost.json
     python benchmarks/keyed_cost.py --smoke     # 5,000 nodes, this checkout against itself, 1 repeat
+    python benchmarks/keyed_cost.py --kernels /tmp/gnnscale_keyed_cost/rmat_n100000_...-p1   # one op at a time
 """
 from __future__ import annotations
 
@@ -291,7 +292,7 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--train-args", default="", help="more flags for gnnscale train, e.g. "
                     "'--no-host-graph --no-host-features' (every remote node's key asked of its owner)")
-    ap.add_argument("--smoke", action="store_true", help="5,000 nodes, 1proc, 2 epochs, 1 repeat")
+    ap.add_argument("--smoke", action="store_true", help="5,000 nodes, 1proc, 2 epochs, 1 repeat, no warm-up run")
     ap.add_argument("--kernels", default=None, metavar="PARTS_DIR",
                     help="only time the keyed operations one at a time in this process (this checkout), on the "
                          "first batch of this 1-part folder")
@@ -328,9 +329,10 @@ def main() -> None:
             if not os.path.exists(os.path.join(pd, "meta.json")):
                 subprocess.run([sys.executable, "-m", "gnnscale", "partition", "--dataset", f"dir:{ddir}", "--parts",
                                 str(workers), "--method", "metis", "--balance", "nodes,train,edges", "--out", pd],
-                               check=True, capture_output=True, env=sides["this"], cwd=args.workdir)
-            for side, env in sides.items():  # warm: numba caches written, pages read
-                train(env, args.workdir, pd, workers, 1, None, extra)
+                               check=True, capture_output=True, env=sides["this0"], cwd=args.workdir)
+            for side, env in sides.items():  # warm: numba caches written, pages read (not in a smoke run)
+                if not args.smoke:
+                    train(env, args.workdir, pd, workers, 1, None, extra)
             runs = {side: [] for side in sides}
             for r in range(args.repeats):
                 order = list(sides) if r % 2 == 0 else list(sides)[::-1]
