@@ -49,6 +49,7 @@ SMOKE: dict[str, tuple[list[str], int, bool]] = {
     "fixed_runs.py": (["--workdir", "{tmp}"], 300, True),
     "gcnii_cora.py": ([], 300, True),
     "hetero.py": (["--work", "{tmp}"], 500, True),
+    "keyed_cost.py": (["--workdir", "{tmp}"], 400, True),
     "layer_pipeline.py": (["--workdir", "{tmp}"], 300, True),
     "layers.py": ([], 200, True),
     "link.py": (["--work", "{tmp}"], 600, True),

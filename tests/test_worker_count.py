@@ -135,3 +135,38 @@ def test_dropout_masks_differ_between_the_steps_of_an_epoch(cora_partition):
             same = float((ma == mb).float().mean())
             assert 0.4 < same < 0.6, (f"rank {rank}, layer {layer}: steps 0 and 1 agree on {same:.1%} of the "
                                       f"shared nodes' mask ({ia.size} nodes; seeds {a['seed']} and {b['seed']})")
+
+
+def test_a_batchs_node_keys_are_one_gather_without_a_sort(cora_partition, monkeypatch):
+    """The keyed dropout's row keys of a batch (``NodeKeyStore.block_keys``): each block's sources'
+    original ids, taken as prefixes of one gather of the input nodes' keys (the sampler nests the
+    blocks), without sorting every block's sources each step (issue 55 item 2). On 1 part, and on
+    part 0 of 2 with part 1's keys read on the host (no exchange); a block with historical leaves
+    (not nested) takes the sorted path, with the same keys."""
+    from gnnscale.data.node_keys import NodeKeyStore
+    from gnnscale.partitioning.part import load_part
+    from gnnscale.samplers.block import Block
+    from gnnscale.samplers.local import NeighborSampler
+
+    class Comm:  # the communicator's facts NodeKeyStore reads; no collective may run
+        def __init__(self, world_size):
+            self.world_size, self.rank = world_size, 0
+
+    for parts in (1, 2):
+        p0 = load_part(cora_partition(parts), 0)
+        host = {1: load_part(cora_partition(parts), 1).orig_ids} if parts == 2 else {}
+        every = torch.cat([p0.orig_ids] + list(host.values()))  # original id by global id
+        indptr = torch.cat([p0.indptr] + ([] if parts == 1 else [load_part(cora_partition(2), 1).indptr[1:]
+                                                                 + p0.indptr[-1]]))
+        indices = torch.cat([p0.indices] + ([] if parts == 1 else [load_part(cora_partition(2), 1).indices]))
+        mb = NeighborSampler(indptr, indices, [5, 5, 5], seed=0, node_keys=every).sample(
+            torch.nonzero(p0.train_mask).flatten()[:64])
+        store = NodeKeyStore(p0.orig_ids, p0.book, Comm(parts), host, host_complete=parts == 2)
+        with monkeypatch.context() as m:
+            m.setattr(torch, "unique", lambda *a, **k: pytest.fail("block_keys sorted a nested batch"))
+            keys = store.block_keys(mb.blocks)
+        assert [k.tolist() for k in keys] == [every[b.src_ids].tolist() for b in mb.blocks]
+        b0 = mb.blocks[0]
+        leaves = Block(b0.src_ids.flip(0), b0.dst_ids, b0.edge_index, num_hist=3)  # not a prefix of anything
+        keys = store.block_keys([leaves] + list(mb.blocks[1:]))
+        assert [k.tolist() for k in keys] == [every[b.src_ids].tolist() for b in [leaves] + list(mb.blocks[1:])]

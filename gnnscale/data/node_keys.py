@@ -5,7 +5,8 @@ that 1, 2 or 4 workers drop the same elements of the same node. A rank holds the
 of its own nodes (``part.orig_ids``) and, where it reads them (``--host-graph``), those of the
 other parts on its host; the others' are asked of their owners in one exchange of ids and one
 of keys per batch (categories ``node_key_request`` and ``node_key``, 8 bytes an id each way),
-as :class:`~gnnscale.data.degrees.DegreeStore` asks degrees.
+as :class:`~gnnscale.data.degrees.DegreeStore` asks degrees. A batch's keys are one gather of its
+input nodes' (the other blocks' sources are their first rows), no sort.
 """
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ class NodeKeyStore:
         """int64 [k]: the original id of every id of ``ids`` (int64 [k] global, on the host).
         Collective unless every part is read on this host (``ids`` may be empty)."""
         P, rank = self.comm.world_size, self.comm.rank
+        if P == 1:  # every node is this rank's: one gather
+            return self.own[ids - self.offset]
         owner = self.book.owner(ids)
         out = torch.empty(ids.numel(), dtype=torch.int64)
         local = owner == rank
@@ -52,14 +55,24 @@ class NodeKeyStore:
             mine = owner == k
             out[mine] = keys[ids[mine] - int(self.book.offsets[k])]
             local |= mine
-        if self.host_complete or P == 1:
+        if self.host_complete:
             return out
         need = torch.nonzero(~local).flatten()
         return ask_owners(self.comm, ids, owner, need, self.own, self.offset, out, "node_key_request", "node_key")
 
     def block_keys(self, blocks: Sequence[Block]) -> list[torch.Tensor]:
-        """Per block, int64 [num_src]: the original ids of its sources (one :meth:`fetch` of the
-        blocks' distinct sources; collective as it is)."""
+        """Per block, int64 [num_src]: the original ids of its sources (one :meth:`fetch`;
+        collective as it is).
+
+        The sampler nests a batch's blocks: each block's sources are the first rows of the
+        block before it (model order), so the keys of ``blocks[0]``'s sources (distinct ids)
+        give every block's as a prefix, one gather and no sort. Blocks that do not nest (a
+        historical block's leaves at its tail) take the keys of their distinct sources."""
+        first = blocks[0].src_ids.cpu() if blocks else torch.empty(0, dtype=torch.int64)
+        if all(b.num_hist == 0 for b in blocks) and all(
+                b.num_src <= first.numel() and torch.equal(b.src_ids.cpu(), first[: b.num_src]) for b in blocks[1:]):
+            keys = self.fetch(first)
+            return [keys[: b.num_src] for b in blocks]
         ids = torch.cat([b.src_ids.cpu() for b in blocks])
         uniq, inverse = torch.unique(ids, return_inverse=True)
         keys = self.fetch(uniq)[inverse]
