@@ -1,0 +1,76 @@
+"""The own-part graph store (gnnscale.pyg.own_part): each rank holds its part's topology only, the other
+parts' nodes sampled by their owners; its batches on 2 processes (gloo on 127.0.0.1, launch_local: free
+port, bounded waits) are the whole-topology store's, batch for batch (which are one process's:
+tests/test_pyg_distributed.py); the store chosen by size unless asked."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gnnscale.errors import GnnscaleError
+from gnnscale.process.launch import launch_local
+from gnnscale.pyg.own_part import WHOLE_TOPOLOGY_BYTES, choose_graph_store
+
+from pyg_workers import own_part_batches
+
+FANOUTS = [5, 3]
+
+
+def _host_folder(full: str, part: int, out: Path) -> str:
+    """A host's folder: meta.json and part ``part`` only (as on separate hosts)."""
+    out.mkdir()
+    shutil.copy(Path(full) / "meta.json", out / "meta.json")
+    shutil.copytree(Path(full) / f"part{part}", out / f"part{part}")
+    return str(out)
+
+
+def test_own_part_batches_are_the_whole_topology_batches(cora, cora_partition, tmp_path):
+    """Rank r holds part r only (its own host folder): every node and link batch of 2 passes, field by
+    field (n_id, edge_index, e_id, x, y, per-hop counts; pairs, labels, negatives), is the whole-topology
+    store's; the draws crossed the ranks (sample_request / sample_response bytes), the graph sent was the
+    parts' ids, masks and degrees (3 int64 per node), not their edges."""
+    full = cora_partition(2)
+    pairs = cora.edge_index[:, torch.arange(0, cora.edge_index.size(1), 37)]
+    folders = [_host_folder(full, r, tmp_path / f"host{r}") for r in range(2)]
+    own = launch_local(own_part_batches, 2, args=(folders, FANOUTS, 16, 7, pairs, "own"), threads_per_worker=1)
+    whole = launch_local(own_part_batches, 2, args=(full, FANOUTS, 16, 7, pairs, "whole"), threads_per_worker=1)
+    for r in range(2):
+        a, b = own[r], whole[r]
+        assert (a["store"], b["store"]) == ("OwnPartGraphStore", "PartitionGraphStore")
+        assert [len(p) for p in a["nodes"]] == [len(p) for p in b["nodes"]] and len(a["nodes"][0]) > 3
+        for pa, pb in zip(a["nodes"], b["nodes"]):
+            for x, y in zip(pa, pb):
+                assert x.keys() == y.keys()
+                for key in x:
+                    same = torch.equal(x[key], y[key]) if isinstance(x[key], torch.Tensor) else x[key] == y[key]
+                    assert same, (r, x["k"], key)
+        assert len(a["links"]) == len(b["links"]) > 1
+        for x, y in zip(a["links"], b["links"]):
+            for key in x:
+                assert (torch.equal(x[key], y[key]) if isinstance(x[key], torch.Tensor) else x[key] == y[key]), key
+        n_r = np.load(Path(full) / f"part{r}" / "orig_ids.npy", mmap_mode="r").shape[0]
+        assert a["comm"]["sent"]["graph"] == 8 * 3 * n_r
+        assert a["comm"]["sent"]["sample_request"] > 0 and a["comm"]["received"]["sample_response"] > 0
+        assert a["comm"]["sent"].get("negative_filter_request", 0) > 0
+        assert b["comm"]["sent"].get("sample_request", 0) == 0
+
+
+def test_the_graph_store_is_chosen_by_size_and_the_option_honoured(cora_partition):
+    """auto: the whole topology while 16 E + 24 N bytes <= 1 GiB or one process, else the own part; 'own'
+    and 'whole' as asked; a typed folder opens whole and refuses 'own'; a bad value is one line."""
+    small = {"num_nodes": 1000, "num_edges": 10_000}
+    big = {"num_nodes": 10_000_000, "num_edges": WHOLE_TOPOLOGY_BYTES // 16}
+    assert choose_graph_store(small, 2)[0] == "whole"
+    kind, line = choose_graph_store(big, 2)
+    assert kind == "own" and line.startswith("graph store 'own': each rank holds its part only") and "\n" not in line
+    assert choose_graph_store(big, 1)[0] == "whole"
+    assert choose_graph_store(small, 2, "own")[0] == "own" and choose_graph_store(big, 4, "whole")[0] == "whole"
+    assert choose_graph_store({**big, "format_version": 2}, 2)[0] == "whole"
+    with pytest.raises(GnnscaleError, match=r"^graph_store='own' reads untyped folders \(format 1\) only"):
+        choose_graph_store({**small, "format_version": 2}, 2, "own")
+    with pytest.raises(GnnscaleError, match=r"^graph_store must be one of auto, own, whole; found 'mine'"):
+        choose_graph_store(small, 2, "mine")
