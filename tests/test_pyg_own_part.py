@@ -74,3 +74,12 @@ def test_the_graph_store_is_chosen_by_size_and_the_option_honoured(cora_partitio
         choose_graph_store({**small, "format_version": 2}, 2, "own")
     with pytest.raises(GnnscaleError, match=r"^graph_store must be one of auto, own, whole; found 'mine'"):
         choose_graph_store(small, 2, "mine")
+
+
+def test_graph_store_on_a_graph_in_memory_is_refused_in_one_line(cora):
+    """graph_store chooses how a folder's topology is held: given with a graph held in memory (no
+    parts_dir) it is refused before the group is joined, not ignored."""
+    from gnnscale.pyg import init_distributed
+
+    with pytest.raises(GnnscaleError, match=r"^graph_store='own' chooses how a partition folder's topology is held"):
+        init_distributed(cora, graph_store="own")

@@ -417,6 +417,10 @@ def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Pa
     """
     if graph_store not in GRAPH_STORES:
         choose_graph_store({}, 1, graph_store)  # the one line, before the group is joined
+    if graph_store != "auto" and isinstance(source, (Data, HeteroData)) and parts_dir is None:
+        raise SamplerError(f"graph_store={graph_store!r} chooses how a partition folder's topology is held; a graph "
+                           "in memory without parts_dir has none (every process holds it). Pass parts_dir=..., or "
+                           "leave graph_store out.")
     info = join_group(timeout=float(timeout))
     rank, world = info.rank, info.world_size
     mark_joined(world)  # this process's loaders, samplers and stores are the run's from here on
