@@ -1,7 +1,7 @@
 """The own-part graph store (gnnscale.pyg.own_part): each rank holds its part's topology only, the other
 parts' nodes sampled by their owners; its batches on 2 processes (gloo on 127.0.0.1, launch_local: free
-port, bounded waits) are the whole-topology store's, batch for batch (which are one process's:
-tests/test_pyg_distributed.py); the store chosen by size unless asked."""
+port, bounded waits) are the whole-topology store's, batch for batch, and one process's step for step;
+the store chosen by size unless asked."""
 from __future__ import annotations
 
 import shutil
@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from gnnscale.errors import GnnscaleError
+from gnnscale.pyg import NeighborLoader
 from gnnscale.process.launch import launch_local
 from gnnscale.pyg.own_part import WHOLE_TOPOLOGY_BYTES, choose_graph_store
 
@@ -31,7 +32,8 @@ def _host_folder(full: str, part: int, out: Path) -> str:
 def test_own_part_batches_are_the_whole_topology_batches(cora, cora_partition, tmp_path):
     """Rank r holds part r only (its own host folder): every node and link batch of 2 passes, field by
     field (n_id, edge_index, e_id, x, y, per-hop counts; pairs, labels, negatives), is the whole-topology
-    store's; the draws crossed the ranks (sample_request / sample_response bytes), the graph sent was the
+    store's, and each step's two batches together are one process's batch at twice the batch size (its
+    seeds in rank order, its edges); the draws crossed the ranks (sample_request / sample_response bytes), the graph sent was the
     parts' ids, masks and degrees (3 int64 per node), not their edges."""
     full = cora_partition(2)
     pairs = cora.edge_index[:, torch.arange(0, cora.edge_index.size(1), 37)]
@@ -57,6 +59,14 @@ def test_own_part_batches_are_the_whole_topology_batches(cora, cora_partition, t
         assert a["comm"]["sent"]["sample_request"] > 0 and a["comm"]["received"]["sample_response"] > 0
         assert a["comm"]["sent"].get("negative_filter_request", 0) > 0
         assert b["comm"]["sent"].get("sample_request", 0) == 0
+    # and so one process's: step k's two batches (rank order) are its batch k at twice the batch size
+    ref = NeighborLoader(cora, num_neighbors=FANOUTS, input_nodes=cora.train_mask, batch_size=32, shuffle=True, seed=7)
+    for ep, ref_pass in enumerate([list(ref) for _ in range(2)]):
+        for k, one in enumerate(ref_pass):
+            step = [b for r in range(2) for b in own[r]["nodes"][ep] if b["k"] == k and not b["repeat"]]
+            assert torch.equal(torch.cat([b["n_id"][:b["batch_size"]] for b in step]), one.n_id[:one.batch_size])
+            got = {(d, s_) for b in step for s_, d in zip(*b["n_id"][b["edge_index"]].tolist())}
+            assert got == set(zip(one.n_id[one.edge_index[1]].tolist(), one.n_id[one.edge_index[0]].tolist()))
 
 
 def test_the_graph_store_is_chosen_by_size_and_the_option_honoured(cora_partition):
