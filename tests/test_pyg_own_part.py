@@ -16,7 +16,7 @@ from gnnscale.pyg import NeighborLoader
 from gnnscale.process.launch import launch_local
 from gnnscale.pyg.own_part import WHOLE_TOPOLOGY_BYTES, choose_graph_store
 
-from pyg_workers import own_part_batches
+from pyg_workers import cora_batches
 
 FANOUTS = [5, 3]
 
@@ -38,8 +38,8 @@ def test_own_part_batches_are_the_whole_topology_batches(cora, cora_partition, t
     full = cora_partition(2)
     pairs = cora.edge_index[:, torch.arange(0, cora.edge_index.size(1), 37)]
     folders = [_host_folder(full, r, tmp_path / f"host{r}") for r in range(2)]
-    own = launch_local(own_part_batches, 2, args=(folders, FANOUTS, 16, 7, pairs, "own"), threads_per_worker=1)
-    whole = launch_local(own_part_batches, 2, args=(full, FANOUTS, 16, 7, pairs, "whole"), threads_per_worker=1)
+    own = launch_local(cora_batches, 2, args=(folders, FANOUTS, 16, 7, None, pairs, "own"), threads_per_worker=1)
+    whole = launch_local(cora_batches, 2, args=(full, FANOUTS, 16, 7, None, pairs, "whole"), threads_per_worker=1)
     for r in range(2):
         a, b = own[r], whole[r]
         assert (a["store"], b["store"]) == ("OwnPartGraphStore", "PartitionGraphStore")
