@@ -93,3 +93,25 @@ def test_graph_store_on_a_graph_in_memory_is_refused_in_one_line(cora):
 
     with pytest.raises(GnnscaleError, match=r"^graph_store='own' chooses how a partition folder's topology is held"):
         init_distributed(cora, graph_store="own")
+
+
+def test_own_part_store_in_one_process_gives_the_whole_stores_batches(cora_partition):
+    """One process (a one-part folder): PyG's own NodeLoader over (features, own-part graph) with
+    sampler_for yields the whole store's batches (n_id, edge_index, e_id, x); the cache's in-degree
+    order reads the own-part store's in-degrees, the whole store's."""
+    from torch_geometric.loader import NodeLoader
+
+    from gnnscale.process.comm import Communicator
+    from gnnscale.pyg import OwnPartGraphStore, PartitionFeatureStore, PartitionGraphStore, sampler_for
+
+    folder, comm = cora_partition(1), Communicator(0, 1)
+    got = []
+    for store in (OwnPartGraphStore, PartitionGraphStore):
+        graph = store(folder, comm)
+        features = PartitionFeatureStore(graph, comm)
+        loader = NodeLoader((features, graph), sampler_for((features, graph), FANOUTS, seed=3),
+                            input_nodes=features.mask_ids("train_mask"), batch_size=32)
+        got.append(([(b.n_id, b.edge_index, b.e_id, b.x) for b in loader], graph.in_degrees()))
+    (own, own_deg), (whole, whole_deg) = got
+    assert len(own) == len(whole) == 5 and torch.equal(own_deg, whole_deg)
+    assert all(torch.equal(a, b) for x, y in zip(own, whole) for a, b in zip(x, y))
