@@ -4,6 +4,7 @@ port, bounded waits) are the whole-topology store's, batch for batch, and one pr
 the store chosen by size unless asked."""
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import torch
 from gnnscale.errors import GnnscaleError
 from gnnscale.pyg import NeighborLoader
 from gnnscale.process.launch import launch_local
-from gnnscale.pyg.own_part import WHOLE_TOPOLOGY_BYTES, choose_graph_store
+from gnnscale.pyg.own_part import WHOLE_TOPOLOGY_BYTES, choose_graph_store, open_graph_store
 
 from pyg_workers import cora_batches
 
@@ -95,10 +96,11 @@ def test_graph_store_on_a_graph_in_memory_is_refused_in_one_line(cora):
         init_distributed(cora, graph_store="own")
 
 
-def test_own_part_store_in_one_process_gives_the_whole_stores_batches(cora_partition):
+def test_own_part_store_in_one_process_gives_the_whole_stores_batches(cora_partition, caplog):
     """One process (a one-part folder): PyG's own NodeLoader over (features, own-part graph) with
     sampler_for yields the whole store's batches (n_id, edge_index, e_id, x); the cache's in-degree
-    order reads the own-part store's in-degrees, the whole store's."""
+    order reads the own-part store's in-degrees, the whole store's. open_graph_store says its choice
+    in one log line."""
     from torch_geometric.loader import NodeLoader
 
     from gnnscale.process.comm import Communicator
@@ -113,5 +115,11 @@ def test_own_part_store_in_one_process_gives_the_whole_stores_batches(cora_parti
                             input_nodes=features.mask_ids("train_mask"), batch_size=32)
         got.append(([(b.n_id, b.edge_index, b.e_id, b.x) for b in loader], graph.in_degrees()))
     (own, own_deg), (whole, whole_deg) = got
+    with caplog.at_level(logging.INFO, logger="gnnscale.pyg"):
+        assert type(open_graph_store(folder, comm)).__name__ == "PartitionGraphStore"
+        assert type(open_graph_store(folder, comm, "own")).__name__ == "OwnPartGraphStore"
+    assert [r.getMessage() for r in caplog.records if r.name == "gnnscale.pyg"] == [
+        "gnnscale.pyg: graph store 'whole' (one process; graph_store='own' keeps each rank's part only)",
+        "gnnscale.pyg: graph store 'own' (as asked; the whole topology takes 0.00 GiB per rank)"]
     assert len(own) == len(whole) == 5 and torch.equal(own_deg, whole_deg)
     assert all(torch.equal(a, b) for x, y in zip(own, whole) for a, b in zip(x, y))
