@@ -13,7 +13,9 @@ collective bounded by it) and starts the engine's heartbeat (a collective that f
 silent rank and its last phase), then opens this rank's part: PyG stores over the folder
 (:mod:`gnnscale.pyg.stores`; rank r reads part r, the folder must hold exactly ``WORLD_SIZE``
 parts: all of them, or on several hosts meta.json and the parts of the host's ranks, the others'
-graphs then sent once by their owners). Given a ``Data`` and ``parts_dir``, rank 0 partitions it there first (the others wait,
+graphs then sent once by their owners to the whole-topology store; the own-part store,
+:mod:`gnnscale.pyg.own_part`, keeps part r's topology only: ``graph_store``, chosen by size and
+said in one line). Given a ``Data`` and ``parts_dir``, rank 0 partitions it there first (the others wait,
 bounded); a ``HeteroData`` and ``parts_dir`` likewise, and a typed folder opens as the typed stores of
 :mod:`gnnscale.pyg.typed_stores` (per node type and relation). Given a ``Data`` or a ``HeteroData``
 without a folder, every rank holds the graph in memory.
