@@ -194,7 +194,8 @@ def main(argv=None) -> dict:
               f"{'peak/share':>10} {'(peak-start)/share':>18}")
         mib = 1 << 20
         for row in rows:
-            print(f"{row['store']:6} {row['rank']:>4} {row['share']['total'] / mib:8.1f} {row['start_anon'] / mib:8.1f} "
+            print(f"{row['store']:6} {row['rank']:>4} {row['share']['total'] / mib:8.1f} "
+                  f"{row['start_anon'] / mib:8.1f} "
                   f"{row['opened_anon'] / mib:8.1f} {row['peak_anon'] / mib:8.1f} {row['vm_hwm'] / mib:8.1f} "
                   f"{row['peak_over_share']:10.2f} {row['growth_over_share']:18.2f}", flush=True)
     if "speed" in what:

@@ -34,8 +34,8 @@ def test_own_part_batches_are_the_whole_topology_batches(cora, cora_partition, t
     """Rank r holds part r only (its own host folder): every node and link batch of 2 passes, field by
     field (n_id, edge_index, e_id, x, y, per-hop counts; pairs, labels, negatives), is the whole-topology
     store's, and each step's two batches together are one process's batch at twice the batch size (its
-    seeds in rank order, its edges); the draws crossed the ranks (sample_request / sample_response bytes), the graph sent was the
-    parts' ids, masks and degrees (3 int64 per node), not their edges."""
+    seeds in rank order, its edges); the draws crossed the ranks (sample_request / sample_response
+    bytes), the graph sent was the parts' ids, masks and degrees (3 int64 per node), not their edges."""
     full = cora_partition(2)
     pairs = cora.edge_index[:, torch.arange(0, cora.edge_index.size(1), 37)]
     folders = [_host_folder(full, r, tmp_path / f"host{r}") for r in range(2)]
