@@ -11,8 +11,9 @@ fan-out and stream it draws, after the batch's pass and step, ``sample_request``
 answers with the counts, the neighbours (original ids) and the edges' ``e_id``
 (``sample_response``): the engine's distributed sampler exchange
 (:mod:`gnnscale.samplers.distributed`), on the same kernels with the same keys (seed, pass,
-step, hop and the node's original id), so every batch equals the whole-topology store's, which equals one process's (:mod:`gnnscale.pyg.steps`). Negatives that
-are edges are found by the owners of their destinations (:class:`gnnscale.samplers.link.EdgeFilter`).
+step, hop and the node's original id), so every batch equals the whole-topology store's, which
+equals one process's (:mod:`gnnscale.pyg.steps`). Negatives that are edges are found by the
+owners of their destinations (:class:`gnnscale.samplers.link.EdgeFilter`).
 
 Every hop is a collective: each rank runs the same exchanges per batch (a batch alone in its
 step runs the step's first hops with nothing to ask); the rank loaders give every rank the same
