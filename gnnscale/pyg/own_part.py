@@ -17,7 +17,8 @@ owners of their destinations (:class:`gnnscale.samplers.link.EdgeFilter`).
 
 Every hop is a collective: each rank runs the same exchanges per batch (a batch alone in its
 step runs the step's first hops with nothing to ask); the rank loaders give every rank the same
-number of batches. Per-host folders: a rank reads its own part only, nothing else is sent.
+number of batches. Per-host folders: a rank reads its own part only; of the others it gets their
+ids, split masks and in-degrees (3 int64 per node, once), never their edges.
 
 :func:`open_graph_store` picks the store (``graph_store="auto"``: the whole topology while its
 arrays take at most :data:`WHOLE_TOPOLOGY_BYTES`, else the own part) and says which in one line.
