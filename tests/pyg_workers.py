@@ -10,23 +10,27 @@ def _node(b, k, loader) -> dict:
                 nsn=list(b.num_sampled_nodes), nse=list(b.num_sampled_edges))
 
 
-def cora_batches(parts_dir, fanouts, batch_size: int, seed: int, host_reads, link_pairs) -> dict:
+def cora_batches(parts_dir, fanouts, batch_size: int, seed: int, host_reads, link_pairs,
+                 graph_store: str = "auto") -> dict:
     """Two passes of this rank's node batches of the training split and one of link batches.
-    ``parts_dir``: the folder, or one per rank (per-host folders)."""
+    ``parts_dir``: the folder, or one per rank (per-host folders); ``graph_store``: init_distributed's."""
     import os
 
     from gnnscale.pyg import init_distributed
 
     if isinstance(parts_dir, (list, tuple)):
         parts_dir = parts_dir[int(os.environ["RANK"])]
-    run = init_distributed(parts_dir, timeout=60, host_reads=host_reads)
+    run = init_distributed(parts_dir, timeout=60, host_reads=host_reads, graph_store=graph_store)
     loader = run.node_loader(fanouts, "train", batch_size=batch_size, shuffle=True, seed=seed)
     nodes = [[_node(b, k, loader) for k, b in enumerate(loader)] for _ in range(2)]
     links = run.link_loader(fanouts, link_pairs, neg_sampling_ratio=2.0, batch_size=64, shuffle=True, seed=seed)
     link = [dict(k=k, repeat=links.batch_sampler.is_repeat(k), n_id=b.n_id, eli=b.n_id[b.edge_label_index],
-                 label=b.edge_label, input_id=b.input_id) for k, b in enumerate(links)]
+                 label=b.edge_label, input_id=b.input_id, edge_index=b.edge_index, e_id=b.e_id)
+            for k, b in enumerate(links)]
+    whole = hasattr(run.graph_store, "coo_of")  # the own-part store has no whole edge_index
     out = dict(nodes=nodes, links=link, comm=run.comm.stats.snapshot(), rows=dict(run.feature_store.stats),
-               coo=run.graph_store.coo_of(), world=run.world_size)
+               coo=run.graph_store.coo_of() if whole else None, world=run.world_size,
+               store=type(run.graph_store).__name__)
     run.close()
     return out
 
@@ -157,3 +161,4 @@ class OwnerSends:
         assert category == "graph" and send[1].numel() == 0
         self.rounds += 1
         return [send[0], self.packed[(self.rounds - 1) * self.chunk:self.rounds * self.chunk]]
+

@@ -13,7 +13,9 @@ collective bounded by it) and starts the engine's heartbeat (a collective that f
 silent rank and its last phase), then opens this rank's part: PyG stores over the folder
 (:mod:`gnnscale.pyg.stores`; rank r reads part r, the folder must hold exactly ``WORLD_SIZE``
 parts: all of them, or on several hosts meta.json and the parts of the host's ranks, the others'
-graphs then sent once by their owners). Given a ``Data`` and ``parts_dir``, rank 0 partitions it there first (the others wait,
+graphs then sent once by their owners to the whole-topology store; the own-part store,
+:mod:`gnnscale.pyg.own_part`, keeps part r's topology only: ``graph_store``, chosen by size and
+said in one line). Given a ``Data`` and ``parts_dir``, rank 0 partitions it there first (the others wait,
 bounded); a ``HeteroData`` and ``parts_dir`` likewise, and a typed folder opens as the typed stores of
 :mod:`gnnscale.pyg.typed_stores` (per node type and relation). Given a ``Data`` or a ``HeteroData``
 without a folder, every rank holds the graph in memory.
@@ -46,6 +48,7 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkLoader, NodeLoader
 
 from gnnscale.errors import PartitionError, RuntimeSetupError, SamplerError
+from gnnscale.partitioning.manifest import load_meta
 from gnnscale.process.comm import Communicator
 from gnnscale.process.groups import init_distributed as join_group
 from gnnscale.process.groups import shutdown_distributed
@@ -53,9 +56,10 @@ from gnnscale.process.health import Health
 from gnnscale.pyg.dropout import BatchKeys, set_batch
 from gnnscale.pyg.hetero import HeteroGnnscaleSampler
 from gnnscale.pyg.loaders import MaskInputId, check_seeds, given_as_mask
+from gnnscale.pyg.own_part import GRAPH_STORES, choose_graph_store, open_graph_store
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.steps import StepBook
-from gnnscale.pyg.stores import PartitionFeatureStore, PartitionGraphStore, sampler_for
+from gnnscale.pyg.stores import PartitionFeatureStore, sampler_for
 from gnnscale.pyg.typed_stores import (TypedPartitionFeatureStore, TypedPartitionGraphStore, hetero_digest,
                                        is_partition_of, is_typed_folder, is_typed_stores)
 from gnnscale.pyg.world import mark_joined
@@ -393,7 +397,7 @@ def _wait_for(path: Path, timeout: float) -> None:
 
 def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Path | None = None,
                      timeout: float = 300.0, host_reads: bool | None = None, cache_rows: int = 0,
-                     method: str = "metis") -> DistRun:
+                     method: str = "metis", graph_store: str = "auto") -> DistRun:
     """Join the run (torchrun's environment; one process without it) and open this rank's data.
 
     Args:
@@ -408,7 +412,17 @@ def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Pa
         host_reads, cache_rows: of :class:`gnnscale.pyg.stores.PartitionFeatureStore` (a typed folder:
             :class:`gnnscale.pyg.typed_stores.TypedPartitionFeatureStore`).
         method: the partitioner when ``source`` is a Data or HeteroData to partition.
+        graph_store: ``"own"`` (each rank holds its part's topology only, the other parts' nodes
+            sampled by their owners: :mod:`gnnscale.pyg.own_part`), ``"whole"`` (every rank the whole
+            topology) or ``"auto"`` (whole while it takes at most 1 GiB, said in one line; typed
+            folders: whole). The batches are the same.
     """
+    if graph_store not in GRAPH_STORES:
+        choose_graph_store({}, 1, graph_store)  # the one line, before the group is joined
+    if graph_store != "auto" and isinstance(source, (Data, HeteroData)) and parts_dir is None:
+        raise SamplerError(f"graph_store={graph_store!r} chooses how a partition folder's topology is held; a graph "
+                           "in memory without parts_dir has none (every process holds it). Pass parts_dir=..., or "
+                           "leave graph_store out.")
     info = join_group(timeout=float(timeout))
     rank, world = info.rank, info.world_size
     mark_joined(world)  # this process's loaders, samplers and stores are the run's from here on
@@ -420,8 +434,6 @@ def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Pa
         folder = Path(parts_dir)
         meta = folder / "meta.json"
         if rank == 0:
-            from gnnscale.partitioning.manifest import load_meta
-
             old = load_meta(folder) if meta.is_file() else {}
             typed = {"content_digest": hetero_digest(source)} if isinstance(source, HeteroData) else None
             if typed is not None:  # a typed folder of this graph's content
@@ -443,12 +455,13 @@ def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Pa
             raise PartitionError(f"{folder} is not a partition folder (no meta.json); partition the graph first "
                                  "(gnnscale partition ... or gnnscale.partitioning.partition_graph).")
     if is_typed_folder(folder):  # a HeteroData's: per node type and relation
+        choose_graph_store(load_meta(folder), world, graph_store)  # 'own': refused in one line
         typed_graph = TypedPartitionGraphStore(folder, comm)  # parts this host lacks: from their owners
         if isinstance(source, HeteroData):
             typed_graph.name_edges(source)  # e_id: the columns of its relations' edge_index
         typed_features = TypedPartitionFeatureStore(typed_graph, comm, host_reads=host_reads, cache_rows=cache_rows)
         return DistRun(rank, world, comm, health, (typed_features, typed_graph), timeout,
                        masks=typed_features.mask_ids)
-    graph = PartitionGraphStore(folder, comm)  # parts this host lacks: from their owners
+    graph = open_graph_store(folder, comm, graph_store)  # whole: the parts this host lacks from their owners
     features = PartitionFeatureStore(graph, comm, host_reads=host_reads, cache_rows=cache_rows)
     return DistRun(rank, world, comm, health, (features, graph), timeout, masks=features.mask_ids)

@@ -230,18 +230,37 @@ class GnnscaleSampler(BaseSampler):
             self._level = torch.full((self.num_nodes,), -1, dtype=torch.int8)
         ids = frontier = torch.unique(seeds)
         self._level[ids] = 0
-        for hop, fanout in enumerate(self.fanouts[:-1]):
-            key = stream_key(self.seed, epoch, step, 0, hop)
-            nbrs = self.kernels.sample(self.indptr, self.indices, frontier, frontier, fanout, key, **self.variant)[1]
+        for hop in range(len(self.fanouts) - 1):
+            nbrs = self._draw([(hop, frontier, frontier)], epoch, step, edges=False)[0][1]
             grown, _ = self.kernels.relabel(ids, nbrs)
             frontier, ids = grown[ids.numel():], grown
             self._level[frontier] = hop + 1
         return ids
 
+    def _draw(self, groups: list[tuple[int, torch.Tensor, torch.Tensor]], epoch: int, step: int,
+              edges: bool = True) -> list[tuple[torch.Tensor, ...]]:
+        """The draws of ``groups``, each ``(level, at, ids)``: up to hop ``level``'s fan-out of in-neighbours
+        of nodes ``at`` (int64 [k] original ids) with hop ``level``'s stream, node ``i`` keyed by ``ids[i]``:
+        per group ``(counts int64 [k], nbrs int64 [M] original ids, edge ids int64 [M] (``e_id``) or None
+        without ``edges``)``. The graph store's hook: :class:`gnnscale.pyg.own_part.OwnPartSampler` has
+        the owners draw them (one exchange for every group)."""
+        out = []
+        for level, at, ids in groups:  # at most len(fanouts) groups: one kernel call each
+            key = stream_key(self.seed, epoch, step, 0, level)
+            if not edges:
+                out.append(tuple(self.kernels.sample(self.indptr, self.indices, at, ids, self.fanouts[level], key,
+                                                     **self.variant)[:2]) + (None,))
+                continue
+            counts, nb, pos = self.kernels.sample(self.indptr, self.indices, at, ids, self.fanouts[level], key,
+                                                  return_edges=True, **self.variant)
+            # numpy's take: faster than torch indexing at these sizes on the CPU (benchmarks/pyg_loader.py)
+            out.append((counts, nb, torch.from_numpy(np.take(self.perm.numpy(), pos.numpy()))))
+        return out
+
     def _hop(self, frontier: torch.Tensor, hop: int, epoch: int, step: int,
              levels: bool) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
         """(dst int64 [M] (numpy): each drawn edge's destination, an index into ``frontier``;
-        nbrs int64 [M]; CSC positions int64 [M]) of hop ``hop``'s draws for ``frontier`` (draw ids:
+        nbrs int64 [M]; edge ids int64 [M]) of hop ``hop``'s draws for ``frontier`` (draw ids:
         original ids, or ``tree * N + node`` when disjoint).
 
         With ``levels`` (the global step's first hops in ``self._level``: :meth:`_levels`), a node the whole step
@@ -258,11 +277,10 @@ class GnnscaleSampler(BaseSampler):
         groups = [(hop, None)] if lv is None else [(int(l), torch.nonzero(lv == l).flatten())
                                                    for l in torch.unique(lv).tolist()]
         dsts, nbrs, edges = [], [], []
-        for level, sel in groups:  # at most len(fanouts) groups: one kernel call each
-            key = stream_key(self.seed, epoch, step, 0, level)
+        drawn = self._draw([(level, at, frontier) if sel is None else (level, at[sel], frontier[sel])
+                            for level, sel in groups], epoch, step)
+        for (level, sel), (counts, nb, ed) in zip(groups, drawn):  # at most len(fanouts) groups
             f_at, f_ids = (at, frontier) if sel is None else (at[sel], frontier[sel])
-            counts, nb, ed = self.kernels.sample(self.indptr, self.indices, f_at, f_ids, self.fanouts[level], key,
-                                                 return_edges=True, **self.variant)
             if self.disjoint:  # a neighbour joins its destination's tree
                 nb = nb + torch.from_numpy(np.repeat((f_ids - f_at).numpy(), counts.numpy()))
             # numpy's repeat: several times faster than torch's repeat_interleave at these sizes
@@ -315,9 +333,7 @@ class GnnscaleSampler(BaseSampler):
         finally:
             if reached is not None:
                 self._level[reached] = -1
-        # numpy's take: faster than torch indexing at these sizes on the CPU (benchmarks/pyg_loader.py)
-        edge = torch.from_numpy(np.take(self.perm.numpy(), torch.cat(pos).numpy())) if pos else \
-            torch.empty(0, dtype=torch.int64)
+        edge = torch.cat(pos) if pos else torch.empty(0, dtype=torch.int64)  # e_id (_draw)
         cat = (lambda t: torch.cat(t)) if rows else (lambda t: torch.empty(0, dtype=torch.int64))
         if self.disjoint:
             node, batch = ids % n, torch.div(ids, n, rounding_mode="floor")
@@ -377,7 +393,12 @@ class GnnscaleSampler(BaseSampler):
             self._filter = EdgeFilter(self.indptr, self.indices, num_nodes=self.num_nodes)
         return self._filter
 
-    def _draw(self, count: int, weight: torch.Tensor | None, gen: torch.Generator) -> torch.Tensor:
+    def _any(self, flag: bool) -> bool:
+        """Whether ``flag`` holds anywhere: here, this process (a store whose edge filter asks the owners,
+        :class:`gnnscale.pyg.own_part.OwnPartSampler`, asks every rank: its redraws stay in step)."""
+        return flag
+
+    def _draw_nodes(self, count: int, weight: torch.Tensor | None, gen: torch.Generator) -> torch.Tensor:
         if weight is None:
             return torch.randint(0, self.num_nodes, (count,), generator=gen, dtype=torch.int64)
         return torch.multinomial(weight.to(torch.float64), count, replacement=True, generator=gen)
@@ -390,19 +411,19 @@ class GnnscaleSampler(BaseSampler):
         gen = NegativeSampler(self.num_nodes, seed=self.seed).generator(epoch, step, 0)
         if neg.is_binary():
             q = math.ceil(src.numel() * neg.amount)
-            s, d = self._draw(q, neg.src_weight, gen), self._draw(q, neg.dst_weight, gen)
+            s, d = self._draw_nodes(q, neg.src_weight, gen), self._draw_nodes(q, neg.dst_weight, gen)
         else:
             q = src.numel() * int(neg.amount)
             s = src.repeat(int(neg.amount)) if self.disjoint else src.repeat_interleave(int(neg.amount))
-            d = self._draw(q, neg.dst_weight, gen)
+            d = self._draw_nodes(q, neg.dst_weight, gen)
         has = self.edge_filter().has_edge
         bad = torch.nonzero(has(s, d)).flatten()
         for _ in range(MAX_REDRAWS):
-            if bad.numel() == 0:
+            if not self._any(bad.numel() > 0):
                 break
             if neg.is_binary():
-                s[bad] = self._draw(bad.numel(), neg.src_weight, gen)
-            d[bad] = self._draw(bad.numel(), neg.dst_weight, gen)
+                s[bad] = self._draw_nodes(bad.numel(), neg.src_weight, gen)
+            d[bad] = self._draw_nodes(bad.numel(), neg.dst_weight, gen)
             bad = bad[has(s[bad], d[bad])]
         return s, d
 

@@ -276,6 +276,10 @@ class PartitionGraphStore(ReadOnlyEdges, GraphStore):
         """(indptr, indices, perm) over original ids (the sampler's input)."""
         return self.indptr, self.indices, self.perm
 
+    def in_degrees(self) -> torch.Tensor:
+        """int64 [N] every node's in-degree, by original id."""
+        return self.indptr[1:] - self.indptr[:-1]
+
     def coo_of(self, edge_type: Any = None) -> torch.Tensor:
         """int64 [2, E] (source, target) original ids, column ``e_id`` the edge ``e_id`` names when the
         folder has no ``edge_ids.npy`` (else in CSC order; ``perm`` names each column)."""
@@ -300,7 +304,8 @@ class PartitionFeatureStore(ReadOnlyRows, FeatureStore):
     """``x`` (float32 [N, F]) and ``y`` rows of original ids for rank ``comm.rank`` (module docstring).
 
     Args:
-        graph: the folder's :class:`PartitionGraphStore` (id maps, book; built with ``comm`` it
+        graph: the folder's :class:`PartitionGraphStore` or
+            :class:`gnnscale.pyg.own_part.OwnPartGraphStore` (id maps, book; built with ``comm`` it
             knows which parts every rank's folder holds).
         comm: this rank's :class:`gnnscale.process.comm.Communicator` (rank r reads part r).
         host_reads: read other parts' rows from the folder (default: those of the parts this
@@ -335,7 +340,7 @@ class PartitionFeatureStore(ReadOnlyRows, FeatureStore):
         if complete:
             self.y_all = torch.cat([self.y_local if k == rank else self.y_host[k] for k in range(world)])
         if cache_rows:
-            deg = graph.indptr[1:] - graph.indptr[:-1]
+            deg = graph.in_degrees()
             held = torch.zeros(world, dtype=torch.bool)
             held[[rank, *read]] = True
             remote = torch.nonzero(~held[graph.book.owner(graph.new_of_old)]).flatten()  # original ids
@@ -415,6 +420,8 @@ def sampler_for(data: Any, num_neighbors: Any, seed: int = 0, replace: bool = Fa
         raise SamplerError(f"gnnscale.pyg samples a Data, a HeteroData or (FeatureStore, GraphStore); found "
                            f"{type(data).__name__}. Pass one of those.")
     fs, gs = data
+    if callable(getattr(gs, "owner_sampler", None)):  # each rank its own part (gnnscale.pyg.own_part)
+        return gs.owner_sampler(check_num_neighbors(num_neighbors), seed=seed, replace=replace, backend=backend)
     if isinstance(gs, PartitionGraphStore):
         return GnnscaleSampler(None, gs.num_nodes, check_num_neighbors(num_neighbors), seed=seed, replace=replace,
                                backend=backend, csc=gs.csc())

@@ -1,0 +1,327 @@
+"""A PyG graph store that holds only this rank's part, and the sampler that asks the owners.
+
+:class:`PartitionGraphStore` (the whole-topology store) gives every rank the whole CSC: fast
+(every draw is local) but ``16 E`` bytes per rank. :class:`OwnPartGraphStore` keeps rank r's
+part only (its in-edges, ``8 E_r`` bytes, sources as original ids) and the id maps every rank
+needs for PyG's original ids (``16 N`` bytes: ``new_of_old``, ``old_of_new``; the in-degrees,
+``4 N``). :class:`OwnPartSampler` is :class:`gnnscale.pyg.sampler.GnnscaleSampler` with its
+draws (:meth:`~gnnscale.pyg.sampler.GnnscaleSampler._draw`) made by the nodes' owners: every hop
+sends each frontier node to its owner (one ``int64`` per node: its stream key and the hop whose
+fan-out and stream it draws, after the batch's pass and step, ``sample_request``) and the owner
+answers with the counts, the neighbours (original ids) and the edges' ``e_id``
+(``sample_response``): the engine's distributed sampler exchange
+(:mod:`gnnscale.samplers.distributed`), on the same kernels with the same keys (seed, pass,
+step, hop and the node's original id), so every batch equals the whole-topology store's, which
+equals one process's (:mod:`gnnscale.pyg.steps`). Negatives that are edges are found by the
+owners of their destinations (:class:`gnnscale.samplers.link.EdgeFilter`).
+
+Every hop is a collective: each rank runs the same exchanges per batch (a batch alone in its
+step runs the step's first hops with nothing to ask); the rank loaders give every rank the same
+number of batches. Per-host folders: a rank reads its own part only; of the others it gets their
+ids, split masks and in-degrees (3 int64 per node, once), never their edges.
+
+:func:`open_graph_store` picks the store (``graph_store="auto"``: the whole topology while its
+arrays take at most :data:`WHOLE_TOPOLOGY_BYTES`, else the own part) and says which in one line.
+Typed folders (format 2) open whole; ``graph_store="own"`` on them is refused in one line.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch_geometric.data import GraphStore
+from torch_geometric.data.graph_store import EdgeAttr
+
+from gnnscale.errors import PartitionError, SamplerError
+from gnnscale.partitioning.book import PartitionBook
+from gnnscale.partitioning.manifest import load_meta, part_dir_name
+from gnnscale.partitioning.routing import Route
+from gnnscale.partitioning.validate import load_array
+from gnnscale.pyg.sampler import GnnscaleSampler
+from gnnscale.pyg.stores import (_SPLITS, PartitionGraphStore, ReadOnlyEdges, _check_world, _meta_digest,
+                                 present_parts, require_graph_files)
+from gnnscale.samplers.link import EdgeFilter
+from gnnscale.samplers.rng import stream_key
+
+log = logging.getLogger("gnnscale.pyg")
+
+GRAPH_STORES = ("auto", "own", "whole")
+WHOLE_TOPOLOGY_BYTES = 1 << 30
+"""``graph_store="auto"`` keeps the whole topology on every rank while its arrays (``16 E + 24 N``
+bytes: sources and edge ids per edge, pointers and both id maps per node) take at most this (1 GiB):
+its draws are local, the own part's cross the network."""
+
+
+def whole_topology_bytes(meta: dict) -> int:
+    """Bytes of the whole-topology store's arrays for a folder's meta.json (``16 E + 24 N``)."""
+    return 16 * int(meta["num_edges"]) + 24 * int(meta["num_nodes"])
+
+
+def choose_graph_store(meta: dict, world: int, graph_store: str = "auto") -> tuple[str, str]:
+    """(``"own"`` or ``"whole"``, the one line saying why) for a folder's meta.json on ``world`` ranks."""
+    if graph_store not in GRAPH_STORES:
+        raise SamplerError(f"graph_store must be one of {', '.join(GRAPH_STORES)}; found {graph_store!r}. Pass "
+                           "graph_store='own' (each rank its part), 'whole' (every rank the whole topology) or 'auto'.")
+    typed = int(meta.get("format_version", 1)) != 1 or bool(meta.get("typed"))
+    if typed and graph_store == "own":
+        raise PartitionError("graph_store='own' reads untyped folders (format 1) only, not yet typed ones; this folder "
+                             "is typed. Pass graph_store='whole' (or 'auto') for a typed folder.")
+    size = whole_topology_bytes(meta)
+    gib = f"{size / (1 << 30):.2f} GiB"
+    if typed:
+        return "whole", "graph store 'whole': a typed folder (every rank holds the whole topology)"
+    if graph_store != "auto":
+        return graph_store, (f"graph store {graph_store!r} (as asked; the whole topology takes {gib} per rank)")
+    if world == 1 or size <= WHOLE_TOPOLOGY_BYTES:
+        why = "one process" if world == 1 else f"the whole topology takes {gib} <= {WHOLE_TOPOLOGY_BYTES >> 30} GiB"
+        return "whole", f"graph store 'whole' ({why}; graph_store='own' keeps each rank's part only)"
+    return "own", (f"graph store 'own': each rank holds its part only (the whole topology would take {gib} > "
+                   f"{WHOLE_TOPOLOGY_BYTES >> 30} GiB per rank; graph_store='whole' keeps it all)")
+
+
+def open_graph_store(folder: str | Path, comm, graph_store: str = "auto"):
+    """The untyped folder's graph store chosen by :func:`choose_graph_store`, said in one line (log info)."""
+    kind, line = choose_graph_store(load_meta(Path(folder)), comm.world_size, graph_store)
+    if comm.rank == 0:
+        log.info("gnnscale.pyg: %s", line)
+    return OwnPartGraphStore(folder, comm) if kind == "own" else PartitionGraphStore(folder, comm)
+
+
+def _reorder(counts: torch.Tensor, values: list[torch.Tensor], inv: torch.Tensor
+             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Segments put in another order: segment ``j`` of the result is segment ``inv[j]`` of ``values``
+    (each cut by ``counts`` int64 [k])."""
+    starts = torch.cumsum(counts, 0) - counts
+    c = counts[inv]
+    total = int(c.sum())
+    at = torch.cumsum(c, 0) - c
+    idx = torch.repeat_interleave(starts[inv] - at, c, output_size=total) + torch.arange(total)
+    return c, [v[idx] for v in values]
+
+
+class OwnPartGraphStore(ReadOnlyEdges, GraphStore):
+    """Rank r's part of a partition folder (format 1) in original ids (see the module's docstring).
+
+    Args:
+        parts_dir: the folder: every part, or meta.json and this host's parts (only part r is read).
+        comm: this rank's :class:`gnnscale.process.comm.Communicator` (rank p owns part p). The ranks
+            tell each other which parts their folders hold (one ``control`` gather, with meta.json's
+            digest) and send every other rank their part's original ids, split masks and in-degrees
+            once (``3 n_r`` int64 each, bytes under ``graph``).
+
+    Attributes:
+        meta, book, num_nodes, new_of_old / old_of_new (int64 [N]), hosts, as
+        :class:`~gnnscale.pyg.stores.PartitionGraphStore`; rank, offset; indptr int64 [n_r + 1] and
+        indices int64 [E_r] (original source ids): the CSC of part r's nodes (rows: new id - offset),
+        each node's in-edges by original source id; edge_ids int64 [E_r] (the folder's
+        ``edge_ids.npy``) or edge_start int64 [n_r] (each node's first edge in the whole store's
+        original-id CSC: ``e_id`` = it + the position in the node's in-edges).
+    """
+
+    def __init__(self, parts_dir: str | Path, comm) -> None:
+        super().__init__()
+        self.parts_dir = Path(parts_dir)
+        self.meta = meta = load_meta(self.parts_dir)
+        if int(meta.get("format_version", 1)) != 1 or meta.get("typed"):
+            raise PartitionError(f"OwnPartGraphStore reads untyped folders (format 1) only, not yet typed ones; "
+                                 f"{parts_dir} holds a typed graph. Open it with graph_store='whole'.")
+        self.comm = comm
+        P = int(meta["num_parts"])
+        rank, world = comm.rank, comm.world_size
+        _check_world(P, world, self.parts_dir)
+        self.book = PartitionBook(meta["offsets"])
+        n_all = self.num_nodes = int(self.book.num_nodes)
+        self.rank, self.offset = rank, int(self.book.offsets[rank])
+        here = present_parts(self.parts_dir, meta)
+        self.hosts: list[frozenset[int]] | None = None
+        if world > 1:
+            got = comm.all_gather_object((here, _meta_digest(meta)), "control")
+            other = [r for r, (_, d) in enumerate(got) if d != got[0][1]]
+            if other:
+                raise PartitionError(f"rank {other[0]}'s partition folder holds another meta.json than rank 0's "
+                                     "(another partition); copy one partition's meta.json and parts to every host.")
+            self.hosts = [frozenset(h) for h, _ in got]
+            lost = [r for r, h in enumerate(self.hosts) if r not in h]
+            if lost:
+                raise PartitionError(f"rank {lost[0]}'s partition folder lacks its own part ({part_dir_name(lost[0])}, "
+                                     "or one of its files); rank r opens part r: copy meta.json and the parts of a "
+                                     "host's ranks to that host's folder.")
+        pdir = self.parts_dir / part_dir_name(rank)
+        require_graph_files(pdir, ("indptr.npy", "indices.npy", "orig_ids.npy"), "the own-part graph store")
+        n = self.book.part_size(rank)
+        self.indptr = torch.from_numpy(load_array(pdir / "indptr.npy", np.int64, (n + 1,), mmap=False))
+        orig = load_array(pdir / "orig_ids.npy", np.int64, (n,), mmap=False)
+        bits = np.zeros(n, dtype=np.int64)
+        for i, name in enumerate(_SPLITS):
+            bits |= load_array(pdir / f"{name}.npy", np.bool_, (n,), mmap="r").astype(np.int64) << i
+        mine = torch.from_numpy(np.concatenate([orig, bits, np.diff(self.indptr.numpy())]))
+        packs = comm.exchange([mine] * world, "graph") if world > 1 else [mine]
+        sizes = [self.book.part_size(p) for p in range(P)]
+        bad = [p for p in range(P) if packs[p].numel() != 3 * sizes[p]]
+        if bad:
+            raise PartitionError(f"part {bad[0]}'s ids as sent by its owner hold {packs[bad[0]].numel()} values, "
+                                 f"expected 3 * {sizes[bad[0]]}; the hosts' folders are not one partition: copy it "
+                                 "again.")
+        self.old_of_new = torch.cat([packs[p][:sizes[p]] for p in range(P)])
+        self._bits = [packs[p][sizes[p]:2 * sizes[p]].to(torch.int8) for p in range(P)]
+        deg_new = torch.cat([packs[p][2 * sizes[p]:] for p in range(P)])
+        del packs, mine
+        self.new_of_old = torch.empty_like(self.old_of_new)
+        self.new_of_old[self.old_of_new] = torch.arange(n_all)
+        deg = deg_new[self.new_of_old]  # by original id
+        del deg_new
+        self.degree = deg.to(torch.int32)
+        self.edge_ids = self.edge_start = None
+        if (pdir / "edge_ids.npy").is_file():
+            self.edge_ids = torch.from_numpy(load_array(pdir / "edge_ids.npy", np.int64, (None,), mmap=False))
+        else:  # the whole store's e_id: the position in the original-id CSC
+            start = torch.cumsum(deg, 0)
+            start -= deg
+            self.edge_start = start[torch.from_numpy(orig)]
+            del start
+        del deg
+        src = load_array(pdir / "indices.npy", np.int64, (int(self.indptr[-1]),), mmap="r")
+        self.indices = torch.from_numpy(np.take(self.old_of_new.numpy(), src))  # original source ids
+        del src
+
+    def in_degrees(self) -> torch.Tensor:
+        """int64 [N] every node's in-degree, by original id."""
+        return self.degree.to(torch.int64)
+
+    def split_mask(self, part: int, name: str) -> np.ndarray:
+        """bool [n_part] ``name`` (``train_mask``, ``val_mask``, ``test_mask``) of part ``part``, as its owner
+        sent it."""
+        return ((self._bits[part] >> _SPLITS.index(name)) & 1).to(torch.bool).numpy()
+
+    def owner_sampler(self, fanouts: list[int], seed: int = 0, replace: bool = False,
+                      backend: str = "auto") -> "OwnPartSampler":
+        """The sampler of this store (:func:`gnnscale.pyg.sampler_for` calls it)."""
+        return OwnPartSampler(self, fanouts, seed=seed, replace=replace, backend=backend)
+
+    def _get_edge_index(self, edge_attr: EdgeAttr):
+        raise PartitionError("an OwnPartGraphStore holds only its own part's in-edges, not the whole edge_index; "
+                             "sample it with gnnscale.pyg.sampler_for, or open the folder with graph_store='whole'.")
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        return [EdgeAttr(None, "coo", size=(self.num_nodes, self.num_nodes))]
+
+
+class _OwnerEdges:
+    """``has_edge(src, dst)`` over original ids, each pair answered by its destination's owner (collective)."""
+
+    def __init__(self, graph: OwnPartGraphStore) -> None:
+        self.graph = graph
+        self.filter = EdgeFilter(graph.indptr, graph.indices, book=graph.book, comm=graph.comm,
+                                 num_nodes=graph.num_nodes)
+
+    def has_edge(self, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+        return self.filter.has_edge(src, self.graph.new_of_old[dst])
+
+
+class OwnPartSampler(GnnscaleSampler):
+    """:class:`~gnnscale.pyg.sampler.GnnscaleSampler` over an :class:`OwnPartGraphStore`: every draw is
+    its node owner's (module docstring); the batches are the whole-topology store's. A collective:
+    every rank samples the same number of batches."""
+
+    def __init__(self, graph: OwnPartGraphStore, fanouts: list[int], seed: int = 0, replace: bool = False,
+                 backend: str = "auto") -> None:
+        super().__init__(None, graph.num_nodes, fanouts, seed=seed, replace=replace, backend=backend,
+                         csc=(graph.indptr, graph.indices, None))
+        self.graph = graph
+        self.comm = graph.comm
+
+    def edge_filter(self) -> _OwnerEdges:
+        if self._filter is None:
+            self._filter = _OwnerEdges(self.graph)
+        return self._filter
+
+    def _any(self, flag: bool) -> bool:
+        if self.comm.world_size == 1:
+            return flag
+        return bool(self.comm.all_reduce(torch.tensor([int(flag)], dtype=torch.int64), op="max")[0])
+
+    def sample(self, seeds, epoch, step, others=None, trees=None):
+        # a batch alone in its step runs the step's first hops too, asking nothing: the ranks' exchanges stay in step
+        if not self.disjoint and (others is None or not others.numel()) and any(f != -1 for f in self.fanouts):
+            for hop in range(len(self.fanouts) - 1):
+                self._draw([], epoch, step, edges=False)
+        return super().sample(seeds, epoch, step, others=others, trees=trees)
+
+    def _serve(self, q: torch.Tensor, epoch: int, step: int, edges: bool) -> tuple[torch.Tensor, ...]:
+        """(counts int64 [m], nbrs, edge ids or None) of requests ``q`` int64 [m] (``key * L + level``,
+        ``key``: the node's draw id, its original id or ``tree * N + node``) of nodes this rank owns."""
+        g, L, N = self.graph, len(self.fanouts), self.num_nodes
+        level, key = q % L, torch.div(q, L, rounding_mode="floor")
+        rows = g.new_of_old[key % N] - g.offset
+        parts = torch.unique(level).tolist() if q.numel() else [0]
+        sels = [None] if len(parts) == 1 else [torch.nonzero(level == lv).flatten() for lv in parts]
+        counts_l, nbrs_l, eids_l = [], [], []
+        for lv, sel in zip(parts, sels):  # at most L levels: one kernel call each
+            r, k = (rows, key) if sel is None else (rows[sel], key[sel])
+            out = self.kernels.sample(g.indptr, g.indices, r, k, self.fanouts[lv],
+                                      stream_key(self.seed, epoch, step, 0, lv), return_edges=edges, **self.variant)
+            counts_l.append(out[0])
+            nbrs_l.append(out[1])
+            if edges:
+                pos = out[2]
+                if g.edge_ids is not None:
+                    eids_l.append(g.edge_ids[pos])
+                else:
+                    at = torch.repeat_interleave(r, out[0], output_size=pos.numel())
+                    eids_l.append(g.edge_start[at] + (pos - g.indptr[at]))
+        if len(parts) == 1:
+            return counts_l[0], nbrs_l[0], (eids_l[0] if edges else None)
+        inv = torch.argsort(torch.cat(sels))
+        vals = [torch.cat(nbrs_l)] + ([torch.cat(eids_l)] if edges else [])
+        counts, vals = _reorder(torch.cat(counts_l), vals, inv)
+        return counts, vals[0], (vals[1] if edges else None)
+
+    def _draw(self, groups, epoch, step, edges=True):
+        """The owners' draws of ``groups`` (see :meth:`GnnscaleSampler._draw`): one request and one response
+        exchange for every group together (collective; ``groups`` may be empty)."""
+        g, comm, L = self.graph, self.comm, len(self.fanouts)
+        rank, P = comm.rank, comm.world_size
+        empty = torch.empty(0, dtype=torch.int64)
+        at = torch.cat([a for _, a, _ in groups]) if groups else empty
+        q = torch.cat([ids * L + lv for lv, _, ids in groups]) if groups else empty
+        route = Route.build(g.book.owner(g.new_of_old[at]), P)
+        req = route.split(q)
+        own = req[rank]
+        # each request opens with its batch's (pass, step): a rank's batch alone in its step serves the
+        # others' requests with their step's streams, not its own
+        head = torch.tensor([epoch, step], dtype=torch.int64)
+        req = [empty if r == rank else torch.cat([head, t]) for r, t in enumerate(req)]
+        if P > 1:
+            got = comm.exchange(req, "sample_request")
+            sizes = [max(t.numel() - 2, 0) for t in got]
+            served = [self._serve(t[2:], int(t[0]), int(t[1]), edges) for t in got if t.numel()]
+            c, nb = torch.cat([s_[0] for s_ in served]), torch.cat([s_[1] for s_ in served])
+            ed = torch.cat([s_[2] for s_ in served]) if edges else None
+            per_c = list(torch.split(c, sizes))
+            per_e = [int(x.sum()) for x in per_c]
+            per_nb = torch.split(nb, per_e)
+            per_ed = torch.split(ed, per_e) if edges else [empty] * P
+            back = comm.exchange([torch.cat([c_, n_, e_]) for c_, n_, e_ in zip(per_c, per_nb, per_ed)],
+                                 "sample_response")
+        c_own, nb_own, ed_own = self._serve(own, epoch, step, edges)
+        counts_l, nbrs_l, eids_l = [], [], []
+        for r in range(P):  # loop over ranks (a handful), not over nodes
+            if r == rank:
+                counts_l.append(c_own), nbrs_l.append(nb_own), eids_l.append(ed_own if edges else empty)
+                continue
+            n_r = int(route.counts[r])
+            c_r = back[r][:n_r]
+            m = int(c_r.sum())
+            counts_l.append(c_r), nbrs_l.append(back[r][n_r:n_r + m]), eids_l.append(back[r][n_r + m:])
+        counts, nbrs = route.merge_segments(counts_l, nbrs_l)
+        eids = route.merge_segments(counts_l, eids_l)[1] if edges else None
+        out, a, e = [], 0, 0
+        for _, ga, _ in groups:  # cut back into the groups (a handful)
+            k = ga.numel()
+            c = counts[a:a + k]
+            m = int(c.sum())
+            out.append((c, nbrs[e:e + m], eids[e:e + m] if edges else None))
+            a, e = a + k, e + m
+        return out
