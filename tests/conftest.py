@@ -49,10 +49,14 @@ _OWNER = os.getpid()
 # only this process removes it (a process forked from it that exits through Python would too)
 atexit.register(lambda: os.getpid() == _OWNER and shutil.rmtree(SUITE_CACHE, ignore_errors=True))
 
-from gnnscale.process.launch import start_workers_by_fork  # noqa: E402
+from gnnscale.process.launch import READ_LATE, start_workers_by_fork  # noqa: E402
 
+# CI=1 (set by the tests that run the CLI as CI does: test_cli_checks.main_cli, and by CI itself)
+# only turns the trainer's progress bar off, read when a run starts (gnnscale.training.trainer), never
+# at import by the server's modules: a launch that differs in it still forks (issue 54 item 9: each
+# such launch spawned 2 interpreters importing torch).
 try:
-    start_workers_by_fork(2)
+    start_workers_by_fork(2, read_late=(*READ_LATE, "CI"))
 except OSError as err:  # a host without Unix sockets for the server: every launch spawns, as before
     print(f"conftest: workers will be spawned (the forkserver did not start: {err})", file=sys.stderr)
 
