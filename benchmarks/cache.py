@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +34,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import gnnscale, run_gnnscale, smoke_in_process  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GNNSCALE_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -116,13 +118,13 @@ def real_run(parts_dir: Path, spec: dict, policy: str, size: str, seed: int, pre
     cache = ["--cache-policy", policy] + (["--cache-size", size] if policy != "none" else [])
     if policy == "presample":
         cache += ["--presample-epochs", str(presample_epochs)]
-    cmd = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", str(parts_dir), "--epochs", "1",
-           "--fanouts", ",".join(map(str, spec["fanouts"])), "--batch-size", str(spec["batch_size"]),
-           *cache, "--seed", str(seed), "--eval-every", "1000", "--no-host-features", "--no-host-graph",
-           "--metrics", str(m), "--no-progress", "--no-verify"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    argv = ["train", "--parts-dir", str(parts_dir), "--epochs", "1",
+            "--fanouts", ",".join(map(str, spec["fanouts"])), "--batch-size", str(spec["batch_size"]),
+            *cache, "--seed", str(seed), "--eval-every", "1000", "--no-host-features", "--no-host-graph",
+            "--metrics", str(m), "--no-progress", "--no-verify"]
+    r = run_gnnscale(argv, capture_output=True, text=True)  # --smoke: in this process, its workers forked
     if r.returncode:
-        raise SystemExit(f"{' '.join(cmd[2:])} failed:\n{r.stderr[-3000:]}")
+        raise SystemExit(f"gnnscale {' '.join(argv)} failed:\n{r.stderr[-3000:]}")
     e = json.loads(m.read_text())["epochs"][0]
     return {"remote_feature_bytes": e["feature_bytes_fetched"], "hit_rate": e["cache_hit_rate"]}
 
@@ -140,6 +142,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.smoke:
         args.graphs, args.parts, args.sizes, args.presample_epochs = "tiny", 2, "10%", 1
+        smoke_in_process()  # the CLI's runs in this process (torch imported once), 2-worker launches forked
     sizes = args.sizes.split(",")
     torch.set_num_threads(2)
     report = {"parts": args.parts, "graphs": {}}
@@ -149,8 +152,7 @@ def main() -> None:
             spec = GRAPHS[key]
             pdir = tmp / key
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "gnnscale", "partition", "--dataset", spec["dataset"],
-                            "--parts", str(args.parts), "--out", str(pdir)], check=True, capture_output=True)
+            gnnscale("partition", "--dataset", spec["dataset"], "--parts", str(args.parts), "--out", str(pdir))
             t1 = time.perf_counter()
             epochs = [0] + [1_000_000 + e for e in range(args.presample_epochs)]
             parts, counts, meta = replay_counts(pdir, spec["fanouts"], spec["batch_size"], args.seed, epochs)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import SHARED, write_json  # noqa: E402
+from _common import SHARED, smoke_in_process, write_json  # noqa: E402
 
 BASE = ["--workers", "2", "--epochs", "6", "--fanouts", "5,5", "--batch-size", "16", "--hidden", "32",
         "--timeout", "30", "--eval-every", "3", "--no-verify"]
@@ -43,7 +43,26 @@ KILL = "rank=1,epoch=3,step=1,phase=sampling,action=kill"
 CASES = ("exact_resume", "historical_resume", "damaged_checkpoint", "elastic", "saved_model", "soak", "multihost", "fuzz")
 
 
-def run(*args: str, fault: str | None = None, cmd: list[str] | None = None, timeout: float = 600) -> tuple:
+# --smoke: the commands whose figures need no process of their own (no fault injected, no worker's log
+# line read) run in this process (_common.smoke_in_process: torch imported once, their 2-worker
+# launches forked from one server); the killed runs and the resumes whose log lines are read stay
+# subprocesses, as a user's.
+IN_PROCESS = {"on": False}
+
+
+def run(*args: str, fault: str | None = None, cmd: list[str] | None = None, timeout: float = 600,
+        reads_log: bool = False) -> tuple:
+    if IN_PROCESS["on"] and cmd is None and fault is None and not reads_log:
+        import contextlib
+        import io
+
+        from gnnscale.cli.main import main as cli_main
+
+        out = io.StringIO()
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(out):
+            rc = cli_main(list(args))
+        return subprocess.CompletedProcess(list(args), rc, out.getvalue(), ""), time.perf_counter() - t0
     env = {k: v for k, v in os.environ.items() if k != "GNNSCALE_FAULT"} | {"CI": "1"}
     if fault:
         env["GNNSCALE_FAULT"] = fault
@@ -71,6 +90,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.smoke:
         args.cases = "exact_resume,damaged_checkpoint,saved_model"
+        smoke_in_process()
+        IN_PROCESS["on"] = True
     cases = set(args.cases.split(","))
     if cases - set(CASES):
         ap.error(f"--cases: expected among {', '.join(CASES)}, found {', '.join(sorted(cases - set(CASES)))}")
@@ -96,7 +117,7 @@ def main() -> None:
         killed, t_killed = run("train", "--parts-dir", parts, *BASE, "--exchange", mode, "--checkpoint-dir", str(ck),
                                fault=KILL)
         resumed, t_resumed = run("train", "--parts-dir", parts, *BASE, "--exchange", mode, "--checkpoint-dir", str(ck),
-                                 "--resume", "--metrics", str(m))
+                                 "--resume", "--metrics", str(m), reads_log=True)
         need(resumed, f"{mode} resume")
         got, want = metrics(m), ref(mode)
         out[f"{mode}_resume"] = dict(
@@ -137,7 +158,8 @@ def damaged(parts: str, ck: Path, m: Path, ref, out: dict) -> None:
     need(run("train", "--parts-dir", parts, *BASE, "--epochs", "4", "--checkpoint-dir", str(ck))[0], "damaged: first run")
     newest = sorted(ck.iterdir())[-1]
     (newest / "rank1.pt").write_bytes(b"torn")
-    r, _ = run("train", "--parts-dir", parts, *BASE, "--checkpoint-dir", str(ck), "--resume", "--metrics", str(m))
+    r, _ = run("train", "--parts-dir", parts, *BASE, "--checkpoint-dir", str(ck), "--resume", "--metrics", str(m),
+               reads_log=True)
     need(r, "damaged: resume")
     out["damaged_checkpoint"] = dict(
         report=next(line for line in r.stderr.splitlines() if "is not usable" in line).split("] ", 1)[-1],

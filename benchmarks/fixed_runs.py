@@ -148,22 +148,27 @@ def main() -> None:
         args.runs = args.runs or next(iter(RUNS))
     work = args.workdir or tempfile.mkdtemp(prefix="gnnscale-fixed-")
     os.makedirs(work, exist_ok=True)
+    only = set(args.runs.split(",")) if args.runs else None
+    # the folders the selected runs read (--smoke's one run: Cora's 2 parts only, not the 3 others)
+    needed = {4 if "chunks" in name else 2 for name in RUNS if not only or name in only}
+    needed |= {ds for name, (ds, _) in TYPED_RUNS.items() if not only or name in only}
+    if not only or "dp_exact_resumed" in only:
+        needed.add(2)
     parts = {}
     for p in (2, 4):  # partitioned once, by this checkout, so both sides read the same folders
         parts[p] = os.path.join(work, f"cora{p}")
-        if not os.path.exists(os.path.join(parts[p], "meta.json")):
+        if p in needed and not os.path.exists(os.path.join(parts[p], "meta.json")):
             subprocess.run([sys.executable, "-m", "gnnscale", "partition", "--dataset", "planetoid:cora", "--root",
                             args.root, "--parts", str(p), "--out", parts[p]], check=True,
                            stdout=subprocess.DEVNULL)
     typed = {"acm": f"acm:{args.acm}?split=20", "mag": "synthetic-mag?num_nodes=3000"}
     for key, dataset in typed.items():
         parts[key] = os.path.join(work, f"{key}2")
-        if not os.path.exists(os.path.join(parts[key], "meta.json")):
+        if key in needed and not os.path.exists(os.path.join(parts[key], "meta.json")):
             subprocess.run([sys.executable, "-m", "gnnscale", "partition", "--dataset", dataset, "--parts", "2",
                             "--out", parts[key]], check=True, stdout=subprocess.DEVNULL)
     here = os.path.join(work, "here")
     os.makedirs(here, exist_ok=True)  # run from outside the checkout, as the other side is
-    only = set(args.runs.split(",")) if args.runs else None
     result = {"this": run_all(parts, work, None, here, "this", only)}
     if args.vs_checkout:
         env, cwd = checkout_env(args.vs_checkout, work)

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import gnnscale, run_gnnscale, smoke_in_process  # noqa: E402
 
 PRODUCTS = "synthetic?num_nodes=2449029&avg_degree=25.3&num_classes=47&num_features=100"
 
@@ -40,24 +43,24 @@ def main() -> None:
     if args.smoke:
         args.dataset = "synthetic?num_nodes=3000&avg_degree=8&num_features=16"
         args.max_steps, args.repeats, args.fanouts, args.batch_size, args.hidden = 2, 1, "5,5", 64, 16
+        smoke_in_process()  # the CLI's runs in this process (torch imported once), 2-worker launches forked
     tmp = Path(args.workdir or tempfile.mkdtemp())
     pdir = tmp / f"parts{args.parts}"
     if not (pdir / "meta.json").exists():
-        subprocess.run([sys.executable, "-m", "gnnscale", "partition", "--dataset", args.dataset, "--parts",
-                        str(args.parts), "--out", str(pdir)], check=True, capture_output=True)
+        gnnscale("partition", "--dataset", args.dataset, "--parts", str(args.parts), "--out", str(pdir))
     runs = {"sequential": [], "pipelined": []}
     for r in range(args.repeats):
         for mode, flag in (("sequential", "--no-pipeline"), ("pipelined", "--pipeline")):
             m = tmp / f"{mode}-{r}.json"
-            cmd = [sys.executable, "-m", "gnnscale", "train", "--parts-dir", str(pdir), "--epochs", "2",
+            cmd = ["train", "--parts-dir", str(pdir), "--epochs", "2",
                    "--max-steps", str(args.max_steps), "--eval-every", "0", "--fanouts", args.fanouts,
                    "--batch-size", str(args.batch_size), "--hidden", str(args.hidden), "--seed", str(r),
                    "--net-bandwidth-gbps", str(args.bandwidth_gbps), "--net-latency-ms", str(args.latency_ms),
                    flag, "--metrics", str(m), "--no-progress", "--no-verify",
                    "--no-host-features", "--no-host-graph"]  # every remote row over the modelled link
-            proc = subprocess.run(cmd, capture_output=True, text=True)  # r is the repeat
+            proc = run_gnnscale(cmd, capture_output=True, text=True)  # r is the repeat
             if proc.returncode:
-                raise SystemExit(f"{' '.join(cmd[2:])} failed:\n{proc.stderr[-3000:]}")
+                raise SystemExit(f"gnnscale {' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
             e = json.loads(m.read_text())["epochs"][-1]
             rec = {"epoch_seconds": e["epoch_seconds"], "stages_max_over_ranks": e["stage_seconds_max_over_ranks"],
                    "modelled_network_seconds_all_ranks": e["modelled_network_seconds"],

@@ -49,10 +49,14 @@ _OWNER = os.getpid()
 # only this process removes it (a process forked from it that exits through Python would too)
 atexit.register(lambda: os.getpid() == _OWNER and shutil.rmtree(SUITE_CACHE, ignore_errors=True))
 
-from gnnscale.process.launch import start_workers_by_fork  # noqa: E402
+from gnnscale.process.launch import READ_LATE, start_workers_by_fork  # noqa: E402
 
+# CI=1 (set by the tests that run the CLI as CI does: test_cli_checks.main_cli, and by CI itself)
+# only turns the trainer's progress bar off, read when a run starts (gnnscale.training.trainer), never
+# at import by the server's modules: a launch that differs in it still forks (issue 54 item 9: each
+# such launch spawned 2 interpreters importing torch).
 try:
-    start_workers_by_fork(2)
+    start_workers_by_fork(2, read_late=(*READ_LATE, "CI"))
 except OSError as err:  # a host without Unix sockets for the server: every launch spawns, as before
     print(f"conftest: workers will be spawned (the forkserver did not start: {err})", file=sys.stderr)
 
@@ -68,8 +72,12 @@ except OSError as err:  # a host without Unix sockets for the server: every laun
 # test_typed_layers 31.4 -> 9.9, test_pyg_loaders 36.0 -> 14.4, test_datasets 25.0 -> 19.7,
 # test_checkpoint 90.1 -> 82.0, test_layer_pipeline 47.3 -> 40.8, test_typed_partitions 31.8 -> 31.6
 # (kept); test_benchmarks_smoke 583.7 -> 478.9 (its smoke runs' threads sleep too).
+# 2026-12-07, issue 54 item 9 (CPU of each process tree: the fork servers and their workers too; load ~30):
+# test_output_paths 40.5 -> 16.1 (launches under CI=1 fork); test_benchmarks_smoke about 516 -> 445
+# (faults.py 60.7 -> 31.8, fixed_runs.py 35.4 -> 12.4, cache.py 24.4 -> 12.1, pipeline.py 18.8 -> 11.5).
+# test_readme 215.9 -> 88.6 (its gnnscale commands in this process, as test_docs').
 FILE_SECONDS: dict[str, float] = {
-    "test_benchmarks_smoke.py": 414, "test_readme.py": 369, "test_docs.py": 360, "test_output_paths.py": 150,
+    "test_benchmarks_smoke.py": 357, "test_readme.py": 151, "test_docs.py": 360, "test_output_paths.py": 60,
     "test_partition_cache_identity.py": 50, "test_early_stop.py": 45, "test_typed_layers.py": 104,
     "test_pyg_loaders.py": 94, "test_examples.py": 219, "test_datasets.py": 139,
     "test_typed_partitions.py": 170, "test_layer_pipeline.py": 129, "test_chunk_pipeline.py": 131,

@@ -17,7 +17,6 @@ is checked, not the accuracy) and the partition cache in the test's folder (``--
 from __future__ import annotations
 
 import os
-import re
 import runpy
 import shlex
 import subprocess
@@ -28,7 +27,7 @@ import pytest
 
 from conftest import shared_data_dir
 from test_cli import cli_in_process
-from test_readme import RUN_LANGS, snippets
+from test_readme import RUN_LANGS, commands, snippets
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = sorted((REPO / "docs").glob("*.md"))
@@ -45,32 +44,6 @@ def test_every_docs_block_says_what_it_is() -> None:
             if s.not_run is not None:
                 assert s.lang in RUN_LANGS, f"docs/{name}:{s.line}: not-run marks a {s.lang} block, which never runs"
     assert len(PAGES) >= 4, PAGES
-
-
-def commands(code: str) -> list[str]:
-    """A bash snippet's commands: comments dropped, ``\\`` continuations joined, a here-document kept
-    whole with its command."""
-    out: list[str] = []
-    lines = code.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        while line.endswith("\\") and i + 1 < len(lines):
-            i += 1
-            line = line[:-1] + " " + lines[i].strip()
-        i += 1
-        heredoc = re.search(r"<<-?\s*'?(\w+)'?", line)
-        if heredoc:
-            body = []
-            while i < len(lines) and lines[i].strip() != heredoc.group(1):
-                body.append(lines[i])
-                i += 1
-            out.append("\n".join([line, *body, heredoc.group(1)]))
-            i += 1
-            continue
-        if shlex.split(line, comments=True):
-            out.append(line)
-    return out
 
 
 def cheap(args: list[str], cache: str) -> list[str]:
