@@ -129,8 +129,9 @@ class OwnRows:
     def __init__(self, rows, offset: int, rank: int, file_dtype: np.dtype | None = None) -> None:
         self.rows, self.offset, self.rank, self.file_dtype = rows, int(offset), int(rank), file_dtype
 
-    def claim(self, ids: torch.Tensor, owner: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        return owner[pos] == self.rank
+    def claim(self, ids: torch.Tensor, owner: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
+        """bool: whether each of ``ids[pos]`` (every id when pos is None) is this part's."""
+        return (owner if pos is None else owner[pos]) == self.rank
 
     def fill(self, ids: torch.Tensor, out: torch.Tensor, at: torch.Tensor | None) -> None:
         gather(self.rows, ids - self.offset, out, at, self.file_dtype, f"part {self.rank}")
@@ -153,6 +154,7 @@ class HostRows:
             self.mask[list(self.parts)] = True
 
     def claim(self, ids: torch.Tensor, owner: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """bool: whether each of ``ids[pos]`` is in a part read here."""
         return self.mask[owner[pos]]
 
     def fill(self, ids: torch.Tensor, owner: torch.Tensor, out: torch.Tensor, at: torch.Tensor) -> None:
@@ -274,8 +276,7 @@ class RowReader:
         of the reader's. Collective unless :attr:`complete` (on every rank or none)."""
         n = ids.numel()
         owner = self.book.owner(ids)
-        every = torch.arange(n)
-        mine = self.own.claim(ids, owner, every)
+        mine = self.own.claim(ids, owner)
         mine_pos = torch.nonzero(mine).flatten()
         need_pos = torch.nonzero(~mine).flatten()
         cache = self.cached.cache
