@@ -217,9 +217,8 @@ def test_complete_store_fetches_without_communicating(tmp_path):
 
     store = DistFeatureStore(part, part.book, NoComm(), 4)
     halo = torch.tensor([4, 5])  # remote rows of part 0 (part 1 owns 4..7)
-    store.cache = FeatureCache(halo, x[halo])
+    store.hold_cache(FeatureCache(halo, x[halo]), complete=True)
     assert torch.equal(FeatureCache(halo.flip(0), x[halo.flip(0)]).lookup(halo)[1], store.cache.lookup(halo)[1])
-    store.complete = True
     ids = torch.tensor([5, 0, 4, 3])
     assert torch.equal(store.fetch(ids), x[ids])
     with pytest.raises(GnnscaleError, match=r"ids \[6\] are neither owned nor held"):

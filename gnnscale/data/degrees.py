@@ -13,7 +13,7 @@ import torch
 from gnnscale.process.comm import Communicator
 from gnnscale.errors import GnnscaleError
 from gnnscale.partitioning.book import PartitionBook
-from gnnscale.data.owner_rows import ask_owners
+from gnnscale.data.rows import RowReader
 
 
 class DegreeLookup:
@@ -60,17 +60,12 @@ class DegreeStore:
         self.book = book
         self.comm = comm
         self.offset = int(book.offsets[comm.rank])
+        self.reader = RowReader(self.own, book, comm, (), torch.int64, "degree")  # own, then the owners
 
     def fetch(self, ids: torch.Tensor) -> torch.Tensor:
         """int64 [k]: the in-degree of every id of ``ids`` (int64 [k] global, on the host).
         Collective (``ids`` may be empty)."""
-        rank = self.comm.rank
-        owner = self.book.owner(ids)
-        out = torch.empty(ids.numel(), dtype=torch.int64)
-        mine = owner == rank
-        out[mine] = self.own[ids[mine] - self.offset]
-        need = torch.nonzero(~mine).flatten()
-        return ask_owners(self.comm, ids, owner, need, self.own, self.offset, out, "degree_request", "degree")
+        return self.reader.read(ids)
 
     def lookup(self, ids: torch.Tensor) -> DegreeLookup:
         """A :class:`DegreeLookup` of ``ids`` (collective, as :meth:`fetch`)."""

@@ -128,6 +128,9 @@ class CacheContext:
     # ids -> bool mask of the ids that have feature rows (a typed graph's featureless node types
     # have none, so they are never cache candidates); None: every id has a row
     has_rows: Callable[[torch.Tensor], torch.Tensor] | None = None
+    # bool [P]: the other parts whose rows are read without asking their owners (the host's, read from
+    # its folder), never cache candidates; None: every other part's rows are asked of their owners
+    read_here: torch.Tensor | None = None
 
     @property
     def remote_rows(self) -> int:
@@ -137,6 +140,8 @@ class CacheContext:
         """Whether each id is a cache candidate: another part's, with a feature row."""
         lo = self.part.offset
         remote = (ids < lo) | (ids >= lo + self.part.num_owned)
+        if self.read_here is not None:
+            remote &= ~self.read_here[self.part.book.owner(ids)]
         return remote if self.has_rows is None else remote & self.has_rows(ids)
 
 
@@ -287,8 +292,7 @@ def setup_cache(features, part, cfg, comm, sample_epoch: Callable | None, held: 
     else:
         policy = cfg.cache_policy
         ids = choose_cache_ids(policy, ctx, CacheSize.parse(cfg.cache_size), row_bytes)
-    features.fill_cache(ids)
-    features.complete = complete
+    features.fill_cache(ids, complete)
     moved = features.comm.stats.bytes_received
     moved_all = int(comm.all_reduce(torch.tensor([moved], dtype=torch.int64))[0])
     features.comm.stats.reset()

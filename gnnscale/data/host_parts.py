@@ -17,7 +17,8 @@ import torch
 from gnnscale.planning.plan import host_reads
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.feature_dtype import file_dtype, meta_feature_dtype
-from gnnscale.partitioning.manifest import edge_feature_dim, load_meta, part_dir_name
+from gnnscale.errors import PartitionError
+from gnnscale.partitioning.manifest import edge_feature_dim, load_meta, part_dir_name, part_files
 from gnnscale.partitioning.validate import check_pointers, load_array
 from gnnscale.samplers.distributed import HostGraph
 
@@ -53,33 +54,88 @@ class HostReads:
         return {"features": self.features, "graph": self.graph, "parts": len(self.hosts.peers) if self.hosts else 0}
 
 
+FEATURE_FILES = ("x.npy",)
+GRAPH_FILES = ("indptr.npy", "indices.npy")
+
+
+def present_parts(parts_dir, meta: dict) -> list[int]:
+    """The parts whose every file (:func:`gnnscale.partitioning.manifest.part_files`) is in ``parts_dir``:
+    all of them in a whole folder, this host's in a per-host one (meta.json and its ranks' parts)."""
+    files = part_files(meta)
+    return [p for p in range(int(meta["num_parts"])) if has_files(parts_dir, p, files)]
+
+
+def has_files(parts_dir, part: int, files) -> bool:
+    """Whether part ``part``'s folder in ``parts_dir`` holds every file of ``files``."""
+    return all((Path(parts_dir) / part_dir_name(part) / f).is_file() for f in files)
+
+
+def plan_host_reads(comm, parts_dir, wants, hosts: HostRanks | None = None) -> tuple[list[bool], HostRanks | None]:
+    """The one host plan, for the engine's workers and the PyG stores alike: which kinds of the other
+    parts' data this rank reads from its partition folder instead of asking their owners.
+
+    ``wants``: per kind (feature rows, graphs, labels), ``(want, files)``: True (read; every part on
+    this host must have ``files`` in the folder, else one line says so), False (ask the owners) or
+    None (auto), and the files the kind reads in each part's folder. The parts read are those of the
+    other ranks on this host (host names gathered once: :func:`host_ranks`). An auto kind stays on
+    only if every rank finds, by the files present, every part on its host in its folder (one more
+    gathered answer: the same on every rank); a folder holding only its host's parts, as on separate
+    hosts, reads them; a folder lacking one of them asks the owners for all. Returns (per kind
+    whether it is read, the ranks read or None when nothing is). Collective when anything is wanted,
+    unless ``hosts`` is given: every rank's view is then taken to be this folder's (e.g. a PyG graph
+    store opened without a communicator, which needs every part in the folder), nothing is gathered.
+    """
+    on = [w is not False for w, _ in wants]
+    if not any(on):
+        return on, None
+    gather = hosts is None
+    hosts = host_ranks(comm) if gather else hosts
+    for (w, files) in wants:
+        lacking = [k for k in hosts.peers if w and not has_files(parts_dir, k, files)]
+        if lacking:
+            raise PartitionError(f"rank {comm.rank} was asked to read the parts on its host from {parts_dir}, but it "
+                                 f"lacks {part_dir_name(lacking[0])}'s {', '.join(files)}; copy that part there, or "
+                                 "leave the host reads to auto (the missing parts are then asked of their owners).")
+    auto = [i for i, (w, _) in enumerate(wants) if w is None]
+    if auto:  # every kind's answer, gathered once
+        found = tuple(all(has_files(parts_dir, k, files) for k in hosts.peers) for _, files in wants)
+        ok = comm.all_gather_object(found) if gather else [found]
+        for i in auto:
+            on[i] = all(o[i] for o in ok)
+    return on, hosts if any(on) else None
+
+
 def host_setup(comm, parts_dir, cfg, mode: str, typed: dict | str | None = None) -> HostReads:
     """The host reads of a run of ``cfg`` in ``mode``, as :func:`gnnscale.planning.plan.host_reads`
-    resolves them; an auto one (not given) stays on only if every rank finds in its partition
-    folder the files of every part on its host (one more gathered answer: the same on every
-    rank). A folder holding only its host's parts, as on separate hosts, then exchanges as
-    before. Collective when anything is wanted."""
+    resolves them, decided by :func:`plan_host_reads` (an option left out is auto). Collective when
+    anything is wanted."""
     features, graph = host_reads(cfg, mode, typed)
-    if not (features or graph):
-        return HostReads(False, False, None)
-    hosts = host_ranks(comm)
-    if cfg.host_features is None or cfg.host_graph is None:
-        found = {name: all((Path(parts_dir) / part_dir_name(k) / name).is_file() for k in hosts.peers)
-                 for name in ("x.npy", "indptr.npy", "indices.npy")}
-        ok = comm.all_gather_object((found["x.npy"], found["indptr.npy"] and found["indices.npy"]))
-        features = features and (cfg.host_features is not None or all(f for f, _ in ok))
-        graph = graph and (cfg.host_graph is not None or all(g for _, g in ok))
-    return HostReads(features, graph, hosts if (features or graph) else None)
+    want = [(False if not on else (None if given is None else True), files)
+            for on, given, files in ((features, cfg.host_features, FEATURE_FILES), (graph, cfg.host_graph, GRAPH_FILES))]
+    (features, graph), hosts = plan_host_reads(comm, parts_dir, want)
+    return HostReads(features, graph, hosts)
 
 
-def open_host_features(parts_dir, book: PartitionBook, hosts: HostRanks, feature_dim: int) -> dict[int, np.ndarray]:
+def open_host_features(parts_dir, book: PartitionBook, hosts: HostRanks, feature_dim: int,
+                       name: str = "x.npy", sizes=None) -> dict[int, np.ndarray]:
     """{rank: read-only memmap [n_rank, F]} of ``hosts.peers``' feature rows, as stored (float32, float16
-    or bfloat16's bits: the folder's feature_dtype)."""
+    or bfloat16's bits: the folder's feature_dtype). ``name``/``sizes``: another file of rows and its
+    row count per rank (a typed folder's ``x_t{i}.npy``, float32; default: the part's size)."""
     out = {}
-    stored = file_dtype(meta_feature_dtype(load_meta(Path(parts_dir))))
+    stored = file_dtype(meta_feature_dtype(load_meta(Path(parts_dir)))) if name == "x.npy" else np.float32
     for k in hosts.peers:
-        out[k] = load_array(Path(parts_dir) / part_dir_name(k) / "x.npy", stored,
-                            (book.part_size(k), int(feature_dim)), mmap="r")
+        n = book.part_size(k) if sizes is None else int(sizes[k])
+        out[k] = load_array(Path(parts_dir) / part_dir_name(k) / name, stored, (n, int(feature_dim)), mmap="r")
+    return out
+
+
+def open_host_labels(parts_dir, hosts: HostRanks, rows: dict[int, tuple[int, int]] | None = None) -> dict[int, np.ndarray]:
+    """{rank: read-only memmap} of ``hosts.peers``' labels (``y.npy``; ``rows``: per rank the
+    ``[lo, hi)`` rows kept, e.g. a typed part's target type's)."""
+    out = {}
+    for k in hosts.peers:
+        y = np.load(Path(parts_dir) / part_dir_name(k) / "y.npy", mmap_mode="r")
+        out[k] = y if rows is None else y[rows[k][0]:rows[k][1]]
     return out
 
 

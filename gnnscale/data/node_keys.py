@@ -17,7 +17,7 @@ import torch
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.samplers.block import Block
 
-from gnnscale.data.owner_rows import ask_owners
+from gnnscale.data.rows import RowReader
 
 
 class NodeKeyStore:
@@ -40,25 +40,17 @@ class NodeKeyStore:
         self.offset = int(book.offsets[comm.rank])
         self.host = dict(host or {})
         self.host_complete = bool(host_complete)
+        # own keys, the host's parts' keys, then the owners (none to ask: one process, or every part here)
+        self.reader = RowReader(self.own, book, comm, (), torch.int64, "node_key",
+                                owners=not (self.host_complete or comm.world_size == 1))
+        self.reader.read_host_parts(self.host, self.host_complete)
 
     def fetch(self, ids: torch.Tensor) -> torch.Tensor:
         """int64 [k]: the original id of every id of ``ids`` (int64 [k] global, on the host).
         Collective unless every part is read on this host (``ids`` may be empty)."""
-        P, rank = self.comm.world_size, self.comm.rank
-        if P == 1:  # every node is this rank's: one gather
+        if self.comm.world_size == 1:  # every node is this rank's: one gather, no owner search
             return self.own[ids - self.offset]
-        owner = self.book.owner(ids)
-        out = torch.empty(ids.numel(), dtype=torch.int64)
-        local = owner == rank
-        out[local] = self.own[ids[local] - self.offset]
-        for k, keys in self.host.items():
-            mine = owner == k
-            out[mine] = keys[ids[mine] - int(self.book.offsets[k])]
-            local |= mine
-        if self.host_complete:
-            return out
-        need = torch.nonzero(~local).flatten()
-        return ask_owners(self.comm, ids, owner, need, self.own, self.offset, out, "node_key_request", "node_key")
+        return self.reader.read(ids)
 
     def block_keys(self, blocks: Sequence[Block]) -> list[torch.Tensor]:
         """Per block, int64 [num_src]: the original ids of its sources (one :meth:`fetch`;

@@ -1,9 +1,13 @@
 """A worker's data side in one call: :func:`open_data` opens, for one part, the samplers (training
 and evaluation draws), the feature store (per node type for a typed part; the other parts on the
 host read from their files, ``--host-features``) and the degree store, and the samplers read the
-host's other graphs (``--host-graph``). Every axis, the offline evaluation, ``gnnscale embed`` and
-the PyG loaders for users' own loops open their data through it, so the options mean the same
-wherever a part is read.
+host's other graphs (``--host-graph``). Every axis, the offline evaluation and ``gnnscale embed``
+open their data through it, so the options mean the same wherever a part is read. The PyG stores
+for users' own loops (:mod:`gnnscale.pyg.stores`) do not open a worker's data side (no engine
+sampler, no run options), but read their rows through the same pieces: the row reader
+(:class:`~gnnscale.data.rows.RowReader`, through :class:`~gnnscale.data.feature_store.DistFeatureStore`
+for ``x``), the host plan (:func:`~gnnscale.data.host_parts.plan_host_reads`) and the cache
+chooser (:func:`~gnnscale.data.feature_cache.choose_cache_ids`).
 
 A sketch (one worker of a launch; ``comm`` its communicator)::
 

@@ -25,16 +25,26 @@ class TypedFeatureStore:
         comm: this rank's communicator. device: where rows are put.
     """
 
-    def __init__(self, part, comm, device: torch.device | str = "cpu") -> None:
+    def __init__(self, part, comm, device: torch.device | str = "cpu", stores: dict | None = None) -> None:
         typed = part.typed
+        self.part = part
         self.book = typed.book
         self.comm = comm
         self.device = torch.device(device)
         dims = typed.meta["feature_dims"]
-        self.stores = {t: DistFeatureStore(SimpleNamespace(x=typed.x_by_type[t]), self.book.type_book(t), comm,
-                                           int(dims[t]), device)
-                       for t in range(len(dims)) if int(dims[t]) > 0}
+        self.stores = stores if stores is not None else {
+            t: DistFeatureStore(SimpleNamespace(x=typed.x_by_type[t]), self.book.type_book(t), comm, int(dims[t]),
+                                device) for t in range(len(dims)) if int(dims[t]) > 0}
         self._cached: torch.Tensor | None = None  # global ids of the cached rows
+        self._filled = self  # the store whose fill_cache filled the caches read through
+
+    def over(self, comm, complete: bool = False) -> "TypedFeatureStore":
+        """The same part's store asking the owners through ``comm``, each type reading through this
+        store's cache of its type (:meth:`DistFeatureStore.over`)."""
+        out = TypedFeatureStore(self.part, comm, self.device,
+                                {t: s.over(comm, complete) for t, s in self.stores.items()})
+        out._filled = self._filled
+        return out
 
     @property
     def feature_dim(self) -> int:
@@ -45,21 +55,17 @@ class TypedFeatureStore:
     def complete(self) -> bool:
         return all(s.complete for s in self.stores.values())
 
-    @complete.setter
-    def complete(self, value: bool) -> None:
-        for s in self.stores.values():
-            s.complete = bool(value)
-
     @property
     def cache(self):
         """The cached rows' global ids (``ids``) and count (``num_rows``), or None."""
-        if self._cached is None:
-            return None
-        return SimpleNamespace(ids=self._cached, num_rows=int(self._cached.numel()))
+        ids = self._filled._cached
+        return None if ids is None else SimpleNamespace(ids=ids, num_rows=int(ids.numel()))
 
     @property
     def stats(self) -> dict:
-        out = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0}
+        """Rows by where they came from (``local_rows``, ``cache_hits``, ``host_rows``, ``remote_rows``),
+        summed over the types."""
+        out = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0, "host_rows": 0}
         for s in self.stores.values():
             for k in out:
                 out[k] += s.stats[k]
@@ -76,20 +82,14 @@ class TypedFeatureStore:
         rows = {t: store.fetch(tid[ntype == t], category) for t, store in self.stores.items()}
         return TypedInput(ntype.to(self.device), tid.to(self.device), rows)
 
-    def fill_cache(self, ids: torch.Tensor) -> None:
+    def fill_cache(self, ids: torch.Tensor, complete: bool = False) -> None:
         """Cache the rows of global ids ``ids`` (remote nodes; those of types without features
-        are dropped: they have no rows), each in its type's store (collective)."""
+        are dropped: they have no rows), each in its type's store (collective); ``complete`` as
+        :meth:`DistFeatureStore.fill_cache`'s."""
         ntype, tid = self.book.map_to_per_ntype(ids)
         for t, store in self.stores.items():
-            store.fill_cache(tid[ntype == t])
+            store.fill_cache(tid[ntype == t], complete)
         self._cached = ids[self.has_rows(ids)]
-
-    def share_cache(self, other: "TypedFeatureStore") -> None:
-        """Read through ``other``'s caches (the same part's store on another communicator: the
-        rows are the same), each type's store sharing its type's cache."""
-        for t, store in self.stores.items():
-            store.cache = other.stores[t].cache
-        self._cached = other._cached
 
     def has_rows(self, ids: torch.Tensor) -> torch.Tensor:
         """bool [n]: whether each global id's node type has features (a cache candidate)."""

@@ -17,7 +17,7 @@ import torch
 
 from gnnscale.config import check_mode, check_staleness
 from gnnscale.data.degrees import DegreeStore
-from gnnscale.data.typed_store import TypedFeatureStore, open_features
+from gnnscale.data.typed_store import TypedFeatureStore
 from gnnscale.errors import RuntimeSetupError
 from gnnscale.history.halo import HaloExchange
 from gnnscale.samplers.kernels import Kernels
@@ -96,7 +96,9 @@ class HistoricalMode(ExchangeMode):
         book = part.book
         self.halo = HaloExchange(part.indptr, part.indices, book, emb_comm, net.dims[1:net.num_layers],
                                  self.staleness, dtype=embedding_dtype(cfg.embedding_dtype))
-        self.refresh_features = open_features(part, emb_comm, device)  # per node type for a typed part
+        # the refresh's rows: the training store's part and cache (filled once, by the training store),
+        # the owners asked through the embedding group; with the halo's rows held, nothing is asked
+        self.refresh_features = features.over(emb_comm, complete=cfg.halo_features == "hold")
         self.typed = isinstance(self.refresh_features, TypedFeatureStore)
         self.refresh_degrees = DegreeStore(part.indptr, book, emb_comm) if net.uses_degree else None
         # Its own kernels: the compiled relabeler keeps a table that the prefetch thread also uses.
@@ -115,14 +117,6 @@ class HistoricalMode(ExchangeMode):
             log.info("exchange mode %s: %d halo rows on rank 0, halo tables %.1f MB (%d rows x %s x 4 B), staleness "
                      "bound %d steps", self.name, self.halo.num_halo, self.halo.table_bytes / 1e6, self.halo.num_halo,
                      "+".join(map(str, self.halo.dims)) or "0", self.staleness)
-
-    def share_cache(self, complete: bool) -> None:
-        """The refresh reads through the training store's cache (the held halo, when ``complete``)."""
-        if self.typed:
-            self.refresh_features.share_cache(self.features)
-        else:
-            self.refresh_features.cache = self.features.cache
-        self.refresh_features.complete = complete
 
     def start(self, step: int = -1) -> float:
         """Fill the tables by one layer-wise inference pass with the current weights (collective);

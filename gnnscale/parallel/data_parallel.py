@@ -197,8 +197,6 @@ class DataParallel(Axis):
         hold = historical and cfg.halo_features == "hold"
         self.cache_info = data.fill_cache(self._sample_epoch, dims.comm, held=self.mode.halo.halo_ids if hold else None,
                                           resumed=ctx.resume.get("cache_ids"), complete=hold and self.layerwise_eval)
-        if historical:  # the refresh reads through the same cache
-            self.mode.share_cache(hold)
         ctx.phase("feature cache")
         self.loader = MiniBatchLoader(self.batch_sampler, self.features, task.labels(), self.degrees, self.copier,
                                       dims.health, keys=self.node_keys())

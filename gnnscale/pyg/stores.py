@@ -13,10 +13,12 @@ the same batches as on the ``Data`` itself. Every index is an ORIGINAL node id.
   ``Data``'s, so a node's draws equal the in-memory sampler's. ``e_id`` is the column of the input
   ``edge_index`` when the folder stores ``edge_ids.npy`` (graphs with edge features), else the
   position in this store's own edge list (``get_edge_index(layout="coo")[:, e_id]``).
-- :class:`PartitionFeatureStore`: ``x`` and ``y`` rows of original ids for one rank: its own part's
-  rows, then the cache, then other parts read from the folder on this host (host reads: the parts
-  the host's folder holds), else asked of their owners through the communicator (:class:`gnnscale.data.DistFeatureStore`; bytes
-  counted under ``feature_request``/``feature`` and ``label_request``/``label``). Without host
+- :class:`PartitionFeatureStore`: ``x`` and ``y`` rows of original ids for one rank, each read by the
+  engine's row reader (:class:`gnnscale.data.rows.RowReader`: ``x`` through
+  :class:`gnnscale.data.DistFeatureStore`): its own part's rows, then the cache, then other parts
+  read from the folder on this host (the engine's host plan, :func:`gnnscale.data.host_parts.plan_host_reads`),
+  else asked of their owners through the communicator (bytes counted under
+  ``feature_request``/``feature`` and ``label_request``/``label``). Without host
   reads a fetch is collective: every rank fetches once per batch (the rank loaders of
   :mod:`gnnscale.pyg.distributed` give every rank the same number of batches).
 """
@@ -33,11 +35,12 @@ from torch_geometric.data import Data, FeatureStore, GraphStore, HeteroData, Ten
 from torch_geometric.data.graph_store import EdgeAttr
 
 from gnnscale.data.feature_store import DistFeatureStore
-from gnnscale.data.owner_rows import ask_owners
+from gnnscale.data.feature_cache import CacheContext, CacheSize, choose_cache_ids
+from gnnscale.data.host_parts import HostRanks, open_host_features, open_host_labels, plan_host_reads, present_parts
+from gnnscale.data.rows import RowReader
 from gnnscale.errors import PartitionError, SamplerError
 from gnnscale.partitioning.book import PartitionBook
-from gnnscale.partitioning.feature_dtype import file_dtype, meta_feature_dtype
-from gnnscale.partitioning.manifest import load_meta, part_dir_name, part_files
+from gnnscale.partitioning.manifest import load_meta, part_dir_name
 from gnnscale.partitioning.part import load_part
 from gnnscale.partitioning.validate import load_array
 from gnnscale.pyg.memory_stores import graph_of_stores, index_of
@@ -55,14 +58,6 @@ def _check_world(parts: int, world: int, parts_dir: Path) -> None:
                              f"{parts} (torchrun --nproc-per-node {parts}) or partition into {world} parts.")
 
 
-def present_parts(parts_dir: Path, meta: dict) -> list[int]:
-    """The parts whose every file (:func:`gnnscale.partitioning.manifest.part_files`) is in ``parts_dir``:
-    all of them in a whole folder, this host's in a per-host one (meta.json and its ranks' parts)."""
-    files = part_files(meta)
-    return [p for p in range(int(meta["num_parts"]))
-            if all((parts_dir / part_dir_name(p) / f).is_file() for f in files)]
-
-
 def require_graph_files(pdir: Path, files: tuple[str, ...], store: str) -> None:
     """A part's graph files read without a communicator must be in the folder: else one line saying how to fix it."""
     missing = [f for f in files if not (pdir / f).is_file()]
@@ -72,19 +67,12 @@ def require_graph_files(pdir: Path, files: tuple[str, ...], store: str) -> None:
                              "(init_distributed does) to get it from its owner.")
 
 
-def host_plan(graph, rank: int, world: int, P: int, host_reads: bool | None) -> tuple[list[int], bool, bool]:
-    """Which other parts rank ``rank`` reads from its host's folder: ``(parts read, host reads on, complete)``,
-    complete when every rank's host holds every part (fetches are then not collective). The hosts' parts
-    come from the graph store's gather (``graph.hosts``), else this folder's are taken as every rank's."""
-    others = [k for k in range(world) if k != rank]
-    hosts = graph.hosts or [frozenset(present_parts(graph.parts_dir, graph.meta))] * world
-    if host_reads and len(hosts[rank]) < P:
-        raise PartitionError(f"host_reads=True needs every part's files in {graph.parts_dir}; it holds "
-                             f"{len(hosts[rank])} of {P}. Copy the whole folder, or leave host_reads out (the "
-                             "missing parts are asked of their owners).")
-    read = [k for k in others if k in hosts[rank]] if host_reads is not False else []
-    return read, bool(read) or (host_reads is not False and not others), \
-        host_reads is not False and all(len(h) == P for h in hosts)
+def whole_folder(graph, comm) -> HostRanks | None:
+    """The host plan's ranks when the graph store was opened without a communicator (``graph.hosts``
+    None: every part is in the folder, every rank taken to read it whole); None: gather them."""
+    if graph.hosts is not None or comm.world_size == 1:
+        return None
+    return HostRanks(tuple(k for k in range(comm.world_size) if k != comm.rank), True)
 
 
 def _meta_digest(meta: dict) -> str:
@@ -308,44 +296,38 @@ class PartitionFeatureStore(ReadOnlyRows, FeatureStore):
             :class:`gnnscale.pyg.own_part.OwnPartGraphStore` (id maps, book; built with ``comm`` it
             knows which parts every rank's folder holds).
         comm: this rank's :class:`gnnscale.process.comm.Communicator` (rank r reads part r).
-        host_reads: read other parts' rows from the folder (default: those of the parts this
-            host's folder holds; the rest are asked of their owners); True: every part's, which
-            must be in the folder; False: asks every other part's owner through ``comm``.
-            Fetches are collective unless every rank reads every other part on its host.
-        cache_rows: keep this many rows of parts read neither here nor from the host (the highest
-            in-degree first) in a cache, filled once (collective); 0: none.
+        host_reads: read the rows of the other parts on this host from the folder
+            (:func:`gnnscale.data.host_parts.plan_host_reads`, the engine's plan; default: when every
+            rank's folder holds every part on its host, else every part's rows are asked of their
+            owners); True: they must be in the folder; False: asks every other part's owner through
+            ``comm``. Fetches are collective unless every rank reads every other part on its host.
+        cache_rows: keep this many rows of parts read neither here nor from the host in a cache, chosen
+            by the engine's ``degree`` cache policy (:mod:`gnnscale.data.feature_cache`: the remote nodes
+            most of this part's in-edges come from), filled once (collective); 0: none.
     """
 
     def __init__(self, graph: PartitionGraphStore, comm, host_reads: bool | None = None, cache_rows: int = 0) -> None:
         super().__init__()
         self.graph = graph
         self.comm = comm
-        rank, world = comm.rank, comm.world_size
-        P = self.graph.book.num_parts
-        _check_world(P, world, graph.parts_dir)
-        self.part = load_part(graph.parts_dir, rank)
+        _check_world(self.graph.book.num_parts, comm.world_size, graph.parts_dir)
+        self.part = part = load_part(graph.parts_dir, comm.rank)
         self.feature_dim = int(self.part.x.shape[1])
-        self.store = DistFeatureStore(self.part, graph.book, comm, self.feature_dim)
-        read, self.host_reads, complete = host_plan(graph, rank, world, P, host_reads)
-        self.y_local = self.part.y
-        self.y_all = None
-        self.y_host: dict[int, torch.Tensor] = {}
-        if read:  # as stored (float32, or the folder's 16-bit feature_dtype)
-            stored = file_dtype(meta_feature_dtype(graph.meta))
-            self.store.read_host_parts({k: load_array(graph.parts_dir / part_dir_name(k) / "x.npy", stored,
-                                                      (graph.book.part_size(k), self.feature_dim), mmap="r")
-                                        for k in read}, complete=complete)
-            self.y_host = {k: torch.from_numpy(np.array(np.load(graph.parts_dir / part_dir_name(k) / "y.npy",
-                                                                mmap_mode="r"))) for k in read}
-        if complete:
-            self.y_all = torch.cat([self.y_local if k == rank else self.y_host[k] for k in range(world)])
-        if cache_rows:
-            deg = graph.in_degrees()
-            held = torch.zeros(world, dtype=torch.bool)
-            held[[rank, *read]] = True
-            remote = torch.nonzero(~held[graph.book.owner(graph.new_of_old)]).flatten()  # original ids
-            top = remote[torch.argsort(deg[remote], descending=True, stable=True)[: int(cache_rows)]]
-            self.store.fill_cache(graph.new_of_old[top])
+        self.store = DistFeatureStore(part, graph.book, comm, self.feature_dim)  # x: the engine's row reader
+        self.y_local = part.y
+        self.labels = RowReader(part.y, graph.book, comm, tuple(part.y.shape[1:]), part.y.dtype, "label")
+        # the engine's host plan: the other parts on this host, read by the files present
+        (self.host_reads,), hosts = plan_host_reads(comm, graph.parts_dir, [(host_reads, ("x.npy", "y.npy"))],
+                                                    whole_folder(graph, comm))
+        if self.host_reads:
+            self.store.read_host_parts(open_host_features(graph.parts_dir, graph.book, hosts, self.feature_dim),
+                                       hosts.complete)
+            self.labels.read_host_parts(open_host_labels(graph.parts_dir, hosts), hosts.complete)
+        if cache_rows:  # the engine's cache chooser (its registered degree policy), parts read here left out
+            read_here = torch.zeros(comm.world_size, dtype=torch.bool)
+            read_here[list(hosts.peers) if self.host_reads else []] = True
+            ctx = CacheContext(part, graph.num_nodes, read_here=read_here)
+            self.store.fill_cache(choose_cache_ids("degree", ctx, CacheSize(rows=int(cache_rows)), self.store.row_bytes))
 
     @property
     def stats(self) -> dict:
@@ -358,19 +340,7 @@ class PartitionFeatureStore(ReadOnlyRows, FeatureStore):
 
     def fetch_y(self, ids: torch.Tensor) -> torch.Tensor:
         """Targets of original ids int64 [k] (the folder's y dtype)."""
-        new = self.graph.new_of_old[ids]
-        if self.y_all is not None:
-            return self.y_all[new]
-        owner = self.graph.book.owner(new)
-        out = torch.empty((new.numel(),) + tuple(self.y_local.shape[1:]), dtype=self.y_local.dtype)
-        mine = owner == self.comm.rank
-        out[mine] = self.y_local[new[mine] - self.part.offset]
-        for k, y in self.y_host.items():  # parts read on this host (a few)
-            at = owner == k
-            out[at] = y[new[at] - int(self.graph.book.offsets[k])]
-            mine |= at
-        need = torch.nonzero(~mine).flatten()
-        return ask_owners(self.comm, new, owner, need, self.y_local, self.part.offset, out, "label_request", "label")
+        return self.labels.read(self.graph.new_of_old[ids])
 
     def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
         index = index_of(attr)

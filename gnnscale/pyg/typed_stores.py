@@ -16,8 +16,9 @@ of the ``HeteroData`` itself (same seed, same draws).
   gnnscale's datasets give them), or after :meth:`TypedPartitionGraphStore.name_edges` (what
   :func:`gnnscale.pyg.init_distributed` does with the ``HeteroData`` it partitions).
 - :class:`TypedPartitionFeatureStore`: per node type with features its ``x`` (float32
-  [N_t, F_t]), and the target type's ``y``, for one rank: its own part's rows, the cache, other
-  parts read from the folder on this host (host reads), else asked of their owners through the
+  [N_t, F_t]), and the target type's ``y``, for one rank, each read by the engine's row reader
+  (:class:`gnnscale.data.rows.RowReader`): its own part's rows, the cache, other parts read from the
+  folder on this host (the engine's host plan), else asked of their owners through the
   communicator (one :class:`gnnscale.data.DistFeatureStore` per type over its per-type ids; bytes
   under ``feature_request``/``feature`` and ``label_request``/``label``; every wait bounded by the
   communicator's timeout). Types without features have no tensor: a batch gives their ``n_id``
@@ -37,7 +38,9 @@ import torch
 from torch_geometric.data import FeatureStore, GraphStore, HeteroData, TensorAttr
 from torch_geometric.data.graph_store import EdgeAttr
 
-from gnnscale.data.owner_rows import ask_owners
+from gnnscale.data.feature_cache import CacheContext, CacheSize, choose_cache_ids
+from gnnscale.data.host_parts import open_host_features, open_host_labels, plan_host_reads, present_parts
+from gnnscale.data.rows import RowReader
 from gnnscale.data.typed_store import TypedFeatureStore
 from gnnscale.errors import PartitionError
 from gnnscale.partitioning.book import PartitionBook, TypedPartitionBook
@@ -46,8 +49,8 @@ from gnnscale.partitioning.part import load_part
 from gnnscale.partitioning.validate import load_array
 from gnnscale.pyg.sampler import csc_of
 from gnnscale.pyg.memory_stores import index_of
-from gnnscale.pyg.stores import (PartitionGraphStore, ReadOnlyEdges, ReadOnlyRows, _check_world, host_plan,
-                                 present_parts, require_graph_files)
+from gnnscale.pyg.stores import (PartitionGraphStore, ReadOnlyEdges, ReadOnlyRows, _check_world, require_graph_files,
+                                 whole_folder)
 
 _GRAPH_FILES = ("indptr.npy", "indices.npy", "etype.npy", "orig_ids.npy")
 _SPLITS = ("train_mask", "val_mask", "test_mask")
@@ -249,12 +252,13 @@ class TypedPartitionFeatureStore(ReadOnlyRows, FeatureStore):
         graph: the folder's :class:`TypedPartitionGraphStore` (id maps, book; built with ``comm`` it
             knows which parts every rank's folder holds).
         comm: this rank's :class:`gnnscale.process.comm.Communicator` (rank r reads part r).
-        host_reads: read other parts' rows from the folder (default: those of the parts this host's
-            folder holds; the rest are asked of their owners); True: every part's, which must be in
+        host_reads: read the rows of the other parts on this host from the folder (the engine's
+            host plan, as :class:`gnnscale.pyg.stores.PartitionFeatureStore`); True: they must be in
             the folder; False: asks every other part's owner through ``comm``. Fetches are
             collective unless every rank reads every other part on its host.
-        cache_rows: keep this many other parts' rows of the types with features (the highest
-            in-degree over all relations first) in a cache, filled once (collective); 0: none.
+        cache_rows: keep this many other parts' rows of the types with features in a cache, chosen
+            by the engine's ``degree`` cache policy over this part's in-edges (as ``gnnscale train
+            --cache-policy degree`` on a typed part), filled once (collective); 0: none.
     """
 
     def __init__(self, graph: TypedPartitionGraphStore, comm, host_reads: bool | None = None,
@@ -266,62 +270,40 @@ class TypedPartitionFeatureStore(ReadOnlyRows, FeatureStore):
         book = graph.book
         P = book.num_parts
         _check_world(P, world, graph.parts_dir)
-        self.part = load_part(graph.parts_dir, rank)
+        self.part = part = load_part(graph.parts_dir, rank)
         index = {t: i for i, t in enumerate(graph.node_types)}
-        typed = TypedFeatureStore(self.part, comm)
+        self.typed = typed = TypedFeatureStore(part, comm)  # x per type: the engine's row readers
         self.stores = {t: typed.stores[index[t]] for t in graph.node_types if index[t] in typed.stores}
-        self.read, self.host_reads, complete = host_plan(graph, rank, world, P, host_reads)
-        if self.read:
-            for t, store in self.stores.items():  # loop over node types with features
-                counts = book.part_type_counts()[:, index[t]]
-                store.read_host_parts({k: load_array(graph.parts_dir / part_dir_name(k) / f"x_t{index[t]}.npy",
-                                                     np.float32, (int(counts[k]), graph.feature_dims[t]), mmap="r")
-                                       for k in self.read}, complete=complete)
         tt = index[graph.target_type]
         self.y_book = book.type_book(tt)
         lo, hi = (int(v) for v in book.type_starts[rank, tt:tt + 2])
-        self.y_local = self.part.y[lo:hi]  # the target type's rows of this part, by per-type new id
-        self.y_host = {k: torch.from_numpy(np.array(np.load(graph.parts_dir / part_dir_name(k) / "y.npy",
-                                                            mmap_mode="r")[int(book.type_starts[k, tt]):
-                                                                           int(book.type_starts[k, tt + 1])]))
-                       for k in self.read}
-        self.y_all = torch.cat([self.y_local if k == rank else self.y_host[k] for k in range(world)]) \
-            if complete else None
-        if cache_rows:
-            self._fill_cache(int(cache_rows))
-
-    def _fill_cache(self, rows: int) -> None:
-        """The ``rows`` remote rows of the highest in-degree over the types with features, each type's
-        into its store's cache (collective, in type order)."""
-        g, rank = self.graph, self.comm.rank
-        if not self.stores:
-            return
-        held = torch.zeros(self.comm.world_size, dtype=torch.bool)
-        held[[rank, *self.read]] = True
-        deg, kind, ids = [], [], []
-        for i, t in enumerate(self.stores):  # loop over node types with features
-            d = torch.zeros(g.num_nodes[t], dtype=torch.int64)
-            for et, (indptr, _, _) in g.relation_csc().items():
-                if et[2] == t:
-                    d += indptr[1:] - indptr[:-1]
-            remote = torch.nonzero(~held[self.stores[t].book.owner(g.new_of_old[t])]).flatten()  # original ids
-            deg.append(d[remote])
-            kind.append(torch.full_like(remote, i))
-            ids.append(remote)
-        deg, kind, ids = torch.cat(deg), torch.cat(kind), torch.cat(ids)
-        top = torch.argsort(deg, descending=True, stable=True)[:rows]
-        for i, (t, store) in enumerate(self.stores.items()):
-            store.fill_cache(g.new_of_old[t][ids[top][kind[top] == i]])
+        self.y_local = part.y[lo:hi]  # the target type's rows of this part, by per-type new id
+        self.labels = RowReader(self.y_local, self.y_book, comm, tuple(self.y_local.shape[1:]), self.y_local.dtype,
+                                "label")
+        # the engine's host plan: the other parts on this host, read by the files present
+        files = tuple(f"x_t{index[t]}.npy" for t in self.stores) + ("y.npy",)
+        (self.host_reads,), hosts = plan_host_reads(comm, graph.parts_dir, [(host_reads, files)],
+                                                    whole_folder(graph, comm))
+        self.read = list(hosts.peers) if self.host_reads else []
+        if self.host_reads:
+            counts = book.part_type_counts()
+            for t, store in self.stores.items():  # loop over node types with features
+                store.read_host_parts(open_host_features(graph.parts_dir, book.book, hosts, graph.feature_dims[t],
+                                                         f"x_t{index[t]}.npy", counts[:, index[t]]), hosts.complete)
+            starts = book.type_starts
+            self.labels.read_host_parts(open_host_labels(graph.parts_dir, hosts, {
+                k: (int(starts[k, tt]), int(starts[k, tt + 1])) for k in hosts.peers}), hosts.complete)
+        if cache_rows and self.stores:  # the engine's cache chooser (its registered degree policy)
+            read_here = torch.zeros(world, dtype=torch.bool)
+            read_here[self.read] = True
+            ctx = CacheContext(part, part.book.num_nodes, has_rows=typed.has_rows, read_here=read_here)
+            typed.fill_cache(choose_cache_ids("degree", ctx, CacheSize(rows=int(cache_rows)), typed.feature_dim * 4))
 
     @property
     def stats(self) -> dict:
         """Rows by where they came from (``local_rows``, ``cache_hits``, ``host_rows``, ``remote_rows``),
         summed over the types."""
-        out = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0, "host_rows": 0}
-        for store in self.stores.values():
-            for k in out:
-                out[k] += store.stats[k]
-        return out
+        return self.typed.stats
 
     def fetch_x(self, node_type: str, ids: torch.Tensor) -> torch.Tensor:
         """float32 [k, F_t] rows of original per-type ids int64 [k] of ``node_type``."""
@@ -329,20 +311,7 @@ class TypedPartitionFeatureStore(ReadOnlyRows, FeatureStore):
 
     def fetch_y(self, ids: torch.Tensor) -> torch.Tensor:
         """Targets of original ids int64 [k] of the target type (the folder's y dtype)."""
-        new = self.graph.new_of_old[self.graph.target_type][ids]
-        if self.y_all is not None:
-            return self.y_all[new]
-        owner = self.y_book.owner(new)
-        offset = int(self.y_book.offsets[self.comm.rank])
-        out = torch.empty((new.numel(),) + tuple(self.y_local.shape[1:]), dtype=self.y_local.dtype)
-        mine = owner == self.comm.rank
-        out[mine] = self.y_local[new[mine] - offset]
-        for k, y in self.y_host.items():  # parts read on this host (a few)
-            at = owner == k
-            out[at] = y[new[at] - int(self.y_book.offsets[k])]
-            mine |= at
-        need = torch.nonzero(~mine).flatten()
-        return ask_owners(self.comm, new, owner, need, self.y_local, offset, out, "label_request", "label")
+        return self.labels.read(self.graph.new_of_old[self.graph.target_type][ids])
 
     def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
         t = attr.group_name
