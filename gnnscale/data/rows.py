@@ -159,7 +159,8 @@ class HostRows:
 
     def fill(self, ids: torch.Tensor, owner: torch.Tensor, out: torch.Tensor, at: torch.Tensor) -> None:
         """``ids`` and ``owner`` of the claimed rows: one gather per part read (<= world size)."""
-        for k in torch.unique(owner).tolist():
+        present = torch.bincount(owner, minlength=self.mask.numel())  # a count, not a sort of the batch's owners
+        for k in torch.nonzero(present).flatten().tolist():
             sel = owner == k
             gather(self.parts[k], ids[sel] - int(self.offsets[k]), out, at[sel], self.file_dtype, f"part {k}")
 
