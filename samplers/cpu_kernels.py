@@ -433,8 +433,16 @@ def sample_from_csc(
     weights: "torch.Tensor | None" = None,
     cum_weights: "torch.Tensor | None" = None,
     return_edges: bool = False,
+    labor: "torch.Tensor | None" = None,
 ) -> tuple[torch.Tensor, ...]:
-    """Compiled twin of :func:`gnnscale.samplers.kernels.sample_from_csc` (same arguments and results)."""
+    """Compiled twin of :func:`gnnscale.samplers.kernels.sample_from_csc` (same arguments and results;
+    layer-neighbour sampling, ``labor``, runs the vectorized torch kernel)."""
+    if labor is not None:
+        from gnnscale.samplers.labor import labor_positions
+
+        start = indptr[rows]
+        counts, edge = labor_positions(start, indptr[rows + 1] - start, fanout, key, labor)
+        return (counts, indices[edge], edge) if return_edges else (counts, indices[edge])
     keys, counts, parallel = _frontier(rows, key)
     if weights is None and not replace:  # uniform without replacement (the default, fastest path)
         kernel = _sample_parallel if parallel else _sample_serial

@@ -84,7 +84,9 @@ class DistFeatureStore:
 
     Counters (cumulative in ``self.stats``): ``local_rows``, ``remote_rows`` (fetched from
     owners), ``cache_hits`` (remote rows served by the cache, see :meth:`fill_cache`) and
-    ``host_rows`` (other parts' rows read from this host's partition folder).
+    ``host_rows`` (other parts' rows read from this host's partition folder) and
+    ``distinct_rows`` (the distinct ids fetched since the last :meth:`reset_stats`: an epoch's
+    byte floor, one byte per node of the graph to mark them).
     Bytes are counted by ``comm`` under ``feature_request`` (ids) and ``feature`` (rows); the
     one-time cache fill under ``cache_fill``.
     """
@@ -109,7 +111,8 @@ class DistFeatureStore:
         self.host_parts: dict[int, np.ndarray] = {}
         self.host_mask = torch.zeros(comm.world_size, dtype=torch.bool)
         self.host_complete = False
-        self.stats = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0, "host_rows": 0}
+        self.stats = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0, "host_rows": 0, "distinct_rows": 0}
+        self._seen: torch.Tensor | None = None  # bool [N]: ids fetched since reset_stats (distinct_rows)
 
     @property
     def row_bytes(self) -> int:
@@ -119,6 +122,17 @@ class DistFeatureStore:
     def reset_stats(self) -> None:
         for k in self.stats:
             self.stats[k] = 0
+        if self._seen is not None:
+            self._seen.zero_()
+
+    def _mark(self, ids: torch.Tensor) -> None:
+        """Count the ids of ``ids`` (distinct within a call: a batch's input ids) not fetched before
+        since :meth:`reset_stats` (``distinct_rows``)."""
+        if self._seen is None:
+            self._seen = torch.zeros(int(self.book.num_nodes), dtype=torch.bool)
+        ids = ids.cpu()
+        self.stats["distinct_rows"] += int(ids.numel() - int(self._seen[ids].sum()))
+        self._seen[ids] = True
 
     def read_host_parts(self, parts: dict[int, np.ndarray], complete: bool) -> None:
         """Read the rows of the parts in ``parts`` ({owner rank: float32 [n_owner, F] array or
@@ -171,6 +185,8 @@ class DistFeatureStore:
         Rows stored at lower precision move as stored and are cast to float32 here, last.
         """
         rows = self._fetch(ids, category)
+        if category == "feature":
+            self._mark(ids)
         return rows if rows.dtype == torch.float32 else rows.to(torch.float32)
 
     def _fetch(self, ids: torch.Tensor, category: str) -> torch.Tensor:

@@ -59,7 +59,7 @@ class TypedFeatureStore:
 
     @property
     def stats(self) -> dict:
-        out = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0}
+        out = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0, "distinct_rows": 0}
         for s in self.stores.values():
             for k in out:
                 out[k] += s.stats[k]

@@ -266,7 +266,10 @@ class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader):
     ``input_id`` holds its seeds' node ids, as PyG's, else their positions), ``replace``, ``disjoint``,
     ``weight_attr`` (an edge attribute of float weights: weighted draws),
     ``filter_per_worker``, ``transform``, ``transform_sampler_output``, and DataLoader's
-    ``batch_size``, ``shuffle``, ``drop_last``, ``num_workers``, ...; plus ``seed``.
+    ``batch_size``, ``shuffle``, ``drop_last``, ``num_workers``, ...; plus ``seed`` and ``labor``
+    (gnnscale's, PyG has none: layer-neighbour sampling, LABOR-0 as GraphBolt's
+    ``LayerNeighborSampler``; ``num_neighbors`` are then the fan-outs in expectation; a ``Data``,
+    not disjoint, unweighted, without replacement).
 
     Batches are PyG's: ``x``/``y``/... rows of ``n_id`` (seeds first, ``batch_size`` of them),
     ``edge_index`` local (source, target), ``e_id``, ``num_sampled_nodes``/``num_sampled_edges``.
@@ -278,13 +281,13 @@ class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader):
                  backend: str = "auto", input_time: Any = None, subgraph_type: Any = "directional",
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
-                 directed: bool = True, **kwargs: Any) -> None:
+                 directed: bool = True, labor: bool = False, **kwargs: Any) -> None:
         refuse_unjoined_world("NeighborLoader")
         refuse_unsupported(dict(input_time=input_time, subgraph_type=subgraph_type,
                                 temporal_strategy=temporal_strategy, time_attr=time_attr,
                                 neighbor_sampler=neighbor_sampler, directed=directed))
         if isinstance(data, HeteroData):
-            refuse_on_hetero(disjoint=disjoint, weight_attr=weight_attr)
+            refuse_on_hetero(disjoint=disjoint, weight_attr=weight_attr, labor=labor)
             edge_index, num_nodes = check_hetero_data(data)
             fanouts = hetero_fanouts(num_neighbors, list(edge_index))
             nodes = check_typed_input_nodes(input_nodes, num_nodes)
@@ -297,7 +300,8 @@ class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader):
             nodes = check_input_nodes(input_nodes, n)
             seed = _seed_and_generator(seed, kwargs)
             self._sampler = GnnscaleSampler(edge_index, n, fanouts, seed=seed, replace=replace, backend=backend,
-                                            disjoint=disjoint, edge_weight=edge_weight_of(data, weight_attr))
+                                            disjoint=disjoint, edge_weight=edge_weight_of(data, weight_attr),
+                                            labor=labor)
         self._mask_ids = given_as_mask(input_nodes)
         super().__init__(data, self._sampler, input_nodes=nodes, transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
@@ -328,13 +332,13 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader):
                  backend: str = "auto", edge_label_time: Any = None, subgraph_type: Any = "directional",
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
-                 directed: bool = True, **kwargs: Any) -> None:
+                 directed: bool = True, labor: bool = False, **kwargs: Any) -> None:
         refuse_unjoined_world("LinkNeighborLoader")
         refuse_unsupported(dict(edge_label_time=edge_label_time, subgraph_type=subgraph_type,
                                 temporal_strategy=temporal_strategy, time_attr=time_attr,
                                 neighbor_sampler=neighbor_sampler, directed=directed))
         if isinstance(data, HeteroData):
-            refuse_on_hetero(disjoint=disjoint, weight_attr=weight_attr)
+            refuse_on_hetero(disjoint=disjoint, weight_attr=weight_attr, labor=labor)
             edge_index, num_nodes = check_hetero_data(data)
             fanouts = hetero_fanouts(num_neighbors, list(edge_index))
             et, pairs = check_typed_edge_label_index(edge_label_index, edge_index, num_nodes)
@@ -353,7 +357,8 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader):
         check_edge_label(edge_label, pairs)
         seed = _seed_and_generator(seed, kwargs)
         self._sampler = GnnscaleSampler(edge_index, n, fanouts, seed=seed, replace=replace, backend=backend,
-                                        disjoint=disjoint, edge_weight=edge_weight_of(data, weight_attr))
+                                        disjoint=disjoint, edge_weight=edge_weight_of(data, weight_attr),
+                                        labor=labor)
         super().__init__(data, self._sampler, edge_label_index=edge_index if pairs is None else pairs,
                          edge_label=edge_label, neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio,
                          transform=transform, transform_sampler_output=transform_sampler_output,

@@ -55,7 +55,7 @@ from gnnscale.pyg.steps import Step, StepBook
 from gnnscale.pyg.world import refuse_unjoined_world
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.link import EdgeFilter, NegativeSampler
-from gnnscale.samplers.local import check_edge_weight, check_replace, sampling_variant
+from gnnscale.samplers.local import check_edge_weight, check_labor, check_replace, sampling_variant
 from gnnscale.samplers.rng import stream_key
 
 MAX_REDRAWS = 20
@@ -93,12 +93,17 @@ class GnnscaleSampler(BaseSampler):
             never a zero-weight edge (the kernels' weighted draws).
         csc: ``(indptr, indices, perm)`` as :func:`csc_of` returns them, instead of ``edge_index``
             (None then): a graph store's CSC (:class:`gnnscale.pyg.stores.PartitionGraphStore`).
+        labor: layer-neighbour sampling (LABOR-0, as GraphBolt's ``LayerNeighborSampler``; PyG
+            has none): one uniform per candidate neighbour and hop, keyed by the hop's stream and
+            the neighbour's id, shared by every seed; a node of in-degree ``d`` keeps a neighbour
+            iff it is below ``fanout / d`` (``fanout`` in expectation, fewer distinct nodes per
+            batch). Not with ``replace``, ``edge_weight`` or ``disjoint``.
     """
 
     def __init__(self, edge_index: torch.Tensor, num_nodes: int, fanouts: Sequence[int], seed: int = 0,
                  replace: bool = False, backend: str = "auto", disjoint: bool = False,
                  edge_weight: torch.Tensor | None = None,
-                 csc: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> None:
+                 csc: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None, labor: bool = False) -> None:
         refuse_unjoined_world(type(self).__name__)
         self.num_nodes = int(num_nodes)
         self.fanouts = [int(f) for f in fanouts]
@@ -112,6 +117,12 @@ class GnnscaleSampler(BaseSampler):
         self.epoch = 0
         if not isinstance(disjoint, bool):
             raise SamplerError(f"disjoint must be a bool; found {disjoint!r}. Pass disjoint=True or False.")
+        self.labor = check_labor(labor, self.replace, weight)
+        if self.labor:
+            if disjoint:
+                raise SamplerError("labor=True shares each neighbour's draw between the seeds of a hop, and disjoint=True "
+                                   "grows a tree per seed; pass one of them")
+            self.variant = {"labor": self.indices}  # a neighbour's key is its id (as the nodes' draws)
         self.disjoint = disjoint
         self._filter: EdgeFilter | None = None
         # N processes: the global step of each batch (gnnscale.pyg.distributed sets it)
