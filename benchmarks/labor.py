@@ -42,11 +42,11 @@ PEERS = os.path.abspath(os.path.join(ROOT, "..", "shared", "peers"))
 
 COMMON = dict(workers=1, verify=False, progress=False, device="cpu", timeout=600.0)
 SETUPS = {
-    "rmat": dict(hidden=256, dropout=0.5, lr=3e-3, fanouts=(5, 10, 15), batch_size=1024, threads=2, epochs=4),
+    "rmat": dict(hidden=256, dropout=0.5, lr=3e-3, fanouts=(5, 10, 15), batch_size=1024, threads=2, epochs=3),
     "cora": dict(dataset="planetoid:cora", root=str(SHARED / "planetoid"), layer="sage", hidden=64, dropout=0.5,
-                 lr=0.01, weight_decay=5e-4, fanouts=(5, 5), batch_size=32, epochs=40, eval_every=1, threads=2),
+                 lr=0.01, weight_decay=5e-4, fanouts=(5, 5), batch_size=32, epochs=10, eval_every=1, threads=1),
     "acm": dict(dataset=f"acm:{SHARED / 'acm'}?split=20", layer="rel:sage", hidden=64, dropout=0.5, lr=0.01,
-                weight_decay=5e-4, fanouts=(5, 5), batch_size=32, epochs=30, eval_every=1, threads=2),
+                weight_decay=5e-4, fanouts=(5, 5), batch_size=32, epochs=10, eval_every=1, threads=1),
 }
 SAMPLERS = ("neighbor", "labor")
 
