@@ -196,3 +196,30 @@ def test_labor_on_a_typed_graph_one_step_of_two_workers_equals_one_worker(acm_pa
     a, b, c = _weights(one), _weights(two), _weights(plain)
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < LR / 100
     assert max(float((a[k] - c[k]).abs().max()) for k in a) > LR / 100
+
+
+def test_labor_compiled_and_torch_kernels_draw_the_same():
+    """The numba kernel (two passes: count, fill) and the vectorized torch one keep the same edges,
+    with one stream key or one per row (a typed graph's relation keys), fan-out -1 and larger than
+    every degree included, serial and parallel."""
+    from gnnscale.samplers import cpu_kernels
+    from gnnscale.samplers.kernels import sample_from_csc
+
+    if not cpu_kernels.HAVE_NUMBA:
+        pytest.skip("numba not installed")
+    indptr, indices = _graph(6000, 10, seed=8)
+    keys = torch.randperm(6000, generator=torch.Generator().manual_seed(9)) * 3 + 5
+    rows = torch.randperm(6000, generator=torch.Generator().manual_seed(10))[:5000]
+    threads = cpu_kernels._THREADS[0]
+    try:
+        for t in (1, 2):
+            cpu_kernels._THREADS[0] = t
+            for fanout in (-1, 3, 8, 1000):
+                for key in (12345, torch.arange(5000) * 7919 - 3):
+                    a = sample_from_csc(indptr, indices, rows, keys[rows], fanout, key, return_edges=True,
+                                        labor=keys[indices])
+                    b = cpu_kernels.sample_from_csc(indptr, indices, rows, keys[rows], fanout, key, return_edges=True,
+                                                    labor=keys[indices])
+                    assert all(torch.equal(x, y) for x, y in zip(a, b)), (t, fanout)
+    finally:
+        cpu_kernels._THREADS[0] = threads
