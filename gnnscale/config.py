@@ -134,6 +134,14 @@ class TrainConfig:
         "auto", "sampling", choices=("auto", "numba", "torch"),
         applies=SAMPLED_MODES, why=_SAMPLES_NOTHING,
         help="sampling kernels: compiled numba on CPU (auto) or plain torch; identical draws")
+    sampler: str = option(
+        "neighbor", "sampling", choices=("neighbor", "labor"),
+        applies=SAMPLED_MODES, why=_SAMPLES_NOTHING,
+        help="training draws: neighbor (each seed draws its --fanouts neighbours independently) or labor "
+        "(layer-neighbour sampling, LABOR-0 as GraphBolt's LayerNeighborSampler: one uniform per candidate "
+        "neighbour shared by every seed of a hop, a seed of in-degree d keeps a neighbour iff it is below "
+        "fanout / d: the fan-out in expectation, far fewer distinct nodes and feature rows per batch); "
+        "evaluation draws neighbours")
     cache_policy: str = option(
         "none", "data",
         applies=SAMPLED_MODES, why=_WHOLE_FEATURES,

@@ -39,6 +39,7 @@ from gnnscale.samplers.local import (
     check_edge_attr,
     check_edge_weight,
     check_fanouts,
+    check_labor,
     check_replace,
     check_seeds,
     gather_edge_attr,
@@ -61,6 +62,7 @@ class HostGraph:
     indices: torch.Tensor
     owned_keys: torch.Tensor
     edge_attr: torch.Tensor | None = None
+    source_keys: torch.Tensor | None = None  # layer-neighbour sampling: int64 [E_k] original ids of ``indices``
 
 
 class Exchange(Protocol):
@@ -138,6 +140,8 @@ class DistNeighborSampler:
         mode: str = "exact",
         typed: TypedGraph | None = None,
         edge_attr: torch.Tensor | np.ndarray | None = None,
+        labor: bool = False,
+        source_keys: torch.Tensor | None = None,
     ) -> None:
         if mode not in MODES:
             raise SamplerError(f"sampling mode must be one of {', '.join(MODES)}; found {mode!r}")
@@ -146,9 +150,11 @@ class DistNeighborSampler:
         self.mode = mode
         self.edge_attr = check_edge_attr(edge_attr, indices.numel())
         self.edge_map = None  # local mode: row of edge_attr of each kept edge
+        self.kept = None  # local mode: bool [E_owned] the edges kept
         if mode == "local":
             if self.edge_attr is not None:
                 self.edge_map = torch.nonzero(book.owner(indices) == comm.rank).flatten()
+            self.kept = book.owner(indices) == comm.rank  # the edges kept (their source keys too)
             indptr, indices, edge_weight, _ = _owned_edges_only(indptr, indices, book, comm.rank, edge_weight)
         self.indptr = indptr
         self.indices = indices
@@ -164,12 +170,45 @@ class DistNeighborSampler:
         self.replace = check_replace(replace)
         self.edge_weight = check_edge_weight(edge_weight, indices.numel(), indices.device)
         self.variant = sampling_variant(self.replace, self.edge_weight)
+        self.labor = check_labor(labor, self.replace, self.edge_weight)
+        self.source_keys = None
+        if self.labor and (source_keys is not None or owned_keys is None):
+            self.set_source_keys(indices if source_keys is None else source_keys, local_mode_kept=True)
         # exact mode draws this part's edges with their rows beside the ids (packed_edges); the
         # other modes gather the rows of every hop's positions after the last hop
         self.packed = packed_edges(self.kernels, indices, self.edge_attr, self.variant, typed) \
-            if mode == "exact" else None
+            if mode == "exact" and not self.labor else None
         self.host: dict[int, HostGraph] = {}  # read_host_parts: other ranks' parts on this host
         self.host_complete = False
+
+    def set_source_keys(self, source_keys: torch.Tensor, host: dict | None = None,
+                        local_mode_kept: bool = True) -> None:
+        """Layer-neighbour sampling: the original id of the source of every in-edge of this part
+        (int64 [E_owned], aligned with the part's ``indices`` as given to the constructor; local
+        mode keeps those of the edges it kept) and of every host part's (``{rank: int64 [E_k]}``,
+        stored on its :class:`HostGraph`)."""
+        if not self.labor:
+            raise SamplerError("set_source_keys: this sampler does not sample layer-neighbours (labor=False)")
+        keys = source_keys.to(torch.int64)
+        if local_mode_kept and getattr(self, "kept", None) is not None and keys.numel() == self.kept.numel():
+            keys = keys[self.kept]
+        if keys.numel() != self.indices.numel():
+            raise SamplerError(f"source_keys must hold one original id per in-edge ({self.indices.numel()}); found "
+                               f"{keys.numel()}")
+        self.source_keys = keys
+        for k, sk in (host or {}).items():
+            from dataclasses import replace as _replace
+
+            self.host[k] = _replace(self.host[k], source_keys=sk.to(torch.int64))
+
+    def _variant(self, source_keys: torch.Tensor | None) -> dict:
+        """The kernels' variant keywords for a CSC whose sources' original ids are ``source_keys``."""
+        if not self.labor:
+            return self.variant
+        if source_keys is None:
+            raise SamplerError("layer-neighbour sampling needs the original ids of the sources of every CSC it "
+                               "draws from; call set_source_keys (gnnscale.data.open_data does)")
+        return {"labor": source_keys}
 
     def read_host_parts(self, parts: dict[int, HostGraph], complete: bool) -> None:
         """Sample the nodes of ``parts`` (``{rank: HostGraph}``, other ranks' parts read on this
@@ -206,7 +245,7 @@ class DistNeighborSampler:
         g = self.host[k]
         with_attr = self.edge_attr is not None
         out = self._draw(g.indptr, g.indices, g.owned_keys, int(self.book.offsets[k]), ids, self.fanouts[hop],
-                         self.keys(epoch, step, hop), self.kernels, with_attr)
+                         self.keys(epoch, step, hop), self.kernels, with_attr, g.source_keys)
         return (out[0], out[1], gather_edge_attr(g.edge_attr, out[2])) if with_attr else (out[0], out[1], None)
 
     def sample(self, seeds: torch.Tensor, epoch: int = 0, step: int = 0) -> MiniBatch:
@@ -270,16 +309,16 @@ class DistNeighborSampler:
         positions in this sampler's CSC (rows of its edge attributes via :meth:`_attr_rows`).
         """
         return self._draw(self.indptr, self.indices, self.owned_keys, self.offset, dst, fanout, key,
-                          kernels or self.kernels, return_edges)
+                          kernels or self.kernels, return_edges, self.source_keys)
 
     def _draw(self, indptr, indices, keys, offset: int, ids: torch.Tensor, fanout: int, key, kernels: Kernels,
-              return_edges: bool) -> tuple[torch.Tensor, ...]:
+              return_edges: bool, source_keys: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
         """Draw up to ``fanout`` in-neighbours of ``ids`` (int64 [k] global) from one part's CSC
         (rows ``ids - offset``; ``keys`` its nodes' stream keys), with stream ``key`` and this
         sampler's variant: (counts, nbrs[, CSC edge positions])."""
         rows = ids - offset
         kw = {"return_edges": True} if return_edges else {}
-        return kernels.sample(indptr, indices, rows, keys[rows], fanout, key, **kw, **self.variant)
+        return kernels.sample(indptr, indices, rows, keys[rows], fanout, key, **kw, **self._variant(source_keys))
 
     def _draw_own(self, ids: torch.Tensor, fanout: int, key, with_rows: bool) -> tuple[torch.Tensor, ...]:
         """(counts, nbrs[, their edge rows float32 [M, De]]) of owned ids (int64 [k] global) with
@@ -288,7 +327,7 @@ class DistNeighborSampler:
             rows = ids - self.offset
             return self.kernels.sample_packed(self.indptr, self.packed, rows, self.owned_keys[rows], fanout, key)
         out = self._draw(self.indptr, self.indices, self.owned_keys, self.offset, ids, fanout, key, self.kernels,
-                         with_rows)
+                         with_rows, self.source_keys)
         return (out[0], out[1], self._attr_rows(out[2])) if with_rows else out
 
     def _attr_rows(self, edges: torch.Tensor) -> torch.Tensor:
@@ -374,7 +413,8 @@ class DistNeighborSampler:
         then their CSC edge positions when the sampler has edge attributes."""
         rows = ids - self.offset
         return sample_relations((kernels or self.kernels).sample, self.typed, self.indices, rows,
-                                self.typed.node_type(ids), self.owned_keys[rows], hop, key, self.variant,
+                                self.typed.node_type(ids), self.owned_keys[rows], hop, key,
+                                self._variant(self.source_keys),
                                 return_edges=self.edge_attr is not None)
 
     def sample_owned_typed(self, dst: torch.Tensor, hop: int, key,

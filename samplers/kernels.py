@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from gnnscale.samplers.labor import labor_positions
 from gnnscale.samplers.rng import node_hash, uniform
 
 
@@ -215,6 +216,7 @@ def sample_from_csc(
     weights: torch.Tensor | None = None,
     cum_weights: torch.Tensor | None = None,
     return_edges: bool = False,
+    labor: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, ...]:
     """Sample in-neighbors of ``local_dst`` from a CSC.
 
@@ -233,6 +235,10 @@ def sample_from_csc(
             computed here when not given, but samplers compute it once).
         return_edges: also return each drawn neighbor's edge position in the CSC (its index
             into ``indices``), e.g. to gather edge attributes; the draws are the same.
+        labor: layer-neighbour sampling (LABOR-0, :func:`labor_positions`): int64 [E] the stream
+            identity (original id) of the source of every entry of ``indices``; neighbour ``t``
+            of a node of degree ``d`` is kept iff ``u_t * d < fanout``, ``u_t`` one uniform per
+            (``key``, ``t``) shared by every node of the hop. Unweighted, without replacement.
 
     Returns:
         counts: int64 [n]; nbrs: int64 [counts.sum()] global source ids grouped by node;
@@ -241,6 +247,9 @@ def sample_from_csc(
     """
     start = indptr[local_dst]
     deg = indptr[local_dst + 1] - start
+    if labor is not None:
+        counts, edge = labor_positions(start, deg, fanout, key, labor)
+        return (counts, indices[edge], edge) if return_edges else (counts, indices[edge])
     h = node_hash(key, node_keys) if fanout >= 0 else node_keys
     if weights is None:
         if replace:

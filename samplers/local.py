@@ -28,6 +28,19 @@ def check_replace(replace) -> bool:
     return replace
 
 
+def check_labor(labor, replace: bool, edge_weight) -> bool:
+    """Validate the ``labor`` flag: a bool, unweighted and without replacement (LABOR-0 keeps each
+    neighbour at most once with the probability its destination's fan-out sets)."""
+    if not isinstance(labor, bool):
+        raise SamplerError(f"labor must be a bool; found {labor!r} of type {type(labor).__name__}. Pass labor=True "
+                           "for layer-neighbour sampling or labor=False (the default) for neighbour sampling.")
+    if labor and (replace or edge_weight is not None):
+        raise SamplerError("layer-neighbour sampling (labor=True) draws uniformly without replacement; found "
+                           f"replace={replace}, edge_weight {'given' if edge_weight is not None else 'None'}. "
+                           "Leave replace and edge_weight out, or pass labor=False.")
+    return labor
+
+
 def check_edge_weight(edge_weight, num_edges: int, device: torch.device | str = "cpu") -> torch.Tensor | None:
     """Validate an edge-weight array: float [num_edges], finite, non-negative.
 
@@ -155,6 +168,12 @@ class NeighborSampler:
             The draws are the same with or without it. The compiled kernels' default draws
             keep a packed copy (each neighbor id beside its edge's row: ``E * (8 + 4 De)``
             bytes) and read the rows as they draw.
+        labor: layer-neighbour sampling (LABOR-0, as GraphBolt's ``LayerNeighborSampler``):
+            each hop draws one uniform ``u_t`` per candidate source ``t`` (keyed by the hop's
+            stream and ``t``'s key, so shared by every seed of the hop), and a node of in-degree
+            ``d`` keeps ``t`` iff ``u_t * d < fanout``: ``fanout`` neighbours in expectation,
+            far fewer distinct sources per batch (:func:`~gnnscale.samplers.kernels.labor_positions`).
+            Unweighted, without replacement; typed graphs relation by relation.
 
     ``sample(seeds, epoch, step)`` draws exactly what :class:`DistNeighborSampler` draws at
     the same (epoch, step), whatever the partitioning and whichever rank asks (the union of
@@ -177,6 +196,7 @@ class NeighborSampler:
         edge_weight: torch.Tensor | None = None,
         typed: TypedGraph | None = None,
         edge_attr: torch.Tensor | np.ndarray | None = None,
+        labor: bool = False,
     ) -> None:
         self.indptr = indptr
         self.indices = indices
@@ -189,6 +209,9 @@ class NeighborSampler:
         self.replace = check_replace(replace)
         self.edge_weight = check_edge_weight(edge_weight, indices.numel(), indices.device)
         self.variant = sampling_variant(self.replace, self.edge_weight)
+        self.labor = check_labor(labor, self.replace, self.edge_weight)
+        if self.labor:  # every edge's source key: the original id of indices[e]
+            self.variant = {"labor": indices if node_keys is None else node_keys[indices]}
         self.edge_attr = check_edge_attr(edge_attr, indices.numel())
         self.packed = packed_edges(self.kernels, indices, self.edge_attr, self.variant, typed)
 

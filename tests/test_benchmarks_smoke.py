@@ -51,6 +51,7 @@ SMOKE: dict[str, tuple[list[str], int, bool]] = {
     "hetero.py": (["--work", "{tmp}"], 500, True),
     "keyed_cost.py": (["--workdir", "{tmp}"], 400, True),
     "layer_pipeline.py": (["--workdir", "{tmp}"], 300, True),
+    "labor.py": ([], 400, True),
     "layers.py": ([], 200, True),
     "link.py": (["--work", "{tmp}"], 600, True),
     "out_of_core.py": (["--workdir", "{tmp}"], 300, True),

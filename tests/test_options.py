@@ -104,6 +104,9 @@ def cases(mode: str, tmp: Path) -> dict:
         "verify": ({"verify": True}, {}, lambda b, v, t: v["process"]["verified"] and not b["process"]["verified"]),
         "sampler_backend": ({"sampler_backend": "torch"}, {},
                             lambda b, v, t: v["process"]["sampler_backend"] == "torch" != b["process"]["sampler_backend"]),
+        # fewer distinct input rows per epoch: a lower byte floor
+        "sampler": ({"sampler": "labor"}, {}, lambda b, v, t: v["last"]["feature_bytes_floor"]
+                    < b["last"]["feature_bytes_floor"] and v["digest"] != b["digest"]),
         "cache_policy": ({"cache_policy": "degree"}, {}, lambda b, v, t: v["cache"]["rows"] > 0 == b["cache"]["rows"]),
         "cache_size": ({"cache_policy": "degree", "cache_size": "rows=5"}, {"cache_policy": "degree"},
                        lambda b, v, t: v["cache"]["rows"] == 5 < b["cache"]["rows"]),
@@ -224,7 +227,8 @@ REFUSED = {
                     *LINK, *TARGET_ONLY},
     LAYER_PIPELINE: {"staleness", "embedding_dtype", "halo_features", "jk", "halo_gradients", "num_layers",
                      "relation_fanouts", "model", "model_kwargs", *LINK, *TARGET_ONLY},
-    CHUNK_PIPELINE: {"eval_fanouts", "batch_size", "eval_batch_size", "max_steps", "sampler_backend", "cache_policy",
+    CHUNK_PIPELINE: {"eval_fanouts", "batch_size", "eval_batch_size", "max_steps", "sampler_backend", "sampler",
+                     "cache_policy",
                      "cache_size", "cache_file", "presample_epochs", "host_features", "host_graph", "pipeline", "pipeline_depth", "exchange",
                      "embedding_dtype", "halo_features", "eval_method", "jk", "micro_batches", "relation_fanouts", *LINK,
                      *TARGET_ONLY, "model", "model_kwargs"},

@@ -58,7 +58,9 @@ class DistFeatureStore:
 
     Counters (cumulative in ``self.stats``): ``local_rows``, ``remote_rows`` (fetched from
     owners), ``cache_hits`` (remote rows served by the cache, see :meth:`fill_cache`) and
-    ``host_rows`` (other parts' rows read from this host's partition folder).
+    ``host_rows`` (other parts' rows read from this host's partition folder) and
+    ``distinct_rows`` (the distinct ids fetched since the last :meth:`reset_stats`: an epoch's
+    byte floor, one byte per node of the graph to mark them).
     Bytes are counted by ``comm`` under ``feature_request`` (ids) and ``feature`` (rows); the
     one-time cache fill under ``cache_fill``.
     """
@@ -78,6 +80,8 @@ class DistFeatureStore:
         own = x if isinstance(x, np.ndarray) and x.dtype == self._file_dtype and x.ndim == 2 else part
         self.reader = reader or RowReader(own, book, comm, (self.feature_dim,), self.dtype, "feature", self.device,
                                           self._file_dtype)
+        self.reader.stats.setdefault("distinct_rows", 0)
+        self._seen: torch.Tensor | None = None  # bool [N]: ids fetched since reset_stats (distinct_rows)
 
     def over(self, comm: Communicator, complete: bool = False) -> "DistFeatureStore":
         """The same part's store asking the owners through ``comm`` (e.g. historical mode's refresh
@@ -108,6 +112,17 @@ class DistFeatureStore:
 
     def reset_stats(self) -> None:
         self.reader.reset_stats()
+        if self._seen is not None:
+            self._seen.zero_()
+
+    def _mark(self, ids: torch.Tensor) -> None:
+        """Count the ids of ``ids`` (distinct within a call: a batch's input ids) not fetched before
+        since :meth:`reset_stats` (``distinct_rows``)."""
+        if self._seen is None:
+            self._seen = torch.zeros(int(self.book.num_nodes), dtype=torch.bool)
+        ids = ids.cpu()
+        self.stats["distinct_rows"] += int(ids.numel() - int(self._seen[ids].sum()))
+        self._seen[ids] = True
 
     def read_host_parts(self, parts: dict[int, np.ndarray], complete: bool) -> None:
         """Read the rows of the parts in ``parts`` ({owner rank: float32 [n_owner, F] array or
@@ -156,4 +171,6 @@ class DistFeatureStore:
         Rows stored at lower precision move as stored and are cast to float32 here, last.
         """
         rows = self.reader.read(ids, category)
+        if category == "feature":
+            self._mark(ids)
         return rows if rows.dtype == torch.float32 else rows.to(torch.float32)

@@ -114,9 +114,11 @@ def build_samplers(part, comm, cfg, fanouts, mode: str = "exact", edge_attr: boo
 
             raise SamplerError("the model reads edge features but this part has none (no edge_attr.npy); partition a "
                                "dataset with edge_attr, or train with --edge-features off")
+    # --sampler labor: training draws layer-neighbours (the sources' original ids are set by
+    # open_data, set_source_keys); evaluation draws neighbours
     sampler = DistNeighborSampler(part.indptr, part.indices, part.book, comm, fanouts, seed=cfg.seed,
                                   owned_keys=part.orig_ids, backend=cfg.sampler_backend, mode=mode, typed=train_typed,
-                                  edge_attr=attr)
+                                  edge_attr=attr, labor=getattr(cfg, "sampler", "neighbor") == "labor")
     eval_sampler = DistNeighborSampler(part.indptr, part.indices, part.book, comm, eval_fanouts, seed=cfg.seed + 7919,
                                        owned_keys=part.orig_ids, backend=cfg.sampler_backend, typed=eval_typed,
                                        edge_attr=attr)

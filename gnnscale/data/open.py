@@ -74,10 +74,15 @@ class WorkerData:
         stage's), the same seed, backend and exchange mode as :attr:`sampler`, reading the
         host's graphs as it does: its draws equal :attr:`sampler`'s for those hops."""
         part, cfg = self.part, self.cfg
+        labor = self.sampler is not None and self.sampler.labor
         sampler = DistNeighborSampler(part.indptr, part.indices, part.book, self.comm, list(fanouts), seed=cfg.seed,
-                                      owned_keys=part.orig_ids, backend=cfg.sampler_backend, mode=cfg.exchange)
+                                      owned_keys=part.orig_ids, backend=cfg.sampler_backend, mode=cfg.exchange,
+                                      labor=labor)
         if self.host_reads.graph:
             sampler.read_host_parts(self._graphs, self.host_reads.hosts.complete)
+        if labor:  # the training sampler's source keys (of this part and of the host's parts read here)
+            sampler.set_source_keys(self.sampler.source_keys, {k: g.source_keys for k, g in self.sampler.host.items()},
+                                    local_mode_kept=False)
         return sampler
 
     def fill_cache(self, sample_epoch: Callable | None, comm=None, held: torch.Tensor | None = None,
@@ -88,6 +93,24 @@ class WorkerData:
         ``comm`` (default: the data group). Collective."""
         return setup_cache(self.features, self.part, self.cfg, comm if comm is not None else self.comm, sample_epoch,
                            held=held, resumed=resumed, complete=complete)
+
+
+def set_source_keys(sampler, part, comm, graphs: dict, complete: bool) -> None:
+    """Layer-neighbour sampling (``--sampler labor``): give ``sampler`` the original id of the
+    source of every in-edge it draws from, this part's and the host's parts read here
+    (``graphs``), so that every owner keys a shared neighbour's uniform alike. One exchange of
+    the sources' ids with their owners at start-up (none when every part is read on this host),
+    collective over ``comm``."""
+    from gnnscale.data.node_keys import NodeKeyStore
+
+    pieces = [part.indices] + [g.indices for g in graphs.values()]
+    flat = torch.cat([torch.as_tensor(p, dtype=torch.int64) for p in pieces])
+    uniq, inv = torch.unique(flat, return_inverse=True)
+    host = {k: g.owned_keys for k, g in graphs.items()}
+    keys = NodeKeyStore(torch.as_tensor(part.orig_ids, dtype=torch.int64), part.book, comm, host=host,
+                        host_complete=complete).fetch(uniq)[inv]
+    split = list(torch.split(keys, [int(p.shape[0]) for p in pieces]))
+    sampler.set_source_keys(split[0], dict(zip(graphs, split[1:])))
 
 
 def open_data(part, cfg, comm, device: torch.device | str = "cpu", mode: str = DATA_PARALLEL, *,
@@ -138,6 +161,8 @@ def open_data(part, cfg, comm, device: torch.device | str = "cpu", mode: str = D
         for s in (sampler, eval_sampler):
             if s is not None:
                 s.read_host_parts(graphs, hosts.complete)
+    if sampler is not None and sampler.labor:
+        set_source_keys(sampler, part, comm, graphs, hosts.complete if reads.graph else False)
     store = DegreeStore(part.indptr, part.book, comm) if degrees else None
     return WorkerData(part, cfg, comm, list(fanouts), list(eval_fanouts), sampler, eval_sampler, features, store,
                       reads, edge_attr, graphs)

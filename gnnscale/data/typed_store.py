@@ -63,9 +63,9 @@ class TypedFeatureStore:
 
     @property
     def stats(self) -> dict:
-        """Rows by where they came from (``local_rows``, ``cache_hits``, ``host_rows``, ``remote_rows``),
-        summed over the types."""
-        out = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0, "host_rows": 0}
+        """Rows by where they came from (``local_rows``, ``cache_hits``, ``host_rows``, ``remote_rows``)
+        and the distinct ids fetched (``distinct_rows``), summed over the types."""
+        out = {"local_rows": 0, "remote_rows": 0, "cache_hits": 0, "host_rows": 0, "distinct_rows": 0}
         for s in self.stores.values():
             for k in out:
                 out[k] += s.stats[k]

@@ -357,18 +357,23 @@ def _weights(data: Any, weight_attr: str | None, edge_index: Any) -> Any:
 
 
 def _sampler(data: Any, edge_index: Any, num_nodes: Any, num_neighbors: Any, seed: int, replace: bool,
-             backend: str, disjoint: bool, weight_attr: str | None, subgraph_type: str) -> Any:
-    """The loader's sampler: homogeneous or typed, as the data is."""
+             backend: str, disjoint: bool, weight_attr: str | None, subgraph_type: str, labor: bool = False) -> Any:
+    """The loader's sampler: homogeneous or typed, as the data is (``labor``: layer-neighbour draws,
+    homogeneous only)."""
     if subgraph_type == "induced" and disjoint:
         raise SamplerValueError("subgraph_type='induced' with disjoint=True is not supported (as in PyG); pass one "
                                 "of them.")
     weight = _weights(data, weight_attr, edge_index)
     if isinstance(edge_index, dict):
+        if labor:
+            raise SamplerValueError("labor=True applies to a Data (one node and edge type); this data is typed: "
+                                    "leave labor out, or use gnnscale train --sampler labor, which draws per relation.")
         return HeteroGnnscaleSampler(edge_index, num_nodes, hetero_fanouts(num_neighbors, list(edge_index)),
                                      seed=seed, replace=replace, backend=backend, disjoint=disjoint, edge_weight=weight,
                                      subgraph_type=subgraph_type, num_hops=fanout_hops(num_neighbors))
     return GnnscaleSampler(edge_index, num_nodes, check_num_neighbors(num_neighbors), seed=seed, replace=replace,
-                           backend=backend, disjoint=disjoint, edge_weight=weight, subgraph_type=subgraph_type)
+                           backend=backend, disjoint=disjoint, edge_weight=weight, subgraph_type=subgraph_type,
+                           labor=labor)
 
 
 class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader, _EpochIndex):
@@ -387,7 +392,10 @@ class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader, _EpochIndex):
     ``"induced"`` or PyG's ``SubgraphType``; ``directed=False``: induced), ``disjoint``,
     ``weight_attr`` (an edge attribute of float weights: weighted draws), ``filter_per_worker``,
     ``transform``, ``transform_sampler_output``, and DataLoader's ``batch_size``, ``shuffle``,
-    ``drop_last``, ``num_workers``, ``persistent_workers``, ...; plus ``seed``.
+    ``drop_last``, ``num_workers``, ``persistent_workers``, ...; plus ``seed`` and ``labor``
+    (gnnscale's, PyG has none: layer-neighbour sampling, LABOR-0 as GraphBolt's
+    ``LayerNeighborSampler``; ``num_neighbors`` are then the fan-outs in expectation; a ``Data``,
+    not disjoint, unweighted, without replacement).
 
     Batches are PyG's: ``x``/``y``/... rows of ``n_id`` (seeds first, ``batch_size`` of them),
     ``edge_index`` local (source, target), ``e_id``, ``num_sampled_nodes``/``num_sampled_edges``.
@@ -400,7 +408,7 @@ class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader, _EpochIndex):
                  backend: str = "auto", input_time: Any = None, subgraph_type: Any = "directional",
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
-                 directed: bool = True, **kwargs: Any) -> None:
+                 directed: bool = True, labor: bool = False, **kwargs: Any) -> None:
         refuse_unjoined_world("NeighborLoader")
         refuse_unsupported(dict(input_time=input_time, temporal_strategy=temporal_strategy, time_attr=time_attr,
                                 neighbor_sampler=neighbor_sampler))
@@ -412,7 +420,7 @@ class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader, _EpochIndex):
             nodes = check_input_nodes(input_nodes, num_nodes, distinct=False)
         seed = _seed_and_generator(seed, kwargs)
         self._sampler = _sampler(data, edge_index, num_nodes, num_neighbors, seed, replace, backend, disjoint,
-                                 weight_attr, subgraph_type)
+                                 weight_attr, subgraph_type, labor)
         self._mask_ids = given_as_mask(input_nodes)
         super().__init__(data, self._sampler, input_nodes=nodes, transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
@@ -445,7 +453,7 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader, _EpochIndex):
                  backend: str = "auto", edge_label_time: Any = None, subgraph_type: Any = "directional",
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
-                 directed: bool = True, **kwargs: Any) -> None:
+                 directed: bool = True, labor: bool = False, **kwargs: Any) -> None:
         refuse_unjoined_world("LinkNeighborLoader")
         refuse_unsupported(dict(edge_label_time=edge_label_time, temporal_strategy=temporal_strategy,
                                 time_attr=time_attr, neighbor_sampler=neighbor_sampler))
@@ -461,7 +469,7 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader, _EpochIndex):
             label_index = edge_index if pairs is None else pairs
         seed = _seed_and_generator(seed, kwargs)
         self._sampler = _sampler(data, edge_index, num_nodes, num_neighbors, seed, replace, backend, disjoint,
-                                 weight_attr, subgraph_type)
+                                 weight_attr, subgraph_type, labor)
         super().__init__(data, self._sampler, edge_label_index=label_index, edge_label=edge_label,
                          neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio, transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,

@@ -55,7 +55,7 @@ from gnnscale.pyg.steps import Step, StepBook
 from gnnscale.pyg.world import refuse_unjoined_world
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.link import EdgeFilter, NegativeSampler
-from gnnscale.samplers.local import check_edge_weight, check_replace, sampling_variant
+from gnnscale.samplers.local import check_edge_weight, check_labor, check_replace, sampling_variant
 from gnnscale.samplers.rng import stream_key
 
 MAX_REDRAWS = 20
@@ -173,13 +173,18 @@ class GnnscaleSampler(BaseSampler):
         subgraph_type: PyG's: ``"directional"`` (the drawn edges), ``"bidirectional"`` (and each one's
             reverse: PyG's ``to_bidirectional``; no per-hop counts) or ``"induced"`` (every edge of the
             graph among the drawn nodes; nodes per hop, no per-hop edge counts; not disjoint).
+        labor: layer-neighbour sampling (LABOR-0, as GraphBolt's ``LayerNeighborSampler``; PyG
+            has none): one uniform per candidate neighbour and hop, keyed by the hop's stream and
+            the neighbour's id, shared by every seed; a node of in-degree ``d`` keeps a neighbour
+            iff it is below ``fanout / d`` (``fanout`` in expectation, fewer distinct nodes per
+            batch). Not with ``replace``, ``edge_weight`` or ``disjoint``.
     """
 
     def __init__(self, edge_index: torch.Tensor, num_nodes: int, fanouts: Sequence[int], seed: int = 0,
                  replace: bool = False, backend: str = "auto", disjoint: bool = False,
                  edge_weight: torch.Tensor | None = None,
                  csc: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
-                 subgraph_type: str = "directional") -> None:
+                 subgraph_type: str = "directional", labor: bool = False) -> None:
         refuse_unjoined_world(type(self).__name__)
         self.num_nodes = int(num_nodes)
         self.subgraph_type = subgraph_type
@@ -194,6 +199,12 @@ class GnnscaleSampler(BaseSampler):
         self.epoch = 0
         if not isinstance(disjoint, bool):
             raise SamplerValueError(f"disjoint must be a bool; found {shown(disjoint)}. Pass disjoint=True or False.")
+        self.labor = check_labor(labor, self.replace, weight)
+        if self.labor:
+            if disjoint:
+                raise SamplerValueError("labor=True shares each neighbour's draw between the seeds of a hop, and "
+                                        "disjoint=True grows a tree per seed; pass one of them")
+            self.variant = {"labor": self.indices}  # a neighbour's key is its id (as the nodes' draws)
         self.disjoint = disjoint
         self._filter: EdgeFilter | None = None
         # N processes: the global step of each batch (gnnscale.pyg.distributed sets it)

@@ -89,6 +89,7 @@ def sum_traffic(comm, mine: dict, feat: dict, steps: int, ages: dict, bound: int
     vals |= {f"received.{c}": mine["received"].get(c, 0) for c in cats}
     vals |= {"cache_hits": feat.get("cache_hits", 0), "remote_rows": feat.get("remote_rows", 0),
              "local_rows": feat.get("local_rows", 0), "host_rows": feat.get("host_rows", 0),
+             "distinct_rows": feat.get("distinct_rows", 0),
              "modelled_seconds": mine["modelled"]["seconds"]}
     # Ages read, as a histogram over 0..bound (a fixed set of names on every rank; reads refuse
     # older rows): the rows used and the mean, min and max ages all derive from it.
@@ -99,6 +100,10 @@ def sum_traffic(comm, mine: dict, feat: dict, steps: int, ages: dict, bound: int
     sent = {c: int(t[f"sent.{c}"]) for c in cats if t[f"sent.{c}"]}
     received = {c: int(t[f"received.{c}"]) for c in cats if t[f"received.{c}"]}
     hits, misses, local = int(t["cache_hits"]), int(t["remote_rows"]), int(t["local_rows"])
+    host, distinct = int(t["host_rows"]), int(t["distinct_rows"])
+    by_source = {"local": local * row_bytes, "owners": misses * row_bytes, "cache": hits * row_bytes,
+                 "host": host * row_bytes}
+    moved = sum(by_source.values())
     rounds = mine["rounds"]
     per = max(steps, 1)
     out = {
@@ -125,6 +130,13 @@ def sum_traffic(comm, mine: dict, feat: dict, steps: int, ages: dict, bound: int
         "cache_hit_rate": hits / max(hits + misses, 1),
         "cache_bytes_served": hits * row_bytes,
         "feature_bytes_fetched": received.get("feature", 0),
+        # the input rows the epoch's batches read, by where they came from, and the byte floor: the
+        # distinct rows the epoch needed (each rank's, summed); epoch_record adds the bandwidth
+        "feature_bytes_moved": moved,
+        "feature_bytes_by_source": by_source,
+        "feature_rows_distinct": distinct,
+        "feature_bytes_floor": distinct * row_bytes,
+        "feature_floor_ratio": moved / (distinct * row_bytes) if distinct and row_bytes else None,
         "modelled_network_seconds": t["modelled_seconds"],
     }
     if network is not None:
@@ -160,6 +172,8 @@ def epoch_line(rec: dict, cache_rows: int, network: bool) -> str:
             f"{st['compute']:.2f} wait {st['wait']:.2f}"
             + (f" bubble {st['bubble']:.2f}" if rec.get("pipeline") else "") + ") | "
             f"sent {rec['bytes_sent'] / 1e6:.2f} MB recv {rec['bytes_received'] / 1e6:.2f} MB (all ranks)")
+    if rec.get("feature_bytes_moved"):
+        line += f" | {feature_phrase(rec)}"
     if cache_rows:
         line += f" | cache hit {rec['cache_hit_rate']:.1%}"
     if network:
@@ -170,6 +184,16 @@ def epoch_line(rec: dict, cache_rows: int, network: bool) -> str:
     if rec.get("pipeline"):
         line += " | " + stage_phrase(rec["pipeline"])
     return line
+
+
+def feature_phrase(rec: dict) -> str:
+    """An epoch's feature bytes as one log phrase: moved, their floor (the distinct rows needed) and
+    how far above it, and the effective bandwidth of the fetch stage."""
+    bw = rec.get("feature_bandwidth_gb_per_s")
+    ratio = rec.get("feature_floor_ratio")
+    return (f"features {rec['feature_bytes_moved'] / 1e6:.1f} MB"
+            + (f" ({ratio:.2f}x the floor {rec['feature_bytes_floor'] / 1e6:.1f} MB)" if ratio else "")
+            + (f" at {bw:.2f} GB/s" if bw else ""))
 
 
 def stage_phrase(every: list[dict]) -> str:
@@ -274,6 +298,10 @@ def epoch_record(rec: dict, epoch: int, seconds: torch.Tensor, totals: dict, pro
     rec["epoch_cpu_seconds"] = float(sum(cpu)) if cpu and None not in cpu else None
     rec.update(epoch=epoch, epoch_seconds=float(seconds[0]), epoch_seconds_with_eval=float(seconds[1]),
                stage_seconds_max_over_ranks={k: float(v) for k, v in zip(STAGES, seconds[2:])}, **totals)
+    fetch = rec["stage_seconds_max_over_ranks"]["fetch"]
+    moved = rec.get("feature_bytes_moved", 0)
+    # the effective bandwidth of the epoch's feature fetches: bytes moved over the fetch stage's seconds
+    rec["feature_bandwidth_gb_per_s"] = moved / fetch / 1e9 if fetch > 0 and moved else None
     return rec
 
 
