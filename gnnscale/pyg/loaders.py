@@ -18,6 +18,7 @@ from torch_geometric.sampler import NegativeSampling
 
 from gnnscale.errors import DatasetError, SamplerError
 from gnnscale.pyg.hetero import HeteroGnnscaleSampler, check_hetero_data, hetero_fanouts
+from gnnscale.pyg.temporal import temporal_kwargs, temporal_sampler
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.world import refuse_unjoined_world
 
@@ -280,9 +281,21 @@ class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader):
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, **kwargs: Any) -> None:
         refuse_unjoined_world("NeighborLoader")
-        refuse_unsupported(dict(input_time=input_time, subgraph_type=subgraph_type,
-                                temporal_strategy=temporal_strategy, time_attr=time_attr,
-                                neighbor_sampler=neighbor_sampler, directed=directed))
+        time_window, time_cut = temporal_kwargs(kwargs)  # time: gnnscale.pyg.temporal
+        refuse_unsupported(dict(subgraph_type=subgraph_type, neighbor_sampler=neighbor_sampler, directed=directed,
+                                **({} if time_attr is not None else
+                                   dict(input_time=input_time, temporal_strategy=temporal_strategy))))
+        if time_attr is not None:
+            seed = _seed_and_generator(seed, kwargs)
+            self._sampler = temporal_sampler(data, check_num_neighbors(num_neighbors), time_attr, temporal_strategy,
+                                             time_window, time_cut, seed, backend, replace,
+                                             edge_weight_of(data, weight_attr))
+            self._mask_ids = given_as_mask(input_nodes)
+            super().__init__(data, self._sampler, input_nodes=check_input_nodes(input_nodes, int(data.num_nodes)),
+                             input_time=input_time, transform=transform,
+                             transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
+                             **kwargs)
+            return
         if isinstance(data, HeteroData):
             refuse_on_hetero(disjoint=disjoint, weight_attr=weight_attr)
             edge_index, num_nodes = check_hetero_data(data)
@@ -330,9 +343,23 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader):
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, **kwargs: Any) -> None:
         refuse_unjoined_world("LinkNeighborLoader")
-        refuse_unsupported(dict(edge_label_time=edge_label_time, subgraph_type=subgraph_type,
-                                temporal_strategy=temporal_strategy, time_attr=time_attr,
-                                neighbor_sampler=neighbor_sampler, directed=directed))
+        time_window, time_cut = temporal_kwargs(kwargs)  # time: gnnscale.pyg.temporal
+        refuse_unsupported(dict(subgraph_type=subgraph_type, neighbor_sampler=neighbor_sampler, directed=directed,
+                                **({} if time_attr is not None else
+                                   dict(edge_label_time=edge_label_time, temporal_strategy=temporal_strategy))))
+        if time_attr is not None:
+            seed = _seed_and_generator(seed, kwargs)
+            self._sampler = temporal_sampler(data, check_num_neighbors(num_neighbors), time_attr, temporal_strategy,
+                                             time_window, time_cut, seed, backend, replace,
+                                             edge_weight_of(data, weight_attr))
+            pairs = check_edge_label_index(edge_label_index, int(data.num_nodes))
+            check_edge_label(edge_label, pairs)
+            super().__init__(data, self._sampler, edge_label_index=data.edge_index if pairs is None else pairs,
+                             edge_label=edge_label, edge_label_time=edge_label_time, neg_sampling=neg_sampling,
+                             neg_sampling_ratio=neg_sampling_ratio, transform=transform,
+                             transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
+                             **kwargs)
+            return
         if isinstance(data, HeteroData):
             refuse_on_hetero(disjoint=disjoint, weight_attr=weight_attr)
             edge_index, num_nodes = check_hetero_data(data)
