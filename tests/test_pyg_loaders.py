@@ -202,7 +202,7 @@ def test_link_batches_same_seed_same_negatives(cora):
     (lambda d: d, {"num_neighbors": 5}, "num_neighbors must be a non-empty list of ints; found 5"),
     (lambda d: d, {"num_neighbors": [5, "5"]}, "num_neighbors must hold ints >= 1 or -1; found [5, '5']"),
     (lambda d: d, {"num_neighbors": [5, 0]}, "num_neighbors must hold ints >= 1 or -1; found [5, 0]"),
-    (lambda d: d, {"time_attr": "t"}, "gnnscale.pyg loaders do not support time_attr='t' yet"),
+    (lambda d: d, {"time_attr": "t"}, "time_attr='t' names no attribute of the data"),
     (lambda d: d, {"disjoint": 1}, "disjoint must be a bool; found 1"),
     (lambda d: d, {"num_workers": 2, "persistent_workers": True},
      "gnnscale.pyg loaders do not support persistent_workers=True yet"),
