@@ -1,0 +1,40 @@
+"""Temporal link prediction's pieces (issue 57 item 3): the chronological split, negatives,
+EdgeBank and the AP/AUC/MRR evaluation, on exact toy cases."""
+from __future__ import annotations
+
+import torch
+
+from gnnscale.tasks.temporal_link import EdgeBank, chronological_split, evaluate, negatives
+
+
+def test_the_split_is_by_time():
+    t = torch.tensor([5, 1, 9, 3, 7, 2, 8, 4, 6, 0])
+    s = chronological_split(t, (0.6, 0.2, 0.2))
+    assert t[s["train"]].tolist() == [0, 1, 2, 3, 4, 5] and t[s["val"]].tolist() == [6, 7]
+    assert t[s["test"]].tolist() == [8, 9]
+
+
+def test_edgebank_remembers_pairs_strictly_before_the_query_and_within_its_window():
+    src, dst, t = torch.tensor([0, 0, 1]), torch.tensor([1, 1, 2]), torch.tensor([10, 20, 15])
+    unlimited, window = EdgeBank(src, dst, t, 3), EdgeBank(src, dst, t, 3, window=5)
+    q_src, q_dst, q_t = torch.tensor([0, 0, 0, 0, 1, 1, 2]), torch.tensor([1, 1, 1, 1, 2, 2, 1]), \
+        torch.tensor([10, 11, 30, 100, 15, 16, 50])
+    assert unlimited.score(q_src, q_dst, q_t).tolist() == [0, 1, 1, 1, 0, 1, 0]  # at t itself: not yet seen
+    assert window.score(q_src, q_dst, q_t).tolist() == [0, 1, 0, 0, 0, 1, 0]  # 30 - 20 > 5
+
+
+def test_negatives_are_keyed_never_the_positive_and_historical_ones_come_from_the_sources_past():
+    src, dst = torch.tensor([0, 1, 2, 0]), torch.tensor([1, 2, 0, 3])
+    history = (torch.tensor([0, 0, 1]), torch.tensor([5, 6, 7]))
+    a = negatives(src, dst, 10, 6, seed=3, split="test", history=history)
+    assert torch.equal(a, negatives(src, dst, 10, 6, seed=3, split="test", history=history))
+    assert not bool((a == dst.unsqueeze(1)).any())
+    assert set(a[0, :3].tolist()) <= {5, 6} and set(a[1, :3].tolist()) <= {7}  # half from the past
+
+
+def test_evaluation_ranks_as_tgb_and_edgebank_scores_through_it():
+    src, dst, t = torch.tensor([0, 1]), torch.tensor([1, 2]), torch.tensor([10, 10])
+    bank = EdgeBank(torch.tensor([0]), torch.tensor([1]), torch.tensor([5]), 4)
+    out = evaluate(bank.score, src, dst, t, torch.tensor([3, 3]), torch.tensor([[2, 3], [0, 3]]))
+    # positive 0 seen (1 vs 0, 0): rank 1; positive 1 unseen (0 vs 0, 0): rank 1 + (0 + 2) / 2 = 2
+    assert out["mrr"] == (1 + 1 / 2) / 2 and out["auc"] == 0.75
