@@ -176,6 +176,48 @@ def from_pyg(data, name: str = "pyg") -> Data:
     return out
 
 
+def generate_temporal_synthetic(num_nodes: int = 400, num_events: int = 20000, span: int = 100_000,
+                                periodic: float = 0.5, bursty: float = 0.2, seed: int = 0) -> Data:
+    """A temporal graph whose signal is in time (docs/temporal.md), for tests and the leak detector.
+
+    - ``periodic`` of the events: recurring pairs, each firing every ``period`` time units (its own
+      period and phase, a small jitter): a pair's past predicts its next event;
+    - ``bursty``: bursts, a pair firing many times in a short stretch then going quiet;
+    - the rest: noise from a drifting popularity (destinations' weights move with time), so
+      "predict a pair seen long ago" decays and recency matters.
+
+    A time-aware model can learn "this pair fired recently / is due"; a time-blind sampler that
+    lets the scored event itself (or later ones) into its neighbourhoods sees the answer: the
+    inflated score is the leak. Returns the temporal contract Data (events sorted by time)."""
+    g = np.random.default_rng(seed)
+    n_per = int(num_events * periodic)
+    n_burst = int(num_events * bursty)
+    n_noise = num_events - n_per - n_burst
+    pairs = max(1, n_per // 40)  # about 40 firings per recurring pair
+    ps, pd = g.integers(0, num_nodes, pairs), g.integers(0, num_nodes, pairs)
+    period = g.integers(span // 80, span // 20, pairs)
+    phase = g.integers(0, span // 20, pairs)
+    which = g.integers(0, pairs, n_per)
+    k = g.integers(0, np.maximum(1, (span - phase[which]) // period[which]))
+    t_per = phase[which] + k * period[which] + g.integers(0, max(1, span // 2000), n_per)
+    bursts = max(1, n_burst // 25)
+    bs, bd = g.integers(0, num_nodes, bursts), g.integers(0, num_nodes, bursts)
+    bstart = g.integers(0, span, bursts)
+    bw = g.integers(0, bursts, n_burst)
+    t_burst = bstart[bw] + g.integers(0, max(1, span // 200), n_burst)
+    t_noise = g.integers(0, span, n_noise)
+    centre = (t_noise / span * num_nodes).astype(np.int64)  # popularity drifts across the ids with time
+    nd = (centre + g.normal(0, num_nodes / 20, n_noise).astype(np.int64)) % num_nodes
+    src = np.concatenate([ps[which], bs[bw], g.integers(0, num_nodes, n_noise)])
+    dst = np.concatenate([pd[which], bd[bw], nd])
+    t = np.minimum(np.concatenate([t_per, t_burst, t_noise]), span - 1)
+    keep = src != dst
+    src, dst, t = src[keep], dst[keep], t[keep]
+    order = np.argsort(t, kind="stable")
+    return temporal_data(src[order], dst[order], torch.from_numpy(t[order]), num_nodes, "temporal-synthetic",
+                         "generator")
+
+
 def load(arg: str, root: str | None, options: dict, name: str) -> Data:
     """``events:PATH`` / ``jodie:PATH`` (the scheme is ``name``'s prefix)."""
     path = Path(arg).expanduser()
