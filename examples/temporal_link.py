@@ -53,11 +53,11 @@ class Model(torch.nn.Module):
         return self.score(torch.cat([zs, zd], 1)).squeeze(-1)
 
 
-def load(name: str):
+def load(name: str, events: int):
     if name == "collegemsg":
         return read_events(COLLEGEMSG, "collegemsg", sorted=True)
     if name == "temporal-synthetic":
-        return generate_temporal_synthetic()
+        return generate_temporal_synthetic(num_nodes=max(50, events // 50), num_events=events)
     if name.startswith("events:"):
         return read_events(name[7:])
     raise SystemExit(f"expected --dataset collegemsg, temporal-synthetic or events:PATH, found {name!r}")
@@ -66,6 +66,7 @@ def load(name: str):
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="collegemsg")
+    ap.add_argument("--events", type=int, default=20000, help="temporal-synthetic: its number of events")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=200)
     ap.add_argument("--fanouts", default="10,10")
@@ -90,7 +91,7 @@ def main(argv=None) -> dict:
         rank, world = info.rank, info.world_size
         comm = Communicator(rank, world, timeout=300)
     torch.manual_seed(a.seed)
-    d = load(a.dataset)
+    d = load(a.dataset, a.events)
     n = int(d.num_nodes)
     src, dst, t = d.edge_index[0], d.edge_index[1], d.edge_time
     split = chronological_split(t)

@@ -65,3 +65,15 @@ def test_tgat_reads_each_edges_age_and_a_time_blind_model_does_not():
         ids = torch.tensor([0, 1, 2])
         h1, h2 = m(None, [block(torch.tensor([10, 90]))], ids), m(None, [block(torch.tensor([95, 99]))], ids)
         assert h1.shape == (1, 8) and torch.equal(h1, h2) == same
+
+
+def test_the_example_trains_tgat_and_prints_it_beside_edgebank(tmp_path, run_example):
+    out = tmp_path / "r.json"
+    r = run_example(tmp_path, "temporal_link.py", "--dataset", "temporal-synthetic", "--events", "2000",
+                    "--epochs", "1", "--fanouts", "4,4", "--hidden", "16", "--eval-events", "60", "--neg", "20",
+                    "--json", str(out))
+    assert "model     test AP" in r.stdout and "edgebank  test AP" in r.stdout
+    import json
+
+    res = json.loads(out.read_text())
+    assert res["test_events"] == 60 and 0.0 < res["model"]["mrr"] <= 1.0 and res["edgebank"]["positives"] == 60
