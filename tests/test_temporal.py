@@ -98,6 +98,10 @@ def test_dir_and_pyg_inputs_carry_their_times(tmp_path):
     assert d.edge_time.tolist() == [4, 6] and d.edge_attr.shape == (2, 3)
     d = from_pyg(Data(edge_index=torch.tensor([[0, 1], [1, 2]]), time=torch.tensor([5, 9, 1]), num_nodes=3))
     assert d.edge_time.tolist() == [5, 9]  # node times: an edge takes its source's
+    (tmp_path / "j.csv").write_text("user_id,item_id,timestamp,state_label,f1,f2\n0,0,1.0,0,0.5,1\n1,1,4.0,1,2,3\n")
+    d = load_dataset(f"jodie:{tmp_path / 'j.csv'}")
+    assert d.edge_index.tolist() == [[0, 1], [2, 3]] and d.edge_time.tolist() == [1, 4]  # items after the users
+    assert d.edge_attr.tolist() == [[0.5, 1.0], [2.0, 3.0]] and d.state_label.tolist() == [0, 1]
 
 
 @pytest.mark.parametrize("times, claimed, message", [
