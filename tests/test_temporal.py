@@ -216,3 +216,15 @@ def test_the_same_trees_on_1_2_and_3_workers_and_never_a_future_edge(graph, part
             for b in rank_blocks:
                 assert bool((b["edge_time"] < b["seed_time"]).all())
                 assert torch.equal(b["seed_time"], times[b["tree"]])
+
+
+def test_the_cli_says_a_bad_events_file_in_one_line_and_exits_2(tmp_path):
+    from test_cli import cli_in_process
+
+    (tmp_path / "unsorted.txt").write_text("1 2 5\n2 3 3\n")
+    (tmp_path / "nan.txt").write_text("1 2 5\n2 3 nan\n")
+    for name, want in (("unsorted.txt?sorted=true", "sorted by time as claimed, found time 3 at edge 1 after 5"),
+                       ("nan.txt", "expected finite times in the third column")):
+        r = cli_in_process("partition", "--dataset", f"events:{tmp_path / name}", "--parts", "1", "--out",
+                           str(tmp_path / "p"))
+        assert r.returncode == 2 and want in r.stderr and r.stderr.count("\n") == 1, r.stderr
