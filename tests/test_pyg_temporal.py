@@ -103,3 +103,5 @@ def test_temporal_options_are_one_line_where_not_honoured():
                        torch.zeros(3, dtype=torch.long), batch_size=1)
     with pytest.raises(SamplerError, match="time_attr='when' names no attribute"):
         NeighborLoader(d, num_neighbors=[1], time_attr="when", batch_size=1)
+    with pytest.raises(SamplerError, match="time_window=5 needs time_attr"):
+        NeighborLoader(d, num_neighbors=[1], time_window=5, batch_size=1)

@@ -281,7 +281,7 @@ class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader):
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, **kwargs: Any) -> None:
         refuse_unjoined_world("NeighborLoader")
-        time_window, time_cut = temporal_kwargs(kwargs)  # time: gnnscale.pyg.temporal
+        time_window, time_cut = temporal_kwargs(kwargs, time_attr)  # time: gnnscale.pyg.temporal
         refuse_unsupported(dict(subgraph_type=subgraph_type, neighbor_sampler=neighbor_sampler, directed=directed,
                                 **({} if time_attr is not None else
                                    dict(input_time=input_time, temporal_strategy=temporal_strategy))))
@@ -343,7 +343,7 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader):
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, **kwargs: Any) -> None:
         refuse_unjoined_world("LinkNeighborLoader")
-        time_window, time_cut = temporal_kwargs(kwargs)  # time: gnnscale.pyg.temporal
+        time_window, time_cut = temporal_kwargs(kwargs, time_attr)  # time: gnnscale.pyg.temporal
         refuse_unsupported(dict(subgraph_type=subgraph_type, neighbor_sampler=neighbor_sampler, directed=directed,
                                 **({} if time_attr is not None else
                                    dict(edge_label_time=edge_label_time, temporal_strategy=temporal_strategy))))

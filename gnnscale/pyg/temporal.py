@@ -156,6 +156,12 @@ def temporal_sampler(data, fanouts, time_attr: str, temporal_strategy: str, time
                                    replace=replace, edge_weight=edge_weight)
 
 
-def temporal_kwargs(kwargs: dict[str, Any]) -> tuple[int, str]:
-    """(time_window, time_cut) popped from a loader's keyword arguments."""
+def temporal_kwargs(kwargs: dict[str, Any], time_attr: str | None) -> tuple[int, str]:
+    """(time_window, time_cut) popped from a loader's keyword arguments; one line when given
+    without ``time_attr`` (they would do nothing)."""
+    if time_attr is None:
+        for name in ("time_window", "time_cut"):
+            if name in kwargs:
+                raise SamplerError(f"{name}={kwargs[name]!r} needs time_attr (the times it applies to); pass "
+                                   f"time_attr=... or leave {name} out")
     return int(kwargs.pop("time_window", 0) or 0), str(kwargs.pop("time_cut", "<="))
