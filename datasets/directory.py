@@ -17,6 +17,9 @@ Folder format::
       edge_attr.npy    optional; float [E, De] edge features, row i = edge i of edge_index.npy
                        (stored as float32; they follow their edges through the cleaning below, a
                        duplicate keeps its first row, a reverse edge its edge's row)
+      edge_time.npy    optional; int (or whole float) [E] the time of each edge: a temporal graph
+                       (docs/temporal.md): every edge is then kept as an event (repeats and self
+                       loops too), with its time; undirected=true stores each event both ways
       split.npz        optional; either bool masks   train_mask, val_mask, test_mask  [N]
                                 or integer ids       train_idx,  val_idx,  test_idx   [k]
 
@@ -43,6 +46,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import torch
 from torch_geometric.data import Data
 
 from gnnscale.datasets._data import make_data
@@ -64,7 +68,8 @@ HELP = (
     "dir:PATH\n"
     "    A folder with edge_index.npy (int [2,E] or [E,2]), x.npy [N,F], y.npy [N] (negative =\n"
     "    unlabelled; or a multi-hot int/float [N,C] -> multilabel, float [N,D] -> regression), optional\n"
-    "    edge_attr.npy (float [E,De], row i = edge i) and split.npz (train_mask/val_mask/test_mask or\n"
+    "    edge_attr.npy (float [E,De], row i = edge i), edge_time.npy (int [E]: a temporal graph,\n"
+    "    docs/temporal.md) and split.npz (train_mask/val_mask/test_mask or\n"
     "    train_idx/val_idx/test_idx); without split.npz a seeded 60/20/20 random split. Options:"
 )
 
@@ -193,7 +198,17 @@ def load(arg: str, root: str | None, options: dict, name: str) -> Data:
     src, dst = _edges(raw_edges, folder / "edge_index.npy")
     check_edge_ids(src, dst, n, str(folder / "edge_index.npy"))
     attr = _edge_attr(folder, src.shape[0])
-    if attr is None:
+    edge_time = None
+    if (folder / "edge_time.npy").exists():  # a temporal graph: every event kept, with its time
+        from gnnscale.datasets.temporal import check_times
+
+        edge_time = check_times(_load_npy(folder / "edge_time.npy"), src.shape[0], str(folder / "edge_time.npy"))
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        if options["undirected"]:
+            src, dst, edge_time = np.concatenate([src, dst]), np.concatenate([dst, src]), edge_time.repeat(2)
+            attr = None if attr is None else np.concatenate([attr, attr])
+        edge_index = torch.from_numpy(np.stack([src, dst]))
+    elif attr is None:
         edge_index = clean_edges(src, dst, n, undirected=options["undirected"])
     else:  # the same edges as clean_edges, with their rows of edge_attr
         edge_index, attr, counts = dedupe_edges(src, dst, n, attr, undirected=options["undirected"],
@@ -207,6 +222,8 @@ def load(arg: str, root: str | None, options: dict, name: str) -> Data:
     if kind != "class" or attr is not None:
         attach_targets(data, data.y if kind == "class" else y, kind=kind, where=str(folder),
                        num_classes=data.num_classes if kind == "class" else None, edge_attr=attr)
+    if edge_time is not None:
+        data.edge_time = edge_time
     logger.info(
         "loaded %s: %d nodes, %d edges, %d features, %s targets (%d outputs), %d edge features",
         name,

@@ -28,7 +28,7 @@ HUMLOC_FILES = ("edge_list.csv", "features.csv", "labels.csv", "split.pt")
 # hold other files: those do not make a graph). OGB: the whole dataset folder (raw/, split/,
 # mapping/ and ogb's processed/ cache, which a first load writes before the identity is taken).
 FOLDER_FILES = {
-    "dir": ("edge_index.npy", "edges/*.npy", "x.npy", "y.npy", "edge_attr.npy", "split.npz"),
+    "dir": ("edge_index.npy", "edges/*.npy", "x.npy", "y.npy", "edge_attr.npy", "edge_time.npy", "split.npz"),
     "humloc": HUMLOC_FILES,
     "acm": ("labels.npy", "p_feat.npz", "a_feat.npz", "pa.txt", "ps.txt", "train_*.npy", "val_*.npy", "test_*.npy"),
     "hetero-dir": ("meta.json", "nodes/**/*", "edges/**/*"),
@@ -67,6 +67,8 @@ VALID_NAMES = (
     "acm:PATH",
     "hetero-dir:PATH",
     "synthetic-mag",
+    "events:PATH",
+    "jodie:PATH",
 )
 
 
@@ -95,7 +97,7 @@ def parse_name(name: str) -> tuple[str, str, str, dict[str, Any]]:
     scheme, sep, arg = base.partition(":")
     scheme = scheme.lower()
     if not sep or scheme not in ("planetoid", "npz", "dir", "humloc", "synthetic", "synthetic-mag", "acm",
-                                 "hetero-dir"):
+                                 "hetero-dir", "events", "jodie"):
         raise unknown_name(name)
     if scheme in ("synthetic", "synthetic-mag"):
         if arg:
@@ -238,7 +240,7 @@ def input_location(name: str, root: str | None = None) -> tuple[Path, tuple[str,
             return None
         folder, have, _ = _planetoid_best(arg, root)
         where = (folder, tuple(f"ind.{arg}.{f}" for f in PLANETOID_FILES)) if have > 0 else None
-    elif source == "npz":
+    elif source in ("npz", "events", "jodie"):
         where = (under_root(arg, root), ())
     elif source == "humloc" and not arg:
         folder = next((f for f in _humloc_candidates(root) if f.is_dir()), None)

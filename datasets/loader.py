@@ -25,7 +25,8 @@ from typing import Any
 
 from torch_geometric.data import Data
 
-from gnnscale.datasets import acm, directory, hetero_dir, humloc, mag, npz, ogb, ogb_link, planetoid, synthetic
+from gnnscale.datasets import (acm, directory, hetero_dir, humloc, mag, npz, ogb, ogb_link, planetoid, synthetic,
+                               temporal)
 from gnnscale.datasets._options import canonical_name, format_options, resolve_options
 from gnnscale.datasets.inputs import VALID_NAMES, parse_name, unknown_name  # noqa: F401 (re-exported)
 from gnnscale.errors import DatasetError
@@ -43,6 +44,8 @@ _SOURCES: dict[str, ModuleType] = {
     "acm": acm,
     "hetero-dir": hetero_dir,
     "synthetic-mag": mag,
+    "events": temporal,
+    "jodie": temporal,
 }
 
 
@@ -60,7 +63,7 @@ def _help() -> str:
         "y (-1 off the target type), masks on target_type nodes (docs/typed_graphs.md).",
         "",
     ]
-    for module in (planetoid, npz, directory, humloc, ogb, ogb_link, synthetic, acm, hetero_dir, mag):
+    for module in (planetoid, npz, directory, humloc, ogb, ogb_link, synthetic, acm, hetero_dir, mag, temporal):
         parts.append(module.HELP)
         if module.OPTIONS:
             parts.append(format_options(module.OPTIONS))

@@ -212,7 +212,10 @@ def as_dataset(data: Any) -> Data:
     from torch_geometric.data import Data as PygData
 
     from gnnscale.datasets.inmemory import check_graph, from_pyg
+    from gnnscale.datasets.temporal import from_pyg as temporal_from_pyg, is_temporal
 
+    if is_temporal(data):  # edge times (docs/temporal.md): every event kept, with its time
+        return data if all(k in data.keys() for k in _CONTRACT) else temporal_from_pyg(data)
     check_graph(data)
     if isinstance(data, PygData) and all(k in data.keys() for k in _CONTRACT):
         return data

@@ -20,6 +20,9 @@ Layout of a partition folder ``OUT/`` (format 1, untyped graphs)::
     part{p}/edge_ids.npy       int64 [E_p]  column of data.edge_index each in-edge comes from
                                             (a deduplicated edge: its first, lowest, column);
                                             only with edge features
+    part{p}/edge_time.npy      int64 [E_p]  time of each in-edge (a temporal graph, meta's ``temporal``):
+                                            each node's in-edges are then ordered by (time, input
+                                            column), a T-CSR (docs/temporal.md); repeated pairs kept
     part{p}/link_*.npy         int64        a link-prediction split's edges whose source the part owns
                                             (``data.link_split``; :mod:`gnnscale.partitioning.link`,
                                             ``docs/link_prediction.md``), named in meta.json's ``link``
@@ -80,7 +83,7 @@ from gnnscale.partitioning.manifest import (  # noqa: F401 - re-exported
 )
 from gnnscale.partitioning.feature_dtype import check_feature_dtype, encode_rows
 from gnnscale.partitioning.link import is_link_file, split_by_source
-from gnnscale.partitioning.inputs import edge_features, node_tensor, targets
+from gnnscale.partitioning.inputs import edge_features, edge_times, node_tensor, targets
 from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
 from gnnscale.partitioning.metrics import metrics_from_counts, ratio
 from gnnscale.partitioning.part import LocalPart, load_part  # noqa: F401 - re-exported
@@ -175,7 +178,8 @@ def _writer_threads() -> int:
 def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray, indices_g: np.ndarray,
                  x: torch.Tensor | None, y: torch.Tensor, masks: dict, typed: _TypedWrite | None = None,
                  part: int = 0, edges: tuple[np.ndarray, np.ndarray] | None = None,
-                 feature_dtype: str = "float32") -> tuple[dict[str, np.ndarray], dict[str, int]]:
+                 feature_dtype: str = "float32",
+                 times: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """The arrays of the part owning new ids ``[lo, hi)`` by file name, and its sizes for meta.json.
 
     ``y``: the targets as stored (:func:`~gnnscale.partitioning.inputs.targets`: int64 or float32).
@@ -185,6 +189,7 @@ def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray,
     with the global CSC) and the float32 ``[E, De]`` features of the input's columns: adds
     ``edge_ids.npy`` and ``edge_attr.npy`` (the part's rows gathered, aligned with ``indices``).
     ``feature_dtype``: how ``x.npy``'s rows are stored (:func:`encode_rows`).
+    ``times``: a temporal graph's int64 times aligned with the global T-CSR: adds ``edge_time.npy``.
     """
     ids_np = old_of_new[lo:hi]
     ids = torch.from_numpy(ids_np)
@@ -200,10 +205,12 @@ def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray,
         "test_mask.npy": masks["test_mask"][ids].numpy(),
         "orig_ids.npy": ids_np,
     }
-    if edges is not None:
+    if edges is not None and edges[1] is not None:
         edge_ids = edges[0][e_lo:e_hi]
         arrays["edge_attr.npy"] = edges[1][edge_ids]
         arrays["edge_ids.npy"] = edge_ids
+    if times is not None:
+        arrays["edge_time.npy"] = times[e_lo:e_hi]
     remote_mask = (indices < lo) | (indices >= hi)
     remote = indices[remote_mask]
     if typed is not None:
@@ -326,12 +333,28 @@ def write_partitions(
     num_parts = offsets.shape[0] - 1
     ei = as_edge_array(data.edge_index, n)
     edge_attr = edge_features(data, int(ei.shape[1]))
+    edge_time = edge_times(data, int(ei.shape[1]))
+    if edge_time is not None and spec is not None:
+        raise PartitionError("expected an untyped graph with data.edge_time, found a typed one; temporal typed "
+                             "graphs are not supported yet: drop edge_time or the types")
     cut, undirected = edge_cut(ei, parts, n)
     typed = None
     edges = None  # with edge features: (original column of every stored edge, edge_attr)
+    times_g = None  # a temporal graph: each stored edge's time (the global T-CSR)
     if spec is None:
-        csc = to_csc(ei, n, dedupe=True, relabel=new_of_old, return_edge_ids=edge_attr is not None)
+        temporal = edge_time is not None  # every event kept (no dedupe), in-edges by (time, column)
+        csc = to_csc(ei, n, dedupe=not temporal, relabel=new_of_old,
+                     return_edge_ids=edge_attr is not None or temporal)
         indptr_g, indices_g = csc[:2]
+        if temporal:
+            row = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr_g))
+            perm = np.lexsort((csc[-1], edge_time[csc[-1]], row))
+            del row
+            indices_g = indices_g[perm]
+            csc = (indptr_g, indices_g, csc[-1][perm])
+            times_g = edge_time[csc[-1]]
+            if edge_attr is None:
+                edges = (csc[-1], None)
     else:
         csc = to_csc(
             ei, n, dedupe=True, relabel=new_of_old, edge_type=spec.edge_type,
@@ -357,7 +380,13 @@ def write_partitions(
     out.mkdir(parents=True, exist_ok=True)
     version = FORMAT_VERSION if typed is None else TYPED_FORMAT_VERSION
     edge_dim = 0 if edge_attr is None else int(edge_attr.shape[1])
+    temporal_meta = None if times_g is None else {
+        "edge_time": True, "order": "time within each node's in-edges (T-CSR)", "events": int(times_g.shape[0]),
+        "time_min": int(times_g.min()) if times_g.size else 0, "time_max": int(times_g.max()) if times_g.size else 0,
+        "source": getattr(data, "time_source", "edge_time"),
+    }
     keep = part_files({"format_version": version, "link": link_meta, "edge_feature_dim": edge_dim,
+                       "temporal": temporal_meta,
                        "typed": None if typed is None else {"feature_dims": spec.feature_dims}})
     _remove_stale(out, num_parts, keep)
 
@@ -383,7 +412,7 @@ def write_partitions(
             pdir = out / part_dir_name(p)
             pdir.mkdir(exist_ok=True)
             arrays, size = _part_arrays(lo, hi, old_of_new, indptr_g, indices_g, x, y, masks, typed, p, edges,
-                                        feature_dtype)
+                                        feature_dtype, times_g)
             sizes.append(size)
             if link_parts is not None:
                 arrays.update(link_parts[p])
@@ -431,9 +460,11 @@ def write_partitions(
         meta["typed"] = typed.meta(np.diff(typed.type_starts, axis=1))
     if link_meta is not None:
         meta["link"] = link_meta
+    if temporal_meta is not None:
+        meta["temporal"] = temporal_meta
     if extra_meta:
         clash = set(extra_meta) & {"format_version", "files", "offsets", "num_parts", "typed", "link", "target",
-                                   "edge_feature_dim"}
+                                   "edge_feature_dim", "temporal"}
         if clash:
             raise PartitionError(
                 f"expected extra_meta not to override core keys, found {sorted(clash)}; "

@@ -77,3 +77,14 @@ def edge_features(data: Data, num_edges: int) -> np.ndarray | None:
             f"edge_index), found dtype {a.dtype} and shape {tuple(a.shape)}; fix the dataset or drop edge_attr"
         )
     return a.astype(np.float32, copy=False) if a.shape[1] else None
+
+
+def edge_times(data: Data, num_edges: int) -> np.ndarray | None:
+    """``data.edge_time`` as int64 numpy ``[E]`` (a temporal graph, docs/temporal.md), or None.
+    One line for another length, NaN or fractional times."""
+    value = getattr(data, "edge_time", None)
+    if value is None:
+        return None
+    from gnnscale.samplers.temporal import check_edge_time
+
+    return check_edge_time(value, num_edges, "data.edge_time").numpy()

@@ -42,6 +42,7 @@ PART_FILES = (
     "orig_ids.npy",
 )
 EDGE_FILES = ("edge_attr.npy", "edge_ids.npy")
+TIME_FILE = "edge_time.npy"  # int64 [E_p]: a temporal part's in-edge times, ascending within each node
 """A part's edge features (float32 [E_p, De], aligned with indices.npy) and their original edge
 ids (int64 [E_p], columns of the dataset's edge_index): present when meta's ``edge_feature_dim`` > 0
 (either format; ``docs/targets_and_edge_features.md`` section 3)."""
@@ -264,6 +265,8 @@ def part_files(meta: dict[str, Any]) -> tuple[str, ...]:
     its ``link_{key}.npy`` files (:mod:`gnnscale.partitioning.link`).
     """
     edges = EDGE_FILES if edge_feature_dim(meta) > 0 else ()
+    if meta.get("temporal"):  # a temporal graph: each in-edge's time (docs/temporal.md)
+        edges = edges + (TIME_FILE,)
     if meta.get("format_version") != TYPED_FORMAT_VERSION:
         return PART_FILES + edges + link_part_files(meta)
     dims = meta["typed"]["feature_dims"]

@@ -60,6 +60,8 @@ class LocalPart:
             folder has no edge features (``meta["edge_feature_dim"]`` absent or 0).
         edge_ids: int64 ``[E_p]``, the column of the dataset's ``edge_index`` each in-edge
             comes from (mapped copy-on-write); None without edge features.
+        edge_time: int64 ``[E_p]`` a temporal part's in-edge times, aligned with ``indices``,
+            ascending within each node's in-edges (mapped copy-on-write); None otherwise.
     """
 
     part_id: int
@@ -77,6 +79,7 @@ class LocalPart:
     link: dict | None = field(default=None, repr=False)
     edge_attr: torch.Tensor | None = field(default=None, repr=False)
     edge_ids: torch.Tensor | None = field(default=None, repr=False)
+    edge_time: torch.Tensor | None = field(default=None, repr=False)
 
     @property
     def feature_dtype(self) -> str:
@@ -264,6 +267,9 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
     if de > 0:
         edge_attr = torch.from_numpy(load_array(pdir / "edge_attr.npy", np.float32, (indices.shape[0], de), mmap="c"))
         edge_ids = torch.from_numpy(load_array(pdir / "edge_ids.npy", np.int64, (indices.shape[0],), mmap="c"))
+    edge_time = None
+    if meta.get("temporal"):  # each in-edge's time, ascending within each node (docs/temporal.md)
+        edge_time = torch.from_numpy(load_array(pdir / "edge_time.npy", np.int64, (indices.shape[0],), mmap="c"))
     masks = {m: load_array(pdir / f"{m}.npy", np.bool_, (n,), mmap=False) for m in _MASKS}
     orig_ids = load_array(pdir / "orig_ids.npy", np.int64, (n,), mmap=False)
     return LocalPart(
@@ -282,4 +288,5 @@ def load_part(part_dir: str | os.PathLike, part: int, verify: bool = True) -> Lo
         link=load_link(pdir, meta),
         edge_attr=edge_attr,
         edge_ids=edge_ids,
+        edge_time=edge_time,
     )

@@ -102,6 +102,8 @@ def summarize(part_dir: str | os.PathLike) -> dict[str, Any]:
         )["balance"]
     if "halo" not in out and parts and all("remote_sources" in s for s in parts):
         out["halo"] = [int(s["remote_sources"]) for s in parts]
+    if isinstance(meta.get("temporal"), dict):  # a temporal graph: its events' times (docs/temporal.md)
+        out["temporal"] = dict(meta["temporal"])
     if isinstance(meta.get("typed"), dict):
         out["typed"] = typed_summary(meta["typed"])
         # a typed folder keeps its features per node type (feature_dim, 0, is not one of them)

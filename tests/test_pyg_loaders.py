@@ -202,7 +202,8 @@ def test_link_batches_same_seed_same_negatives(cora):
     (lambda d: d, {"num_neighbors": [5, -2]}, "num_neighbors must hold ints >= 0 or -1; found [5, -2]"),
     (lambda d: d, {"subgraph_type": "both"}, "subgraph_type must be one of ['directional', 'bidirectional', "
                                              "'induced'] (or PyG's SubgraphType); found 'both'"),
-    (lambda d: d, {"time_attr": "t"}, "gnnscale.pyg loaders do not support time_attr='t' yet"),
+    (lambda d: d, {"time_attr": "t"}, "time_attr='t' names no attribute of the data"),
+    (lambda d: d, {"input_time": torch.zeros(2708)}, "gnnscale.pyg loaders do not support input_time="),
     (lambda d: d, {"disjoint": 1}, "disjoint must be a bool; found 1"),
     (lambda d: d, {"weight_attr": "w"}, "weight_attr='w' names no attribute of data"),
 ])

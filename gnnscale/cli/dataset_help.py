@@ -37,7 +37,8 @@ LINES = (
     'dir:PATH',
     '    A folder with edge_index.npy (int [2,E] or [E,2]), x.npy [N,F], y.npy [N] (negative =',
     '    unlabelled; or a multi-hot int/float [N,C] -> multilabel, float [N,D] -> regression), optional',
-    '    edge_attr.npy (float [E,De], row i = edge i) and split.npz (train_mask/val_mask/test_mask or',
+    '    edge_attr.npy (float [E,De], row i = edge i), edge_time.npy (int [E]: a temporal graph,',
+    '    docs/temporal.md) and split.npz (train_mask/val_mask/test_mask or',
     '    train_idx/val_idx/test_idx); without split.npz a seeded 60/20/20 random split. Options:',
     '    undirected (bool, default False): store every edge in both directions',
     '    seed (int, default 0): seed of the random split (used only without split.npz)',
@@ -114,6 +115,15 @@ LINES = (
     '    power_law_exponent (float, default 2.5): degree power-law exponent (> 2)',
     '    undirected (bool, default True): add the reverse relations rev_writes, rev_cites, rev_has_topic, rev_affiliated_with',
     '    seed (int, default 0): random seed; equal seeds give equal graphs',
+    '',
+    'events:PATH',
+    "    A text file of timestamped events 'src dst t' (one per line, whitespace-separated, as SNAP's",
+    '    CollegeMsg): a temporal graph (edge_time int64 [E], repeated pairs kept, ids renumbered 0..N-1).',
+    'jodie:PATH',
+    "    JODIE's CSV (user,item,timestamp,state_label,features...): users then items, edge features and",
+    '    times; docs/temporal.md. Options (both):',
+    '    undirected (bool, default False): also store every event reversed (same time)',
+    '    sorted (bool, default False): the file claims its events are in time order: checked, one line if not',
 )
 
 TEXT = "\n".join(LINES) + "\n"

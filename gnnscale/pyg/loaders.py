@@ -28,6 +28,7 @@ from gnnscale.pyg.hetero import (HeteroGnnscaleSampler, check_hetero_data, fanou
                                  shown)
 from gnnscale.pyg.memory_stores import graph_of_stores
 from gnnscale.pyg.sampler import SUBGRAPH_TYPES, GnnscaleSampler
+from gnnscale.pyg.temporal import temporal_kwargs, temporal_sampler
 from gnnscale.pyg.world import refuse_unjoined_world
 
 _NODE_FIX = "Pass a torch_geometric.data.Data with edge_index int64 [2, E] and node attributes of num_nodes rows."
@@ -232,8 +233,8 @@ def check_typed_edge_label_index(edge_label_index: Any, edge_index: dict, num_no
 
 def refuse_unsupported(given: dict) -> None:
     """One line for a PyG option this sampler does not honour (set to a value other than PyG's default):
-    the temporal ones (``time_attr``, ``input_time``, ``edge_label_time``, ``temporal_strategy``) and
-    a sampler of the user's own (``neighbor_sampler``)."""
+    the seeds' times without ``time_attr`` (``input_time``, ``edge_label_time``, ``temporal_strategy``)
+    and a sampler of the user's own (``neighbor_sampler``)."""
     defaults = {"input_time": None, "edge_label_time": None, "temporal_strategy": "uniform", "time_attr": None,
                 "neighbor_sampler": None}
     for name, value in given.items():
@@ -241,6 +242,14 @@ def refuse_unsupported(given: dict) -> None:
                 isinstance(value, str) and value == defaults[name]):
             raise SamplerError(f"gnnscale.pyg loaders do not support {name}={shown(value)} yet (PyG's default "
                                f"{defaults[name]!r} only); leave {name} out, or use PyG's loader with pyg-lib.")
+
+
+def _refuse_with_time(subgraph_type: str, labor: bool) -> None:
+    """One line for an option the time-respecting draws (``time_attr``) do not combine with."""
+    name = "labor=True" if labor else None if subgraph_type == "directional" else f"subgraph_type={subgraph_type!r}"
+    if name is not None:
+        raise SamplerValueError(f"{name} with time_attr is not supported: the time-respecting draws keep each seed's "
+                                f"own earlier edges (gnnscale.pyg.temporal); leave {name} out.")
 
 
 def _seed_and_generator(seed: int | None, kwargs: dict) -> int:
@@ -410,9 +419,23 @@ class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader, _EpochIndex):
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, labor: bool = False, **kwargs: Any) -> None:
         refuse_unjoined_world("NeighborLoader")
-        refuse_unsupported(dict(input_time=input_time, temporal_strategy=temporal_strategy, time_attr=time_attr,
-                                neighbor_sampler=neighbor_sampler))
+        time_window, time_cut = temporal_kwargs(kwargs, time_attr)  # time: gnnscale.pyg.temporal
+        refuse_unsupported(dict(neighbor_sampler=neighbor_sampler,
+                                **({} if time_attr is not None else
+                                   dict(input_time=input_time, temporal_strategy=temporal_strategy))))
         subgraph_type = check_subgraph_type(subgraph_type, directed)
+        if time_attr is not None:
+            _refuse_with_time(subgraph_type, labor)
+            seed = _seed_and_generator(seed, kwargs)
+            self._sampler = temporal_sampler(data, check_num_neighbors(num_neighbors), time_attr, temporal_strategy,
+                                             time_window, time_cut, seed, backend, replace,
+                                             edge_weight_of(data, weight_attr))
+            self._mask_ids = given_as_mask(input_nodes)
+            super().__init__(data, self._sampler, input_nodes=check_input_nodes(input_nodes, int(data.num_nodes)),
+                             input_time=input_time, transform=transform,
+                             transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
+                             **kwargs)
+            return
         edge_index, num_nodes = _graph(data)
         if isinstance(num_nodes, dict):
             nodes = check_typed_input_nodes(input_nodes, num_nodes, distinct=False)
@@ -455,9 +478,25 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader, _EpochIndex):
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, labor: bool = False, **kwargs: Any) -> None:
         refuse_unjoined_world("LinkNeighborLoader")
-        refuse_unsupported(dict(edge_label_time=edge_label_time, temporal_strategy=temporal_strategy,
-                                time_attr=time_attr, neighbor_sampler=neighbor_sampler))
+        time_window, time_cut = temporal_kwargs(kwargs, time_attr)  # time: gnnscale.pyg.temporal
+        refuse_unsupported(dict(neighbor_sampler=neighbor_sampler,
+                                **({} if time_attr is not None else
+                                   dict(edge_label_time=edge_label_time, temporal_strategy=temporal_strategy))))
         subgraph_type = check_subgraph_type(subgraph_type, directed)
+        if time_attr is not None:
+            _refuse_with_time(subgraph_type, labor)
+            seed = _seed_and_generator(seed, kwargs)
+            self._sampler = temporal_sampler(data, check_num_neighbors(num_neighbors), time_attr, temporal_strategy,
+                                             time_window, time_cut, seed, backend, replace,
+                                             edge_weight_of(data, weight_attr))
+            pairs = check_edge_label_index(edge_label_index, int(data.num_nodes))
+            check_edge_label(edge_label, pairs)
+            super().__init__(data, self._sampler, edge_label_index=data.edge_index if pairs is None else pairs,
+                             edge_label=edge_label, edge_label_time=edge_label_time, neg_sampling=neg_sampling,
+                             neg_sampling_ratio=neg_sampling_ratio, transform=transform,
+                             transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
+                             **kwargs)
+            return
         edge_index, num_nodes = _graph(data)
         if isinstance(num_nodes, dict):
             et, pairs = check_typed_edge_label_index(edge_label_index, edge_index, num_nodes)

@@ -1,0 +1,167 @@
+"""Temporal sampling for PyG's loaders (``time_attr``, ``input_time``, ``edge_label_time``,
+``temporal_strategy``, plus a ``time_window`` and the cut), on gnnscale's time-respecting kernels
+(:mod:`gnnscale.samplers.temporal_kernels`; docs/temporal.md).
+
+``time_attr`` names an edge attribute (one time per edge: edge-level) or a node attribute (one
+time per node: a neighbour then counts at its own time, PyG's node-level rule). Each seed has a
+time: ``input_time`` (node loaders; default the seed's node time), ``edge_label_time`` (link
+loaders: both endpoints, and every negative at its positive's time, as PyG lays them out). Every
+seed grows its own tree (temporal batches are always disjoint: ``batch`` says the tree), and a
+tree draws only among edges before its seed's time. The cut is PyG's by default (``<=``: an edge at
+the seed's very time is a candidate, what PyG's tests and pyg-lib do); ``time_cut='<'`` makes it
+strict (the engine's default). ``time_window=w`` keeps edges no older than ``t - w``.
+
+The draws are keyed like every gnnscale draw (seed, epoch, step, hop; the node's id; and the
+seed's time), so the batches do not depend on the process that draws them.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput, SamplerOutput
+
+from gnnscale.errors import SamplerError
+from gnnscale.pyg.sampler import GnnscaleSampler, csc_of
+from gnnscale.samplers.rng import stream_key
+from gnnscale.samplers.temporal import check_edge_time, check_temporal_options, time_sorted_csc
+from gnnscale.samplers.temporal_kernels import sample_temporal
+
+
+def time_of(data, time_attr: str) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(node_time int64 [N] or None, edge_time int64 [E] or None) of ``data[time_attr]``."""
+    if time_attr not in data.keys():
+        raise SamplerError(f"time_attr={time_attr!r} names no attribute of the data (found {sorted(data.keys())}); "
+                           "name the node or edge attribute that holds the times")
+    value = data[time_attr]
+    e = int(data.edge_index.size(1))
+    n = int(data.num_nodes)
+    if data.is_edge_attr(time_attr) and value.numel() == e:
+        return None, check_edge_time(value, e, f"data.{time_attr}").clone()
+    if data.is_node_attr(time_attr) and value.numel() == n:
+        return check_edge_time(value, n, f"data.{time_attr}").clone(), None
+    raise SamplerError(f"expected data.{time_attr} with one time per node ({n}) or per edge ({e}), found shape "
+                       f"{tuple(value.shape)}")
+
+
+class TemporalGnnscaleSampler(GnnscaleSampler):
+    """:class:`~gnnscale.pyg.sampler.GnnscaleSampler` with time (see the module docstring).
+
+    Args beyond GnnscaleSampler's: ``node_time`` int64 [N] or ``edge_time`` int64 [E] (one of them),
+    ``temporal_strategy`` (``uniform``/``last``), ``time_window`` (0: none), ``time_cut``
+    (``'<='`` PyG's rule, or ``'<'``). Always disjoint.
+    """
+
+    def __init__(self, edge_index: torch.Tensor, num_nodes: int, fanouts: Sequence[int], *,
+                 node_time: torch.Tensor | None = None, edge_time: torch.Tensor | None = None,
+                 temporal_strategy: str = "uniform", time_window: int = 0, time_cut: str = "<=", seed: int = 0,
+                 backend: str = "auto", replace: bool = False, edge_weight: torch.Tensor | None = None) -> None:
+        if replace or edge_weight is not None:
+            raise SamplerError("gnnscale.pyg's temporal sampling draws without replacement and without weights; "
+                               "leave replace and weight_attr out with time_attr")
+        self.strategy, self.window, self.strict = check_temporal_options(temporal_strategy, time_window, time_cut)
+        indptr, indices, perm = csc_of(edge_index, int(num_nodes))
+        et = node_time[indices] if edge_time is None else edge_time[perm]  # node-level: the source's time
+        indices, order = time_sorted_csc(indptr, indices, et, perm)
+        super().__init__(edge_index, num_nodes, fanouts, seed=seed, backend=backend, disjoint=True,
+                         csc=(indptr, indices.contiguous(), perm[order].contiguous()))
+        self.edge_time = et[order].contiguous()
+        self.node_time = node_time
+        self._times: torch.Tensor | None = None  # the time of each tree of the batch being drawn
+        self._seed_times: torch.Tensor | None = None  # the batch's seeds' times, in seed order
+
+    def _hop(self, frontier: torch.Tensor, hop: int, epoch: int, step: int, levels: bool):
+        n = self.num_nodes
+        tree = torch.div(frontier, n, rounding_mode="floor")
+        at = frontier - tree * n
+        counts, nbrs, edges, _ = sample_temporal(self.indptr, self.indices, self.edge_time, at, at,
+                                                 self._times[tree].contiguous(), self.fanouts[hop],
+                                                 stream_key(self.seed, epoch, step, 0, hop), self.strategy,
+                                                 self.strict, self.window, return_edges=True)
+        c = counts.numpy()
+        nbrs = nbrs + torch.from_numpy(np.repeat((tree * n).numpy(), c))  # a neighbour joins its tree
+        return np.repeat(np.arange(frontier.numel(), dtype=np.int64), c), nbrs, edges
+
+    def sample(self, seeds: torch.Tensor, epoch: int, step: int, others: torch.Tensor | None = None,
+               trees: torch.Tensor | None = None) -> SamplerOutput:
+        times = self._seed_times
+        if times is None or times.numel() != seeds.numel():
+            raise SamplerError("a temporal batch needs one time per seed (input_time or edge_label_time); found "
+                               f"{None if times is None else times.numel()} for {seeds.numel()} seeds")
+        if trees is None:
+            self._times = times
+        else:  # global tree numbers (gnnscale.pyg.steps): their times by number
+            self._times = torch.zeros(int(trees.max()) + 1 if trees.numel() else 0, dtype=torch.int64)
+            self._times[trees] = times
+        try:
+            return super().sample(seeds, epoch, step, others, trees)
+        finally:
+            self._times = None
+
+    def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
+        t = inputs.time
+        if t is None:
+            if self.node_time is None:
+                raise SamplerError("edge-level time_attr needs input_time (the time of each seed); pass "
+                                   "input_time=... to the loader")
+            t = self.node_time[inputs.node]
+        self._seed_times = check_edge_time(t, inputs.node.numel(), "input_time")
+        try:
+            return super().sample_from_nodes(inputs)
+        finally:
+            self._seed_times = None
+
+    def sample_from_edges(self, inputs: EdgeSamplerInput,
+                          neg_sampling: NegativeSampling | None = None) -> SamplerOutput:
+        if inputs.time is None:
+            raise SamplerError("a temporal link loader needs edge_label_time (the time of each seed edge); "
+                               "'edge_label_time' is not set")
+        b = inputs.row.numel()
+        t = check_edge_time(inputs.time, b, "edge_label_time")
+        if neg_sampling is None:
+            n_src = n_dst = b
+        elif neg_sampling.is_binary():
+            n_src = n_dst = b + int(np.ceil(b * neg_sampling.amount))
+        else:
+            n_src, n_dst = b, b * (1 + int(neg_sampling.amount))
+        # PyG's layout: each half's position j at its positive's time t[j % B]
+        self._seed_times = torch.cat([t[torch.arange(n_src) % b], t[torch.arange(n_dst) % b]]) if b else t
+        plain = copy.copy(inputs)
+        plain.time = None
+        try:
+            out = super().sample_from_edges(plain, neg_sampling)
+        finally:
+            self._seed_times = None
+        src_time = t[torch.arange(n_src) % b] if b else t
+        meta = list(out.metadata)
+        meta[-1] = src_time  # PyG's src_time (binary: metadata[3], triplet: metadata[4])
+        out.metadata = tuple(meta)
+        return out
+
+
+def temporal_sampler(data, fanouts, time_attr: str, temporal_strategy: str, time_window: int, time_cut: str,
+                     seed: int, backend: str, replace: bool, edge_weight) -> TemporalGnnscaleSampler:
+    """The loaders' hook: a :class:`TemporalGnnscaleSampler` of ``data`` (a homogeneous ``Data``)."""
+    from torch_geometric.data import HeteroData
+
+    if isinstance(data, HeteroData):
+        raise SamplerError("gnnscale.pyg loaders do not support time_attr on HeteroData yet (homogeneous Data "
+                           "only); pass a Data, or use PyG's loader with pyg-lib")
+    node_time, edge_time = time_of(data, time_attr)
+    return TemporalGnnscaleSampler(data.edge_index, int(data.num_nodes), fanouts, node_time=node_time,
+                                   edge_time=edge_time, temporal_strategy=temporal_strategy,
+                                   time_window=time_window, time_cut=time_cut, seed=seed, backend=backend,
+                                   replace=replace, edge_weight=edge_weight)
+
+
+def temporal_kwargs(kwargs: dict[str, Any], time_attr: str | None) -> tuple[int, str]:
+    """(time_window, time_cut) popped from a loader's keyword arguments; one line when given
+    without ``time_attr`` (they would do nothing)."""
+    if time_attr is None:
+        for name in ("time_window", "time_cut"):
+            if name in kwargs:
+                raise SamplerError(f"{name}={kwargs[name]!r} needs time_attr (the times it applies to); pass "
+                                   f"time_attr=... or leave {name} out")
+    return int(kwargs.pop("time_window", 0) or 0), str(kwargs.pop("time_cut", "<="))

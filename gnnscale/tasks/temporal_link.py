@@ -1,0 +1,126 @@
+"""Temporal link prediction: a chronological split, negatives at the positive's time, EdgeBank,
+and the evaluation (AP/AUC with one negative per positive, MRR against many) on the one link
+metrics (:class:`gnnscale.tasks.scores.LinkMetrics`); docs/temporal.md.
+
+A positive is an event ``(src, dst, t)``; its negatives are ``(src, d', t)``: ``d'`` drawn at random
+among all nodes, or, as TGB does, from the destinations ``src`` sent to in the training events
+(historical negatives: harder, they defeat "predict any pair seen before"). The draws come from a
+``torch.Generator`` seeded by ``(seed, split)``, so every worker and every rerun scores the same
+negatives.
+
+EdgeBank (Poursafaei et al., 2022) predicts 1 for a pair seen before ``t`` and 0 otherwise:
+``unlimited`` memory remembers every earlier event, ``window`` w only those in ``[t - w, t)``. It is
+evaluated streaming, as TGB does: every event before a query's time is in memory, test events
+included (they are observed once they happened).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from gnnscale.errors import DatasetError
+from gnnscale.samplers.rng import stream_key
+from gnnscale.tasks.scores import LinkMetrics
+
+SPLITS = ("train", "val", "test")
+
+
+def chronological_split(edge_time: torch.Tensor, fractions=(0.70, 0.15, 0.15)) -> dict[str, torch.Tensor]:
+    """Positions of the events of each split (int64, in time order): the first ``fractions[0]`` of
+    the events by time train, the next validation, the rest test (ties ordered by position)."""
+    f = [float(x) for x in fractions]
+    if len(f) != 3 or min(f) < 0 or abs(sum(f) - 1.0) > 1e-6:
+        raise DatasetError(f"expected three fractions train,val,test >= 0 summing to 1, found {fractions!r}; "
+                           "e.g. 0.70,0.15,0.15")
+    order = torch.from_numpy(np.argsort(edge_time.numpy(), kind="stable"))
+    e = order.numel()
+    a, b = int(round(f[0] * e)), int(round((f[0] + f[1]) * e))
+    return {"train": order[:a], "val": order[a:b], "test": order[b:]}
+
+
+class EdgeBank:
+    """EdgeBank over the events ``(src, dst, t)`` (int64 [E] each): :meth:`score` is 1.0 for a query
+    pair seen strictly before the query's time (within ``window`` when given), else 0.0. One sort of
+    the events by (pair, time); a query is one binary search (no loop over events)."""
+
+    def __init__(self, src: torch.Tensor, dst: torch.Tensor, t: torch.Tensor, num_nodes: int,
+                 window: int | None = None) -> None:
+        self.n = int(num_nodes)
+        self.window = None if window is None else int(window)
+        self.t0 = int(t.min()) if t.numel() else 0
+        self.span = (int(t.max()) - self.t0 + 2) if t.numel() else 2
+        if self.n * self.n * self.span >= 2**62:
+            raise DatasetError(f"EdgeBank keys pairs and times in int64: {self.n} nodes x a time span of {self.span} "
+                               "is too wide; rescale the times to a coarser unit")
+        key = (src.to(torch.int64) * self.n + dst.to(torch.int64)) * self.span + (t.to(torch.int64) - self.t0)
+        self.keys = torch.sort(key).values
+
+    def score(self, src: torch.Tensor, dst: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """float32 [B]: 1.0 where ``(src, dst)`` happened before ``t`` (in the window), else 0.0."""
+        rel = (t.to(torch.int64) - self.t0).clamp(0, self.span - 1)
+        pair = src.to(torch.int64) * self.n + dst.to(torch.int64)
+        q = pair * self.span + rel
+        i = torch.searchsorted(self.keys, q) - 1  # the last event < (pair, t)
+        ok = i >= 0
+        prev = self.keys[i.clamp(min=0)]
+        ok &= torch.div(prev, self.span, rounding_mode="floor") == pair
+        if self.window is not None:
+            ok &= (prev % self.span) + self.t0 >= t.to(torch.int64) - self.window  # the query's own time
+        return ok.to(torch.float32)
+
+
+def negatives(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, k: int, seed: int, split: str,
+              history: tuple[torch.Tensor, torch.Tensor] | None = None, historical: float = 0.5) -> torch.Tensor:
+    """int64 [B, k]: negative destinations of each positive ``(src, dst)``, never ``dst`` itself.
+
+    A fraction ``historical`` of each row comes from the destinations ``src`` sent to in ``history``
+    (``(src, dst)`` of the training events; TGB's historical negatives), the rest uniformly from all
+    nodes (and a historical draw falls back to a uniform one where ``src`` has no other past
+    destination). Keyed by ``(seed, split)``: the same rows on every worker."""
+    b = src.numel()
+    gen = torch.Generator().manual_seed(stream_key(seed, SPLITS.index(split) if split in SPLITS else 9, 57) % (2**63))
+    out = torch.randint(0, num_nodes, (b, k), generator=gen)
+    kh = int(round(k * historical)) if history is not None else 0
+    if kh:
+        hs, hd = history
+        pairs = torch.unique(hs.to(torch.int64) * num_nodes + hd.to(torch.int64))  # sorted by (src, dst)
+        ps, pd = torch.div(pairs, num_nodes, rounding_mode="floor"), pairs % num_nodes
+        ptr = torch.searchsorted(ps, torch.arange(num_nodes + 1))
+        lo, cnt = ptr[src], ptr[src + 1] - ptr[src]
+        u = torch.rand((b, kh), generator=gen, dtype=torch.float64)
+        pick = lo.unsqueeze(1) + (u * cnt.unsqueeze(1)).to(torch.int64).clamp(max=(cnt - 1).clamp(min=0).unsqueeze(1))
+        hist = pd[pick.clamp(max=max(pd.numel() - 1, 0))] if pd.numel() else out[:, :kh]
+        has = (cnt > 0).unsqueeze(1) & (hist != dst.unsqueeze(1))
+        out[:, :kh] = torch.where(has, hist, out[:, :kh])
+    same = out == dst.unsqueeze(1)  # never the positive itself: the next node instead
+    out[same] = (out[same] + 1) % num_nodes
+    return out
+
+
+def evaluate(score: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor], src: torch.Tensor,
+             dst: torch.Tensor, t: torch.Tensor, neg_one: torch.Tensor, neg_many: torch.Tensor,
+             batch: int = 512, comm=None) -> dict[str, float]:
+    """AP and ROC-AUC of the positives against one negative each (``neg_one`` int64 [B]) and MRR
+    against ``neg_many`` int64 [B, K] (TGB's one-vs-many: rank = 1 + (#neg > pos + #neg >= pos) / 2),
+    ``score(src, dst, t) -> float [n]`` called on slices of ``batch`` positives (memory bounded by a
+    slice's B * (K + 2) pairs; the metrics keep the AUC scores and the MRR rank counts). With ``comm``
+    (a Communicator) each rank scores its share and every rank gets the figures of them all."""
+    auc, mrr = LinkMetrics("auc"), LinkMetrics("mrr")
+    k = neg_many.shape[1]
+    for lo in range(0, src.numel(), batch):  # slices of positives, not a loop over pairs
+        s, d, tt = src[lo:lo + batch], dst[lo:lo + batch], t[lo:lo + batch]
+        nb = s.numel()
+        many = neg_many[lo:lo + batch]
+        q_src = torch.cat([s, s, s.repeat_interleave(k)])
+        q_dst = torch.cat([d, neg_one[lo:lo + batch], many.reshape(-1)])
+        q_t = torch.cat([tt, tt, tt.repeat_interleave(k)])
+        out = score(q_src, q_dst, q_t).detach().float().cpu()
+        pos, one, rest = out[:nb], out[nb:2 * nb], out[2 * nb:].view(nb, k)
+        auc.add_pos(pos)
+        auc.add_neg(one)
+        mrr.add_ranked(pos, rest)
+    a, m = auc.result(comm), mrr.result(comm)
+    return {"auc": float(a["auc"]), "ap": float(a["ap"]), "mrr": float(m["mrr"]), "positives": int(src.numel()),
+            "negatives_per_positive_mrr": int(k)}

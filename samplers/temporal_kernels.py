@@ -1,0 +1,176 @@
+"""Time-respecting draws over a T-CSR (numba): each query is (node, time), each node's in-edges
+are sorted by time, so the candidates "before t" are one binary search away.
+
+A query ``i`` asks for up to ``fanout`` in-edges of row ``rows[i]`` whose time is before
+``times[i]``: ``edge_time < t`` (``strict``) or ``<= t``; with a ``window`` w > 0 also
+``edge_time >= t - w``. The candidates are one run ``[lo, cut)`` of the row's in-edges (two binary
+searches). Strategies:
+
+- ``uniform`` (0): a uniform ``fanout``-subset of the run (Floyd's algorithm, ascending), keyed
+  like :mod:`gnnscale.samplers.cpu_kernels`' draws by the stream key and the node's key, mixed
+  with the query's time (the same node asked at two times draws independently);
+- ``last`` (1): the ``fanout`` most recent edges of the run (the run's tail);
+
+``fanout < 0`` takes the whole run. Everything is a pure function of (key, node key, time) and
+the row's edge order (gnnscale's partitions order each node's in-edges by (time, original edge
+column), whatever the partitioning), so an owner answering for another rank draws what one
+process draws. Two passes like the untimed kernels: the counts (one binary search per query,
+in parallel), then the draws.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from gnnscale.samplers.cpu_kernels import _G, _M1, _M2, _U, HAVE_NUMBA, nb
+
+STRATEGIES = {"uniform": 0, "last": 1}
+_INV53 = 1.0 / float(1 << 53)
+
+if HAVE_NUMBA:
+    from gnnscale.samplers.cpu_kernels import _floyd, _mix64, _offsets, _sort
+
+    @nb.njit(inline="always", cache=True)
+    def _first_at_least(etime, lo, hi, t):
+        """First position p in [lo, hi) with etime[p] >= t (hi when none)."""
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if etime[mid] < t:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    @nb.njit(inline="always", cache=True)
+    def _first_above(etime, lo, hi, t):
+        """First position p in [lo, hi) with etime[p] > t (hi when none)."""
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if etime[mid] <= t:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    @nb.njit(inline="always", cache=True)
+    def _run(indptr, etime, rows, times, strict, window, i):
+        """(lo, cut): query i's candidate run of in-edges. The node's latest edge is looked at
+        first: a query after all of them (the common case of recent seeds) needs no search."""
+        start = indptr[rows[i]]
+        end = indptr[rows[i] + 1]
+        t = times[i]
+        if end == start:
+            return start, end
+        last = etime[end - 1]
+        if (strict and last < t) or (not strict and last <= t):
+            cut = end
+        else:
+            cut = _first_at_least(etime, start, end, t) if strict else _first_above(etime, start, end, t)
+        lo = start
+        if window > 0:
+            lo = _first_at_least(etime, start, cut, t - window)
+        return lo, cut
+
+    @nb.njit(inline="always", cache=True)
+    def _count_t(indptr, etime, rows, times, strict, window, fanout, los, cuts, i):
+        lo, cut = _run(indptr, etime, rows, times, strict, window, i)
+        los[i] = lo
+        cuts[i] = cut
+        d = cut - lo
+        return d if (fanout < 0 or d < fanout) else fanout
+
+    @nb.njit(inline="always", cache=True)
+    def _draw_t(node_keys, times, keys, strategy, los, cuts, offsets, out, i):
+        o = offsets[i]
+        c = offsets[i + 1] - o
+        if c == 0:
+            return
+        lo = los[i]
+        cut = cuts[i]
+        d = cut - lo
+        if c == d:  # the whole run
+            for j in range(d):
+                out[o + j] = lo + j
+            return
+        if strategy == 1:  # the c most recent
+            for j in range(c):
+                out[o + j] = cut - c + j
+            return
+        key = keys[0] if keys.shape[0] == 1 else keys[i]
+        h = _mix64(_U(node_keys[i]) * _G + _U(key))
+        h = _mix64(h ^ (_U(times[i]) * _M1 + _M2))
+        _floyd(out, o, d, c, h)
+        _sort(out, o, c)
+        for j in range(c):
+            out[o + j] += lo
+
+    @nb.njit(inline="always", cache=True)
+    def _take(indices, etime, out, eout, tout, want_e, j):
+        e = out[j]
+        if want_e:
+            eout[j] = e
+        tout[j] = etime[e]
+        out[j] = indices[e]
+
+    @nb.njit(cache=True, nogil=True)
+    def _alloc(counts, n, want_e, tdtype_like):
+        offsets = _offsets(counts)
+        m = offsets[n]
+        out = np.empty(m, dtype=np.int64)
+        eout = np.empty(m, dtype=np.int64) if want_e else out
+        tout = np.empty(m, dtype=tdtype_like.dtype)
+        return offsets, out, eout, tout
+
+    @nb.njit(parallel=True, cache=True, nogil=True)
+    def _sample_t_parallel(indptr, indices, etime, rows, node_keys, times, keys, fanout, strategy, strict, window,
+                           counts, want_e):
+        n = rows.shape[0]
+        los = np.empty(n, dtype=np.int64)
+        cuts = np.empty(n, dtype=np.int64)
+        for i in nb.prange(n):
+            counts[i] = _count_t(indptr, etime, rows, times, strict, window, fanout, los, cuts, i)
+        offsets, out, eout, tout = _alloc(counts, n, want_e, etime)
+        for i in nb.prange(n):
+            _draw_t(node_keys, times, keys, strategy, los, cuts, offsets, out, i)
+        for j in nb.prange(offsets[n]):
+            _take(indices, etime, out, eout, tout, want_e, j)
+        return out, eout, tout
+
+    @nb.njit(cache=True, nogil=True)
+    def _sample_t_serial(indptr, indices, etime, rows, node_keys, times, keys, fanout, strategy, strict, window,
+                         counts, want_e):
+        n = rows.shape[0]
+        los = np.empty(n, dtype=np.int64)
+        cuts = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            counts[i] = _count_t(indptr, etime, rows, times, strict, window, fanout, los, cuts, i)
+        offsets, out, eout, tout = _alloc(counts, n, want_e, etime)
+        for i in range(n):
+            _draw_t(node_keys, times, keys, strategy, los, cuts, offsets, out, i)
+        for j in range(offsets[n]):
+            _take(indices, etime, out, eout, tout, want_e, j)
+        return out, eout, tout
+
+
+def sample_temporal(indptr: torch.Tensor, indices: torch.Tensor, edge_time: torch.Tensor, rows: torch.Tensor,
+                    node_keys: torch.Tensor, times: torch.Tensor, fanout: int, key: "int | torch.Tensor",
+                    strategy: str = "uniform", strict: bool = True, window: int = 0,
+                    parallel: bool = False, return_edges: bool = True
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Time-respecting draws of ``rows`` (int64 [n] CSC rows) at ``times`` (int64 [n]).
+
+    ``edge_time`` int64 [E] aligned with ``indices``, ascending within each row. Returns
+    ``(counts int64 [n], nbrs int64 [sum counts], edges int64 [sum counts] CSC positions,
+    times int64 [sum counts] of the drawn edges)``, grouped by query, each query's edges in
+    ascending time; ``edges`` is None unless ``return_edges``.
+    """
+    if not HAVE_NUMBA:  # pragma: no cover - numba is a dependency
+        raise RuntimeError("temporal sampling needs numba")
+    keys = np.asarray([key], dtype=np.int64) if isinstance(key, int) else key.numpy()
+    counts = np.empty(rows.numel(), dtype=np.int64)
+    kernel = _sample_t_parallel if parallel and rows.numel() >= 4096 else _sample_t_serial
+    out, eout, tout = kernel(indptr.numpy(), indices.numpy(), edge_time.numpy(), rows.numpy(), node_keys.numpy(),
+                             times.numpy(), keys, int(fanout), STRATEGIES[strategy], bool(strict), int(window),
+                             counts, bool(return_edges))
+    return (torch.from_numpy(counts), torch.from_numpy(out), torch.from_numpy(eout) if return_edges else None,
+            torch.from_numpy(tout))
