@@ -23,7 +23,8 @@ import torch
 from torch_geometric.sampler import BaseSampler, HeteroSamplerOutput, NodeSamplerInput
 
 from gnnscale.errors import SamplerError, SamplerValueError
-from gnnscale.pyg.sampler import csc_of, first_occurrences, induced_edges, repeat_rows, shown
+from gnnscale.pyg.layout import first_occurrences, induced_edges, repeat_rows, shown
+from gnnscale.pyg.sampler import csc_of
 from gnnscale.pyg.steps import Step, StepBook
 from gnnscale.pyg.world import refuse_unjoined_world
 from gnnscale.samplers.kernels import Kernels

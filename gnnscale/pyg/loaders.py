@@ -27,7 +27,8 @@ from gnnscale.errors import DatasetError, SamplerError, SamplerValueError
 from gnnscale.pyg.hetero import (HeteroGnnscaleSampler, check_hetero_data, fanout_hops, hetero_fanouts, relation_of,
                                  shown)
 from gnnscale.pyg.memory_stores import graph_of_stores
-from gnnscale.pyg.sampler import SUBGRAPH_TYPES, GnnscaleSampler
+from gnnscale.pyg.layout import SUBGRAPH_TYPES
+from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.temporal import temporal_kwargs, temporal_sampler
 from gnnscale.pyg.world import refuse_unjoined_world
 

@@ -38,7 +38,7 @@ keeps false negatives), a negative pair that is an edge of the graph is drawn ag
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -51,6 +51,7 @@ from torch_geometric.sampler import (
 )
 
 from gnnscale.errors import SamplerError, SamplerValueError
+from gnnscale.pyg.layout import first_occurrences, induced_edges, repeat_rows, shown
 from gnnscale.pyg.steps import Step, StepBook
 from gnnscale.pyg.world import refuse_unjoined_world
 from gnnscale.samplers.kernels import Kernels
@@ -59,83 +60,6 @@ from gnnscale.samplers.local import check_edge_weight, check_labor, check_replac
 from gnnscale.samplers.rng import stream_key
 
 MAX_REDRAWS = 20
-
-
-def shown(value: Any) -> str:
-    """``value`` for a message: a tensor by its dtype and shape (never its entries), a tuple item by item."""
-    if isinstance(value, torch.Tensor):
-        dtype = str(value.dtype).replace("torch.", "")
-        return f"{'an' if dtype.startswith('int') else 'a'} {dtype} tensor of shape {tuple(value.shape)}"
-    if isinstance(value, tuple):
-        return "(" + ", ".join(shown(v) for v in value) + ")"
-    return f"{value!r:.80}"
-SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
-
-
-def induced_edges(indptr: torch.Tensor, indices: torch.Tensor, perm: torch.Tensor, dst: torch.Tensor,
-                  src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(row, col, edge) int64 [M] of every edge from a node of ``src`` to a node of ``dst`` (distinct int64
-    ids; the CSC's target and source id ranges): local source (index into ``src``), local target (into
-    ``dst``), original edge id; targets in ``dst``'s order, each one's in-edges in CSC order (PyG's
-    ``subgraph_type='induced'``: the subgraph the sampled nodes induce)."""
-    start = indptr[dst]
-    count = indptr[dst + 1] - start
-    total = int(count.sum())
-    if total == 0 or src.numel() == 0:
-        return (torch.empty(0, dtype=torch.int64),) * 3
-    col = torch.repeat_interleave(torch.arange(dst.numel()), count)
-    pos = torch.repeat_interleave(start - (torch.cumsum(count, 0) - count), count) + torch.arange(total)
-    ends = indices[pos]
-    order = torch.argsort(src)
-    at = torch.searchsorted(src[order], ends).clamp_(max=src.numel() - 1)
-    hit = src[order][at] == ends
-    return order[at[hit]], col[hit], perm[pos[hit]]
-
-
-def first_occurrences(seeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-    """None when ``seeds`` int64 [B] are distinct, else ``(distinct int64 [U] in order of first
-    appearance, where int64 [U]: each one's first position in ``seeds``, which int64 [B]: each seed's
-    index into the distinct ones)``."""
-    uniq, inv = torch.unique(seeds, return_inverse=True)
-    if uniq.numel() == seeds.numel():
-        return None
-    first = torch.full((uniq.numel(),), seeds.numel(), dtype=torch.int64)
-    first.scatter_reduce_(0, inv, torch.arange(seeds.numel()), reduce="amin")
-    order = torch.argsort(first)
-    slot = torch.empty_like(order)
-    slot[order] = torch.arange(order.numel())
-    return uniq[order], first[order], slot[inv]
-
-
-def repeat_rows(row: torch.Tensor, col: torch.Tensor, edge: torch.Tensor, hop0: int, seeds_at_dst: bool,
-                seeds_at_src: bool, where: torch.Tensor, which: torch.Tensor, num_seeds: int, num_nodes: int
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-    """A relation's edges of a batch sampled from its distinct seeds, laid out for the repeated seeds
-    (:func:`first_occurrences`' ``where``/``which``; ``num_seeds`` B, ``num_nodes`` the type's sampled
-    nodes before): local ids of the seeds' type shifted (seed ``u`` -> its first position, the
-    others after the B seed rows), and every later copy of a seed given the seed's first-hop
-    in-edges (the ``hop0`` first edges) too, so that each copy's neighbourhood is the seed's.
-    Returns (row, col, edge, edges added to the first hop)."""
-    U = where.numel()
-    remap = torch.cat([where, torch.arange(U, num_nodes) - U + num_seeds])
-    if seeds_at_src:
-        row = remap[row]
-    if not seeds_at_dst:
-        return row, col, edge, 0
-    copies = torch.nonzero(where[which] != torch.arange(num_seeds)).flatten()  # later copies of a seed
-    c0 = col[:hop0]
-    order = torch.argsort(c0, stable=True)
-    count = torch.bincount(c0, minlength=U)
-    start = torch.cumsum(count, 0) - count
-    per = count[which[copies]]
-    pos = order[torch.repeat_interleave(start[which[copies]] - (torch.cumsum(per, 0) - per), per)
-                + torch.arange(int(per.sum()))]
-    col = remap[col]
-    add_col = torch.repeat_interleave(copies, per)
-    row = torch.cat([row[:hop0], row[pos], row[hop0:]])
-    col = torch.cat([col[:hop0], add_col, col[hop0:]])
-    edge = torch.cat([edge[:hop0], edge[pos], edge[hop0:]])
-    return row, col, edge, int(per.sum())
 
 
 def csc_of(edge_index: torch.Tensor, num_nodes: int, num_src: int | None = None

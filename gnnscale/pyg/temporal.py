@@ -82,6 +82,7 @@ class TemporalGnnscaleSampler(GnnscaleSampler):
                                                  self.strict, self.window, return_edges=True)
         c = counts.numpy()
         nbrs = nbrs + torch.from_numpy(np.repeat((tree * n).numpy(), c))  # a neighbour joins its tree
+        edges = torch.from_numpy(np.take(self.perm.numpy(), edges.numpy()))  # CSC positions -> original edge ids
         return np.repeat(np.arange(frontier.numel(), dtype=np.int64), c), nbrs, edges
 
     def sample(self, seeds: torch.Tensor, epoch: int, step: int, others: torch.Tensor | None = None,
