@@ -71,6 +71,8 @@ class TemporalGnnscaleSampler(GnnscaleSampler):
         self.node_time = node_time
         self._times: torch.Tensor | None = None  # the time of each tree of the batch being drawn
         self._seed_times: torch.Tensor | None = None  # the batch's seeds' times, in seed order
+        self._pos_times: torch.Tensor | None = None  # a link batch's positives' times (their negatives')
+        self._time_order: torch.Tensor | None = None  # the nodes in node-time order (negatives' redraws)
 
     def _hop(self, frontier: torch.Tensor, hop: int, epoch: int, step: int, levels: bool):
         n = self.num_nodes
@@ -100,6 +102,33 @@ class TemporalGnnscaleSampler(GnnscaleSampler):
             return super().sample(seeds, epoch, step, others, trees)
         finally:
             self._times = None
+
+    def negatives(self, src: torch.Tensor, dst: torch.Tensor, neg: NegativeSampling, epoch: int,
+                  step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The plain sampler's negatives, then, with node times, every negative node from the future of
+        its positive (negative ``q`` is timed as positive ``q % B``: PyG's layout) redrawn among the
+        nodes at or before that time (before it with the strict cut): one uniform draw over the
+        eligible prefix of the nodes in time order, keyed by the batch's step (PyG redraws so too)."""
+        s, d = super().negatives(src, dst, neg, epoch, step)
+        t = self._pos_times
+        if self.node_time is None or t is None or not t.numel():
+            return s, d
+        if self._time_order is None:
+            self._time_order = torch.argsort(self.node_time, stable=True)
+        order = self._time_order
+        sorted_time = self.node_time[order]
+        gen = torch.Generator().manual_seed(stream_key(self.seed, epoch, step, 1, 0) & (2 ** 62 - 1))
+        for ends in ((s, d) if neg.is_binary() else (d,)):
+            tq = t[torch.arange(ends.numel()) % t.numel()]
+            late = self.node_time[ends] >= tq if self.strict else self.node_time[ends] > tq
+            bad = torch.nonzero(late).flatten()
+            if not bad.numel():
+                continue
+            room = torch.searchsorted(sorted_time, tq[bad], right=not self.strict)  # eligible nodes per slot
+            ok = room > 0  # a slot with no earlier node keeps its draw (as PyG, it has nothing to offer)
+            pick = (torch.rand(int(bad.numel()), generator=gen, dtype=torch.float64) * room).to(torch.int64)
+            ends[bad[ok]] = order[torch.minimum(pick, room - 1)[ok]]
+        return s, d
 
     def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
         t = inputs.time
@@ -131,10 +160,11 @@ class TemporalGnnscaleSampler(GnnscaleSampler):
         self._seed_times = torch.cat([t[torch.arange(n_src) % b], t[torch.arange(n_dst) % b]]) if b else t
         plain = copy.copy(inputs)
         plain.time = None
+        self._pos_times = t
         try:
             out = super().sample_from_edges(plain, neg_sampling)
         finally:
-            self._seed_times = None
+            self._seed_times = self._pos_times = None
         src_time = t[torch.arange(n_src) % b] if b else t
         meta = list(out.metadata)
         meta[-1] = src_time  # PyG's src_time (binary: metadata[3], triplet: metadata[4])
