@@ -14,9 +14,9 @@ def _edges(b, coo) -> torch.Tensor:
 def step_batches(parts_dir: str, fanouts, batch_size: int, seed: int, pairs: torch.Tensor) -> dict:
     """One pass of this rank's node batches (train split) and of its link batches (ratio 2) at
     ``batch_size`` each: seeds, nodes and edges in original ids, negatives."""
-    from gnnscale.pyg import init_distributed
+    from gnnscale.pyg import start_run
 
-    run = init_distributed(parts_dir, timeout=60)
+    run = start_run(parts_dir, timeout=60)
     coo = run.graph_store.coo_of()
     loader = run.node_loader(fanouts, "train", batch_size=batch_size, shuffle=True, seed=seed)
     nodes = [dict(k=k, repeat=loader.batch_sampler.is_repeat(k), n_id=b.n_id, bs=b.batch_size, edges=_edges(b, coo))
@@ -60,10 +60,10 @@ def train_steps(parts_dir: str, fanouts, batch_size: int, seed: int, dropout: fl
     import torch.nn.functional as F
     from torch_geometric.nn.models import GraphSAGE
 
-    from gnnscale.pyg import init_distributed, keyed_dropout
+    from gnnscale.pyg import start_run, keyed_dropout
 
     torch.set_num_threads(1)
-    run = init_distributed(parts_dir, timeout=60)
+    run = start_run(parts_dir, timeout=60)
     loader = run.node_loader(fanouts, "train", batch_size=batch_size, shuffle=True, seed=seed)
     torch.manual_seed(seed)
     model = run.ddp(keyed_dropout(GraphSAGE(1433, 16, num_layers=len(fanouts), out_channels=7, dropout=dropout)))

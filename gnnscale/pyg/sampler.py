@@ -114,7 +114,7 @@ class GnnscaleSampler(BaseSampler):
             raise SamplerError(f"disjoint must be a bool; found {disjoint!r}. Pass disjoint=True or False.")
         self.disjoint = disjoint
         self._filter: EdgeFilter | None = None
-        # N processes: the global step of each batch (gnnscale.pyg.distributed sets it)
+        # N processes: the global step of each batch (gnnscale.pyg.run sets it)
         self.steps: StepBook | None = None
         self._level: torch.Tensor | None = None  # int8 [N]: a step's first hops (_levels)
 

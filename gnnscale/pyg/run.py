@@ -2,13 +2,13 @@
 
 ::
 
-    run = gnnscale.pyg.init_distributed("parts/cora-2", timeout=120)   # or (data, parts_dir=...)
+    run = gnnscale.pyg.start_run("parts/cora-2", timeout=120)   # or (data, parts_dir=...)
     loader = run.node_loader([10, 10], input_nodes="train", batch_size=32, shuffle=True, seed=0)
     model = run.ddp(GraphSAGE(...))                                  # DDP over the run's group
     for batch in loader: ...                                          # the plain PyG loop
     acc = run.accuracy(model, run.node_loader([-1, -1], input_nodes="test", batch_size=512))
 
-:func:`init_distributed` joins the group torchrun describes with the run's timeout (every
+:func:`start_run` joins the group torchrun describes with the run's timeout (every
 collective bounded by it) and starts the engine's heartbeat (a collective that fails names the
 silent rank and its last phase), then opens this rank's part: PyG stores over the folder
 (:mod:`gnnscale.pyg.stores`; rank r reads part r, the folder must hold exactly ``WORLD_SIZE``
@@ -391,7 +391,7 @@ def _wait_for(path: Path, timeout: float) -> None:
         time.sleep(0.1)
 
 
-def init_distributed(source: str | Path | Data | HeteroData, parts_dir: str | Path | None = None,
+def start_run(source: str | Path | Data | HeteroData, parts_dir: str | Path | None = None,
                      timeout: float = 300.0, host_reads: bool | None = None, cache_rows: int = 0,
                      method: str = "metis") -> DistRun:
     """Join the run (torchrun's environment; one process without it) and open this rank's data.
