@@ -220,15 +220,25 @@ class DistRun:
         sampler; PyG's batches (a mask's: ``input_id`` the seeds' node ids, as PyG's). ``data``:
         another graph than the run's (in memory, e.g. an evaluation split's)."""
         self._options(kwargs)
+        return self._node(None, num_neighbors, input_nodes, batch_size, shuffle, drop_last, seed, replace, kwargs,
+                          data)
+
+    def _node(self, into: RankNodeLoader | None, num_neighbors: Any, input_nodes: Any, batch_size: int,
+              shuffle: bool, drop_last: bool, seed: int, replace: bool, kwargs: dict,
+              data: Any = None) -> RankNodeLoader:
+        """:meth:`node_loader`'s loader, or ``into`` (a subclass's instance, :mod:`gnnscale.pyg.distributed`)
+        made it."""
         data = self.data if data is None else data
         sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace)
         # a split's name, else PyG's forms (ids, a bool mask; typed: (type, ids or mask)) as node ids
         nodes = self.split(input_nodes) if isinstance(input_nodes, str) else check_seeds(input_nodes,
                                                                                            sampler.num_nodes)
         count = (nodes[1] if isinstance(nodes, tuple) else nodes).numel()
-        loader = RankNodeLoader(data, sampler, input_nodes=nodes,
-                                batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
-                                                          self.world_size), **kwargs)
+        args = dict(input_nodes=nodes, batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
+                                                                 self.world_size), **kwargs)
+        loader = RankNodeLoader(data, sampler, **args) if into is None else into
+        if into is not None:
+            RankNodeLoader.__init__(into, data, sampler, **args)
         loader._sampler, loader._epoch, loader._health, loader._seed = sampler, 0, self.health, int(seed)
         loader._mask_ids = given_as_mask(input_nodes)
         loader._watch = 2 * self.timeout if self.world_size > 1 else 0.0
@@ -250,6 +260,13 @@ class DistRun:
         :class:`gnnscale.pyg.LinkNeighborLoader` draws them (never real edges). ``data``: another
         graph than the run's (in memory, e.g. a link split's test graph)."""
         self._options(kwargs)
+        return self._link(None, num_neighbors, edge_label_index, edge_label, neg_sampling, neg_sampling_ratio,
+                          batch_size, shuffle, drop_last, seed, replace, kwargs, data)
+
+    def _link(self, into: RankLinkLoader | None, num_neighbors: Any, edge_label_index: Any, edge_label: Any,
+              neg_sampling: Any, neg_sampling_ratio: float | None, batch_size: int, shuffle: bool, drop_last: bool,
+              seed: int, replace: bool, kwargs: dict, data: Any = None) -> RankLinkLoader:
+        """:meth:`link_loader`'s loader, or ``into`` (a subclass's instance) made it."""
         data = self.data if data is None else data
         sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace)
         if isinstance(data, HeteroData) or is_typed_stores(data):  # (relation, pairs)
@@ -261,10 +278,13 @@ class DistRun:
         else:  # stores: (None, pairs)
             pairs = (None, edge_label_index) if isinstance(data, tuple) else edge_label_index
             count = int(edge_label_index.size(1))
-        loader = RankLinkLoader(data, sampler, edge_label_index=pairs, edge_label=edge_label,
-                                neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio,
-                                batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank,
-                                                          self.world_size), **kwargs)
+        args = dict(edge_label_index=pairs, edge_label=edge_label, neg_sampling=neg_sampling,
+                    neg_sampling_ratio=neg_sampling_ratio,
+                    batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, self.rank, self.world_size),
+                    **kwargs)
+        loader = RankLinkLoader(data, sampler, **args) if into is None else into
+        if into is not None:
+            RankLinkLoader.__init__(into, data, sampler, **args)
         loader._sampler, loader._epoch, loader._health, loader._seed = sampler, 0, self.health, int(seed)
         loader._watch = 2 * self.timeout if self.world_size > 1 else 0.0
         self._share_steps(loader, sampler, torch.stack([loader.input_data.row, loader.input_data.col]),
@@ -442,6 +462,15 @@ def start_run(source: str | Path | Data | HeteroData, parts_dir: str | Path | No
         if not (folder / "meta.json").is_file():
             raise PartitionError(f"{folder} is not a partition folder (no meta.json); partition the graph first "
                                  "(gnnscale partition ... or gnnscale.partitioning.partition_graph).")
+    return open_folder(folder, comm, health, timeout, source=source, host_reads=host_reads, cache_rows=cache_rows)
+
+
+def open_folder(folder: Path, comm: Communicator, health: Health | None, timeout: float, source: Any = None,
+                host_reads: bool | None = None, cache_rows: int = 0) -> DistRun:
+    """This rank's run over a partition folder (``comm``'s rank opens its part): PyG stores over
+    it, typed ones for a typed folder (``source``: the ``HeteroData`` it was cut from, naming its
+    relations' edge ids). :func:`start_run` and :mod:`gnnscale.pyg.distributed` open folders so."""
+    rank, world = comm.rank, comm.world_size
     if is_typed_folder(folder):  # a HeteroData's: per node type and relation
         typed_graph = TypedPartitionGraphStore(folder, comm)  # parts this host lacks: from their owners
         if isinstance(source, HeteroData):
