@@ -166,8 +166,8 @@ class _Local:
 
     def open(self, ctx: DistContext | None) -> DistRun:
         """The run over this folder (made once per process and folder)."""
+        comm, health, timeout = _session(ctx)  # checks ctx against the group every time
         if self._run is None:
-            comm, health, timeout = _session(ctx)
             if self.pid != comm.rank:
                 raise PartitionError(f"rank {comm.rank} opens part {comm.rank} of {self.root}; found from_partition(..., "
                                      f"{self.pid}). Pass the rank as pid (PyG's node_rank).")
