@@ -104,3 +104,28 @@ def test_pyg_node_ogb_cpu_trains_under_torchrun(tmp_path, shared_data):
     assert sorted(loss) == [(n, e) for n in (0, 1) for e in range(1, 6)], r.stdout[-2000:]
     assert all(loss[n, 5] < loss[n, 1] - 0.1 for n in (0, 1)), loss
     assert sorted(acc) == [0, 1] and all(0.4 < a <= 1.0 for a in acc.values()), acc
+
+
+def test_a_drop_in_link_loader_is_the_runs_link_loader(cora, cora_partition):
+    """One process: DistLinkNeighborLoader (PyG's arguments, RPC's given) yields run.link_loader's
+    batches of the same pairs (nodes, labelled pairs, labels), and labels set on the feature
+    store are each batch's y."""
+    from gnnscale.pyg import start_run
+    from gnnscale.pyg.distributed import DistContext, DistLinkNeighborLoader, LocalFeatureStore, LocalGraphStore
+
+    folder = cora_partition(1)
+    feature, graph = LocalFeatureStore.from_partition(folder, 0), LocalGraphStore.from_partition(folder, 0)
+    pairs = cora.edge_index[:, :100]
+    mine = DistLinkNeighborLoader((feature, graph), [5, 3], master_addr="localhost", master_port=1,
+                                  current_ctx=DistContext(0, 0, 1, 1, "g"), edge_label_index=pairs,
+                                  neg_sampling_ratio=1.0, batch_size=32, shuffle=True, seed=5, concurrency=2)
+    run = start_run(folder, timeout=30)
+    ref = run.link_loader([5, 3], pairs, neg_sampling_ratio=1.0, batch_size=32, shuffle=True, seed=5)
+    got, want = list(mine), list(ref)
+    assert len(got) == len(want) == 4
+    for a, b in zip(got, want):
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_label, b.edge_label)
+        assert torch.equal(a.n_id[a.edge_label_index], b.n_id[b.edge_label_index])
+    feature.labels = torch.arange(cora.num_nodes)  # PyG's labels by node id: each batch's y
+    assert all(torch.equal(b.y, b.n_id) for b in mine)
+    run.close()

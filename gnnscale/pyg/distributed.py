@@ -342,7 +342,8 @@ class DistLinkNeighborLoader(_Moves, RankLinkLoader):
         run._link(self, num_neighbors, (relation, pairs) if typed else pairs, edge_label, neg_sampling,
                   neg_sampling_ratio, batch_size, shuffle, drop_last, seed, replace,
                   dict(kwargs, transform=transform))
-        self._labels = lambda: None
+        self._labels = lambda: features.labels
+        self._target = graph.gnnscale_meta["typed"]["target_type"] if graph.meta["is_hetero"] else None
         self._device = None if device is None or torch.device(device).type == "cpu" else torch.device(device)
 
 
