@@ -15,7 +15,7 @@ with torch's generator but its validation and test negatives with Python's ``ran
 (``torch_geometric.utils.negative_sampling``), so both are seeded; without ``random.seed`` a rerun
 with the same ``--seed`` scored other test negatives (AUC 0.8139 / 0.8068 / 0.8063 on one thread,
 identical training losses), and each torchrun process held its own.
-``gnnscale.pyg.init_distributed`` joins torchrun's group, ``run.link_loader`` is PyG's LinkLoader
+``gnnscale.pyg.start_run`` joins torchrun's group, ``run.link_loader`` is PyG's LinkLoader
 over this process's share of the batches one process would make (a step's N batches draw the
 subgraph and negatives of one process's batch), ``run.ddp`` wraps the model and ``run.link_auc`` /
 ``run.link_metrics`` score every process's test pairs.
@@ -34,7 +34,7 @@ from torch_geometric.nn.models import GraphSAGE
 
 from gnnscale.datasets import load_dataset
 from gnnscale.errors import GnnscaleError, run_main
-from gnnscale.pyg import init_distributed
+from gnnscale.pyg import start_run
 
 ROOT = Path(os.environ.get("GNNSCALE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
@@ -55,7 +55,7 @@ def main() -> None:
     data = data.__class__(x=data.x, edge_index=data.edge_index, num_nodes=data.num_nodes)
     train, val, test = T.RandomLinkSplit(num_val=0.05, num_test=0.1, is_undirected=True,
                                          add_negative_train_samples=False)(data)
-    run = init_distributed(train, timeout=args.timeout)
+    run = start_run(train, timeout=args.timeout)
     loader = run.link_loader([10, 10], edge_label_index=train.edge_label_index, edge_label=train.edge_label,
                              neg_sampling_ratio=1.0, batch_size=256 // run.world_size, shuffle=True, seed=args.seed)
     model = run.ddp(GraphSAGE(data.num_features, hidden_channels=64, num_layers=2, out_channels=64))

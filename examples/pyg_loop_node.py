@@ -6,7 +6,7 @@ PyG's own GraphSAGE, PyG's batches, your loop; one process or several, the same 
     torchrun --nproc-per-node 2 examples/pyg_loop_node.py           # 2 processes (gloo), DDP
     python examples/pyg_loop_node.py --root DIR --epochs 40 --parts /tmp/cora-parts
 
-``gnnscale.pyg.init_distributed`` joins torchrun's group (with the run's timeout and heartbeat),
+``gnnscale.pyg.start_run`` joins torchrun's group (with the run's timeout and heartbeat),
 has rank 0 cut Cora into one part per process (``--parts``; other ranks wait), and opens this
 rank's part as PyG's FeatureStore / GraphStore. ``run.node_loader`` is PyG's NodeLoader over this
 rank's share of the batches one process would make (a step's N batches draw what one process's
@@ -26,7 +26,7 @@ from torch_geometric.nn.models import GraphSAGE
 
 from gnnscale.datasets import load_dataset
 from gnnscale.errors import GnnscaleError, run_main
-from gnnscale.pyg import init_distributed, keyed_dropout
+from gnnscale.pyg import start_run, keyed_dropout
 
 ROOT = Path(os.environ.get("GNNSCALE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
@@ -47,7 +47,7 @@ def main() -> None:
     data = load_dataset("planetoid:cora", root=args.root)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     parts = args.parts or str(Path(tempfile.gettempdir()) / f"gnnscale_pyg_cora_{world}")
-    run = init_distributed(data, parts_dir=parts, timeout=args.timeout)
+    run = start_run(data, parts_dir=parts, timeout=args.timeout)
     # a step trains one batch per process: 32 // N each keeps a step's seeds those of one process's batch of 32
     loader = run.node_loader([10, 10], input_nodes="train", batch_size=32 // run.world_size, shuffle=True,
                              seed=args.seed)

@@ -12,7 +12,7 @@ per class) is a ``HeteroData``. Without ``--parts`` every process holds it in me
 ``--parts DIR`` rank 0 cuts it into one typed part per process there (once: the folder is reused
 while it holds this graph in that many parts) and every process reads the batches' rows through
 the typed folder stores (``gnnscale.pyg.TypedPartitionFeatureStore``: its own part, the other
-parts' files on this host, else their owners). ``gnnscale.pyg.init_distributed`` joins
+parts' files on this host, else their owners). ``gnnscale.pyg.start_run`` joins
 torchrun's group, ``run.node_loader`` gives this process its share of the batches one process
 would make (a step's N batches draw what one process's batch draws; the same batches in memory
 or over the folder) and ``run.ddp`` wraps the model.
@@ -40,7 +40,7 @@ from torch_geometric.nn.models import GraphSAGE
 from gnnscale.datasets import load_dataset
 from gnnscale.datasets.hetero_data import to_hetero_data
 from gnnscale.errors import GnnscaleError, run_main
-from gnnscale.pyg import init_distributed
+from gnnscale.pyg import start_run
 
 ROOT = Path(os.environ.get("GNNSCALE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
@@ -81,7 +81,7 @@ def main() -> None:
 
     torch.manual_seed(args.seed)
     data = to_hetero_data(load_dataset(f"acm:{args.root}?split=20"))
-    run = init_distributed(data, parts_dir=args.parts, timeout=args.timeout)
+    run = start_run(data, parts_dir=args.parts, timeout=args.timeout)
     fanouts = {et: [10, 10] for et in data.edge_types}
     # a step trains one batch per process: 16 // N each keeps a step's seeds those of one process's batch of 16
     loader = run.node_loader(fanouts, input_nodes="train", batch_size=16 // run.world_size, shuffle=True,

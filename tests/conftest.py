@@ -86,7 +86,7 @@ FILE_SECONDS: dict[str, float] = {
     "test_cli_checks.py": 85, "test_sampler_weighted.py": 82, "test_ddp_unused.py": 79, "test_zoo.py": 68,
     "test_pyg_global_steps.py": 64, "test_multihost.py": 61, "test_cache_pipeline.py": 59,
     "test_run_config.py": 58, "test_bench_partition.py": 56, "test_pyg_distributed.py": 55,
-    "test_pyg_upstream.py": 30,
+    "test_pyg_upstream.py": 30, "test_pyg_dist_api.py": 60,
     "test_end_to_end.py": 51, "test_edge_feature_training.py": 51, "test_edge_task.py": 48,
     "test_layers.py": 46, "test_part_memory.py": 44, "test_distributed.py": 43, "test_options.py": 41,
     "test_run_output.py": 40, "test_eager.py": 37, "test_memory.py": 36, "test_typed_datasets.py": 36,

@@ -14,9 +14,9 @@ def _edges(b, coo) -> torch.Tensor:
 def step_batches(parts_dir: str, fanouts, batch_size: int, seed: int, pairs: torch.Tensor) -> dict:
     """One pass of this rank's node batches (train split) and of its link batches (ratio 2) at
     ``batch_size`` each: seeds, nodes and edges in original ids, negatives."""
-    from gnnscale.pyg import init_distributed
+    from gnnscale.pyg import start_run
 
-    run = init_distributed(parts_dir, timeout=60)
+    run = start_run(parts_dir, timeout=60)
     coo = run.graph_store.coo_of()
     loader = run.node_loader(fanouts, "train", batch_size=batch_size, shuffle=True, seed=seed)
     nodes = [dict(k=k, repeat=loader.batch_sampler.is_repeat(k), n_id=b.n_id, bs=b.batch_size, edges=_edges(b, coo))
@@ -60,10 +60,10 @@ def train_steps(parts_dir: str, fanouts, batch_size: int, seed: int, dropout: fl
     import torch.nn.functional as F
     from torch_geometric.nn.models import GraphSAGE
 
-    from gnnscale.pyg import init_distributed, keyed_dropout
+    from gnnscale.pyg import start_run, keyed_dropout
 
     torch.set_num_threads(1)
-    run = init_distributed(parts_dir, timeout=60)
+    run = start_run(parts_dir, timeout=60)
     loader = run.node_loader(fanouts, "train", batch_size=batch_size, shuffle=True, seed=seed)
     torch.manual_seed(seed)
     model = run.ddp(keyed_dropout(GraphSAGE(1433, 16, num_layers=len(fanouts), out_channels=7, dropout=dropout)))
@@ -79,3 +79,25 @@ def train_steps(parts_dir: str, fanouts, batch_size: int, seed: int, dropout: fl
     weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     run.close()
     return dict(losses=losses, weights=weights, world=run.world_size)
+
+
+def drop_in_batches(parts_dir: str, fanouts, batch_size: int, seed: int, train_ids: torch.Tensor) -> dict:
+    """One pass of gnnscale.pyg.distributed.DistNeighborLoader as PyG's node_ogb_cpu.py builds it:
+    the stores from_partition(folder, rank), a DistContext, this rank's contiguous share of
+    ``train_ids`` (PyG's partition_graph.py split), PyG's RPC arguments given (ignored)."""
+    import os
+
+    from gnnscale.pyg.distributed import DistContext, DistNeighborLoader, LocalFeatureStore, LocalGraphStore
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])  # the loader joins the group
+    ctx = DistContext(rank=rank, global_rank=rank, world_size=world, global_world_size=world, group_name="t")
+    graph = LocalGraphStore.from_partition(parts_dir, rank)
+    feature = LocalFeatureStore.from_partition(parts_dir, rank)
+    mine = train_ids.split(train_ids.numel() // world)[rank]
+    loader = DistNeighborLoader((feature, graph), num_neighbors=fanouts, master_addr="localhost", master_port=11112,
+                                current_ctx=ctx, input_nodes=mine, batch_size=batch_size, shuffle=True, seed=seed,
+                                num_workers=4, persistent_workers=True, concurrency=4, async_sampling=True)
+    coo = graph.coo_of()  # the opened PartitionGraphStore's
+    out = [dict(n_id=b.n_id, bs=b.batch_size, seeds=b.n_id[:b.batch_size], edges=_edges(b, coo), y=b.y)
+           for b in loader]
+    return dict(batches=out, meta=graph.meta, world=world)

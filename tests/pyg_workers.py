@@ -13,14 +13,14 @@ def _node(b, k, loader) -> dict:
 def cora_batches(parts_dir, fanouts, batch_size: int, seed: int, host_reads, link_pairs,
                  graph_store: str = "auto") -> dict:
     """Two passes of this rank's node batches of the training split and one of link batches.
-    ``parts_dir``: the folder, or one per rank (per-host folders); ``graph_store``: init_distributed's."""
+    ``parts_dir``: the folder, or one per rank (per-host folders); ``graph_store``: start_run's."""
     import os
 
-    from gnnscale.pyg import init_distributed
+    from gnnscale.pyg import start_run
 
     if isinstance(parts_dir, (list, tuple)):
         parts_dir = parts_dir[int(os.environ["RANK"])]
-    run = init_distributed(parts_dir, timeout=60, host_reads=host_reads, graph_store=graph_store)
+    run = start_run(parts_dir, timeout=60, host_reads=host_reads, graph_store=graph_store)
     loader = run.node_loader(fanouts, "train", batch_size=batch_size, shuffle=True, seed=seed)
     nodes = [[_node(b, k, loader) for k, b in enumerate(loader)] for _ in range(2)]
     links = run.link_loader(fanouts, link_pairs, neg_sampling_ratio=2.0, batch_size=64, shuffle=True, seed=seed)
@@ -43,7 +43,7 @@ def mask_batches(parts_dir: str, root: str, fanouts, batch_size: int, seed: int)
 
     from gnnscale.datasets import load_dataset
     from gnnscale.errors import GnnscaleError
-    from gnnscale.pyg import init_distributed
+    from gnnscale.pyg import start_run
 
     cora = load_dataset("planetoid:cora", root=root)
     typed = HeteroData()
@@ -51,7 +51,7 @@ def mask_batches(parts_dir: str, root: str, fanouts, batch_size: int, seed: int)
     typed["paper", "cites", "paper"].edge_index = cora.edge_index
     mask = cora.val_mask  # nodes 140..639: their positions among the mask's nodes are not their ids
     ids = torch.nonzero(mask).view(-1)
-    run = init_distributed(parts_dir, timeout=60)
+    run = start_run(parts_dir, timeout=60)
     out: dict = {}
     for name, data, forms in (("stores", None, (mask, ids, "val")), ("memory", cora, (mask, ids)),
                               ("typed", typed, (("paper", mask), ("paper", ids)))):
@@ -84,15 +84,15 @@ def acm_batches(root: str, batch_size: int, seed: int, parts_dir=None) -> dict:
 
     from gnnscale.datasets import load_dataset
     from gnnscale.datasets.hetero_data import to_hetero_data
-    from gnnscale.pyg import init_distributed
+    from gnnscale.pyg import start_run
 
     data = to_hetero_data(load_dataset(f"acm:{root}?split=20"))
     if parts_dir is None:
-        run = init_distributed(data, timeout=60)
+        run = start_run(data, timeout=60)
     elif isinstance(parts_dir, list):
-        run = init_distributed(parts_dir[int(os.environ["RANK"])], timeout=60, cache_rows=100)
+        run = start_run(parts_dir[int(os.environ["RANK"])], timeout=60, cache_rows=100)
     else:
-        run = init_distributed(data, parts_dir=parts_dir, timeout=60, host_reads=False, cache_rows=100)
+        run = start_run(data, parts_dir=parts_dir, timeout=60, host_reads=False, cache_rows=100)
     loader = run.node_loader({et: [4, 2] for et in data.edge_types}, "train", batch_size=batch_size, shuffle=True,
                              seed=seed)
     out = [dict(k=k, repeat=loader.batch_sampler.is_repeat(k),
@@ -106,9 +106,9 @@ def acm_batches(root: str, batch_size: int, seed: int, parts_dir=None) -> dict:
 
 def loop_passes(parts_dir: str, timeout: float) -> int:
     """Two passes of node batches with every row asked of its owner (collective fetches)."""
-    from gnnscale.pyg import init_distributed
+    from gnnscale.pyg import start_run
 
-    run = init_distributed(parts_dir, timeout=timeout, host_reads=False)
+    run = start_run(parts_dir, timeout=timeout, host_reads=False)
     loader = run.node_loader([3, 3], "train", batch_size=16, shuffle=True, seed=0)
     count = sum(1 for _ in range(2) for _ in loader)
     run.close()

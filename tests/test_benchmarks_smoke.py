@@ -59,6 +59,7 @@ SMOKE: dict[str, tuple[list[str], int, bool]] = {
     "pipeline.py": (["--workdir", "{tmp}"], 300, True),
     "pyg_accuracy.py": ([], 300, True),
     "pyg_loader.py": ([], 300, True),
+    "pyg_run_overhead.py": ([], 300, True),
     "pyg_step_draws.py": ([], 200, True),
     "roofline.py": ([], 300, True),
     "sampler.py": ([], 200, True),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +16,9 @@ from torch_geometric.loader import LinkLoader, NodeLoader
 
 from gnnscale.errors import PartitionError
 from gnnscale.process.launch import launch_local
-from gnnscale.pyg import (LinkNeighborLoader, NeighborLoader, PartitionGraphStore, init_distributed, memory_stores,
+from gnnscale.pyg import (LinkNeighborLoader, NeighborLoader, PartitionGraphStore, start_run, memory_stores,
                           sampler_for)
-from gnnscale.pyg.distributed import RankBatches
+from gnnscale.pyg.run import RankBatches
 
 from pyg_workers import OwnerSends, acm_batches, check_acm_steps, cora_batches, mask_batches
 
@@ -76,7 +78,7 @@ def test_pyg_own_loaders_run_on_memory_stores(cora):
 
 
 def test_partition_stores_give_the_data_batches_in_one_process(cora, cora_partition):
-    run = init_distributed(cora_partition(1), timeout=30)
+    run = start_run(cora_partition(1), timeout=30)
     fs, gs = run.data
     loader = run.node_loader(FANOUTS, "train", batch_size=32, shuffle=True, seed=3)
     ref = NeighborLoader(cora, num_neighbors=FANOUTS, input_nodes=cora.train_mask, batch_size=32, shuffle=True, seed=3)
@@ -91,7 +93,7 @@ def test_partition_stores_give_the_data_batches_in_one_process(cora, cora_partit
 
 def test_a_folder_of_another_part_count_is_one_line(cora_partition):
     with pytest.raises(PartitionError) as err:
-        init_distributed(cora_partition(2), timeout=30)
+        start_run(cora_partition(2), timeout=30)
     msg = str(err.value)
     assert "\n" not in msg and "holds 2 parts but 1 processes were started" in msg and "--nproc-per-node 2" in msg
 
@@ -242,10 +244,10 @@ print(f"trained: loss {float(loss):.4f}")
 
 @pytest.mark.slow
 def test_a_plain_loop_under_torchrun_is_refused_not_trained_apart(tmp_path):
-    """A plain PyG loop (gnnscale.pyg.NeighborLoader, no init_distributed) started by torchrun as 2
+    """A plain PyG loop (gnnscale.pyg.NeighborLoader, no start_run) started by torchrun as 2
     processes (127.0.0.1, a free port, a deadline) trained 2 unrelated models to the end, each
     printing its own loss, exit status 0. Now each process refuses with one line naming
-    init_distributed (no traceback, nothing trained) and exits non-zero."""
+    start_run (no traceback, nothing trained) and exits non-zero."""
     import subprocess
     import sys
 
@@ -262,8 +264,8 @@ def test_a_plain_loop_under_torchrun_is_refused_not_trained_apart(tmp_path):
     for rank, log in enumerate(logs):
         err = log.read_text()
         assert err == (f"loop.py: error: gnnscale.pyg.NeighborLoader: this is process {rank} of 2 (WORLD_SIZE), not "
-                       "joined through gnnscale.pyg.init_distributed, so each process would train its own model on "
-                       "every seed; call run = gnnscale.pyg.init_distributed(data, parts_dir=..., timeout=...) first, "
+                       "joined through gnnscale.pyg.start_run, so each process would train its own model on "
+                       "every seed; call run = gnnscale.pyg.start_run(data, parts_dir=..., timeout=...) first, "
                        "then train with run.node_loader(...) / run.link_loader(...) and run.ddp(model) (docs/pyg.md), "
                        "or start one process.\n"), err
         assert (log.parent / "stdout.log").read_text() == ""  # nothing trained
@@ -271,7 +273,7 @@ def test_a_plain_loop_under_torchrun_is_refused_not_trained_apart(tmp_path):
 
 def test_a_mask_on_two_ranks_is_the_node_ids(cora, cora_partition, shared_data):
     """run.node_loader(..., input_nodes=data.val_mask), PyG's most common form (an IndexError of 22
-    lines before), on 2 ranks of init_distributed: over the run's stores, over a Data in memory
+    lines before), on 2 ranks of start_run: over the run's stores, over a Data in memory
     and, typed, as ("paper", mask) over a HeteroData, each rank's batches are those of the node
     ids (and of the "val" split); each batch's input_id holds its seeds' node ids, as PyG's
     for a mask, where the ids' hold positions among them. A mask of another length, a float or a
@@ -481,7 +483,7 @@ def test_a_stall_between_batches_prints_every_threads_stack(cora_partition, capf
     it stalls, and the pass's end disarms it."""
     import time
 
-    run = init_distributed(cora_partition(1), timeout=30)
+    run = start_run(cora_partition(1), timeout=30)
     loader = run.node_loader(FANOUTS, "train", batch_size=70)
     assert loader._watch == 0.0  # one process: nothing to wait for
     loader._watch = 0.3
@@ -493,3 +495,38 @@ def test_a_stall_between_batches_prints_every_threads_stack(cora_partition, capf
     time.sleep(0.5)  # disarmed at the pass's end: nothing more
     assert "Timeout" not in capfd.readouterr().err
     run.close()
+
+
+def test_a_one_process_run_over_a_folder_never_starts_numbas_thread_pool(cora_partition):
+    """Issue 56: through start_run on one process a Cora epoch took 5-30x the plain loader's. The
+    partition stores' row gather was numba's parallel kernel at any thread count: its first call
+    started numba's OpenMP pool, whose idle threads spin on the cores torch's ops need, for the rest
+    of the process (benchmarks/pyg_run_overhead.py). With torch on 1 thread the gather is the serial
+    kernel and the pool is never started (a fresh process: this one's pool may be up already)."""
+    code = (f"import torch; torch.set_num_threads(1)\n"
+            f"from gnnscale.pyg import start_run\n"
+            f"run = start_run({str(cora_partition(1))!r}, timeout=30)\n"
+            f"batch = next(iter(run.node_loader([5, 5], 'train', batch_size=64)))\n"
+            f"assert batch.x.shape[0] > 64 and float(batch.x.abs().sum()) > 0\n"
+            f"import numba.np.ufunc.parallel as p; print('pool started', p._is_initialized)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "pool started False" in r.stdout, r.stdout
+
+
+def test_the_old_name_is_start_run_and_warns_once():
+    """gnnscale.pyg.init_distributed (issue 56, item 7: one meaning per name) is start_run, with one
+    FutureWarning per process; gnnscale.init_distributed stays the engine's process-group join."""
+    import warnings
+
+    import gnnscale
+    import gnnscale.pyg as gp
+    from gnnscale.process.groups import init_distributed as join
+
+    gp._WARNED["init_distributed"] = False
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert gp.init_distributed is start_run and gp.init_distributed is start_run
+    assert [str(w.message).split(";")[0] for w in seen] == [
+        "gnnscale.pyg.init_distributed is now gnnscale.pyg.start_run (the same call)"]
+    assert gnnscale.init_distributed is join

@@ -464,11 +464,11 @@ def test_a_mask_gives_the_id_forms_batches_and_pygs_input_id(cora, acm):
     """input_nodes as a bool mask (and typed, ("paper", mask)) is what PyG's get_input_nodes makes of
     it: its nodes as ids, the same batches as the ids give; each batch's input_id the seeds' node
     ids (PyG's input_id of a mask), where the ids' are positions among them (PyG's for ids). On the
-    plain loaders and on run.node_loader of a one-process init_distributed (which ended in a
+    plain loaders and on run.node_loader of a one-process start_run (which ended in a
     22-line IndexError on a mask: the mask's length taken for the seed count), in memory."""
     from torch_geometric.loader.utils import get_input_nodes
 
-    from gnnscale.pyg import init_distributed
+    from gnnscale.pyg import start_run
 
     mask = cora.val_mask  # nodes 140..639: their positions among the mask's nodes are not their ids
     _, ids, pyg_input_id = get_input_nodes(cora, mask)  # PyG's contract for a mask: input_id = the node ids
@@ -477,7 +477,7 @@ def test_a_mask_gives_the_id_forms_batches_and_pygs_input_id(cora, acm):
     def kw(nodes):
         return dict(num_neighbors=FANOUTS, input_nodes=nodes, batch_size=32, shuffle=True, seed=3)
 
-    run = init_distributed(cora, timeout=30)
+    run = start_run(cora, timeout=30)
     try:
         for a, b in _same_batches(NeighborLoader(cora, **kw(mask)), NeighborLoader(cora, **kw(ids))):
             assert torch.equal(a.input_id, pyg_input_id[b.input_id])  # PyG: the mask's input_id at those positions
@@ -506,7 +506,7 @@ def test_a_bad_mask_is_refused_in_one_line(cora, acm):
     """A mask of another length, a float or 2-D tensor, a typed mask of another length, a mask
     without its node type on a HeteroData: one line each, on the plain loader and on
     run.node_loader alike, no tensor pasted into it."""
-    from gnnscale.pyg import init_distributed
+    from gnnscale.pyg import start_run
 
     mask, paper = cora.train_mask, acm["paper"].train_mask
     cases = [(cora, mask[:-1], "input_nodes as a mask must be bool [2708]; found shape (2707,)"),
@@ -518,7 +518,7 @@ def test_a_bad_mask_is_refused_in_one_line(cora, acm):
              (acm, ("paper", paper[:-1]), "input_nodes as a mask must be bool [4019]; found shape (4018,)"),
              (acm, paper, "a HeteroData loader needs input_nodes as a node type or (node type, ids or mask), the type "
                           "among ['paper', 'author', 'subject']; found a bool tensor of shape (4019,)")]
-    run = init_distributed(cora, timeout=30)
+    run = start_run(cora, timeout=30)
     try:
         for data, nodes, message in cases:
             for make in (lambda: NeighborLoader(data, [2], input_nodes=nodes, batch_size=4),
@@ -530,9 +530,9 @@ def test_a_bad_mask_is_refused_in_one_line(cora, acm):
         run.close()
 
 
-def test_a_world_not_joined_through_init_distributed_is_refused_in_one_line(cora, monkeypatch, capsys):
-    """Process 1 of a torchrun world of 2 (WORLD_SIZE, RANK) that did not call init_distributed: every
-    entry point of a plain loop refuses in one line naming init_distributed (each process would
+def test_a_world_not_joined_through_start_run_is_refused_in_one_line(cora, monkeypatch, capsys):
+    """Process 1 of a torchrun world of 2 (WORLD_SIZE, RANK) that did not call start_run: every
+    entry point of a plain loop refuses in one line naming start_run (each process would
     train its own model); uncaught, the error prints that line alone (no traceback). Joined (the
     run's world) or alone, they build."""
     import sys
@@ -555,8 +555,8 @@ def test_a_world_not_joined_through_init_distributed_is_refused_in_one_line(cora
             make()
         msg = str(err.value)
         assert msg.startswith(f"gnnscale.pyg.{name}: this is process 1 of 2 (WORLD_SIZE), not joined through "
-                              "gnnscale.pyg.init_distributed, so each process would train its own model"), msg
-        assert "run = gnnscale.pyg.init_distributed(data" in msg and "run.ddp(model)" in msg and "\n" not in msg
+                              "gnnscale.pyg.start_run, so each process would train its own model"), msg
+        assert "run = gnnscale.pyg.start_run(data" in msg and "run.ddp(model)" in msg and "\n" not in msg
     sys.excepthook(type(err.value), err.value, err.value.__traceback__)  # uncaught: the one line
     out = capsys.readouterr()
     assert out.err.count("\n") == 1 and out.err.endswith(f": error: {err.value}\n") and "Traceback" not in out.err
@@ -565,9 +565,9 @@ def test_a_world_not_joined_through_init_distributed_is_refused_in_one_line(cora
     monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a: 3)
     monkeypatch.setattr(torch.distributed, "get_rank", lambda *a: 2)
     with pytest.raises(world.UnjoinedWorldError, match=r"^gnnscale.pyg.NeighborLoader: this is process 2 of 3 "
-                       r"\(torch.distributed's group\), not joined through gnnscale.pyg.init_distributed"):
+                       r"\(torch.distributed's group\), not joined through gnnscale.pyg.start_run"):
         entries["NeighborLoader"]()
-    monkeypatch.setitem(world._JOINED, "world", 3)  # joined through init_distributed: the run's loaders build
+    monkeypatch.setitem(world._JOINED, "world", 3)  # joined through start_run: the run's loaders build
     for make in entries.values():
         make()
     monkeypatch.undo()

@@ -90,10 +90,10 @@ def test_the_graph_store_is_chosen_by_size_and_the_option_honoured(cora_partitio
 def test_graph_store_on_a_graph_in_memory_is_refused_in_one_line(cora):
     """graph_store chooses how a folder's topology is held: given with a graph held in memory (no
     parts_dir) it is refused before the group is joined, not ignored."""
-    from gnnscale.pyg import init_distributed
+    from gnnscale.pyg import start_run
 
     with pytest.raises(GnnscaleError, match=r"^graph_store='own' chooses how a partition folder's topology is held"):
-        init_distributed(cora, graph_store="own")
+        start_run(cora, graph_store="own")
 
 
 def test_own_part_store_in_one_process_gives_the_whole_stores_batches(cora_partition, caplog):

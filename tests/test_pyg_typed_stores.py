@@ -1,7 +1,7 @@
 """gnnscale.pyg's typed folder stores (TypedPartitionGraphStore / TypedPartitionFeatureStore): a HeteroData
 partitioned into a typed folder (format 2) gives PyG's loaders the batches of the HeteroData itself, in one
 process (both ranks' stores opened here, host reads) and on 2 processes (gloo on 127.0.0.1, launch_local:
-init_distributed(data, parts_dir=...), rows asked of their owners)."""
+start_run(data, parts_dir=...), rows asked of their owners)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,7 +11,7 @@ import torch
 
 from gnnscale.errors import PartitionError
 from gnnscale.process.launch import launch_local
-from gnnscale.pyg import LinkNeighborLoader, NeighborLoader, init_distributed, sampler_for
+from gnnscale.pyg import LinkNeighborLoader, NeighborLoader, start_run, sampler_for
 
 from pyg_workers import OwnerSends, acm_batches, check_acm_steps
 
@@ -43,7 +43,7 @@ def test_typed_folder_stores_give_the_hetero_data_batches(acm_data, acm_parts, t
     without a group: every other part's rows read from the folder, host reads): PyG's own NodeLoader
     and LinkLoader over (TypedPartitionFeatureStore, TypedPartitionGraphStore) yield the HeteroData's
     batches (per type n_id, x and y; per relation edges and e_id; the featureless subjects' n_id);
-    the splits are the masks' ids; no cache when every part is read here; init_distributed(data,
+    the splits are the masks' ids; no cache when every part is read here; start_run(data,
     parts_dir=...) in one process cuts a 1-part folder once (not again for the same graph) and gives
     the same batches; wrong part counts and an untyped store on the folder are one line each."""
     from torch_geometric.loader import LinkLoader, NodeLoader
@@ -87,8 +87,8 @@ def test_typed_folder_stores_give_the_hetero_data_batches(acm_data, acm_parts, t
         stats = fs.stats
         assert stats["local_rows"] > 0 and stats["host_rows"] > 0 and stats["remote_rows"] == 0
         assert stats["cache_hits"] == 0 and comm.stats.bytes_sent == 0  # every part on the host: nothing to cache
-    # init_distributed(typed folder) in one process: its split, node and link loaders give the same batches
-    run = init_distributed(data, parts_dir=tmp_path / "one", timeout=30)
+    # start_run(typed folder) in one process: its split, node and link loaders give the same batches
+    run = start_run(data, parts_dir=tmp_path / "one", timeout=30)
     created = (tmp_path / "one" / "meta.json").read_text()
     assert run.split("train")[0] == "paper" and torch.equal(run.split("train")[1], train)
     got = [*run.node_loader(fan, "train", batch_size=16, shuffle=True, seed=3),
@@ -104,7 +104,7 @@ def test_typed_folder_stores_give_the_hetero_data_batches(acm_data, acm_parts, t
             assert torch.equal(a[rel].e_id, b[rel].e_id)
     assert len(got) == len(want) == 7 and torch.equal(got[-1][et].edge_label_index, want[-1][et].edge_label_index)
     run.close()
-    init_distributed(data, parts_dir=tmp_path / "one", timeout=30).close()  # the folder holds this graph: kept
+    start_run(data, parts_dir=tmp_path / "one", timeout=30).close()  # the folder holds this graph: kept
     assert (tmp_path / "one" / "meta.json").read_text() == created
     with pytest.raises(PartitionError) as err:
         TypedPartitionFeatureStore(gs, Communicator(0, 1))
@@ -154,7 +154,7 @@ def test_a_typed_part_sent_by_its_owner_is_the_folders_own(acm_parts, tmp_path, 
 
 def test_typed_folder_batches_on_two_processes_are_one_process_batches(acm_data, acm_parts, tmp_path):
     """2 gloo processes, each over its own host's folder (meta.json and its own part of a 2-part ACM
-    folder; init_distributed(folder)): the other part's graph comes once from its owner (bytes under
+    folder; start_run(folder)): the other part's graph comes once from its owner (bytes under
     graph) and its rows per batch (feature, label) but for the 100 cached. Every rank's batch is what
     it claims (x of every type with features and the papers' y are the graph's rows of n_id; e_id
     names each relation's edges between its endpoints' original ids); step k's batches of the ranks

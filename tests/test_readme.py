@@ -16,7 +16,7 @@ How they run (the suite's time is tight: issue 54 item 9). The guide's first sni
 start) runs as a user types it: ``bash -euo pipefail`` in a subprocess, the installed ``gnnscale``
 command, its workers spawned, the partition cache that folder's own (``$GNNSCALE_CACHE``). So do
 the snippets that need a process of their own (``torchrun``, a loop that joins a process group with
-``init_distributed``). In the others, as in docs/*.md's (tests/test_docs.py), each ``gnnscale``
+``start_run``). In the others, as in docs/*.md's (tests/test_docs.py), each ``gnnscale``
 command runs through ``gnnscale.cli.main`` in this process, exactly as written (the same options,
 epochs and files; its 2-worker launches forked from the suite's server, which imported torch once,
 instead of an interpreter and its imports per command and per worker; the partition cache the
@@ -161,7 +161,7 @@ def commands(code: str) -> list[str]:
 def in_a_process(snippet: Snippet) -> bool:
     """Whether the snippet runs as a user's process: the quick start (the installed command, spawned
     workers, on a fresh clone), ``torchrun``, and a Python loop that joins a process group itself."""
-    return snippet is RUNNABLE[0] or "torchrun" in snippet.code or "init_distributed(" in snippet.code
+    return snippet is RUNNABLE[0] or "torchrun" in snippet.code or "start_run(" in snippet.code
 
 
 def test_snippet_commands_split_as_bash_reads_them() -> None:

@@ -34,6 +34,7 @@ import torch
 from gnnscale.errors import GnnscaleError
 from gnnscale.partitioning.feature_dtype import as_tensor
 from gnnscale.partitioning.routing import Route
+from gnnscale.samplers.cpu_kernels import parallel_enabled
 
 try:
     import numba
@@ -41,25 +42,38 @@ except ImportError:  # pragma: no cover - numba is a dependency
     numba = None
 
 
-if numba is not None:
+def _gather_rows_py(src, idx, out, pos, use_pos):  # pragma: no cover - compiled twice below
+    """out[pos[i]] = src[idx[i]] (or out[i] with use_pos False); returns the count of idx
+    outside [0, len(src))."""
+    n, f = src.shape
+    bad = 0
+    for i in numba.prange(idx.shape[0]):
+        r = idx[i]
+        o = np.int64(i)
+        if use_pos:
+            o = pos[i]
+        if r < 0 or r >= n:
+            bad += 1
+            continue
+        for k in range(f):
+            out[o, k] = src[r, k]
+    return bad
 
-    @numba.njit(parallel=True, cache=True)
-    def _gather_rows(src, idx, out, pos, use_pos):  # pragma: no cover - compiled
-        """out[pos[i]] = src[idx[i]] (or out[i] with use_pos False); returns the count of idx
-        outside [0, len(src))."""
-        n, f = src.shape
-        bad = 0
-        for i in numba.prange(idx.shape[0]):
-            r = idx[i]
-            o = np.int64(i)
-            if use_pos:
-                o = pos[i]
-            if r < 0 or r >= n:
-                bad += 1
-                continue
-            for k in range(f):
-                out[o, k] = src[r, k]
-        return bad
+
+if numba is not None:
+    _gather_rows_parallel = numba.njit(parallel=True, cache=True)(_gather_rows_py)
+    _gather_rows_serial = numba.njit(cache=True)(_gather_rows_py)  # prange runs as range
+
+
+def _gather_rows(src, idx, out, pos, use_pos) -> int:
+    """The compiled gather: the parallel kernel only where this process runs its kernels on
+    several threads (:func:`gnnscale.samplers.cpu_kernels.parallel_enabled`, as the samplers
+    decide), else the serial one, so numba's thread pool is never started in a process that will
+    not use it: its idle OpenMP threads spin and take the cores from torch's ops (issue 56: a
+    one-process PyG loop over a partition folder ran its model 5-30x slower, the plain loader's
+    too, for the rest of the process; ``benchmarks/pyg_run_overhead.py``)."""
+    kernel = _gather_rows_parallel if parallel_enabled() else _gather_rows_serial
+    return kernel(src, idx, out, pos, use_pos)
 
 
 _NO_POS = np.empty(0, dtype=np.int64)

@@ -76,7 +76,7 @@ class KeyedDropout(nn.Module):
         keys = current_batch()
         if keys is None:
             raise SamplerError("KeyedDropout keys its masks by the batch being trained: iterate a run.node_loader or "
-                               "run.link_loader of gnnscale.pyg.init_distributed, or use torch.nn.Dropout.")
+                               "run.link_loader of gnnscale.pyg.start_run, or use torch.nn.Dropout.")
         if keys.n_id is None:
             raise SamplerError("KeyedDropout keys rows by n_id, which a typed (HeteroData) batch holds per node type; "
                                "use torch.nn.Dropout in a typed model.")

@@ -131,7 +131,7 @@ class GnnscaleSampler(BaseSampler):
             self.variant = {"labor": self.indices}  # a neighbour's key is its id (as the nodes' draws)
         self.disjoint = disjoint
         self._filter: EdgeFilter | None = None
-        # N processes: the global step of each batch (gnnscale.pyg.distributed sets it)
+        # N processes: the global step of each batch (gnnscale.pyg.run sets it)
         self.steps: StepBook | None = None
         self._level: torch.Tensor | None = None  # int8 [N]: a step's first hops (_levels)
 

@@ -20,7 +20,7 @@ the same batches as on the ``Data`` itself. Every index is an ORIGINAL node id.
   else asked of their owners through the communicator (bytes counted under
   ``feature_request``/``feature`` and ``label_request``/``label``). Without host
   reads a fetch is collective: every rank fetches once per batch (the rank loaders of
-  :mod:`gnnscale.pyg.distributed` give every rank the same number of batches).
+  :mod:`gnnscale.pyg.run` give every rank the same number of batches).
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def require_graph_files(pdir: Path, files: tuple[str, ...], store: str) -> None:
     if missing:
         raise PartitionError(f"{store} reads every part's graph from the folder without a communicator; {pdir} lacks "
                              f"{missing[0]}. Copy the whole partition folder to every host, or pass comm= "
-                             "(init_distributed does) to get it from its owner.")
+                             "(start_run does) to get it from its owner.")
 
 
 def whole_folder(graph, comm) -> HostRanks | None:
@@ -135,7 +135,7 @@ class PartitionGraphStore(ReadOnlyEdges, GraphStore):
         self.meta = meta = load_meta(self.parts_dir)
         if int(meta.get("format_version", 1)) != 1 or meta.get("typed"):
             raise PartitionError(f"PartitionGraphStore reads untyped folders (format 1); {parts_dir} holds a typed "
-                                 "graph. Open it with gnnscale.pyg.TypedPartitionGraphStore (init_distributed does).")
+                                 "graph. Open it with gnnscale.pyg.TypedPartitionGraphStore (start_run does).")
         P = int(meta["num_parts"])
         self.book = PartitionBook(meta["offsets"])
         n = self.num_nodes = int(self.book.num_nodes)

@@ -14,7 +14,7 @@ of the ``HeteroData`` itself (same seed, same draws).
   (``get_edge_index(edge_type=et, layout="coo")[:, e_id]``): the column of the ``HeteroData``'s
   ``edge_index`` when its relations' edges are sorted by (source, target) without repeats (as
   gnnscale's datasets give them), or after :meth:`TypedPartitionGraphStore.name_edges` (what
-  :func:`gnnscale.pyg.init_distributed` does with the ``HeteroData`` it partitions).
+  :func:`gnnscale.pyg.start_run` does with the ``HeteroData`` it partitions).
 - :class:`TypedPartitionFeatureStore`: per node type with features its ``x`` (float32
   [N_t, F_t]), and the target type's ``y``, for one rank, each read by the engine's row reader
   (:class:`gnnscale.data.rows.RowReader`): its own part's rows, the cache, other parts read from the
@@ -68,7 +68,7 @@ def is_typed_stores(data: Any) -> bool:
 
 def hetero_digest(data: HeteroData) -> str:
     """The content digest of a ``HeteroData`` (:func:`gnnscale.datasets.inmemory.content_digest`), which
-    :func:`gnnscale.pyg.init_distributed` records in the folder it partitions the graph into."""
+    :func:`gnnscale.pyg.start_run` records in the folder it partitions the graph into."""
     from gnnscale.datasets.inmemory import content_digest
 
     return content_digest(data)
@@ -76,7 +76,7 @@ def hetero_digest(data: HeteroData) -> str:
 
 def is_partition_of(meta: dict, digest: str, world: int) -> bool:
     """Whether a folder's ``meta`` (meta.json, or {}) is the graph of content ``digest`` cut into ``world``
-    typed parts (so :func:`gnnscale.pyg.init_distributed` need not partition it again)."""
+    typed parts (so :func:`gnnscale.pyg.start_run` need not partition it again)."""
     return int(meta.get("format_version", 1)) == TYPED_FORMAT_VERSION and int(meta.get("num_parts", 0)) == world \
         and meta.get("content_digest") == digest
 

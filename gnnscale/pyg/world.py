@@ -6,8 +6,8 @@ models, each printing its own figures, and no error. The entry points a plain lo
 (``NeighborLoader``, ``LinkNeighborLoader``, the samplers, ``sampler_for``, ``memory_stores``,
 ``keyed_dropout``) call :func:`refuse_unjoined_world` first: in a world of more than one process
 (torchrun's ``WORLD_SIZE`` > 1, or a ``torch.distributed`` group of more than one process) that
-this process has not joined through :func:`gnnscale.pyg.init_distributed`, they refuse in one line
-naming that call. After ``init_distributed`` (:func:`mark_joined`) they build as before: the run's
+this process has not joined through :func:`gnnscale.pyg.start_run`, they refuse in one line
+naming that call. After ``start_run`` (:func:`mark_joined`) they build as before: the run's
 loaders are made of them.
 
 An uncaught refusal prints that one line (``<script>: error: ...``) instead of a traceback, and
@@ -24,11 +24,11 @@ import sys
 
 from gnnscale.errors import RuntimeSetupError
 
-_JOINED = {"world": 0}  # the number of processes init_distributed joined in this process (0: none)
+_JOINED = {"world": 0}  # the number of processes start_run joined in this process (0: none)
 
 
 def mark_joined(world_size: int) -> None:
-    """Record that this process joined a run of ``world_size`` processes through init_distributed."""
+    """Record that this process joined a run of ``world_size`` processes through start_run."""
     _JOINED["world"] = int(world_size)
 
 
@@ -50,7 +50,7 @@ def _world() -> tuple[int, int, str]:
 
 
 class UnjoinedWorldError(RuntimeSetupError):
-    """Several processes, not joined through init_distributed: each would train its own model."""
+    """Several processes, not joined through start_run: each would train its own model."""
 
 
 def _one_line_hook(previous):
@@ -65,7 +65,7 @@ def _one_line_hook(previous):
 
 
 def refuse_unjoined_world(what: str) -> None:
-    """One line, when this process is one of several that did not join through init_distributed.
+    """One line, when this process is one of several that did not join through start_run.
 
     ``what``: the entry point refusing (e.g. ``"NeighborLoader"``), named in the message."""
     world, rank, source = _world()
@@ -75,6 +75,6 @@ def refuse_unjoined_world(what: str) -> None:
         sys.excepthook = _one_line_hook(sys.excepthook)
     raise UnjoinedWorldError(
         f"gnnscale.pyg.{what}: this is process {rank} of {world} ({source}), not joined through "
-        f"gnnscale.pyg.init_distributed, so each process would train its own model on every seed; call run = "
-        f"gnnscale.pyg.init_distributed(data, parts_dir=..., timeout=...) first, then train with "
+        f"gnnscale.pyg.start_run, so each process would train its own model on every seed; call run = "
+        f"gnnscale.pyg.start_run(data, parts_dir=..., timeout=...) first, then train with "
         f"run.node_loader(...) / run.link_loader(...) and run.ddp(model) (docs/pyg.md), or start one process.")
