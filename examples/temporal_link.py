@@ -83,6 +83,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--time-blind-model", action="store_true", help="every edge's age 0 in the model")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    if a.epochs < 1:
+        ap.error(f"--epochs must be an integer of at least 1, found {a.epochs}")
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     comm = None

@@ -52,8 +52,9 @@ def test_cache_hits_misses_and_bytes_per_category(tmp_path):
         assert torch.equal(res["x"], x[ids[r]])  # right rows, cache or not
         assert res["cache_rows"] == len(cache[r])
     # rank 0: 5, 6 from the cache, 7 and 4 fetched; rank 1: 2 from the cache, 1 fetched.
-    assert r0["store"] == {"local_rows": 1, "remote_rows": 2, "cache_hits": 2, "host_rows": 0}
-    assert r1["store"] == {"local_rows": 1, "remote_rows": 1, "cache_hits": 1, "host_rows": 0}
+    # distinct_rows: the distinct ids fetched (an epoch's byte floor), here every row fetched once
+    assert r0["store"] == {"local_rows": 1, "remote_rows": 2, "cache_hits": 2, "host_rows": 0, "distinct_rows": 5}
+    assert r1["store"] == {"local_rows": 1, "remote_rows": 1, "cache_hits": 1, "host_rows": 0, "distinct_rows": 3}
     f0, f1 = r0["fetch"], r1["fetch"]
     assert f0["sent"]["feature_request"] == 2 * 8 and f0["received"]["feature"] == 2 * 16
     assert f1["sent"]["feature_request"] == 1 * 8 and f1["received"]["feature"] == 1 * 16
@@ -74,9 +75,9 @@ def test_cache_and_fetch_with_three_owners(tmp_path):
     for r in range(3):
         assert torch.equal(res[r]["x"], x[ids[r]]), r
     # rank 0: 0, 1 local; 4, 8 cached; 7, 3, 6, 5 fetched from two owners.
-    assert res[0]["store"] == {"local_rows": 2, "remote_rows": 4, "cache_hits": 2, "host_rows": 0}
-    assert res[1]["store"] == {"local_rows": 1, "remote_rows": 3, "cache_hits": 1, "host_rows": 0}
-    assert res[2]["store"] == {"local_rows": 1, "remote_rows": 4, "cache_hits": 0, "host_rows": 0}
+    assert res[0]["store"] == {"local_rows": 2, "remote_rows": 4, "cache_hits": 2, "host_rows": 0, "distinct_rows": 8}
+    assert res[1]["store"] == {"local_rows": 1, "remote_rows": 3, "cache_hits": 1, "host_rows": 0, "distinct_rows": 5}
+    assert res[2]["store"] == {"local_rows": 1, "remote_rows": 4, "cache_hits": 0, "host_rows": 0, "distinct_rows": 5}
     f = [r["fetch"] for r in res]
     assert [fi["received"]["feature"] for fi in f] == [4 * 16, 3 * 16, 4 * 16]
     # What each owner sent: the rows of its own that the other ranks asked for and had not cached.
