@@ -1,6 +1,7 @@
-"""gnnscale.pyg's loaders with time (issue 57): PyG's own homogeneous temporal loader tests, run on
-gnnscale's loaders (test bodies as in pyg-team/pytorch_geometric test/loader/, only the imports
-differ), and the time rule checked edge by edge."""
+"""gnnscale.pyg's loaders with time (issue 57): the time rule checked edge by edge, and the options
+refused in one line. PyG's own temporal loader tests (test_edge_level_temporal_homo_neighbor_loader,
+test_temporal_homo_link_neighbor_loader, the temporal triplets) run unmodified on these loaders in
+tests/test_pyg_upstream.py (tests/pyg_upstream/, PyG's files at a pinned commit)."""
 from __future__ import annotations
 
 import pytest
@@ -9,60 +10,6 @@ from torch_geometric.data import Data, HeteroData
 
 from gnnscale.errors import SamplerError
 from gnnscale.pyg import LinkNeighborLoader, NeighborLoader
-
-
-def test_edge_level_temporal_homo_neighbor_loader():  # PyG test/loader/test_neighbor_loader.py
-    edge_index = torch.tensor([
-        [0, 1, 1, 2, 2, 3, 3, 4],
-        [1, 0, 2, 1, 3, 2, 4, 3],
-    ])
-    edge_time = torch.arange(edge_index.size(1))
-
-    data = Data(edge_index=edge_index, edge_time=edge_time, num_nodes=5)
-
-    loader = NeighborLoader(
-        data,
-        num_neighbors=[-1, -1],
-        input_time=torch.tensor([4, 4, 4, 4, 4]),
-        time_attr='edge_time',
-        batch_size=1,
-    )
-
-    for batch in loader:
-        assert batch.edge_time.numel() == batch.num_edges
-        if batch.edge_time.numel() > 0:
-            assert batch.edge_time.max() <= 4
-
-
-@pytest.mark.parametrize('batch_size', [1])
-def test_temporal_homo_link_neighbor_loader(batch_size):  # PyG test/loader/test_link_neighbor_loader.py
-    data = Data(
-        x=torch.randn(10, 5),
-        edge_index=torch.randint(0, 10, (2, 123)),
-        time=torch.arange(10),
-    )
-
-    # Ensure that nodes exist at the time of the `edge_label_time`:
-    edge_label_time = torch.max(
-        data.time[data.edge_index[0]],
-        data.time[data.edge_index[1]],
-    )
-
-    loader = LinkNeighborLoader(
-        data,
-        num_neighbors=[-1],
-        time_attr='time',
-        edge_label=torch.ones(data.num_edges),
-        edge_label_time=edge_label_time,
-        batch_size=batch_size,
-        shuffle=True,
-    )
-
-    for batch in loader:
-        assert batch.edge_label_index.size() == (2, batch_size)
-        assert batch.edge_label_time.size() == (batch_size, )
-        assert batch.edge_label.size() == (batch_size, )
-        assert torch.all(batch.time <= batch.edge_label_time)
 
 
 @pytest.mark.parametrize("strategy, window", [("uniform", 0), ("last", 0), ("uniform", 30)])
