@@ -245,12 +245,22 @@ def refuse_unsupported(given: dict) -> None:
                                f"{defaults[name]!r} only); leave {name} out, or use PyG's loader with pyg-lib.")
 
 
-def _refuse_with_time(subgraph_type: str, labor: bool) -> None:
-    """One line for an option the time-respecting draws (``time_attr``) do not combine with."""
-    name = "labor=True" if labor else None if subgraph_type == "directional" else f"subgraph_type={subgraph_type!r}"
-    if name is not None:
-        raise SamplerValueError(f"{name} with time_attr is not supported: the time-respecting draws keep each seed's "
-                                f"own earlier edges (gnnscale.pyg.temporal); leave {name} out.")
+def _options(kwargs: dict, time_attr: str | None, neighbor_sampler: Any, seed_time: dict, temporal_strategy: str,
+             subgraph_type: Any, directed: bool, labor: bool) -> tuple[str, tuple[int, str]]:
+    """Both loaders' checks of the sampling options, in one place: (the subgraph type's name, the time
+    window and cut taken out of ``kwargs`` for :mod:`gnnscale.pyg.temporal`'s sampler). Without
+    ``time_attr`` the seeds' times (``seed_time``, ``{name: value}``) and ``temporal_strategy`` are refused
+    in one line; with it, ``labor`` and a subgraph type other than directional; ``neighbor_sampler`` always."""
+    window_cut = temporal_kwargs(kwargs, time_attr)
+    refuse_unsupported(dict(neighbor_sampler=neighbor_sampler,
+                            **({} if time_attr is not None else dict(seed_time, temporal_strategy=temporal_strategy))))
+    subgraph_type = check_subgraph_type(subgraph_type, directed)
+    if time_attr is not None:
+        name = "labor=True" if labor else None if subgraph_type == "directional" else f"subgraph_type={subgraph_type!r}"
+        if name is not None:
+            raise SamplerValueError(f"{name} with time_attr is not supported: the time-respecting draws keep each "
+                                    f"seed's own earlier edges (gnnscale.pyg.temporal); leave {name} out.")
+    return subgraph_type, window_cut
 
 
 def _seed_and_generator(seed: int | None, kwargs: dict) -> int:
@@ -420,16 +430,12 @@ class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader, _EpochIndex):
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, labor: bool = False, **kwargs: Any) -> None:
         refuse_unjoined_world("NeighborLoader")
-        time_window, time_cut = temporal_kwargs(kwargs, time_attr)  # time: gnnscale.pyg.temporal
-        refuse_unsupported(dict(neighbor_sampler=neighbor_sampler,
-                                **({} if time_attr is not None else
-                                   dict(input_time=input_time, temporal_strategy=temporal_strategy))))
-        subgraph_type = check_subgraph_type(subgraph_type, directed)
+        subgraph_type, window_cut = _options(kwargs, time_attr, neighbor_sampler, dict(input_time=input_time),
+                                             temporal_strategy, subgraph_type, directed, labor)
         if time_attr is not None:
-            _refuse_with_time(subgraph_type, labor)
             seed = _seed_and_generator(seed, kwargs)
             self._sampler = temporal_sampler(data, check_num_neighbors(num_neighbors), time_attr, temporal_strategy,
-                                             time_window, time_cut, seed, backend, replace,
+                                             *window_cut, seed, backend, replace,
                                              edge_weight_of(data, weight_attr))
             self._mask_ids = given_as_mask(input_nodes)
             super().__init__(data, self._sampler, input_nodes=check_input_nodes(input_nodes, int(data.num_nodes)),
@@ -479,16 +485,12 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader, _EpochIndex):
                  weight_attr: str | None = None, is_sorted: bool = False, neighbor_sampler: Any = None,
                  directed: bool = True, labor: bool = False, **kwargs: Any) -> None:
         refuse_unjoined_world("LinkNeighborLoader")
-        time_window, time_cut = temporal_kwargs(kwargs, time_attr)  # time: gnnscale.pyg.temporal
-        refuse_unsupported(dict(neighbor_sampler=neighbor_sampler,
-                                **({} if time_attr is not None else
-                                   dict(edge_label_time=edge_label_time, temporal_strategy=temporal_strategy))))
-        subgraph_type = check_subgraph_type(subgraph_type, directed)
+        subgraph_type, window_cut = _options(kwargs, time_attr, neighbor_sampler, dict(edge_label_time=edge_label_time),
+                                             temporal_strategy, subgraph_type, directed, labor)
         if time_attr is not None:
-            _refuse_with_time(subgraph_type, labor)
             seed = _seed_and_generator(seed, kwargs)
             self._sampler = temporal_sampler(data, check_num_neighbors(num_neighbors), time_attr, temporal_strategy,
-                                             time_window, time_cut, seed, backend, replace,
+                                             *window_cut, seed, backend, replace,
                                              edge_weight_of(data, weight_attr))
             pairs = check_edge_label_index(edge_label_index, int(data.num_nodes))
             check_edge_label(edge_label, pairs)
