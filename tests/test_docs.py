@@ -17,17 +17,15 @@ is checked, not the accuracy) and the partition cache in the test's folder (``--
 from __future__ import annotations
 
 import os
-import runpy
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import shared_data_dir
 from test_cli import cli_in_process
-from test_readme import RUN_LANGS, commands, snippets
+from test_readme import RUN_LANGS, commands, run_python, snippets
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = sorted((REPO / "docs").glob("*.md"))
@@ -118,11 +116,7 @@ def test_docs_snippets_run_as_written(page: str, clone: Path, monkeypatch: pytes
             continue
         where = f"docs/{page}:{s.line}"
         if RUN_LANGS[s.lang] == "python":
-            path = clone / f"snippet_{s.line}.py"
-            path.write_text(s.code)
-            monkeypatch.setattr(sys, "argv", [str(path)])
-            capsys.readouterr()
-            runpy.run_path(str(path), run_name="__main__")  # an exception fails the test with its traceback
+            run_python(s, clone, monkeypatch, capsys)
             continue
         for command in commands(s.code):
             words = [] if "<<" in command else shlex.split(command, comments=True)

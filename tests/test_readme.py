@@ -132,6 +132,17 @@ def clone(tmp_path_factory) -> tuple[Path, dict]:
     return root, env
 
 
+def run_python(snippet, folder: Path, monkeypatch, capsys) -> None:
+    """A Python snippet run in this process as ``python snippet_LINE.py`` runs it (written into
+    ``folder``, ``__main__``, its path in argv[0]); an exception fails the test with its traceback.
+    README's snippets and docs/*.md's (tests/test_docs.py) run so."""
+    path = folder / f"snippet_{snippet.line}.py"
+    path.write_text(snippet.code)
+    monkeypatch.setattr(sys, "argv", [str(path)])
+    capsys.readouterr()
+    runpy.run_path(str(path), run_name="__main__")
+
+
 def commands(code: str) -> list[str]:
     """A bash snippet's commands: comments dropped, ``\\`` continuations joined, a here-document kept
     whole with its command."""
@@ -181,11 +192,7 @@ def test_readme_snippet_runs_as_written(snippet: Snippet, clone: tuple[Path, dic
         monkeypatch.chdir(root)
         monkeypatch.delenv("GNNSCALE_FAULT", raising=False)
         if RUN_LANGS[snippet.lang] == "python":
-            path = root / f"snippet_{snippet.line}.py"
-            path.write_text(snippet.code)
-            monkeypatch.setattr(sys, "argv", [str(path)])
-            capsys.readouterr()
-            runpy.run_path(str(path), run_name="__main__")  # an exception fails the test with its traceback
+            run_python(snippet, root, monkeypatch, capsys)
             return
         for command in commands(snippet.code):
             words = [] if "<<" in command else shlex.split(command, comments=True)
