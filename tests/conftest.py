@@ -1,6 +1,7 @@
 """Shared test fixtures: where the real data lies (../shared/data, never copied into the repo)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -108,12 +109,61 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda it: (-FILE_SECONDS.get(it.path.name, 5.0), first_seen[it.path.name]))
 
 
-def pytest_terminal_summary(terminalreporter):
+# A test that leaves a variable set in this process changes the environment of every later launch in
+# it: the launches then differ from the fork server's and spawn (CI, 2026-12-07: test_benchmarks_smoke's
+# peer check cached GNNSCALE_PEER_OK_* here, and test_distributed's fork check, run after it on the same
+# xdist worker, failed). Each test gets back the environment it started with; what it left is counted
+# (the summary names it), so a leak is seen, and never changes a later test.
+LEAKED: dict[str, list[str]] = {}
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored(request):
+    before = dict(os.environ)
+    yield
+    after = dict(os.environ)
+    changed = sorted(k for k in set(before) | set(after)
+                     if before.get(k) != after.get(k) and k != "PYTEST_CURRENT_TEST")  # pytest's own
+    if changed:
+        LEAKED.setdefault(request.node.nodeid, []).extend(changed)
+        for k in changed:
+            if k in before:
+                os.environ[k] = before[k]
+            else:
+                del os.environ[k]
+
+
+def _counts() -> dict:
     from gnnscale.process.launch import fork_counts
 
-    counts = fork_counts()
-    terminalreporter.write_line(f"local launches: {counts['forked']} forked from the server; launches spawned "
-                                f"because these variables differed: {counts['spawned'] or 'none'}")
+    return {**fork_counts(), "leaked": dict(LEAKED)}
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: its figures go to the controller
+        session.config.workeroutput["gnnscale_counts"] = json.dumps(_counts())
+
+
+WORKER_COUNTS: list[dict] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # the xdist controller: each worker's figures
+    if "gnnscale_counts" in getattr(node, "workeroutput", {}):
+        WORKER_COUNTS.append(json.loads(node.workeroutput["gnnscale_counts"]))
+
+
+def pytest_terminal_summary(terminalreporter):
+    forked, spawned, leaked = 0, {}, {}
+    for c in WORKER_COUNTS or [_counts()]:
+        forked += c["forked"]
+        leaked.update(c["leaked"])
+        for k, n in c["spawned"].items():
+            spawned[k] = spawned.get(k, 0) + n
+    terminalreporter.write_line(f"local launches: {forked} forked from the server; launches spawned "
+                                f"because these variables differed: {spawned or 'none'}")
+    if leaked:
+        terminalreporter.write_line(f"tests that left variables set (put back after each): {leaked}")
 
 
 def shared_data_dir() -> Path:

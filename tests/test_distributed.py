@@ -198,8 +198,12 @@ def test_forked_workers_see_what_spawned_ones_would(monkeypatch, tmp_path):
 
     monkeypatch.delenv("GNNSCALE_PROBE", raising=False)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # read late: still forked
+    from gnnscale.process.launch import fork_counts
+
+    spawned_before = fork_counts()["spawned"]
     two = launch_local(launch_probe, 2)
-    assert two[0]["ppid"] == two[1]["ppid"] != os.getpid()  # forked by the server
+    why = {k: n for k, n in fork_counts()["spawned"].items() if n != spawned_before.get(k)}
+    assert two[0]["ppid"] == two[1]["ppid"] != os.getpid(), f"spawned: these variables differ from the server's: {why}"
     for w in two:
         assert w["env"] == want(2) and w["threads"] == int(want(2)["OMP_NUM_THREADS"])
     (one,) = launch_local(launch_probe, 1)
