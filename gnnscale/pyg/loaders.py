@@ -24,12 +24,12 @@ from torch_geometric.sampler import NegativeSampling
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
 from gnnscale.errors import DatasetError, SamplerError, SamplerValueError
-from gnnscale.pyg.hetero import (HeteroGnnscaleSampler, check_hetero_data, fanout_hops, hetero_fanouts, relation_of,
-                                 shown)
+from gnnscale.pyg.hetero import HeteroGnnscaleSampler
+from gnnscale.pyg.layout import SUBGRAPH_TYPES, shown
 from gnnscale.pyg.memory_stores import graph_of_stores
-from gnnscale.pyg.layout import SUBGRAPH_TYPES
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.temporal import temporal_kwargs, temporal_sampler
+from gnnscale.pyg.typed_inputs import check_hetero_data, fanout_hops, hetero_fanouts, relation_of
 from gnnscale.pyg.world import refuse_unjoined_world
 
 _NODE_FIX = "Pass a torch_geometric.data.Data with edge_index int64 [2, E] and node attributes of num_nodes rows."

@@ -374,7 +374,8 @@ def sampler_for(data: Any, num_neighbors: Any, seed: int = 0, replace: bool = Fa
     (a :class:`PartitionGraphStore`, or a :class:`MemoryGraphStore` / any PyG GraphStore with COO, CSR
     or CSC edges: :func:`gnnscale.pyg.memory_stores.graph_of_stores`)."""
     refuse_unjoined_world("sampler_for")
-    from gnnscale.pyg.hetero import HeteroGnnscaleSampler, check_hetero_data, hetero_fanouts
+    from gnnscale.pyg.hetero import HeteroGnnscaleSampler
+    from gnnscale.pyg.typed_inputs import check_hetero_data, hetero_fanouts
     from gnnscale.pyg.loaders import check_data, check_num_neighbors
     from gnnscale.pyg.sampler import GnnscaleSampler
 
