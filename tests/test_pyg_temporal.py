@@ -1,12 +1,13 @@
 """gnnscale.pyg's loaders with time (issue 57): the time rule checked edge by edge, and the options
 refused in one line. PyG's own temporal loader tests (test_edge_level_temporal_homo_neighbor_loader,
-test_temporal_homo_link_neighbor_loader, the temporal triplets) run unmodified on these loaders in
-tests/test_pyg_upstream.py (tests/pyg_upstream/, PyG's files at a pinned commit)."""
+test_temporal_homo_link_neighbor_loader, the temporal triplets, the typed ones) run unmodified on these
+loaders in tests/test_pyg_upstream.py (tests/pyg_upstream/, PyG's files at a pinned commit); typed
+graphs with time: tests/test_pyg_temporal_hetero.py."""
 from __future__ import annotations
 
 import pytest
 import torch
-from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import Data
 
 from gnnscale.errors import SamplerError
 from gnnscale.pyg import LinkNeighborLoader, NeighborLoader
@@ -38,12 +39,11 @@ def test_every_edge_of_every_tree_is_before_its_seeds_time_with_the_strict_cut(s
 
 
 def test_temporal_options_are_one_line_where_not_honoured():
-    data = HeteroData()
-    data["v"].x = torch.ones(3, 1)
-    data["v"].time = torch.arange(3)
-    data["v", "v"].edge_index = torch.tensor([[0, 1], [1, 2]])
-    with pytest.raises(SamplerError, match="do not support time_attr on HeteroData yet"):
-        NeighborLoader(data, num_neighbors=[1], input_nodes="v", time_attr="time", batch_size=1)
+    from gnnscale.pyg.memory_stores import memory_stores
+
+    d = Data(edge_index=torch.tensor([[0, 1], [1, 2]]), time=torch.arange(3), num_nodes=3)
+    with pytest.raises(SamplerError, match=r"time_attr with a \(FeatureStore, GraphStore\) of untyped edges is not"):
+        NeighborLoader(memory_stores(d), num_neighbors=[1], time_attr="time", batch_size=1)
     d = Data(edge_index=torch.tensor([[0, 1], [1, 2]]), edge_time=torch.tensor([1, 2]), num_nodes=3)
     with pytest.raises(SamplerError, match="expected temporal_strategy among uniform, last"):
         NeighborLoader(d, num_neighbors=[1], time_attr="edge_time", temporal_strategy="newest", input_time=

@@ -191,15 +191,14 @@ class HeteroGnnscaleSampler(BaseSampler):
                 if not groups:
                     nse[et].append(0)
                     continue
-                indptr, indices, perm = self.csc[et]
+                perm = self.csc[et][2]
                 first = nodes[et[2]].numel() - at.numel()
                 got = []
                 for level, sel in groups:  # at most num_hops groups: one kernel call each
                     key = stream_key(self.seed, epoch, step, 0, level, r)
                     sub = at if sel is None else at[sel]
                     sub_at = sub % self.num_nodes[et[2]] if self.disjoint else sub
-                    counts, nbrs, pos = self.kernels.sample(indptr, indices, sub_at, sub, self.fanouts[et][level], key,
-                                                            return_edges=True, **self.variants[et])
+                    counts, nbrs, pos = self.draw_relation(et, sub_at, sub, self.fanouts[et][level], key)
                     if self.disjoint:  # a neighbour joins its destination's tree
                         tree = torch.div(sub, self.num_nodes[et[2]], rounding_mode="floor")
                         nbrs = nbrs + torch.from_numpy(np.repeat((tree * self.num_nodes[et[0]]).numpy(),
@@ -230,6 +229,14 @@ class HeteroGnnscaleSampler(BaseSampler):
             col={et: _cat(cols[et]) for et in self.edge_types},
             edge={et: _cat(edges[et]) for et in self.edge_types},
             batch=None, num_sampled_nodes=nsn, num_sampled_edges=nse)
+
+    def draw_relation(self, et: tuple, rows: torch.Tensor, ids: torch.Tensor, fanout: int,
+                      key: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(counts, neighbours, CSC positions) of relation ``et``'s in-edges of the CSC ``rows``
+        (``ids``: the nodes as drawn, ``tree * N + node`` when disjoint: the draws' keys). The one
+        draw per relation and hop; :mod:`gnnscale.pyg.typed_temporal` draws in time here."""
+        indptr, indices, _ = self.csc[et]
+        return self.kernels.sample(indptr, indices, rows, ids, fanout, key, return_edges=True, **self.variants[et])
 
     def shaped(self, out: HeteroSamplerOutput) -> HeteroSamplerOutput:
         """``out`` as ``subgraph_type`` asks (see :meth:`GnnscaleSampler.shaped`), relation by relation."""

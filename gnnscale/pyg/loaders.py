@@ -30,6 +30,7 @@ from gnnscale.pyg.memory_stores import graph_of_stores
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.temporal import temporal_kwargs, temporal_sampler
 from gnnscale.pyg.typed_inputs import check_hetero_data, fanout_hops, hetero_fanouts, relation_of
+from gnnscale.pyg.typed_temporal import typed_temporal_sampler
 from gnnscale.pyg.world import refuse_unjoined_world
 
 _NODE_FIX = "Pass a torch_geometric.data.Data with edge_index int64 [2, E] and node attributes of num_nodes rows."
@@ -255,6 +256,9 @@ def _options(kwargs: dict, time_attr: str | None, neighbor_sampler: Any, seed_ti
     refuse_unsupported(dict(neighbor_sampler=neighbor_sampler,
                             **({} if time_attr is not None else dict(seed_time, temporal_strategy=temporal_strategy))))
     subgraph_type = check_subgraph_type(subgraph_type, directed)
+    if time_attr is not None and seed_time.get("edge_label_time", 0) is None:
+        raise SamplerValueError("a temporal link loader needs edge_label_time with time_attr (the time of each seed "
+                                "edge): 'edge_label_time' is not set; pass edge_label_time=... (one per pair)")
     if time_attr is not None:
         name = "labor=True" if labor else None if subgraph_type == "directional" else f"subgraph_type={subgraph_type!r}"
         if name is not None:
@@ -377,13 +381,20 @@ def _weights(data: Any, weight_attr: str | None, edge_index: Any) -> Any:
 
 
 def _sampler(data: Any, edge_index: Any, num_nodes: Any, num_neighbors: Any, seed: int, replace: bool,
-             backend: str, disjoint: bool, weight_attr: str | None, subgraph_type: str, labor: bool = False) -> Any:
+             backend: str, disjoint: bool, weight_attr: str | None, subgraph_type: str, labor: bool = False,
+             time: tuple = (None,)) -> Any:
     """The loader's sampler: homogeneous or typed, as the data is (``labor``: layer-neighbour draws,
-    homogeneous only)."""
+    homogeneous only); ``time`` (time_attr, strategy, window, cut): the time-respecting ones."""
     if subgraph_type == "induced" and disjoint:
         raise SamplerValueError("subgraph_type='induced' with disjoint=True is not supported (as in PyG); pass one "
                                 "of them.")
     weight = _weights(data, weight_attr, edge_index)
+    if time[0] is not None and isinstance(edge_index, dict):
+        return typed_temporal_sampler(data, edge_index, num_nodes, hetero_fanouts(num_neighbors, list(edge_index)),
+                                      *time, seed, backend, replace, weight, fanout_hops(num_neighbors))
+    if time[0] is not None:
+        return temporal_sampler(data, edge_index, num_nodes, check_num_neighbors(num_neighbors), *time, seed, backend,
+                                replace, weight)
     if isinstance(edge_index, dict):
         if labor:
             raise SamplerValueError("labor=True applies to a Data (one node and edge type); this data is typed: "
@@ -432,17 +443,6 @@ class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader, _EpochIndex):
         refuse_unjoined_world("NeighborLoader")
         subgraph_type, window_cut = _options(kwargs, time_attr, neighbor_sampler, dict(input_time=input_time),
                                              temporal_strategy, subgraph_type, directed, labor)
-        if time_attr is not None:
-            seed = _seed_and_generator(seed, kwargs)
-            self._sampler = temporal_sampler(data, check_num_neighbors(num_neighbors), time_attr, temporal_strategy,
-                                             *window_cut, seed, backend, replace,
-                                             edge_weight_of(data, weight_attr))
-            self._mask_ids = given_as_mask(input_nodes)
-            super().__init__(data, self._sampler, input_nodes=check_input_nodes(input_nodes, int(data.num_nodes)),
-                             input_time=input_time, transform=transform,
-                             transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
-                             **kwargs)
-            return
         edge_index, num_nodes = _graph(data)
         if isinstance(num_nodes, dict):
             nodes = check_typed_input_nodes(input_nodes, num_nodes, distinct=False)
@@ -450,9 +450,9 @@ class NeighborLoader(_EpochMixin, MaskInputId, NodeLoader, _EpochIndex):
             nodes = check_input_nodes(input_nodes, num_nodes, distinct=False)
         seed = _seed_and_generator(seed, kwargs)
         self._sampler = _sampler(data, edge_index, num_nodes, num_neighbors, seed, replace, backend, disjoint,
-                                 weight_attr, subgraph_type, labor)
+                                 weight_attr, subgraph_type, labor, (time_attr, temporal_strategy, *window_cut))
         self._mask_ids = given_as_mask(input_nodes)
-        super().__init__(data, self._sampler, input_nodes=nodes, transform=transform,
+        super().__init__(data, self._sampler, input_nodes=nodes, input_time=input_time, transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
                          **kwargs)
 
@@ -487,19 +487,6 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader, _EpochIndex):
         refuse_unjoined_world("LinkNeighborLoader")
         subgraph_type, window_cut = _options(kwargs, time_attr, neighbor_sampler, dict(edge_label_time=edge_label_time),
                                              temporal_strategy, subgraph_type, directed, labor)
-        if time_attr is not None:
-            seed = _seed_and_generator(seed, kwargs)
-            self._sampler = temporal_sampler(data, check_num_neighbors(num_neighbors), time_attr, temporal_strategy,
-                                             *window_cut, seed, backend, replace,
-                                             edge_weight_of(data, weight_attr))
-            pairs = check_edge_label_index(edge_label_index, int(data.num_nodes))
-            check_edge_label(edge_label, pairs)
-            super().__init__(data, self._sampler, edge_label_index=data.edge_index if pairs is None else pairs,
-                             edge_label=edge_label, edge_label_time=edge_label_time, neg_sampling=neg_sampling,
-                             neg_sampling_ratio=neg_sampling_ratio, transform=transform,
-                             transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
-                             **kwargs)
-            return
         edge_index, num_nodes = _graph(data)
         if isinstance(num_nodes, dict):
             et, pairs = check_typed_edge_label_index(edge_label_index, edge_index, num_nodes)
@@ -511,8 +498,8 @@ class LinkNeighborLoader(_EpochMixin, LinkLoader, _EpochIndex):
             label_index = edge_index if pairs is None else pairs
         seed = _seed_and_generator(seed, kwargs)
         self._sampler = _sampler(data, edge_index, num_nodes, num_neighbors, seed, replace, backend, disjoint,
-                                 weight_attr, subgraph_type, labor)
+                                 weight_attr, subgraph_type, labor, (time_attr, temporal_strategy, *window_cut))
         super().__init__(data, self._sampler, edge_label_index=label_index, edge_label=edge_label,
-                         neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio, transform=transform,
+                         edge_label_time=edge_label_time, neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio, transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
                          **kwargs)

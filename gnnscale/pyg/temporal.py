@@ -46,6 +46,29 @@ def time_of(data, time_attr: str) -> tuple[torch.Tensor | None, torch.Tensor | N
                        f"{tuple(value.shape)}")
 
 
+def negatives_generator(seed: int, epoch: int, step: int) -> torch.Generator:
+    """The generator of a batch's negatives' redraws (keyed by the batch's step)."""
+    return torch.Generator().manual_seed(stream_key(seed, epoch, step, 1, 0) & (2 ** 62 - 1))
+
+
+def redraw_late(ends: torch.Tensor, node_time: torch.Tensor, order: torch.Tensor, pos_times: torch.Tensor,
+                strict: bool, gen: torch.Generator) -> None:
+    """Negative nodes ``ends`` (int64 [Q], in place) from the future of their positive (negative ``q``
+    is timed as positive ``q % B``, PyG's layout: ``pos_times`` int64 [B]) redrawn among the nodes at
+    or before that time (before it when ``strict``): one uniform draw over the eligible prefix of the
+    nodes in time order (``order``: ``argsort(node_time)``). A slot with no earlier node keeps its draw
+    (as PyG's: it has nothing to offer)."""
+    tq = pos_times[torch.arange(ends.numel()) % pos_times.numel()]
+    late = node_time[ends] >= tq if strict else node_time[ends] > tq
+    bad = torch.nonzero(late).flatten()
+    if not bad.numel():
+        return
+    room = torch.searchsorted(node_time[order], tq[bad], right=not strict)  # eligible nodes per slot
+    ok = room > 0
+    pick = (torch.rand(int(bad.numel()), generator=gen, dtype=torch.float64) * room).to(torch.int64)
+    ends[bad[ok]] = order[torch.minimum(pick, room - 1)[ok]]
+
+
 class TemporalGnnscaleSampler(GnnscaleSampler):
     """:class:`~gnnscale.pyg.sampler.GnnscaleSampler` with time (see the module docstring).
 
@@ -115,19 +138,9 @@ class TemporalGnnscaleSampler(GnnscaleSampler):
             return s, d
         if self._time_order is None:
             self._time_order = torch.argsort(self.node_time, stable=True)
-        order = self._time_order
-        sorted_time = self.node_time[order]
-        gen = torch.Generator().manual_seed(stream_key(self.seed, epoch, step, 1, 0) & (2 ** 62 - 1))
+        gen = negatives_generator(self.seed, epoch, step)
         for ends in ((s, d) if neg.is_binary() else (d,)):
-            tq = t[torch.arange(ends.numel()) % t.numel()]
-            late = self.node_time[ends] >= tq if self.strict else self.node_time[ends] > tq
-            bad = torch.nonzero(late).flatten()
-            if not bad.numel():
-                continue
-            room = torch.searchsorted(sorted_time, tq[bad], right=not self.strict)  # eligible nodes per slot
-            ok = room > 0  # a slot with no earlier node keeps its draw (as PyG, it has nothing to offer)
-            pick = (torch.rand(int(bad.numel()), generator=gen, dtype=torch.float64) * room).to(torch.int64)
-            ends[bad[ok]] = order[torch.minimum(pick, room - 1)[ok]]
+            redraw_late(ends, self.node_time, self._time_order, t, self.strict, gen)
         return s, d
 
     def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
@@ -172,19 +185,20 @@ class TemporalGnnscaleSampler(GnnscaleSampler):
         return out
 
 
-def temporal_sampler(data, fanouts, time_attr: str, temporal_strategy: str, time_window: int, time_cut: str,
-                     seed: int, backend: str, replace: bool, edge_weight) -> TemporalGnnscaleSampler:
-    """The loaders' hook: a :class:`TemporalGnnscaleSampler` of ``data`` (a homogeneous ``Data``)."""
-    from torch_geometric.data import HeteroData
+def temporal_sampler(data, edge_index: torch.Tensor, num_nodes: int, fanouts, time_attr: str, temporal_strategy: str,
+                     time_window: int, time_cut: str, seed: int, backend: str, replace: bool,
+                     edge_weight) -> TemporalGnnscaleSampler:
+    """The loaders' hook: a :class:`TemporalGnnscaleSampler` of a homogeneous ``Data`` (its graph
+    checked by the loaders; a typed graph: :mod:`gnnscale.pyg.typed_temporal`)."""
+    from torch_geometric.data import Data
 
-    if isinstance(data, HeteroData):
-        raise SamplerError("gnnscale.pyg loaders do not support time_attr on HeteroData yet (homogeneous Data "
-                           "only); pass a Data, or use PyG's loader with pyg-lib")
+    if not isinstance(data, Data):
+        raise SamplerError("time_attr with a (FeatureStore, GraphStore) of untyped edges is not supported (typed "
+                           "stores are: node times in the feature store); pass a Data or a HeteroData")
     node_time, edge_time = time_of(data, time_attr)
-    return TemporalGnnscaleSampler(data.edge_index, int(data.num_nodes), fanouts, node_time=node_time,
-                                   edge_time=edge_time, temporal_strategy=temporal_strategy,
-                                   time_window=time_window, time_cut=time_cut, seed=seed, backend=backend,
-                                   replace=replace, edge_weight=edge_weight)
+    return TemporalGnnscaleSampler(edge_index, num_nodes, fanouts, node_time=node_time, edge_time=edge_time,
+                                   temporal_strategy=temporal_strategy, time_window=time_window, time_cut=time_cut,
+                                   seed=seed, backend=backend, replace=replace, edge_weight=edge_weight)
 
 
 def temporal_kwargs(kwargs: dict[str, Any], time_attr: str | None) -> tuple[int, str]:
