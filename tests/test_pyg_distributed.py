@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch_geometric.loader import LinkLoader, NodeLoader
 
-from gnnscale.errors import PartitionError
+from gnnscale.errors import PartitionError, SamplerError
 from gnnscale.process.launch import launch_local
 from gnnscale.pyg import (LinkNeighborLoader, NeighborLoader, PartitionGraphStore, start_run, memory_stores,
                           sampler_for)
@@ -89,6 +89,19 @@ def test_partition_stores_give_the_data_batches_in_one_process(cora, cora_partit
             assert torch.equal(gs.coo_of()[:, a.e_id], a.n_id[a.edge_index])
     assert fs.stats["remote_rows"] == 0 and fs.stats["local_rows"] > 0
     run.close()
+
+
+def test_rank_loaders_refuse_time_in_one_line(cora_partition):
+    run = start_run(cora_partition(1), timeout=30)
+    try:
+        for kwargs in (dict(time_attr="time"), dict(input_time=torch.zeros(140, dtype=torch.long))):
+            with pytest.raises(SamplerError, match=r"rank loaders do not sample in time yet \(") as err:
+                run.node_loader(FANOUTS, "train", batch_size=32, **kwargs)
+            assert "\n" not in str(err.value)
+        with pytest.raises(SamplerError, match=r"rank loaders do not sample in time yet \(edge_label_time="):
+            run.link_loader(FANOUTS, torch.tensor([[0], [1]]), edge_label_time=torch.tensor([3]), batch_size=1)
+    finally:
+        run.close()
 
 
 def test_a_folder_of_another_part_count_is_one_line(cora_partition):

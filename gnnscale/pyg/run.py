@@ -55,6 +55,7 @@ from gnnscale.process.groups import shutdown_distributed
 from gnnscale.process.health import Health
 from gnnscale.pyg.dropout import BatchKeys, set_batch
 from gnnscale.pyg.hetero import HeteroGnnscaleSampler
+from gnnscale.pyg.layout import shown
 from gnnscale.pyg.loaders import MaskInputId, check_seeds, given_as_mask
 from gnnscale.pyg.own_part import GRAPH_STORES, choose_graph_store, open_graph_store
 from gnnscale.pyg.sampler import GnnscaleSampler
@@ -175,6 +176,7 @@ class RankLinkLoader(_RankPasses, LinkLoader):
 
 
 _REFUSED = ("num_workers", "persistent_workers", "batch_sampler", "sampler", "generator")
+_TIMED = ("time_attr", "input_time", "edge_label_time", "temporal_strategy", "time_window", "time_cut")
 
 
 class DistRun:
@@ -209,6 +211,11 @@ class DistRun:
         raise SamplerError(f"the graph has no {name}_mask; pass input_nodes as node ids (int64 tensor) instead.")
 
     def _options(self, kwargs: dict) -> None:
+        for name in _TIMED:
+            if kwargs.get(name) is not None:
+                raise SamplerError(f"rank loaders do not sample in time yet ({name}={shown(kwargs[name])}); temporal "
+                                   "sampling runs in one process with gnnscale.pyg.NeighborLoader / LinkNeighborLoader "
+                                   f"(docs/temporal.md); leave {name} out.")
         for name in _REFUSED:
             if name in kwargs and kwargs[name] not in (None, 0, False):
                 raise SamplerError(f"rank loaders do not support {name}={kwargs[name]!r} yet (their batches are cut "
