@@ -258,8 +258,10 @@ class DistTemporalSampler(_TemporalBase):
     """
 
     def __init__(self, indptr, indices, edge_time, owned_keys, book, comm, fanouts: Sequence[int], seed: int = 0,
-                 strategy: str = "uniform", window: int = 0, cut: str = "<", disjoint: bool = True) -> None:
+                 strategy: str = "uniform", window: int = 0, cut: str = "<", disjoint: bool = True,
+                 edge_ids: torch.Tensor | None = None) -> None:
         self.book, self.comm = book, comm
+        self.edge_ids = edge_ids  # int64 [E_p] an id per in-edge: draw_hop returns the drawn edges' ids
         lo, hi = int(book.offsets[comm.rank]), int(book.offsets[comm.rank + 1])
         self._init(fanouts, seed, strategy, window, cut, disjoint, book.num_nodes, held=(lo, hi))
         self.offset = lo
@@ -267,11 +269,23 @@ class DistTemporalSampler(_TemporalBase):
         self.edge_time = check_tcsr(indptr, edge_time, indices.numel())
 
     def _own(self, ids, times, fanout, key):
-        counts, nbrs, _, etime = self._draw_csc(self.indptr, self.indices, self.edge_time, self.owned_keys,
-                                                self.offset, ids, times, fanout, key)
-        return counts, nbrs, etime
+        from gnnscale.samplers import cpu_kernels
+
+        rows = ids - self.offset
+        counts, nbrs, pos, etime = sample_temporal(
+            self.indptr, self.indices, self.edge_time, rows, self.owned_keys[rows], times, fanout, key, self.strategy,
+            self.strict, self.window, cpu_kernels.parallel_enabled(), return_edges=self.edge_ids is not None)
+        if self.edge_ids is None:
+            return counts, nbrs, etime
+        return counts, nbrs, etime, self.edge_ids[pos]
 
     def _hop(self, dst, times, fanout, key):
+        return self.draw_hop(dst, times, fanout, key)[:3]
+
+    def draw_hop(self, dst, times, fanout, key):
+        """(counts [n], nbrs, edge times, edge ids or None) of ``dst`` int64 [n] (partition ids) at
+        ``times``, each drawn by its owner (one request/response exchange; a collective); edge ids
+        with ``edge_ids`` (the owners send them beside the times)."""
         from gnnscale.partitioning.routing import Route
 
         comm, rank, P = self.comm, self.comm.rank, self.comm.world_size
@@ -282,25 +296,25 @@ class DistTemporalSampler(_TemporalBase):
         sizes = [g.numel() // 2 for g in got]
         served = torch.cat([g[: g.numel() // 2] for g in got])
         served_t = torch.cat([g[g.numel() // 2:] for g in got])
-        s_counts, s_nbrs, s_time = self._own(served, served_t, fanout, key)
+        k = 3 if self.edge_ids is None else 4  # segments per reply: counts, nbrs, times (, edge ids)
+        s_counts, s_nbrs, *s_vals = self._own(served, served_t, fanout, key)
         per_c = list(torch.split(s_counts, sizes))
         e_sizes = [int(c.sum()) for c in per_c]
-        reply = [torch.cat([c, v, t]) for c, v, t in zip(per_c, torch.split(s_nbrs, e_sizes),
-                                                          torch.split(s_time, e_sizes))]
+        per_v = [torch.split(v, e_sizes) for v in (s_nbrs, *s_vals)]
+        reply = [torch.cat([c, *(v[r] for v in per_v)]) for r, c in enumerate(per_c)]
         back = comm.exchange(reply, "sample_response")
-        o_counts, o_nbrs, o_time = self._own(ids[rank], ts[rank], fanout, key)
-        counts_l, nbrs_l, time_l = [], [], []
+        own = self._own(ids[rank], ts[rank], fanout, key)
+        counts_l, vals_l = [], [[] for _ in range(k - 1)]
         for r in range(P):  # loop over ranks (a handful), not over nodes
             if r == rank:
-                c, v, t = o_counts, o_nbrs, o_time
+                c, vals = own[0], own[1:]
             else:
                 n_r = ids[r].numel()
                 c = back[r][:n_r]
-                m = (back[r].numel() - n_r) // 2
-                v, t = back[r][n_r: n_r + m], back[r][n_r + m:]
+                vals = torch.split(back[r][n_r:], (back[r].numel() - n_r) // (k - 1))
             counts_l.append(c)
-            nbrs_l.append(v)
-            time_l.append(t)
-        counts, nbrs = route.merge_segments(counts_l, nbrs_l)
-        etime = route.merge_segments(counts_l, time_l)[1]
-        return counts, nbrs, etime
+            for acc, v in zip(vals_l, vals):
+                acc.append(v)
+        counts, nbrs = route.merge_segments(counts_l, vals_l[0])
+        rest = [route.merge_segments(counts_l, v)[1] for v in vals_l[1:]]
+        return counts, nbrs, rest[0], rest[1] if k == 4 else None
