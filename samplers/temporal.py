@@ -285,25 +285,29 @@ class DistTemporalSampler(_TemporalBase):
     def draw_hop(self, dst, times, fanout, key):
         """(counts [n], nbrs, edge times, edge ids or None) of ``dst`` int64 [n] (partition ids) at
         ``times``, each drawn by its owner (one request/response exchange; a collective); edge ids
-        with ``edge_ids`` (the owners send them beside the times)."""
+        with ``edge_ids`` (the owners send them beside the times). ``key``: the hop's stream key, or
+        int64 [n] one per node (sent with the requests: ranks whose batches are of different steps;
+        every rank passes the same kind)."""
         from gnnscale.partitioning.routing import Route
 
         comm, rank, P = self.comm, self.comm.rank, self.comm.world_size
         route = Route.build(self.book.owner(dst), P)
-        ids, ts = route.split(dst), route.split(times)
-        req = [torch.cat([i, t]) if r != rank else dst.new_empty(0) for r, (i, t) in enumerate(zip(ids, ts))]
+        per_node = isinstance(key, torch.Tensor)
+        cols = [route.split(dst), route.split(times)] + ([route.split(key)] if per_node else [])
+        ids, ts = cols[0], cols[1]
+        req = [torch.cat([c[r] for c in cols]) if r != rank else dst.new_empty(0) for r in range(P)]
         got = comm.exchange(req, "sample_request")
-        sizes = [g.numel() // 2 for g in got]
-        served = torch.cat([g[: g.numel() // 2] for g in got])
-        served_t = torch.cat([g[g.numel() // 2:] for g in got])
+        w = len(cols)
+        sizes = [g.numel() // w for g in got]
+        served, served_t, *served_k = [torch.cat([g.view(w, -1)[j] for g in got]) for j in range(w)]
         k = 3 if self.edge_ids is None else 4  # segments per reply: counts, nbrs, times (, edge ids)
-        s_counts, s_nbrs, *s_vals = self._own(served, served_t, fanout, key)
+        s_counts, s_nbrs, *s_vals = self._own(served, served_t, fanout, served_k[0] if per_node else key)
         per_c = list(torch.split(s_counts, sizes))
         e_sizes = [int(c.sum()) for c in per_c]
         per_v = [torch.split(v, e_sizes) for v in (s_nbrs, *s_vals)]
         reply = [torch.cat([c, *(v[r] for v in per_v)]) for r, c in enumerate(per_c)]
         back = comm.exchange(reply, "sample_response")
-        own = self._own(ids[rank], ts[rank], fanout, key)
+        own = self._own(ids[rank], ts[rank], fanout, cols[2][rank] if per_node else key)
         counts_l, vals_l = [], [[] for _ in range(k - 1)]
         for r in range(P):  # loop over ranks (a handful), not over nodes
             if r == rank:
