@@ -19,7 +19,7 @@ Layout of a partition folder ``OUT/`` (format 1, untyped graphs)::
                                             only with edge features (edge_feature_dim De > 0)
     part{p}/edge_ids.npy       int64 [E_p]  column of data.edge_index each in-edge comes from
                                             (a deduplicated edge: its first, lowest, column);
-                                            only with edge features
+                                            with edge features or edge times
     part{p}/edge_time.npy      int64 [E_p]  time of each in-edge (a temporal graph, meta's ``temporal``):
                                             each node's in-edges are then ordered by (time, input
                                             column), a T-CSR (docs/temporal.md); repeated pairs kept
@@ -205,9 +205,10 @@ def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray,
         "test_mask.npy": masks["test_mask"][ids].numpy(),
         "orig_ids.npy": ids_np,
     }
-    if edges is not None and edges[1] is not None:
+    if edges is not None:  # edge features, or a temporal graph: each in-edge's input column
         edge_ids = edges[0][e_lo:e_hi]
-        arrays["edge_attr.npy"] = edges[1][edge_ids]
+        if edges[1] is not None:
+            arrays["edge_attr.npy"] = edges[1][edge_ids]
         arrays["edge_ids.npy"] = edge_ids
     if times is not None:
         arrays["edge_time.npy"] = times[e_lo:e_hi]
@@ -383,7 +384,7 @@ def write_partitions(
     temporal_meta = None if times_g is None else {
         "edge_time": True, "order": "time within each node's in-edges (T-CSR)", "events": int(times_g.shape[0]),
         "time_min": int(times_g.min()) if times_g.size else 0, "time_max": int(times_g.max()) if times_g.size else 0,
-        "source": getattr(data, "time_source", "edge_time"),
+        "source": getattr(data, "time_source", "edge_time"), "edge_ids": True,
     }
     keep = part_files({"format_version": version, "link": link_meta, "edge_feature_dim": edge_dim,
                        "temporal": temporal_meta,

@@ -267,6 +267,8 @@ def part_files(meta: dict[str, Any]) -> tuple[str, ...]:
     edges = EDGE_FILES if edge_feature_dim(meta) > 0 else ()
     if meta.get("temporal"):  # a temporal graph: each in-edge's time (docs/temporal.md)
         edges = edges + (TIME_FILE,)
+        if meta["temporal"].get("edge_ids") and not edge_feature_dim(meta):  # and its input column
+            edges = edges + ("edge_ids.npy",)
     if meta.get("format_version") != TYPED_FORMAT_VERSION:
         return PART_FILES + edges + link_part_files(meta)
     dims = meta["typed"]["feature_dims"]
