@@ -92,13 +92,16 @@ def test_partition_stores_give_the_data_batches_in_one_process(cora, cora_partit
 
 
 def test_rank_loaders_refuse_time_in_one_line(cora_partition):
+    """Cora's folder holds no times: time is refused in one line (a temporal folder samples in time:
+    tests/test_pyg_temporal_run.py)."""
     run = start_run(cora_partition(1), timeout=30)
     try:
-        for kwargs in (dict(time_attr="time"), dict(input_time=torch.zeros(140, dtype=torch.long))):
-            with pytest.raises(SamplerError, match=r"rank loaders do not sample in time yet \(") as err:
+        for kwargs, message in ((dict(time_attr="time"), r"time_attr='time' needs a temporal partition folder"),
+                                (dict(input_time=torch.zeros(140, dtype=torch.long)), r"input_time=.* needs time_attr")):
+            with pytest.raises(SamplerError, match=message) as err:
                 run.node_loader(FANOUTS, "train", batch_size=32, **kwargs)
             assert "\n" not in str(err.value)
-        with pytest.raises(SamplerError, match=r"rank loaders do not sample in time yet \(edge_label_time="):
+        with pytest.raises(SamplerError, match=r"edge_label_time=.* needs time_attr"):
             run.link_loader(FANOUTS, torch.tensor([[0], [1]]), edge_label_time=torch.tensor([3]), batch_size=1)
     finally:
         run.close()

@@ -211,11 +211,6 @@ class DistRun:
         raise SamplerError(f"the graph has no {name}_mask; pass input_nodes as node ids (int64 tensor) instead.")
 
     def _options(self, kwargs: dict) -> None:
-        for name in _TIMED:
-            if kwargs.get(name) is not None:
-                raise SamplerError(f"rank loaders do not sample in time yet ({name}={shown(kwargs[name])}); temporal "
-                                   "sampling runs in one process with gnnscale.pyg.NeighborLoader / LinkNeighborLoader "
-                                   f"(docs/temporal.md); leave {name} out.")
         for name in _REFUSED:
             if name in kwargs and kwargs[name] not in (None, 0, False):
                 raise SamplerError(f"rank loaders do not support {name}={kwargs[name]!r} yet (their batches are cut "
@@ -231,6 +226,10 @@ class DistRun:
         sampler; PyG's batches (a mask's: ``input_id`` the seeds' node ids, as PyG's). ``data``:
         another graph than the run's (in memory, e.g. an evaluation split's)."""
         self._options(kwargs)
+        if any(kwargs.get(name) is not None for name in _TIMED):  # in time: gnnscale.pyg.run_temporal
+            from gnnscale.pyg import run_temporal
+            return run_temporal.node_loader(self, (RankBatches, RankNodeLoader), num_neighbors, input_nodes,
+                                            batch_size, shuffle, drop_last, seed, replace, kwargs, data)
         return self._node(None, num_neighbors, input_nodes, batch_size, shuffle, drop_last, seed, replace, kwargs,
                           data)
 
@@ -271,6 +270,11 @@ class DistRun:
         :class:`gnnscale.pyg.LinkNeighborLoader` draws them (never real edges). ``data``: another
         graph than the run's (in memory, e.g. a link split's test graph)."""
         self._options(kwargs)
+        if any(kwargs.get(name) is not None for name in _TIMED):  # in time: gnnscale.pyg.run_temporal
+            from gnnscale.pyg import run_temporal
+            return run_temporal.link_loader(self, (RankBatches, RankLinkLoader), num_neighbors, edge_label_index,
+                                            edge_label, neg_sampling, neg_sampling_ratio, batch_size, shuffle,
+                                            drop_last, seed, replace, kwargs, data)
         return self._link(None, num_neighbors, edge_label_index, edge_label, neg_sampling, neg_sampling_ratio,
                           batch_size, shuffle, drop_last, seed, replace, kwargs, data)
 
