@@ -11,7 +11,8 @@ the same batches as on the ``Data`` itself. Every index is an ORIGINAL node id.
   (bytes under ``graph``; every rank holds the whole topology), each node's in-edges by original
   source id, as :func:`gnnscale.pyg.sampler.csc_of` orders a
   ``Data``'s, so a node's draws equal the in-memory sampler's. ``e_id`` is the column of the input
-  ``edge_index`` when the folder stores ``edge_ids.npy`` (graphs with edge features), else the
+  ``edge_index`` when the folder stores ``edge_ids.npy`` (graphs with edge features, and temporal
+  folders since 25b73c5), else the
   position in this store's own edge list (``get_edge_index(layout="coo")[:, e_id]``).
 - :class:`PartitionFeatureStore`: ``x`` and ``y`` rows of original ids for one rank, each read by the
   engine's row reader (:class:`gnnscale.data.rows.RowReader`: ``x`` through
