@@ -281,47 +281,58 @@ class OwnPartSampler(GnnscaleSampler):
     def _draw(self, groups, epoch, step, edges=True):
         """The owners' draws of ``groups`` (see :meth:`GnnscaleSampler._draw`): one request and one response
         exchange for every group together (collective; ``groups`` may be empty)."""
-        g, comm, L = self.graph, self.comm, len(self.fanouts)
-        rank, P = comm.rank, comm.world_size
+        g, L = self.graph, len(self.fanouts)
         empty = torch.empty(0, dtype=torch.int64)
         at = torch.cat([a for _, a, _ in groups]) if groups else empty
         q = torch.cat([ids * L + lv for lv, _, ids in groups]) if groups else empty
-        route = Route.build(g.book.owner(g.new_of_old[at]), P)
-        req = route.split(q)
-        own = req[rank]
-        # each request opens with its batch's (pass, step): a rank's batch alone in its step serves the
-        # others' requests with their step's streams, not its own
-        head = torch.tensor([epoch, step], dtype=torch.int64)
-        req = [empty if r == rank else torch.cat([head, t]) for r, t in enumerate(req)]
-        if P > 1:
-            got = comm.exchange(req, "sample_request")
-            sizes = [max(t.numel() - 2, 0) for t in got]
-            served = [self._serve(t[2:], int(t[0]), int(t[1]), edges) for t in got if t.numel()]
-            c, nb = torch.cat([s_[0] for s_ in served]), torch.cat([s_[1] for s_ in served])
-            ed = torch.cat([s_[2] for s_ in served]) if edges else None
-            per_c = list(torch.split(c, sizes))
-            per_e = [int(x.sum()) for x in per_c]
-            per_nb = torch.split(nb, per_e)
-            per_ed = torch.split(ed, per_e) if edges else [empty] * P
-            back = comm.exchange([torch.cat([c_, n_, e_]) for c_, n_, e_ in zip(per_c, per_nb, per_ed)],
-                                 "sample_response")
-        c_own, nb_own, ed_own = self._serve(own, epoch, step, edges)
-        counts_l, nbrs_l, eids_l = [], [], []
-        for r in range(P):  # loop over ranks (a handful), not over nodes
-            if r == rank:
-                counts_l.append(c_own), nbrs_l.append(nb_own), eids_l.append(ed_own if edges else empty)
-                continue
-            n_r = int(route.counts[r])
-            c_r = back[r][:n_r]
-            m = int(c_r.sum())
-            counts_l.append(c_r), nbrs_l.append(back[r][n_r:n_r + m]), eids_l.append(back[r][n_r + m:])
-        counts, nbrs = route.merge_segments(counts_l, nbrs_l)
-        eids = route.merge_segments(counts_l, eids_l)[1] if edges else None
-        out, a, e = [], 0, 0
-        for _, ga, _ in groups:  # cut back into the groups (a handful)
-            k = ga.numel()
-            c = counts[a:a + k]
-            m = int(c.sum())
-            out.append((c, nbrs[e:e + m], eids[e:e + m] if edges else None))
-            a, e = a + k, e + m
-        return out
+        return owner_draws(self.comm, g.book.owner(g.new_of_old[at]), q, [a.numel() for _, a, _ in groups],
+                           self._serve, epoch, step, edges)
+
+
+def owner_draws(comm, owner: torch.Tensor, q: torch.Tensor, sizes: list[int], serve, epoch: int, step: int,
+                edges: bool) -> list[tuple[torch.Tensor, ...]]:
+    """Requests ``q`` int64 [m] drawn by their owners (``owner`` int64 [m], a rank each), cut into groups of
+    ``sizes``: per group ``(counts, nbrs, e_id or None without edges)``. One ``sample_request`` and one
+    ``sample_response`` exchange (a collective: ``q`` may be empty); each request list opens with its batch's
+    (pass, step), and ``serve(q, epoch, step, edges)`` answers, on its owner, the requests of nodes it owns
+    (the untyped and the typed own-part samplers' one protocol)."""
+    rank, P = comm.rank, comm.world_size
+    empty = torch.empty(0, dtype=torch.int64)
+    route = Route.build(owner, P)
+    req = route.split(q)
+    own = req[rank]
+    # each request opens with its batch's (pass, step): a rank's batch alone in its step serves the
+    # others' requests with their step's streams, not its own
+    head = torch.tensor([epoch, step], dtype=torch.int64)
+    req = [empty if r == rank else torch.cat([head, t]) for r, t in enumerate(req)]
+    if P > 1:
+        got = comm.exchange(req, "sample_request")
+        counts = [max(t.numel() - 2, 0) for t in got]
+        served = [serve(t[2:], int(t[0]), int(t[1]), edges) for t in got if t.numel()]
+        c, nb = torch.cat([s_[0] for s_ in served]), torch.cat([s_[1] for s_ in served])
+        ed = torch.cat([s_[2] for s_ in served]) if edges else None
+        per_c = list(torch.split(c, counts))
+        per_e = [int(x.sum()) for x in per_c]
+        per_nb = torch.split(nb, per_e)
+        per_ed = torch.split(ed, per_e) if edges else [empty] * P
+        back = comm.exchange([torch.cat([c_, n_, e_]) for c_, n_, e_ in zip(per_c, per_nb, per_ed)],
+                             "sample_response")
+    c_own, nb_own, ed_own = serve(own, epoch, step, edges)
+    counts_l, nbrs_l, eids_l = [], [], []
+    for r in range(P):  # loop over ranks (a handful), not over nodes
+        if r == rank:
+            counts_l.append(c_own), nbrs_l.append(nb_own), eids_l.append(ed_own if edges else empty)
+            continue
+        n_r = int(route.counts[r])
+        c_r = back[r][:n_r]
+        m = int(c_r.sum())
+        counts_l.append(c_r), nbrs_l.append(back[r][n_r:n_r + m]), eids_l.append(back[r][n_r + m:])
+    counts, nbrs = route.merge_segments(counts_l, nbrs_l)
+    eids = route.merge_segments(counts_l, eids_l)[1] if edges else None
+    out, a, e = [], 0, 0
+    for k in sizes:  # cut back into the groups (a handful)
+        c = counts[a:a + k]
+        m = int(c.sum())
+        out.append((c, nbrs[e:e + m], eids[e:e + m] if edges else None))
+        a, e = a + k, e + m
+    return out
