@@ -22,7 +22,7 @@ ids, split masks and in-degrees (3 int64 per node, once), never their edges.
 
 :func:`open_graph_store` picks the store (``graph_store="auto"``: the whole topology while its
 arrays take at most :data:`WHOLE_TOPOLOGY_BYTES`, else the own part) and says which in one line.
-Typed folders (format 2) open whole; ``graph_store="own"`` on them is refused in one line.
+Typed folders (format 2) likewise: :mod:`gnnscale.pyg.typed_own_part` (per relation, the same exchange).
 """
 from __future__ import annotations
 
@@ -55,23 +55,25 @@ its draws are local, the own part's cross the network."""
 
 
 def whole_topology_bytes(meta: dict) -> int:
-    """Bytes of the whole-topology store's arrays for a folder's meta.json (``16 E + 24 N``)."""
-    return 16 * int(meta["num_edges"]) + 24 * int(meta["num_nodes"])
+    """Bytes of the whole-topology store's arrays for a folder's meta.json: ``16 E + 24 N`` untyped, ``32 E +
+    24 N`` typed (:class:`~gnnscale.pyg.typed_stores.TypedPartitionGraphStore`: each relation's COO, CSC
+    sources and ``e_id``)."""
+    return (32 if is_typed_meta(meta) else 16) * int(meta["num_edges"]) + 24 * int(meta["num_nodes"])
+
+
+def is_typed_meta(meta: dict) -> bool:
+    """Whether a folder's meta.json is a typed graph's (format 2)."""
+    return int(meta.get("format_version", 1)) != 1 or bool(meta.get("typed"))
 
 
 def choose_graph_store(meta: dict, world: int, graph_store: str = "auto") -> tuple[str, str]:
-    """(``"own"`` or ``"whole"``, the one line saying why) for a folder's meta.json on ``world`` ranks."""
+    """(``"own"`` or ``"whole"``, the one line saying why) for a folder's meta.json (untyped or typed) on
+    ``world`` ranks."""
     if graph_store not in GRAPH_STORES:
         raise SamplerError(f"graph_store must be one of {', '.join(GRAPH_STORES)}; found {graph_store!r}. Pass "
                            "graph_store='own' (each rank its part), 'whole' (every rank the whole topology) or 'auto'.")
-    typed = int(meta.get("format_version", 1)) != 1 or bool(meta.get("typed"))
-    if typed and graph_store == "own":
-        raise PartitionError("graph_store='own' reads untyped folders (format 1) only, not yet typed ones; this folder "
-                             "is typed. Pass graph_store='whole' (or 'auto') for a typed folder.")
     size = whole_topology_bytes(meta)
     gib = f"{size / (1 << 30):.2f} GiB"
-    if typed:
-        return "whole", "graph store 'whole': a typed folder (every rank holds the whole topology)"
     if graph_store != "auto":
         return graph_store, (f"graph store {graph_store!r} (as asked; the whole topology takes {gib} per rank)")
     if world == 1 or size <= WHOLE_TOPOLOGY_BYTES:
@@ -82,11 +84,31 @@ def choose_graph_store(meta: dict, world: int, graph_store: str = "auto") -> tup
 
 
 def open_graph_store(folder: str | Path, comm, graph_store: str = "auto"):
-    """The untyped folder's graph store chosen by :func:`choose_graph_store`, said in one line (log info)."""
+    """The untyped folder's graph store chosen by :func:`choose_graph_store`, said in one line (log info);
+    a typed folder's: :func:`gnnscale.pyg.typed_own_part.open_typed_graph_store`."""
     kind, line = choose_graph_store(load_meta(Path(folder)), comm.world_size, graph_store)
     if comm.rank == 0:
         log.info("gnnscale.pyg: %s", line)
     return OwnPartGraphStore(folder, comm) if kind == "own" else PartitionGraphStore(folder, comm)
+
+
+def gather_hosts(comm, parts_dir: Path, meta: dict) -> list[frozenset[int]] | None:
+    """Per rank, the parts its folder holds (one ``control`` gather with meta.json's digest; None on one
+    process), each rank's own part among them, else one line (the own-part stores, untyped and typed)."""
+    if comm.world_size == 1:
+        return None
+    got = comm.all_gather_object((present_parts(parts_dir, meta), _meta_digest(meta)), "control")
+    other = [r for r, (_, d) in enumerate(got) if d != got[0][1]]
+    if other:
+        raise PartitionError(f"rank {other[0]}'s partition folder holds another meta.json than rank 0's "
+                             "(another partition); copy one partition's meta.json and parts to every host.")
+    hosts = [frozenset(h) for h, _ in got]
+    lost = [r for r, h in enumerate(hosts) if r not in h]
+    if lost:
+        raise PartitionError(f"rank {lost[0]}'s partition folder lacks its own part ({part_dir_name(lost[0])}, "
+                             "or one of its files); rank r opens part r: copy meta.json and the parts of a "
+                             "host's ranks to that host's folder.")
+    return hosts
 
 
 def _reorder(counts: torch.Tensor, values: list[torch.Tensor], inv: torch.Tensor
@@ -124,9 +146,9 @@ class OwnPartGraphStore(ReadOnlyEdges, GraphStore):
         super().__init__()
         self.parts_dir = Path(parts_dir)
         self.meta = meta = load_meta(self.parts_dir)
-        if int(meta.get("format_version", 1)) != 1 or meta.get("typed"):
-            raise PartitionError(f"OwnPartGraphStore reads untyped folders (format 1) only, not yet typed ones; "
-                                 f"{parts_dir} holds a typed graph. Open it with graph_store='whole'.")
+        if is_typed_meta(meta):
+            raise PartitionError(f"OwnPartGraphStore reads untyped folders (format 1); {parts_dir} holds a typed "
+                                 "graph. Open it with gnnscale.pyg.TypedOwnPartGraphStore (start_run does).")
         self.comm = comm
         P = int(meta["num_parts"])
         rank, world = comm.rank, comm.world_size
@@ -134,20 +156,7 @@ class OwnPartGraphStore(ReadOnlyEdges, GraphStore):
         self.book = PartitionBook(meta["offsets"])
         n_all = self.num_nodes = int(self.book.num_nodes)
         self.rank, self.offset = rank, int(self.book.offsets[rank])
-        here = present_parts(self.parts_dir, meta)
-        self.hosts: list[frozenset[int]] | None = None
-        if world > 1:
-            got = comm.all_gather_object((here, _meta_digest(meta)), "control")
-            other = [r for r, (_, d) in enumerate(got) if d != got[0][1]]
-            if other:
-                raise PartitionError(f"rank {other[0]}'s partition folder holds another meta.json than rank 0's "
-                                     "(another partition); copy one partition's meta.json and parts to every host.")
-            self.hosts = [frozenset(h) for h, _ in got]
-            lost = [r for r, h in enumerate(self.hosts) if r not in h]
-            if lost:
-                raise PartitionError(f"rank {lost[0]}'s partition folder lacks its own part ({part_dir_name(lost[0])}, "
-                                     "or one of its files); rank r opens part r: copy meta.json and the parts of a "
-                                     "host's ranks to that host's folder.")
+        self.hosts = gather_hosts(comm, self.parts_dir, meta)
         pdir = self.parts_dir / part_dir_name(rank)
         require_graph_files(pdir, ("indptr.npy", "indices.npy", "orig_ids.npy"), "the own-part graph store")
         n = self.book.part_size(rank)
