@@ -153,7 +153,7 @@ class TypedOwnPartGraphStore(TypedPartitionGraphStore):
         totals = comm.all_reduce(per_rel.clone(), category="graph") if comm.world_size > 1 else per_rel
         self.num_edges = {et: int(c) for et, c in zip(self.edge_types, totals.tolist())}
         order = torch.argsort(rel, stable=True)
-        self._csc, self._keys, base, self._rel_base = {}, {}, 0, {}
+        self._csc, self._keys, self._coo, base = {}, {}, {}, 0  # no COO: the whole edge_index is not here
         all_keys = []
         for et, at in zip(self.edge_types, torch.split(order, per_rel.tolist())):  # loop over relations
             ts, td = index[et[0]], index[et[2]]
@@ -167,7 +167,6 @@ class TypedOwnPartGraphStore(TypedPartitionGraphStore):
             ptr[1:] = torch.cumsum(torch.bincount(row, minlength=hi - lo), 0)
             self._keys[et] = s * max(self.num_nodes[et[2]], 1) + d  # the whole store's COO order, CSC order here
             self._csc[et] = (ptr, s, None)
-            self._rel_base[et] = base
             all_keys.append(base + self._keys[et])
             base += self.num_nodes[et[0]] * max(self.num_nodes[et[2]], 1)
         del dst_t, dst_pt, src_orig, old_h, rel, order

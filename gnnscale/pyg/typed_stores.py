@@ -236,6 +236,12 @@ class TypedPartitionGraphStore(ReadOnlyEdges, GraphStore):
                                      "HeteroData given; partition that HeteroData into a new folder.")
             self._csc[et] = (indptr, indices, cols[perm])
 
+    def topology_bytes(self) -> int:
+        """Bytes of the topology this store holds: every relation's arrays (COO, CSC, ``e_id``) and the id maps."""
+        arrays = [t for c in self._csc.values() for t in c if t is not None] + list(self._coo.values()) + \
+            list(self.old_of_new.values()) + list(self.new_of_old.values())
+        return sum(int(t.numel()) * t.element_size() for t in arrays)
+
     def _get_edge_index(self, edge_attr: EdgeAttr):
         coo = self._coo.get(edge_attr.edge_type)
         return None if coo is None else (coo[0], coo[1])
