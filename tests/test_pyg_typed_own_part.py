@@ -83,3 +83,41 @@ def test_typed_own_part_batches_are_the_whole_topology_batches(acm_data, tmp_pat
                               batch_size=32, shuffle=True, seed=5))
     steps = check_acm_steps(own, acm_data, ref)
     assert len(steps) == len(ref) == 2 and all(len(s) == 2 for s in steps.values())
+
+
+def test_typed_own_part_store_in_one_process(acm_data, tmp_path):
+    """One process (a one-part typed folder): PyG's own NodeLoader and LinkLoader over (features, own-part
+    graph) with sampler_for give the whole typed store's batches; name_edges gives every relation the whole
+    store's CSC and e_id (the HeteroData's columns); induced subgraphs and the whole edge_index are refused in
+    one line each."""
+    from torch_geometric.loader import LinkLoader, NodeLoader
+
+    from gnnscale.errors import GnnscaleError
+    from gnnscale.partitioning import partition_graph
+    from gnnscale.process.comm import Communicator
+    from gnnscale.pyg import TypedOwnPartGraphStore, TypedPartitionFeatureStore, TypedPartitionGraphStore, sampler_for
+    from gnnscale.pyg.typed_own_part import TypedOwnPartSampler
+
+    partition_graph(acm_data, 1, tmp_path / "one", method="metis")
+    comm = Communicator(0, 1)
+    fan = {et: [4, 2] for et in acm_data.edge_types}
+    et = ("paper", "written_by", "author")
+    got = []
+    for store in (TypedOwnPartGraphStore, TypedPartitionGraphStore):
+        gs = store(tmp_path / "one", comm)
+        gs.name_edges(acm_data)
+        fs = TypedPartitionFeatureStore(gs, comm)
+        nodes = NodeLoader((fs, gs), sampler_for((fs, gs), fan, seed=3), input_nodes=fs.mask_ids("train_mask"),
+                           batch_size=16)
+        links = LinkLoader((fs, gs), sampler_for((fs, gs), [3, 2], seed=1),
+                           edge_label_index=(et, acm_data[et].edge_index[:, ::50]), neg_sampling_ratio=1.5,
+                           batch_size=100)
+        got.append((gs, [(b.n_id_dict, b.edge_index_dict, b.e_id_dict) for b in [*nodes, *links]]))
+    (own, a), (whole, b) = got
+    assert len(a) == len(b) == 7 and _same([list(x) for x in a], [list(x) for x in b])
+    for rel in acm_data.edge_types:
+        assert all(torch.equal(x, y) for x, y in zip(own.relation_csc()[rel], whole.relation_csc()[rel])), rel
+    with pytest.raises(GnnscaleError, match=r"^subgraph_type='induced' needs every edge among the drawn nodes"):
+        TypedOwnPartSampler(own, fan, subgraph_type="induced")
+    with pytest.raises(GnnscaleError, match=r"^a TypedOwnPartGraphStore holds only its own part's in-edges"):
+        own.get_edge_index(edge_type=et, layout="coo")
