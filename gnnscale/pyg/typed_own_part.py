@@ -34,8 +34,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.data.graph_store import EdgeAttr
 
 from gnnscale.errors import PartitionError, SamplerValueError
-from gnnscale.partitioning.book import PartitionBook, TypedPartitionBook
-from gnnscale.partitioning.manifest import TYPED_FORMAT_VERSION, load_meta, part_dir_name
+from gnnscale.partitioning.manifest import load_meta, part_dir_name
 from gnnscale.partitioning.validate import load_array
 from gnnscale.pyg.hetero import HeteroGnnscaleSampler, fanout_hops, hetero_fanouts
 from gnnscale.pyg.own_part import _reorder, choose_graph_store, gather_hosts, owner_draws
@@ -86,27 +85,13 @@ class TypedOwnPartGraphStore(TypedPartitionGraphStore):
     [E_r^rel])}`` over the ``dst`` nodes of part r; num_edges: ``{relation: E}`` of the whole graph.
     """
 
-    def __init__(self, parts_dir: str | Path, comm) -> None:  # noqa: C901 - one pass over the part's files
+    def __init__(self, parts_dir: str | Path, comm) -> None:
         super(TypedPartitionGraphStore, self).__init__()
-        self.parts_dir = Path(parts_dir)
-        self.meta = meta = load_meta(self.parts_dir)
-        if int(meta.get("format_version", 1)) != TYPED_FORMAT_VERSION or not meta.get("typed"):
-            raise PartitionError(f"a typed graph store reads typed partition folders (format {TYPED_FORMAT_VERSION}); "
-                                 f"{parts_dir} holds an untyped graph. Open it with OwnPartGraphStore instead.")
-        typed = meta["typed"]
-        self.node_types = [str(t) for t in typed["node_types"]]
-        self.edge_types = [tuple(e) for e in typed["edge_types"]]
-        self.target_type = str(typed["target_type"])
+        meta, type_ptr = self._read_meta(parts_dir, "OwnPartGraphStore")
         P, rank = int(meta["num_parts"]), comm.rank
         _check_world(P, comm.world_size, self.parts_dir)
         self.comm, self.rank = comm, rank
-        self.book = TypedPartitionBook(PartitionBook(meta["offsets"]), typed["type_starts"], typed["type_offsets"])
-        counts = self.book.num_nodes_per_type()
-        self.num_nodes = {t: int(c) for t, c in zip(self.node_types, counts.tolist())}
-        self.feature_dims = {t: int(d) for t, d in zip(self.node_types, typed["feature_dims"])}
         self.type_books = {t: self.book.type_book(i) for i, t in enumerate(self.node_types)}
-        type_ptr = torch.zeros(len(self.node_types) + 1, dtype=torch.int64)
-        type_ptr[1:] = torch.cumsum(counts, 0)
         self.hosts = gather_hosts(comm, self.parts_dir, meta)
         pdir = self.parts_dir / part_dir_name(rank)
         require_graph_files(pdir, _GRAPH_FILES, "the typed own-part graph store")
@@ -130,21 +115,12 @@ class TypedOwnPartGraphStore(TypedPartitionGraphStore):
         self._sent_masks = {p: packs[p][sizes[p]:].numpy() for p in range(P) if p != rank}
         old_h = torch.cat([packs[p][:sizes[p]] for p in range(P)])  # homogeneous original id of each new id
         del packs, mine
-        ntype, tid = self.book.map_to_per_ntype(torch.arange(old_h.numel()))
-        self.old_of_new, self.new_of_old = {}, {}
-        for i, t in enumerate(self.node_types):  # loop over node types
-            sel = ntype == i
-            old = torch.empty(self.num_nodes[t], dtype=torch.int64)
-            old[tid[sel]] = old_h[sel] - type_ptr[i]
-            self.old_of_new[t] = old
-            self.new_of_old[t] = torch.empty_like(old)
-            self.new_of_old[t][old] = torch.arange(old.numel())
-        del ntype, tid
+        self._id_maps(old_h, type_ptr)
         # part r's in-edges by relation: targets (per-type new ids), sources and targets as original per-type ids
         offset = int(self.book.book.offsets[rank])
         dst_new = offset + torch.repeat_interleave(torch.arange(n), torch.from_numpy(np.diff(indptr)),
                                                    output_size=src_new.numel())
-        dst_t, dst_pt = self.book.map_to_per_ntype(dst_new)
+        dst_pt = self.book.map_to_per_ntype(dst_new)[1]
         src_orig = old_h[src_new]
         del dst_new, src_new
         index = {t: i for i, t in enumerate(self.node_types)}
@@ -169,7 +145,7 @@ class TypedOwnPartGraphStore(TypedPartitionGraphStore):
             self._csc[et] = (ptr, s, None)
             all_keys.append(base + self._keys[et])
             base += self.num_nodes[et[0]] * max(self.num_nodes[et[2]], 1)
-        del dst_t, dst_pt, src_orig, old_h, rel, order
+        del dst_pt, src_orig, old_h, rel, order
         # e_id: the COO column, every rank's keys below it (a repeated edge: its copies in CSC order)
         keys = torch.cat(all_keys) if all_keys else torch.empty(0, dtype=torch.int64)
         srt, pos = torch.sort(keys, stable=True)
