@@ -17,7 +17,8 @@ graphs then sent once by their owners to the whole-topology store; the own-part 
 :mod:`gnnscale.pyg.own_part`, keeps part r's topology only: ``graph_store``, chosen by size and
 said in one line). Given a ``Data`` and ``parts_dir``, rank 0 partitions it there first (the others wait,
 bounded); a ``HeteroData`` and ``parts_dir`` likewise, and a typed folder opens as the typed stores of
-:mod:`gnnscale.pyg.typed_stores` (per node type and relation). Given a ``Data`` or a ``HeteroData``
+:mod:`gnnscale.pyg.typed_stores` (per node type and relation; the graph store chosen by size, the own
+part's being :mod:`gnnscale.pyg.typed_own_part`'s). Given a ``Data`` or a ``HeteroData``
 without a folder, every rank holds the graph in memory.
 
 Batches: one pass cuts the split's seeds into the batches one process would make (shuffled by a
