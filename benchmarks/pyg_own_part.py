@@ -148,6 +148,86 @@ def _partition(name: str, ddir: str, parts: int, args) -> str:
     return out
 
 
+# -- --typed: a typed folder (format 2), gnnscale.pyg.typed_own_part against the whole typed store ------------------
+
+def typed_worker(parts_dir: str, graph_store: str, fanouts: list[int], batch_size: int, batches: int,
+                 seed: int) -> dict:
+    """One rank over a typed folder: open the stores (``graph_store``), then ``batches`` node batches of the
+    training split (every relation ``fanouts``), reading their rows; memory and the topology held."""
+    start = _status()
+    peak = PeakAnon().start()
+    from gnnscale.pyg import start_run
+
+    run = start_run(parts_dir, timeout=1800, graph_store=graph_store)
+    opened = _status()
+    gs = run.graph_store
+    loader = run.node_loader({et: fanouts for et in gs.edge_types}, "train", batch_size=batch_size, shuffle=True,
+                             seed=seed)
+    it, seeds = iter(loader), 0
+    for _ in range(min(batches, len(loader))):  # a pass's first batches
+        seeds += int(next(it)[gs.target_type].batch_size)
+    held = sum(int(c[1].numel()) for c in gs.relation_csc().values())
+    out = dict(rank=run.rank, store=type(gs).__name__, held_edges=held, topology_bytes=gs.topology_bytes(),
+               start_anon=start["RssAnon"], opened_anon=opened["RssAnon"], seeds=seeds,
+               graph_sent=run.comm.stats.snapshot()["sent"].get("graph", 0))
+    run.close()
+    out.update(peak_anon=peak.stop(), vm_hwm=_status()["VmHWM"])
+    return out
+
+
+def _typed_folder(args) -> tuple[str, dict]:
+    """A generated typed graph (papers with 64 features and 8 classes citing papers, authors writing papers, and
+    the reverse; ``--nodes`` papers, 3/4 as many authors, 10 citations and 5 authors per paper, seed 0), cut into
+    ``--memory-ranks`` parts (``method="random"``: the cut does not matter to what a rank holds)."""
+    import torch
+    from torch_geometric.data import HeteroData
+
+    from gnnscale.partitioning import partition_graph
+
+    n_p, n_a = args.nodes, args.nodes * 3 // 4
+    out = os.path.join(args.workdir, f"typed-{n_p}-p{args.memory_ranks}")
+    if not os.path.exists(os.path.join(out, "meta.json")):
+        g = torch.Generator().manual_seed(0)
+        data = HeteroData()
+        data["paper"].x = torch.randn(n_p, 64, generator=g)
+        data["paper"].y = torch.randint(0, 8, (n_p,), generator=g)
+        data["paper"].train_mask = torch.rand(n_p, generator=g) < 0.1
+        data["author"].num_nodes = n_a
+        cites = torch.stack([torch.randint(0, n_p, (10 * n_p,), generator=g), torch.arange(n_p).repeat(10)])
+        writes = torch.stack([torch.randint(0, n_a, (5 * n_p,), generator=g), torch.arange(n_p).repeat(5)])
+        data["paper", "cites", "paper"].edge_index = cites
+        data["author", "writes", "paper"].edge_index = writes
+        data["paper", "written_by", "author"].edge_index = writes.flip(0)
+        t0 = time.perf_counter()
+        partition_graph(data, args.memory_ranks, out, method="random")
+        print(f"[typed] partition into {args.memory_ranks}: {time.perf_counter() - t0:.1f} s", flush=True)
+    with open(os.path.join(out, "meta.json")) as f:
+        meta = json.load(f)
+    return out, dict(nodes=int(meta["num_nodes"]), edges=int(meta["num_edges"]))
+
+
+def typed_memory(args) -> dict:
+    """Memory per rank over a typed folder, own part against the whole typed topology (``--typed``)."""
+    parts_dir, size = _typed_folder(args)
+    rows = []
+    for store in ("own", "whole"):
+        from gnnscale.process.launch import launch_local
+
+        for r in launch_local("pyg_own_part:typed_worker", args.memory_ranks,
+                              args=(parts_dir, store, args.fanouts, args.batch_size, args.memory_batches, 0),
+                              threads_per_worker=1):
+            rows.append(dict(r, graph_store=store))
+    mib = 1 << 20
+    print(f"typed graph: {size['nodes']} nodes, {size['edges']} edges, {args.memory_ranks} ranks; MiB", flush=True)
+    print(f"{'store':6} {'rank':>4} {'edges held':>11} {'topology':>9} {'start':>8} {'opened':>8} {'peak':>8} "
+          f"{'VmHWM':>8}")
+    for r in rows:
+        print(f"{r['graph_store']:6} {r['rank']:>4} {r['held_edges']:>11} {r['topology_bytes'] / mib:9.1f} "
+              f"{r['start_anon'] / mib:8.1f} {r['opened_anon'] / mib:8.1f} {r['peak_anon'] / mib:8.1f} "
+              f"{r['vm_hwm'] / mib:8.1f}", flush=True)
+    return {"typed_memory": {"graph": size, "ranks": args.memory_ranks, "parts_dir": parts_dir, "rows": rows}}
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", type=int, default=1_000_000)
@@ -162,6 +242,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--json", default="pyg_own_part.json")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--typed", action="store_true", help="memory per rank over a generated typed folder (--nodes "
+                    "papers), the typed own-part store against the whole typed store (typed_memory)")
     args = ap.parse_args(argv)
     if args.smoke:
         args.nodes, args.batches, args.memory_batches, args.repeats = 20_000, 2, 2, 1
@@ -170,6 +252,12 @@ def main(argv=None) -> dict:
     os.environ["PYTHONPATH"] = os.pathsep.join([HERE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                                                          if p])
     sys.path.insert(0, HERE)
+    if args.typed:
+        res = typed_memory(args)
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+        print(f"wrote {args.json}")
+        return res
     name, ddir = _dataset(args)
     what = args.what.split(",")
     res = {"setup": {"graph": name, "nodes": args.nodes, "fanouts_from_seeds": args.fanouts,

@@ -72,7 +72,7 @@ def test_own_part_batches_are_the_whole_topology_batches(cora, cora_partition, t
 
 def test_the_graph_store_is_chosen_by_size_and_the_option_honoured(cora_partition):
     """auto: the whole topology while 16 E + 24 N bytes <= 1 GiB or one process, else the own part; 'own'
-    and 'whole' as asked; a typed folder opens whole and refuses 'own'; a bad value is one line."""
+    and 'whole' as asked; a typed folder likewise (by its whole store's size); a bad value is one line."""
     small = {"num_nodes": 1000, "num_edges": 10_000}
     big = {"num_nodes": 10_000_000, "num_edges": WHOLE_TOPOLOGY_BYTES // 16}
     assert choose_graph_store(small, 2)[0] == "whole"
@@ -80,9 +80,11 @@ def test_the_graph_store_is_chosen_by_size_and_the_option_honoured(cora_partitio
     assert kind == "own" and line.startswith("graph store 'own': each rank holds its part only") and "\n" not in line
     assert choose_graph_store(big, 1)[0] == "whole"
     assert choose_graph_store(small, 2, "own")[0] == "own" and choose_graph_store(big, 4, "whole")[0] == "whole"
-    assert choose_graph_store({**big, "format_version": 2}, 2)[0] == "whole"
-    with pytest.raises(GnnscaleError, match=r"^graph_store='own' reads untyped folders \(format 1\) only"):
-        choose_graph_store({**small, "format_version": 2}, 2, "own")
+    # a typed folder by size too (its whole store: 32 E + 24 N bytes), and 'own' as asked
+    assert choose_graph_store({**small, "format_version": 2}, 2)[0] == "whole"
+    kind, line = choose_graph_store({**big, "num_edges": WHOLE_TOPOLOGY_BYTES // 32, "format_version": 2}, 2)
+    assert kind == "own" and "would take 1.22 GiB > 1 GiB per rank" in line
+    assert choose_graph_store({**small, "format_version": 2}, 2, "own")[0] == "own"
     with pytest.raises(GnnscaleError, match=r"^graph_store must be one of auto, own, whole; found 'mine'"):
         choose_graph_store(small, 2, "mine")
 

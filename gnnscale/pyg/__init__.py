@@ -25,11 +25,12 @@ from gnnscale.pyg.dropout import KeyedDropout, keyed_dropout
 from gnnscale.pyg.memory_stores import MemoryFeatureStore, MemoryGraphStore, memory_stores
 from gnnscale.pyg.own_part import OwnPartGraphStore, OwnPartSampler
 from gnnscale.pyg.stores import PartitionFeatureStore, PartitionGraphStore, sampler_for
+from gnnscale.pyg.typed_own_part import TypedOwnPartGraphStore
 from gnnscale.pyg.typed_stores import TypedPartitionFeatureStore, TypedPartitionGraphStore
 
 __all__ = ["DistRun", "GnnscaleSampler", "HeteroGnnscaleSampler", "KeyedDropout", "LinkNeighborLoader",
            "MemoryFeatureStore", "MemoryGraphStore", "NeighborLoader", "OwnPartGraphStore", "OwnPartSampler",
-           "PartitionFeatureStore", "PartitionGraphStore",
+           "PartitionFeatureStore", "PartitionGraphStore", "TypedOwnPartGraphStore",
            "TypedPartitionFeatureStore", "TypedPartitionGraphStore", "keyed_dropout", "memory_stores", "sampler_for",
            "start_run"]
 

@@ -122,13 +122,10 @@ class HeteroGnnscaleSampler(BaseSampler):
             self._level[t][ids] = 0
         for hop in range(self.num_hops - 1):
             drawn: dict[str, list] = {t: [] for t in self.node_types}
-            for r, et in enumerate(self.edge_types):
-                fanout, at = self.fanouts[et][hop], frontier[et[2]]
-                if fanout == 0 or at.numel() == 0:
-                    continue
-                indptr, indices, _ = self.csc[et]
-                key = stream_key(self.seed, epoch, step, 0, hop, r)
-                drawn[et[0]].append(self.kernels.sample(indptr, indices, at, at, fanout, key, **self.variants[et])[1])
+            asked = [(r, hop, frontier[et[2]], frontier[et[2]]) for r, et in enumerate(self.edge_types)
+                     if self.fanouts[et][hop] != 0 and frontier[et[2]].numel()]
+            for (r, *_), (_, nbrs, _) in zip(asked, self._draw_hop(asked, epoch, step, edges=False)):
+                drawn[self.edge_types[r][0]].append(nbrs)
             for t in self.node_types:
                 grown, _ = self.kernels.relabel(nodes[t], _cat(drawn[t]))
                 frontier[t], nodes[t] = grown[nodes[t].numel():], grown
@@ -179,7 +176,7 @@ class HeteroGnnscaleSampler(BaseSampler):
         nsn = {t: [nodes[t].numel()] for t in self.node_types}
         nse = {et: [] for et in self.edge_types}
         for hop in range(self.num_hops):
-            drawn = {}
+            drawn, asked, plan = {}, [], []
             for r, et in enumerate(self.edge_types):
                 at = frontier[et[2]]
                 lv = self._level[et[2]][at].to(torch.int64) if levels and at.numel() else None
@@ -188,17 +185,20 @@ class HeteroGnnscaleSampler(BaseSampler):
                 groups = [(hop, None)] if lv is None or bool((lv == hop).all()) else \
                     [(int(l), torch.nonzero(lv == l).flatten()) for l in torch.unique(lv).tolist()]
                 groups = [(l, sel) for l, sel in groups if self.fanouts[et][l] != 0 and at.numel()]
+                plan.append((at, groups))
+                for level, sel in groups:  # at most num_hops groups per relation
+                    sub = at if sel is None else at[sel]
+                    asked.append((r, level, sub % self.num_nodes[et[2]] if self.disjoint else sub, sub))
+            answers = iter(self._draw_hop(asked, epoch, step))  # every relation's draws of the hop at once
+            for et, (at, groups) in zip(self.edge_types, plan):
                 if not groups:
                     nse[et].append(0)
                     continue
-                perm = self.csc[et][2]
                 first = nodes[et[2]].numel() - at.numel()
                 got = []
-                for level, sel in groups:  # at most num_hops groups: one kernel call each
-                    key = stream_key(self.seed, epoch, step, 0, level, r)
+                for level, sel in groups:  # at most num_hops groups, answered in order
                     sub = at if sel is None else at[sel]
-                    sub_at = sub % self.num_nodes[et[2]] if self.disjoint else sub
-                    counts, nbrs, pos = self.draw_relation(et, sub_at, sub, self.fanouts[et][level], key)
+                    counts, nbrs, e_id = next(answers)
                     if self.disjoint:  # a neighbour joins its destination's tree
                         tree = torch.div(sub, self.num_nodes[et[2]], rounding_mode="floor")
                         nbrs = nbrs + torch.from_numpy(np.repeat((tree * self.num_nodes[et[0]]).numpy(),
@@ -206,7 +206,7 @@ class HeteroGnnscaleSampler(BaseSampler):
                     index = np.arange(first, first + at.numel(), dtype=np.int64) if sel is None else \
                         sel.numpy() + first
                     cols[et].append(torch.from_numpy(np.repeat(index, counts.numpy())))
-                    edges[et].append(torch.from_numpy(np.take(perm.numpy(), pos.numpy())))
+                    edges[et].append(e_id)
                     got.append(nbrs)
                 nbrs = _cat(got)
                 nse[et].append(nbrs.numel())
@@ -229,6 +229,15 @@ class HeteroGnnscaleSampler(BaseSampler):
             col={et: _cat(cols[et]) for et in self.edge_types},
             edge={et: _cat(edges[et]) for et in self.edge_types},
             batch=None, num_sampled_nodes=nsn, num_sampled_edges=nse)
+
+    def _draw_hop(self, groups: list[tuple], epoch: int, step: int, edges: bool = True) -> list[tuple]:
+        """Per group ``(r, level, rows, ids)``: relation ``r``'s draws of hop ``level`` for the CSC ``rows`` keyed by
+        ``ids``, as ``(counts, nbrs, e_id or None)``. One call per hop: the graph store's hook (typed_own_part)."""
+        ets = [self.edge_types[r] for r, *_ in groups]
+        drawn = [self.draw_relation(et, rows, ids, self.fanouts[et][lv], stream_key(self.seed, epoch, step, 0, lv, r))
+                 for et, (r, lv, rows, ids) in zip(ets, groups)]
+        return [(c, nb, torch.from_numpy(np.take(self.csc[et][2].numpy(), pos.numpy())) if edges else None)
+                for et, (c, nb, pos) in zip(ets, drawn)]
 
     def draw_relation(self, et: tuple, rows: torch.Tensor, ids: torch.Tensor, fanout: int,
                       key: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -297,6 +306,8 @@ class HeteroGnnscaleSampler(BaseSampler):
             self._filters[et] = EdgeFilter(indptr, indices, num_nodes=max(ns, nd, 1))
         return self._filters[et]
 
+    _any = staticmethod(bool)  # whether a flag holds anywhere: here, in this process (own-part samplers: any rank)
+
     def negatives(self, et: tuple, count: int, neg, epoch: int, step: int,
                   src: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(src int64 [Q], dst int64 [Q]) negatives of relation ``et``: binary (``src`` None): sources
@@ -313,7 +324,7 @@ class HeteroGnnscaleSampler(BaseSampler):
         d = self._draw(nd, count, neg.dst_weight, gen)
         bad = torch.nonzero(has(s, d)).flatten()
         for _ in range(MAX_REDRAWS):
-            if bad.numel() == 0:
+            if not self._any(bad.numel() > 0):  # owners' filters: every rank redraws in step
                 break
             if src is None:
                 s[bad] = self._draw(ns, bad.numel(), neg.src_weight, gen)

@@ -22,7 +22,7 @@ ids, split masks and in-degrees (3 int64 per node, once), never their edges.
 
 :func:`open_graph_store` picks the store (``graph_store="auto"``: the whole topology while its
 arrays take at most :data:`WHOLE_TOPOLOGY_BYTES`, else the own part) and says which in one line.
-Typed folders (format 2) open whole; ``graph_store="own"`` on them is refused in one line.
+Typed folders (format 2) likewise: :mod:`gnnscale.pyg.typed_own_part` (per relation, the same exchange).
 """
 from __future__ import annotations
 
@@ -55,23 +55,25 @@ its draws are local, the own part's cross the network."""
 
 
 def whole_topology_bytes(meta: dict) -> int:
-    """Bytes of the whole-topology store's arrays for a folder's meta.json (``16 E + 24 N``)."""
-    return 16 * int(meta["num_edges"]) + 24 * int(meta["num_nodes"])
+    """Bytes of the whole-topology store's arrays for a folder's meta.json: ``16 E + 24 N`` untyped, ``32 E +
+    24 N`` typed (:class:`~gnnscale.pyg.typed_stores.TypedPartitionGraphStore`: each relation's COO, CSC
+    sources and ``e_id``)."""
+    return (32 if is_typed_meta(meta) else 16) * int(meta["num_edges"]) + 24 * int(meta["num_nodes"])
+
+
+def is_typed_meta(meta: dict) -> bool:
+    """Whether a folder's meta.json is a typed graph's (format 2)."""
+    return int(meta.get("format_version", 1)) != 1 or bool(meta.get("typed"))
 
 
 def choose_graph_store(meta: dict, world: int, graph_store: str = "auto") -> tuple[str, str]:
-    """(``"own"`` or ``"whole"``, the one line saying why) for a folder's meta.json on ``world`` ranks."""
+    """(``"own"`` or ``"whole"``, the one line saying why) for a folder's meta.json (untyped or typed) on
+    ``world`` ranks."""
     if graph_store not in GRAPH_STORES:
         raise SamplerError(f"graph_store must be one of {', '.join(GRAPH_STORES)}; found {graph_store!r}. Pass "
                            "graph_store='own' (each rank its part), 'whole' (every rank the whole topology) or 'auto'.")
-    typed = int(meta.get("format_version", 1)) != 1 or bool(meta.get("typed"))
-    if typed and graph_store == "own":
-        raise PartitionError("graph_store='own' reads untyped folders (format 1) only, not yet typed ones; this folder "
-                             "is typed. Pass graph_store='whole' (or 'auto') for a typed folder.")
     size = whole_topology_bytes(meta)
     gib = f"{size / (1 << 30):.2f} GiB"
-    if typed:
-        return "whole", "graph store 'whole': a typed folder (every rank holds the whole topology)"
     if graph_store != "auto":
         return graph_store, (f"graph store {graph_store!r} (as asked; the whole topology takes {gib} per rank)")
     if world == 1 or size <= WHOLE_TOPOLOGY_BYTES:
@@ -82,11 +84,31 @@ def choose_graph_store(meta: dict, world: int, graph_store: str = "auto") -> tup
 
 
 def open_graph_store(folder: str | Path, comm, graph_store: str = "auto"):
-    """The untyped folder's graph store chosen by :func:`choose_graph_store`, said in one line (log info)."""
+    """The untyped folder's graph store chosen by :func:`choose_graph_store`, said in one line (log info);
+    a typed folder's: :func:`gnnscale.pyg.typed_own_part.open_typed_graph_store`."""
     kind, line = choose_graph_store(load_meta(Path(folder)), comm.world_size, graph_store)
     if comm.rank == 0:
         log.info("gnnscale.pyg: %s", line)
     return OwnPartGraphStore(folder, comm) if kind == "own" else PartitionGraphStore(folder, comm)
+
+
+def gather_hosts(comm, parts_dir: Path, meta: dict) -> list[frozenset[int]] | None:
+    """Per rank, the parts its folder holds (one ``control`` gather with meta.json's digest; None on one
+    process), each rank's own part among them, else one line (the own-part stores, untyped and typed)."""
+    if comm.world_size == 1:
+        return None
+    got = comm.all_gather_object((present_parts(parts_dir, meta), _meta_digest(meta)), "control")
+    other = [r for r, (_, d) in enumerate(got) if d != got[0][1]]
+    if other:
+        raise PartitionError(f"rank {other[0]}'s partition folder holds another meta.json than rank 0's "
+                             "(another partition); copy one partition's meta.json and parts to every host.")
+    hosts = [frozenset(h) for h, _ in got]
+    lost = [r for r, h in enumerate(hosts) if r not in h]
+    if lost:
+        raise PartitionError(f"rank {lost[0]}'s partition folder lacks its own part ({part_dir_name(lost[0])}, "
+                             "or one of its files); rank r opens part r: copy meta.json and the parts of a "
+                             "host's ranks to that host's folder.")
+    return hosts
 
 
 def _reorder(counts: torch.Tensor, values: list[torch.Tensor], inv: torch.Tensor
@@ -124,9 +146,9 @@ class OwnPartGraphStore(ReadOnlyEdges, GraphStore):
         super().__init__()
         self.parts_dir = Path(parts_dir)
         self.meta = meta = load_meta(self.parts_dir)
-        if int(meta.get("format_version", 1)) != 1 or meta.get("typed"):
-            raise PartitionError(f"OwnPartGraphStore reads untyped folders (format 1) only, not yet typed ones; "
-                                 f"{parts_dir} holds a typed graph. Open it with graph_store='whole'.")
+        if is_typed_meta(meta):
+            raise PartitionError(f"OwnPartGraphStore reads untyped folders (format 1); {parts_dir} holds a typed "
+                                 "graph. Open it with gnnscale.pyg.TypedOwnPartGraphStore (start_run does).")
         self.comm = comm
         P = int(meta["num_parts"])
         rank, world = comm.rank, comm.world_size
@@ -134,20 +156,7 @@ class OwnPartGraphStore(ReadOnlyEdges, GraphStore):
         self.book = PartitionBook(meta["offsets"])
         n_all = self.num_nodes = int(self.book.num_nodes)
         self.rank, self.offset = rank, int(self.book.offsets[rank])
-        here = present_parts(self.parts_dir, meta)
-        self.hosts: list[frozenset[int]] | None = None
-        if world > 1:
-            got = comm.all_gather_object((here, _meta_digest(meta)), "control")
-            other = [r for r, (_, d) in enumerate(got) if d != got[0][1]]
-            if other:
-                raise PartitionError(f"rank {other[0]}'s partition folder holds another meta.json than rank 0's "
-                                     "(another partition); copy one partition's meta.json and parts to every host.")
-            self.hosts = [frozenset(h) for h, _ in got]
-            lost = [r for r, h in enumerate(self.hosts) if r not in h]
-            if lost:
-                raise PartitionError(f"rank {lost[0]}'s partition folder lacks its own part ({part_dir_name(lost[0])}, "
-                                     "or one of its files); rank r opens part r: copy meta.json and the parts of a "
-                                     "host's ranks to that host's folder.")
+        self.hosts = gather_hosts(comm, self.parts_dir, meta)
         pdir = self.parts_dir / part_dir_name(rank)
         require_graph_files(pdir, ("indptr.npy", "indices.npy", "orig_ids.npy"), "the own-part graph store")
         n = self.book.part_size(rank)
@@ -281,47 +290,58 @@ class OwnPartSampler(GnnscaleSampler):
     def _draw(self, groups, epoch, step, edges=True):
         """The owners' draws of ``groups`` (see :meth:`GnnscaleSampler._draw`): one request and one response
         exchange for every group together (collective; ``groups`` may be empty)."""
-        g, comm, L = self.graph, self.comm, len(self.fanouts)
-        rank, P = comm.rank, comm.world_size
+        g, L = self.graph, len(self.fanouts)
         empty = torch.empty(0, dtype=torch.int64)
         at = torch.cat([a for _, a, _ in groups]) if groups else empty
         q = torch.cat([ids * L + lv for lv, _, ids in groups]) if groups else empty
-        route = Route.build(g.book.owner(g.new_of_old[at]), P)
-        req = route.split(q)
-        own = req[rank]
-        # each request opens with its batch's (pass, step): a rank's batch alone in its step serves the
-        # others' requests with their step's streams, not its own
-        head = torch.tensor([epoch, step], dtype=torch.int64)
-        req = [empty if r == rank else torch.cat([head, t]) for r, t in enumerate(req)]
-        if P > 1:
-            got = comm.exchange(req, "sample_request")
-            sizes = [max(t.numel() - 2, 0) for t in got]
-            served = [self._serve(t[2:], int(t[0]), int(t[1]), edges) for t in got if t.numel()]
-            c, nb = torch.cat([s_[0] for s_ in served]), torch.cat([s_[1] for s_ in served])
-            ed = torch.cat([s_[2] for s_ in served]) if edges else None
-            per_c = list(torch.split(c, sizes))
-            per_e = [int(x.sum()) for x in per_c]
-            per_nb = torch.split(nb, per_e)
-            per_ed = torch.split(ed, per_e) if edges else [empty] * P
-            back = comm.exchange([torch.cat([c_, n_, e_]) for c_, n_, e_ in zip(per_c, per_nb, per_ed)],
-                                 "sample_response")
-        c_own, nb_own, ed_own = self._serve(own, epoch, step, edges)
-        counts_l, nbrs_l, eids_l = [], [], []
-        for r in range(P):  # loop over ranks (a handful), not over nodes
-            if r == rank:
-                counts_l.append(c_own), nbrs_l.append(nb_own), eids_l.append(ed_own if edges else empty)
-                continue
-            n_r = int(route.counts[r])
-            c_r = back[r][:n_r]
-            m = int(c_r.sum())
-            counts_l.append(c_r), nbrs_l.append(back[r][n_r:n_r + m]), eids_l.append(back[r][n_r + m:])
-        counts, nbrs = route.merge_segments(counts_l, nbrs_l)
-        eids = route.merge_segments(counts_l, eids_l)[1] if edges else None
-        out, a, e = [], 0, 0
-        for _, ga, _ in groups:  # cut back into the groups (a handful)
-            k = ga.numel()
-            c = counts[a:a + k]
-            m = int(c.sum())
-            out.append((c, nbrs[e:e + m], eids[e:e + m] if edges else None))
-            a, e = a + k, e + m
-        return out
+        return owner_draws(self.comm, g.book.owner(g.new_of_old[at]), q, [a.numel() for _, a, _ in groups],
+                           self._serve, epoch, step, edges)
+
+
+def owner_draws(comm, owner: torch.Tensor, q: torch.Tensor, sizes: list[int], serve, epoch: int, step: int,
+                edges: bool) -> list[tuple[torch.Tensor, ...]]:
+    """Requests ``q`` int64 [m] drawn by their owners (``owner`` int64 [m], a rank each), cut into groups of
+    ``sizes``: per group ``(counts, nbrs, e_id or None without edges)``. One ``sample_request`` and one
+    ``sample_response`` exchange (a collective: ``q`` may be empty); each request list opens with its batch's
+    (pass, step), and ``serve(q, epoch, step, edges)`` answers, on its owner, the requests of nodes it owns
+    (the untyped and the typed own-part samplers' one protocol)."""
+    rank, P = comm.rank, comm.world_size
+    empty = torch.empty(0, dtype=torch.int64)
+    route = Route.build(owner, P)
+    req = route.split(q)
+    own = req[rank]
+    # each request opens with its batch's (pass, step): a rank's batch alone in its step serves the
+    # others' requests with their step's streams, not its own
+    head = torch.tensor([epoch, step], dtype=torch.int64)
+    req = [empty if r == rank else torch.cat([head, t]) for r, t in enumerate(req)]
+    if P > 1:
+        got = comm.exchange(req, "sample_request")
+        counts = [max(t.numel() - 2, 0) for t in got]
+        served = [serve(t[2:], int(t[0]), int(t[1]), edges) for t in got if t.numel()]
+        c, nb = torch.cat([s_[0] for s_ in served]), torch.cat([s_[1] for s_ in served])
+        ed = torch.cat([s_[2] for s_ in served]) if edges else None
+        per_c = list(torch.split(c, counts))
+        per_e = [int(x.sum()) for x in per_c]
+        per_nb = torch.split(nb, per_e)
+        per_ed = torch.split(ed, per_e) if edges else [empty] * P
+        back = comm.exchange([torch.cat([c_, n_, e_]) for c_, n_, e_ in zip(per_c, per_nb, per_ed)],
+                             "sample_response")
+    c_own, nb_own, ed_own = serve(own, epoch, step, edges)
+    counts_l, nbrs_l, eids_l = [], [], []
+    for r in range(P):  # loop over ranks (a handful), not over nodes
+        if r == rank:
+            counts_l.append(c_own), nbrs_l.append(nb_own), eids_l.append(ed_own if edges else empty)
+            continue
+        n_r = int(route.counts[r])
+        c_r = back[r][:n_r]
+        m = int(c_r.sum())
+        counts_l.append(c_r), nbrs_l.append(back[r][n_r:n_r + m]), eids_l.append(back[r][n_r + m:])
+    counts, nbrs = route.merge_segments(counts_l, nbrs_l)
+    eids = route.merge_segments(counts_l, eids_l)[1] if edges else None
+    out, a, e = [], 0, 0
+    for k in sizes:  # cut back into the groups (a handful)
+        c = counts[a:a + k]
+        m = int(c.sum())
+        out.append((c, nbrs[e:e + m], eids[e:e + m] if edges else None))
+        a, e = a + k, e + m
+    return out

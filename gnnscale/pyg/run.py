@@ -17,7 +17,8 @@ graphs then sent once by their owners to the whole-topology store; the own-part 
 :mod:`gnnscale.pyg.own_part`, keeps part r's topology only: ``graph_store``, chosen by size and
 said in one line). Given a ``Data`` and ``parts_dir``, rank 0 partitions it there first (the others wait,
 bounded); a ``HeteroData`` and ``parts_dir`` likewise, and a typed folder opens as the typed stores of
-:mod:`gnnscale.pyg.typed_stores` (per node type and relation). Given a ``Data`` or a ``HeteroData``
+:mod:`gnnscale.pyg.typed_stores` (per node type and relation; the graph store chosen by size, the own
+part's being :mod:`gnnscale.pyg.typed_own_part`'s). Given a ``Data`` or a ``HeteroData``
 without a folder, every rank holds the graph in memory.
 
 Batches: one pass cuts the split's seeds into the batches one process would make (shuffled by a
@@ -61,8 +62,9 @@ from gnnscale.pyg.own_part import GRAPH_STORES, choose_graph_store, open_graph_s
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.steps import StepBook
 from gnnscale.pyg.stores import PartitionFeatureStore, sampler_for
-from gnnscale.pyg.typed_stores import (TypedPartitionFeatureStore, TypedPartitionGraphStore, hetero_digest,
-                                       is_partition_of, is_typed_folder, is_typed_stores)
+from gnnscale.pyg.typed_own_part import open_typed_graph_store
+from gnnscale.pyg.typed_stores import (TypedPartitionFeatureStore, hetero_digest, is_partition_of, is_typed_folder,
+                                       is_typed_stores)
 from gnnscale.pyg.world import mark_joined
 from gnnscale.tasks.scores import LinkMetrics
 
@@ -497,8 +499,7 @@ def open_folder(folder: Path, comm: Communicator, health: Health | None, timeout
     :mod:`gnnscale.pyg.distributed` open folders so."""
     rank, world = comm.rank, comm.world_size
     if is_typed_folder(folder):  # a HeteroData's: per node type and relation
-        choose_graph_store(load_meta(folder), world, graph_store)  # 'own': refused in one line
-        typed_graph = TypedPartitionGraphStore(folder, comm)  # parts this host lacks: from their owners
+        typed_graph = open_typed_graph_store(folder, comm, graph_store)  # own part or whole, by size
         if isinstance(source, HeteroData):
             typed_graph.name_edges(source)  # e_id: the columns of its relations' edge_index
         typed_features = TypedPartitionFeatureStore(typed_graph, comm, host_reads=host_reads, cache_rows=cache_rows)

@@ -392,6 +392,8 @@ def sampler_for(data: Any, num_neighbors: Any, seed: int = 0, replace: bool = Fa
         raise SamplerError(f"gnnscale.pyg samples a Data, a HeteroData or (FeatureStore, GraphStore); found "
                            f"{type(data).__name__}. Pass one of those.")
     fs, gs = data
+    if callable(getattr(gs, "typed_owner_sampler", None)):  # a typed folder, each rank its part (pyg.typed_own_part)
+        return gs.typed_owner_sampler(num_neighbors, seed=seed, replace=replace, backend=backend)
     if callable(getattr(gs, "owner_sampler", None)):  # each rank its own part (gnnscale.pyg.own_part)
         return gs.owner_sampler(check_num_neighbors(num_neighbors), seed=seed, replace=replace, backend=backend)
     if isinstance(gs, PartitionGraphStore):

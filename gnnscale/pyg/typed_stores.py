@@ -106,22 +106,8 @@ class TypedPartitionGraphStore(ReadOnlyEdges, GraphStore):
 
     def __init__(self, parts_dir: str | Path, comm=None) -> None:
         super().__init__()
-        self.parts_dir = Path(parts_dir)
-        self.meta = meta = load_meta(self.parts_dir)
-        if int(meta.get("format_version", 1)) != TYPED_FORMAT_VERSION or not meta.get("typed"):
-            raise PartitionError(f"a typed graph store reads typed partition folders (format {TYPED_FORMAT_VERSION}); "
-                                 f"{parts_dir} holds an untyped graph. Open it with PartitionGraphStore instead.")
-        typed = meta["typed"]
-        self.node_types = [str(t) for t in typed["node_types"]]
-        self.edge_types = [tuple(e) for e in typed["edge_types"]]
-        self.target_type = str(typed["target_type"])
+        meta, type_ptr = self._read_meta(parts_dir, "PartitionGraphStore")
         P = int(meta["num_parts"])
-        self.book = TypedPartitionBook(PartitionBook(meta["offsets"]), typed["type_starts"], typed["type_offsets"])
-        counts = self.book.num_nodes_per_type()
-        self.num_nodes = {t: int(c) for t, c in zip(self.node_types, counts.tolist())}
-        self.feature_dims = {t: int(d) for t, d in zip(self.node_types, typed["feature_dims"])}
-        type_ptr = torch.zeros(len(self.node_types) + 1, dtype=torch.int64)
-        type_ptr[1:] = torch.cumsum(counts, 0)  # the homogeneous view: types in node_types order
         self.hosts: list[frozenset[int]] | None = None
         self._sent_masks: dict[int, np.ndarray] = {}
         sent: dict[int, torch.Tensor] = {}
@@ -142,15 +128,7 @@ class TypedPartitionGraphStore(ReadOnlyEdges, GraphStore):
             rels.append(load_array(pdir / "etype.npy", np.int16, (idxs[-1].shape[0],), mmap="r"))
             olds.append(load_array(pdir / "orig_ids.npy", np.int64, (size,), mmap="r"))
         old_h = torch.from_numpy(np.concatenate(olds))  # homogeneous original id of each new id
-        ntype, tid = self.book.map_to_per_ntype(torch.arange(old_h.numel()))
-        self.old_of_new, self.new_of_old = {}, {}
-        for i, t in enumerate(self.node_types):  # loop over node types
-            sel = ntype == i
-            old = torch.empty(self.num_nodes[t], dtype=torch.int64)
-            old[tid[sel]] = old_h[sel] - type_ptr[i]
-            self.old_of_new[t] = old
-            self.new_of_old[t] = torch.empty_like(old)
-            self.new_of_old[t][old] = torch.arange(old.numel())
+        self._id_maps(old_h, type_ptr)
         # every edge (source, target) in homogeneous original ids, grouped by relation (one stable sort)
         dst = old_h[torch.repeat_interleave(torch.arange(old_h.numel()), torch.from_numpy(np.concatenate(degs)))]
         src = old_h[torch.from_numpy(np.concatenate(idxs))]
@@ -165,6 +143,39 @@ class TypedPartitionGraphStore(ReadOnlyEdges, GraphStore):
             by = torch.argsort(s * max(self.num_nodes[et[2]], 1) + d)  # COO by (source, target)
             self._coo[et] = torch.stack([s[by], d[by]])
             self._csc[et] = csc_of(self._coo[et], self.num_nodes[et[2]], self.num_nodes[et[0]])  # perm: e_id
+
+    def _read_meta(self, parts_dir: str | Path, untyped: str) -> tuple[dict, torch.Tensor]:
+        """(meta.json, type_ptr int64 [T + 1]: each type's first id in the homogeneous view) of a typed folder,
+        its names, book, node counts and feature widths set on this store (``untyped``: the store to name for
+        an untyped folder). The typed stores' one reading of a folder's types."""
+        self.parts_dir = Path(parts_dir)
+        self.meta = meta = load_meta(self.parts_dir)
+        if int(meta.get("format_version", 1)) != TYPED_FORMAT_VERSION or not meta.get("typed"):
+            raise PartitionError(f"a typed graph store reads typed partition folders (format {TYPED_FORMAT_VERSION}); "
+                                 f"{parts_dir} holds an untyped graph. Open it with {untyped} instead.")
+        typed = meta["typed"]
+        self.node_types = [str(t) for t in typed["node_types"]]
+        self.edge_types = [tuple(e) for e in typed["edge_types"]]
+        self.target_type = str(typed["target_type"])
+        self.book = TypedPartitionBook(PartitionBook(meta["offsets"]), typed["type_starts"], typed["type_offsets"])
+        counts = self.book.num_nodes_per_type()
+        self.num_nodes = {t: int(c) for t, c in zip(self.node_types, counts.tolist())}
+        self.feature_dims = {t: int(d) for t, d in zip(self.node_types, typed["feature_dims"])}
+        type_ptr = torch.zeros(len(self.node_types) + 1, dtype=torch.int64)
+        type_ptr[1:] = torch.cumsum(counts, 0)  # the homogeneous view: types in node_types order
+        return meta, type_ptr
+
+    def _id_maps(self, old_h: torch.Tensor, type_ptr: torch.Tensor) -> None:
+        """``old_of_new`` / ``new_of_old`` per type from ``old_h`` int64 [N]: each new id's homogeneous original id."""
+        ntype, tid = self.book.map_to_per_ntype(torch.arange(old_h.numel()))
+        self.old_of_new, self.new_of_old = {}, {}
+        for i, t in enumerate(self.node_types):  # loop over node types
+            sel = ntype == i
+            old = torch.empty(self.num_nodes[t], dtype=torch.int64)
+            old[tid[sel]] = old_h[sel] - type_ptr[i]
+            self.old_of_new[t] = old
+            self.new_of_old[t] = torch.empty_like(old)
+            self.new_of_old[t][old] = torch.arange(old.numel())
 
     def _packed_len(self, p: int) -> int:
         """The length of part ``p`` packed by :meth:`_pack` (from its indptr's last value)."""
@@ -235,6 +246,12 @@ class TypedPartitionGraphStore(ReadOnlyEdges, GraphStore):
                 raise PartitionError(f"the folder {self.parts_dir} does not hold the edges of relation {et} of the "
                                      "HeteroData given; partition that HeteroData into a new folder.")
             self._csc[et] = (indptr, indices, cols[perm])
+
+    def topology_bytes(self) -> int:
+        """Bytes of the topology this store holds: every relation's arrays (COO, CSC, ``e_id``) and the id maps."""
+        arrays = [t for c in self._csc.values() for t in c if t is not None] + list(self._coo.values()) + \
+            list(self.old_of_new.values()) + list(self.new_of_old.values())
+        return sum(int(t.numel()) * t.element_size() for t in arrays)
 
     def _get_edge_index(self, edge_attr: EdgeAttr):
         coo = self._coo.get(edge_attr.edge_type)
