@@ -40,6 +40,7 @@ def main() -> None:
     import dgl
 
     torch.set_num_threads(args.threads)
+    os.environ["GNNSCALE_WORKER_THREADS"] = str(args.threads)  # the engine workers' kernels (parallel)
     torch.manual_seed(args.seed)
     meta = json.load(open(os.path.join(args.graph, "graph.json")))
     t0 = time.perf_counter()

@@ -115,6 +115,7 @@ def main() -> None:
     import dgl
 
     torch.set_num_threads(args.threads)
+    os.environ["GNNSCALE_WORKER_THREADS"] = str(args.threads)  # the engine workers' kernels (parallel)
     torch.manual_seed(args.seed)
     dgl.seed(args.seed)
     fanouts = [int(f) for f in args.fanouts.split(",")]

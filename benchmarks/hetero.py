@@ -513,6 +513,7 @@ def sampling(args, work: Path) -> dict:
     import torch
 
     torch.set_num_threads(args.threads)
+    os.environ["GNNSCALE_WORKER_THREADS"] = str(args.threads)  # the engine workers' kernels (parallel)
     try:
         import numba
 

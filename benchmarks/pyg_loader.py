@@ -151,6 +151,9 @@ def main() -> None:
         args.graph, args.hidden, args.epochs, args.epoch_runs = "synthetic", 16, 2, 1
     fanouts = [int(f) for f in args.fanouts.split(",")]
     torch.set_num_threads(args.threads)
+    # both loaders as the engine's workers run them (a user's own process keeps the serial kernels): parallel with several threads, as in a worker the launcher started
+    # (samplers.cpu_kernels.WORKER_THREADS_ENV)
+    os.environ["GNNSCALE_WORKER_THREADS"] = str(args.threads)
     try:
         import numba
 

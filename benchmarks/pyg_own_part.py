@@ -16,6 +16,17 @@ as a ``dir:`` dataset and cut by ``gnnscale partition`` (METIS), run with ``grap
   the bytes each rank sent per batch by category (the Communicator's counts over the timed steps).
   ``--repeats`` alternates the two stores (own, whole, own, whole, ...); the best of each is kept.
 
+``--generator ooc`` (memory at scale): instead of R-MAT in memory, the out-of-core generator's
+planted-community graph (``benchmarks/out_of_core.py``'s ``generate``: ``--nodes`` N, ``--edges`` E
+directed edges written to disk a chunk at a time, ``--features`` float16 input columns, 1 % training
+nodes), cut by ``partition_on_disk`` (``--memory-budget`` GB) with a seeded random assignment (a
+random or hash cut needs no adjacency pass: on disk its cost is the bucketing of the edges), the parts'
+rows stored float32. ``--stores`` picks the stores measured (one at a time when the machine's memory
+is short). For example, 10M nodes / 200M directed edges over 4 ranks::
+
+    nice -n 15 python benchmarks/pyg_own_part.py --generator ooc --nodes 10000000 --edges 200000000 \
+        --features 16 --what memory --stores own --workdir /tmp/h56big --json results/pyg_own_part_10m_own.json
+
 Prints a table and writes ``--json``. ``--smoke``: a 20k-node graph, 2 steps (CI-sized).
 """
 from __future__ import annotations
@@ -75,10 +86,10 @@ def worker(parts_dir: str, graph_store: str, fanouts: list[int], batch_size: int
 
     start = _status()
     peak = PeakAnon().start()
-    from gnnscale.pyg import init_distributed
+    from gnnscale.pyg import start_run
 
     t0 = time.perf_counter()
-    run = init_distributed(parts_dir, timeout=1800, graph_store=graph_store)
+    run = start_run(parts_dir, timeout=1800, graph_store=graph_store)
     open_s = time.perf_counter() - t0
     opened = _status()
     fs = run.feature_store
@@ -138,7 +149,42 @@ def _dataset(args) -> tuple[str, str]:
     return _rmat_dataset(graphgen, args.nodes, args.workdir)
 
 
+def _ooc_dataset(args) -> tuple[str, str]:
+    """(name, folder) of the out-of-core generator's graph (written once, kept in --workdir)."""
+    sys.path.insert(0, HERE)
+    from out_of_core import generate
+
+    name = f"ooc_n{args.nodes}_e{args.edges}_f{args.features}"
+    ddir = os.path.join(args.workdir, name)
+    if not os.path.exists(os.path.join(ddir, "split.npz")):
+        t0 = time.perf_counter()
+        generate(__import__("pathlib").Path(ddir), args.nodes, args.edges, args.features, communities=64, p_in=0.9,
+                 seed=0)
+        print(f"[{name}] generated in {time.perf_counter() - t0:.1f} s", flush=True)
+    return name, ddir
+
+
+def _partition_ooc(name: str, ddir: str, parts: int, args) -> str:
+    """The folder cut out of core (partition_on_disk) by a seeded random assignment, float32 rows."""
+    import numpy as np
+
+    from gnnscale.partitioning.out_of_core import partition_on_disk
+
+    out = os.path.join(args.workdir, f"{name}-random-p{parts}")
+    if not os.path.exists(os.path.join(out, "meta.json")):
+        t0 = time.perf_counter()
+        n = np.load(os.path.join(ddir, "y.npy"), mmap_mode="r").shape[0]
+        assign = np.random.default_rng(0).integers(0, parts, n).astype(np.int32)
+        meta = partition_on_disk(ddir, parts, out, method="random", parts=assign, memory_budget_gb=args.memory_budget,
+                                 show_progress=False, feature_dtype="float32")
+        print(f"[{name}] partition_on_disk into {parts} (random): {time.perf_counter() - t0:.1f} s, peak "
+              f"{meta['out_of_core']['peak_rss_bytes'] / 1e9:.2f} GB", flush=True)
+    return out
+
+
 def _partition(name: str, ddir: str, parts: int, args) -> str:
+    if args.generator == "ooc":
+        return _partition_ooc(name, ddir, parts, args)
     out = os.path.join(args.workdir, f"{name}-p{parts}")
     if not os.path.exists(os.path.join(out, "meta.json")):
         t0 = time.perf_counter()
@@ -231,6 +277,12 @@ def typed_memory(args) -> dict:
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", type=int, default=1_000_000)
+    ap.add_argument("--generator", default="rmat", choices=["rmat", "ooc"],
+                    help="rmat: the peers' R-MAT graph in memory, METIS; ooc: the out-of-core generator, random cut")
+    ap.add_argument("--edges", type=int, default=None, help="ooc: directed edges (default 20 x --nodes)")
+    ap.add_argument("--features", type=int, default=16, help="ooc: feature columns (float32 in the parts)")
+    ap.add_argument("--memory-budget", type=float, default=4.0, help="ooc: partition_on_disk's budget, GB")
+    ap.add_argument("--stores", default="own,whole", help="the graph stores measured for memory, in this order")
     ap.add_argument("--workdir", default="/tmp/pyg_own_part")
     ap.add_argument("--what", default="memory,speed")
     ap.add_argument("--memory-ranks", type=int, default=4)
@@ -258,9 +310,13 @@ def main(argv=None) -> dict:
             json.dump(res, f, indent=1)
         print(f"wrote {args.json}")
         return res
-    name, ddir = _dataset(args)
+    if args.edges is None:
+        args.edges = 20 * args.nodes
+    name, ddir = _ooc_dataset(args) if args.generator == "ooc" else _dataset(args)
     what = args.what.split(",")
-    res = {"setup": {"graph": name, "nodes": args.nodes, "fanouts_from_seeds": args.fanouts,
+    res = {"setup": {"graph": name, "nodes": args.nodes, "generator": args.generator,
+                     "edges": args.edges if args.generator == "ooc" else None,
+                     "features": args.features if args.generator == "ooc" else 128, "fanouts_from_seeds": args.fanouts,
                      "batch_size_per_rank": args.batch_size, "model": "PyG GraphSAGE, hidden 64, Adam 3e-3 (DDP)",
                      "memory": "RssAnon of /proc/self/status polled every 5 ms by a thread of each rank (peak); "
                                "VmHWM beside it (file pages included)",
@@ -268,7 +324,7 @@ def main(argv=None) -> dict:
     if "memory" in what:
         parts_dir = _partition(name, ddir, args.memory_ranks, args)
         rows = []
-        for store in ("own", "whole"):
+        for store in args.stores.split(","):
             mem = dict(vars(args), batches=args.memory_batches)
             for r in _launch(parts_dir, args.memory_ranks, store, argparse.Namespace(**mem)):
                 share = _share(parts_dir, r["rank"])
@@ -276,7 +332,11 @@ def main(argv=None) -> dict:
                                  start_anon=r["start_anon"], opened_anon=r["opened_anon"], vm_hwm=r["vm_hwm"],
                                  peak_over_share=r["peak_anon"] / share["total"],
                                  growth_over_share=(r["peak_anon"] - r["start_anon"]) / share["total"]))
-        res["memory"] = {"ranks": args.memory_ranks, "parts_dir": parts_dir, "rows": rows}
+        with open(os.path.join(parts_dir, "meta.json")) as f:
+            meta = json.load(f)
+        res["memory"] = {"ranks": args.memory_ranks, "parts_dir": parts_dir, "rows": rows,
+                         "graph": {k: meta.get(k) for k in ("num_nodes", "num_edges", "feature_dim", "feature_dtype",
+                                                            "method", "edge_cut_fraction")}}
         print(f"memory per rank, {args.memory_ranks} ranks ({name}); MiB", flush=True)
         print(f"{'store':6} {'rank':>4} {'share':>8} {'start':>8} {'opened':>8} {'peak':>8} {'VmHWM':>8} "
               f"{'peak/share':>10} {'(peak-start)/share':>18}")

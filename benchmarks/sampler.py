@@ -125,6 +125,9 @@ def main() -> None:
         args.graphs, args.repeats, args.min_seeds, args.batch_size = "5k", 1, 2048, 256
     fanouts = [int(v) for v in args.fanouts.split(",")]
     torch.set_num_threads(args.threads)
+    # the engine workers' kernels are timed: parallel with several threads, as in a worker the launcher started
+    # (samplers.cpu_kernels.WORKER_THREADS_ENV)
+    os.environ["GNNSCALE_WORKER_THREADS"] = str(args.threads)
     try:
         import numba
 

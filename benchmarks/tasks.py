@@ -362,6 +362,7 @@ def run_sampling(args, work: Path) -> dict:
 
     _, benchutil, evd = peers_modules()
     torch.set_num_threads(args.threads)
+    os.environ["GNNSCALE_WORKER_THREADS"] = str(args.threads)  # the engine workers' kernels (parallel)
     try:
         import numba
 

@@ -20,6 +20,8 @@ numba is imported lazily; when it is missing the torch kernels are used.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
@@ -446,13 +448,26 @@ if HAVE_NUMBA:
 
 _THREADS = [1]
 
+# Set by the engine's launcher in its workers' environment (gnnscale.process.launch.thread_env):
+# the threads per worker it chose. Only such a process runs the parallel kernels.
+WORKER_THREADS_ENV = "GNNSCALE_WORKER_THREADS"
+
 
 def match_torch_threads() -> None:
-    """Use as many numba threads as torch does (the launcher sets torch's per worker).
+    """Use as many numba threads as torch does, in a worker the engine launched (the launcher sets
+    torch's and numba's counts per worker, and :data:`WORKER_THREADS_ENV`).
 
-    With one thread the serial kernels run and numba's thread pool is never started (its
-    idle threads would spin on cores that other workers need).
+    Any other process (a user's PyG loop, ``gnnscale.pyg.start_run`` in the user's script, under
+    torchrun too) keeps the serial kernels and numba's thread pool is never started, at any torch
+    thread count: numba's pool is a second OpenMP runtime (the system's libgomp, beside torch's
+    own), whose threads spin after each region on the cores torch's ops need (issue 56: the
+    user's whole process slowed; PyG's own sampler is serial too). With one thread the serial
+    kernels run and the pool is never started either (its idle threads would spin on cores that
+    other workers need).
     """
+    if os.environ.get(WORKER_THREADS_ENV) is None:
+        _THREADS[0] = 1
+        return
     _THREADS[0] = max(1, torch.get_num_threads())
     if HAVE_NUMBA and _THREADS[0] > 1:
         nb.set_num_threads(min(_THREADS[0], nb.config.NUMBA_NUM_THREADS))

@@ -530,6 +530,50 @@ def test_a_one_process_run_over_a_folder_never_starts_numbas_thread_pool(cora_pa
     assert "pool started False" in r.stdout, r.stdout
 
 
+def _numba_probe(torch_threads: int, env: dict) -> str:
+    """A fresh process at ``torch_threads`` torch threads: a plain loader's epoch over a small graph,
+    then a start_run batch over a folder (made here, 1 part); prints the pool's state."""
+    code = (f"import torch; torch.set_num_threads({torch_threads})\n"
+            "from torch_geometric.data import Data\n"
+            "from gnnscale.pyg import NeighborLoader, start_run\n"
+            "g = torch.Generator().manual_seed(0)\n"
+            "n = 6000\n"
+            "data = Data(x=torch.randn(n, 4, generator=g), edge_index=torch.randint(0, n, (2, 60000), generator=g),\n"
+            "            y=torch.randint(0, 3, (n,), generator=g))\n"
+            "for b in NeighborLoader(data, num_neighbors=[10, 10], batch_size=5000, shuffle=True):\n"
+            "    pass\n"
+            "import tempfile\n"
+            "run = start_run(data, parts_dir=tempfile.mkdtemp(), timeout=30)\n"
+            "b = next(iter(run.node_loader([10, 10], torch.arange(5000), batch_size=5000)))\n"
+            "assert b.x.shape[0] > 5000\n"
+            "run.close()\n"
+            "import numba, numba.np.ufunc.parallel as p\n"
+            "from gnnscale.samplers import cpu_kernels\n"
+            "print('pool', p._is_initialized, 'parallel', cpu_kernels.parallel_enabled(), 'torch',\n"
+            "      torch.get_num_threads())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout.strip().splitlines()[-1]
+
+
+def test_a_users_process_never_starts_numbas_pool_at_two_threads():
+    """Issue 56: a user's PyG loop at 2 torch threads (the plain loader, and start_run over a
+    folder) ran the parallel numba kernels (the sampler's warm-up, its frontiers of 4,096 rows and
+    more, the row gather), whose first call started numba's pool: a second OpenMP runtime (the
+    system's libgomp beside torch's) whose threads spin on the cores torch's ops need. Now only a
+    worker the engine launched (thread_env's GNNSCALE_WORKER_THREADS) runs them; a user's process
+    keeps the serial kernels and never starts the pool (5,000-seed batches: frontiers above 4,096)."""
+    import os
+
+    from gnnscale.process.launch import thread_env
+
+    user = {k: v for k, v in os.environ.items() if k != "GNNSCALE_WORKER_THREADS"}
+    assert _numba_probe(2, user) == "pool False parallel False torch 2"
+    if (os.cpu_count() or 1) >= 2:  # an engine worker's environment: its parallel kernels run, as before
+        worker = {**user, **thread_env(2, 1)}
+        assert _numba_probe(2, worker) == "pool True parallel True torch 2"
+
+
 def test_the_old_name_is_start_run_and_warns_once():
     """gnnscale.pyg.init_distributed (issue 56, item 7: one meaning per name) is start_run, with one
     FutureWarning per process; gnnscale.init_distributed stays the engine's process-group join."""

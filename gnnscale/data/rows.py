@@ -42,27 +42,41 @@ except ImportError:  # pragma: no cover - numba is a dependency
     numba = None
 
 
-def _gather_rows_py(src, idx, out, pos, use_pos):  # pragma: no cover - compiled twice below
-    """out[pos[i]] = src[idx[i]] (or out[i] with use_pos False); returns the count of idx
-    outside [0, len(src))."""
-    n, f = src.shape
-    bad = 0
-    for i in numba.prange(idx.shape[0]):
-        r = idx[i]
-        o = np.int64(i)
-        if use_pos:
-            o = pos[i]
-        if r < 0 or r >= n:
-            bad += 1
-            continue
-        for k in range(f):
-            out[o, k] = src[r, k]
-    return bad
+def _copy_row_py(src, idx, out, pos, use_pos, i):  # pragma: no cover - compiled below
+    """out[pos[i]] = src[idx[i]] (or out[i] with use_pos False); 1 if idx[i] is outside
+    [0, len(src)) (nothing copied), else 0."""
+    r = idx[i]
+    if r < 0 or r >= src.shape[0]:
+        return 1
+    o = np.int64(i)
+    if use_pos:
+        o = pos[i]
+    for k in range(src.shape[1]):
+        out[o, k] = src[r, k]
+    return 0
 
 
 if numba is not None:
-    _gather_rows_parallel = numba.njit(parallel=True, cache=True)(_gather_rows_py)
-    _gather_rows_serial = numba.njit(cache=True)(_gather_rows_py)  # prange runs as range
+    _copy_row = numba.njit(cache=True)(_copy_row_py)
+
+    # Two functions, not one compiled twice: numba's on-disk cache is keyed by the Python function
+    # (its name and line) and the argument types, not by ``parallel``, so a serial twin of the same
+    # function loaded the parallel build from the cache (and started numba's pool: issue 56).
+    @numba.njit(parallel=True, cache=True)
+    def _gather_rows_parallel(src, idx, out, pos, use_pos):  # pragma: no cover - compiled
+        """Every i of idx: _copy_row, in parallel; returns the count of idx outside src's rows."""
+        bad = 0
+        for i in numba.prange(idx.shape[0]):
+            bad += _copy_row(src, idx, out, pos, use_pos, i)
+        return bad
+
+    @numba.njit(cache=True)
+    def _gather_rows_serial(src, idx, out, pos, use_pos):  # pragma: no cover - compiled
+        """The same on this thread (numba's pool never started)."""
+        bad = 0
+        for i in range(idx.shape[0]):
+            bad += _copy_row(src, idx, out, pos, use_pos, i)
+        return bad
 
 
 def _gather_rows(src, idx, out, pos, use_pos) -> int:

@@ -186,6 +186,9 @@ def thread_env(threads: int, nprocs: int, typed: bool = False) -> dict[str, str]
     env = {
         # Compiled kernels' thread pools sized to this worker's share of the cores.
         "NUMBA_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+        # An engine worker: its parallel numba kernels may run (samplers.cpu_kernels.WORKER_THREADS_ENV;
+        # a user's process keeps the serial ones and never starts numba's pool).
+        "GNNSCALE_WORKER_THREADS": str(threads),
     }
     # torch's CPU allocator puts tensors of 2 MB and more on transparent huge pages (aligned,
     # madvise HUGEPAGE; numpy already does so for its arrays): random row reads (sampling,
