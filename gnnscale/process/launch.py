@@ -247,11 +247,9 @@ def start_workers_by_fork(nprocs: int = 2, preload: tuple[str, ...] = ("gnnscale
 def _forking(env: dict[str, str]) -> Any:
     """The context whose processes fork from the server of launches whose :func:`thread_env` is
     ``env`` (that server started now, in this process's environment plus ``env``, if there is none yet)."""
-    import multiprocessing.forkserver
-
     key = repr(sorted(env.items()))
     if key not in _START["servers"]:
-        server = multiprocessing.forkserver.ForkServer()
+        server = forkserver.ForkServer()
         server.set_forkserver_preload(_START["preload"])
         with _environ(env):  # the server keeps the environment it starts in
             server.ensure_running()
