@@ -77,21 +77,22 @@ def graph_parallel_bytes(graph, hidden: int, num_layers: int, dtype_bytes: int =
     return dict(halo_rows=halo, forward=fwd, backward=fwd, total=2 * fwd)
 
 
-def fork_smoke_workers(nprocs: int = 2) -> None:
+def fork_smoke_workers(nprocs: int = 2, preload: tuple[str, ...] = ()) -> None:
     """For ``--smoke`` runs that launch in this process (``gnnscale.train``, ``launch_local``): their
     ``nprocs``-worker launches fork from one server that imported torch once, instead of spawning
     interpreters that import it again each (``start_workers_by_fork``; about 2-3 CPU seconds a worker).
-    The workers run the same code; launches of another worker or thread count still spawn."""
+    The workers run the same code; launches of another worker or thread count fork from a server of their own,
+    started at their first launch. ``preload``: more modules the server imports once (``torch_geometric``)."""
     from gnnscale.process.launch import start_workers_by_fork
 
-    start_workers_by_fork(nprocs)
+    start_workers_by_fork(nprocs, preload=("gnnscale.process.fork_preload", *preload))
 
 
-def smoke_in_process() -> None:
+def smoke_in_process(preload: tuple[str, ...] = ()) -> None:
     """For ``--smoke`` runs: :func:`gnnscale` runs the CLI in this process (the same commands and
     launcher; torch and the dataset readers imported once, not per command) and its 2-worker
-    launches fork (:func:`fork_smoke_workers`)."""
-    fork_smoke_workers(2)
+    launches fork (:func:`fork_smoke_workers`, with ``preload``)."""
+    fork_smoke_workers(2, preload)
     _IN_PROCESS["on"] = True
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -188,8 +187,12 @@ def _partition(name: str, ddir: str, parts: int, args) -> str:
     out = os.path.join(args.workdir, f"{name}-p{parts}")
     if not os.path.exists(os.path.join(out, "meta.json")):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "gnnscale", "partition", "--dataset", f"dir:{ddir}", "--parts",
-                        str(parts), "--method", "metis", "--out", out], check=True, capture_output=True)
+        from _common import run_gnnscale  # --smoke: in this process
+
+        r = run_gnnscale(["partition", "--dataset", f"dir:{ddir}", "--parts", str(parts), "--method", "metis",
+                          "--out", out], capture_output=True, text=True)
+        if r.returncode:
+            raise SystemExit(f"gnnscale partition into {parts} failed (exit {r.returncode}):\n{r.stderr[-3000:]}")
         print(f"[{name}] gnnscale partition into {parts}: {time.perf_counter() - t0:.1f} s", flush=True)
     return out
 
@@ -304,6 +307,10 @@ def main(argv=None) -> dict:
     os.environ["PYTHONPATH"] = os.pathsep.join([HERE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                                                          if p])
     sys.path.insert(0, HERE)
+    if args.smoke:  # the partitions in this process, the workers forked from one server that imported PyG
+        from _common import smoke_in_process
+
+        smoke_in_process(preload=("torch_geometric",))
     if args.typed:
         res = typed_memory(args)
         with open(args.json, "w") as f:

@@ -171,6 +171,9 @@ def main() -> None:
     args.bandwidths = [float(v) for v in args.bandwidths.split(",")]
     if args.smoke:
         args.nodes, args.parts, args.epochs = 3000, [2], 1
+        from _common import fork_smoke_workers
+
+        fork_smoke_workers(2)  # its 2-worker runs fork from one server that imported torch once
     work = Path(args.work or tempfile.mkdtemp(prefix="gnnscale-scaling-"))
     graph, runs = measure(args, work)
     res = {"graph": graph, "train": {k: list(v) if isinstance(v, tuple) else v for k, v in TRAIN.items()}

@@ -28,9 +28,11 @@ if "OMP_WAIT_POLICY" not in os.environ and "torch" not in sys.modules:
 
 # The suite launches local workers a few hundred times, mostly 2 at a time: fork those from a
 # server that has imported torch once (launch.start_workers_by_fork; the same environment as
-# spawned ones) instead of spawning interpreters that import it each time. Other launches,
-# and runs through the CLI (subprocesses), spawn as users' do. A launch whose environment
-# differs from the server's spawns too, so scikit-learn, which sets KMP_* variables when
+# spawned ones) instead of spawning interpreters that import it each time. A launch of another
+# worker or thread count (1 worker: 2 threads, OpenMP's threads spinning) forks from a server
+# of its own, started at its first launch (each spawned 1-worker launch cost about 3-4 CPU s of
+# imports; test_docs[training.md] 90 -> 56 CPU s). Runs through the CLI (subprocesses) spawn as
+# users' do. A launch whose environment differs from the one the servers started in spawns too, so scikit-learn, which sets KMP_* variables when
 # imported, is imported first (ogb's and inductor's variables, and pytest's test name, are
 # among those the forked workers set themselves: launch.READ_LATE).
 import sklearn.metrics  # noqa: E402,F401
@@ -77,8 +79,11 @@ except OSError as err:  # a host without Unix sockets for the server: every laun
 # test_output_paths 40.5 -> 16.1 (launches under CI=1 fork); test_benchmarks_smoke about 516 -> 445
 # (faults.py 60.7 -> 31.8, fixed_runs.py 35.4 -> 12.4, cache.py 24.4 -> 12.1, pipeline.py 18.8 -> 11.5).
 # test_readme 215.9 -> 88.6 (its gnnscale commands in this process, as test_docs').
+# 2026-12-07, issue 54 item 9 (CPU of each file's process tree alone, load 16-30): test_benchmarks_smoke
+# 604.7 -> 433.0 (smoke runs forked from one server, tests/script_forks.py), test_docs 117.0 -> 84.7
+# (its 1-worker launch forked from a server of its own).
 FILE_SECONDS: dict[str, float] = {
-    "test_benchmarks_smoke.py": 357, "test_readme.py": 151, "test_docs.py": 360, "test_output_paths.py": 60,
+    "test_benchmarks_smoke.py": 256, "test_readme.py": 151, "test_docs.py": 261, "test_output_paths.py": 60,
     "test_partition_cache_identity.py": 50, "test_early_stop.py": 45, "test_typed_layers.py": 104,
     "test_pyg_loaders.py": 94, "test_examples.py": 219, "test_datasets.py": 139,
     "test_typed_partitions.py": 170, "test_layer_pipeline.py": 129, "test_chunk_pipeline.py": 131,

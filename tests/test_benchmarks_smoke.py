@@ -1,5 +1,7 @@
 """Every shipped benchmark still runs (issue 44 item 13): each script in benchmarks/ with ``--smoke``
-(a tiny graph, 1-2 epochs, 1 repeat) in its own subprocess with a deadline, writing its JSON.
+(a tiny graph, 1-2 epochs, 1 repeat) in its own process with a deadline, writing its JSON: a fork of
+one server that imported torch, torch_geometric and gnnscale once (tests/script_forks.py), running the
+script as ``python SCRIPT --smoke`` would; those in ``OWN_INTERPRETER`` in a subprocess.
 
 A script that rots (an option the plan now refuses, a division by a figure that became zero)
 fails here instead of at its next real run. Scripts that need DGL's environment or a GPU are
@@ -94,6 +96,19 @@ def test_every_benchmark_has_a_smoke_run():
 JOBS = max(1, int(os.environ.get("GNNSCALE_SMOKE_JOBS", "2")))
 
 
+# A smoke run is a fork of one server that imported torch, torch_geometric and gnnscale once
+# (tests/script_forks.py): a fresh interpreter pays those imports, about 2-8 CPU seconds, before the
+# script's first line. The script runs as ``python SCRIPT`` would (its __main__, argv, environment,
+# folder and files; its exit status or traceback). These run in an interpreter of their own:
+OWN_INTERPRETER = {
+    "epoch.py": "sets the workers' heap (THP_MEM_ALLOC_ENABLE) before it imports torch, and checks that it did",
+    "tasks.py": "sets THP_MEM_ALLOC_ENABLE before it imports torch (torch reads it once)",
+}
+PRELOAD = ("torch", "numpy", "scipy.sparse", "torch_geometric", "gnnscale", "gnnscale.cli.main",
+           "gnnscale.process.fork_preload", "gnnscale.training.trainer")
+SERVER = Path(__file__).resolve().parent / "script_forks.py"
+
+
 class SmokeRuns:
     """Starts the selected smoke runs in the tests' order, at most ``JOBS`` at once, and hands each
     test its own run's result when it ends (each run has its own deadline from its own start)."""
@@ -101,25 +116,69 @@ class SmokeRuns:
     def __init__(self, scripts: list[str], shared_data: Path, root: Path):
         self.order = [s for s in scripts if (BENCH / s).exists()]
         self.shared_data, self.root = shared_data, root
-        self.procs: dict[str, tuple[subprocess.Popen, float, Path]] = {}
+        self.procs: dict[str, tuple[subprocess.Popen | int, float, Path]] = {}
         self.done: dict[str, dict] = {}
+        self.server: subprocess.Popen | None = None
+        self.answers: dict[str, dict] = {}  # script -> the server's last answer about it
+        self.buf = b""
+
+    def _env(self, tmp: Path) -> dict[str, str]:
+        env = dict(os.environ, GNNSCALE_SHARED_DATA=str(self.shared_data), TMPDIR=str(tmp))
+        # A smoke run's tiny steps beside the suite's other processes: idle OpenMP threads sleep
+        # instead of spinning on the cores the others need (as the tests' own process: conftest).
+        # Its figures are not asserted, only that it runs and writes them.
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        return env
+
+    def _server(self) -> subprocess.Popen:
+        if self.server is None:
+            tmp = self.root / "_server"
+            tmp.mkdir()
+            self.server = subprocess.Popen([sys.executable, str(SERVER), *PRELOAD], stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, cwd=tmp, env=self._env(tmp))
+            os.set_blocking(self.server.stdout.fileno(), False)
+        return self.server
+
+    def _read_answers(self, timeout: float = 0.0) -> None:
+        import select
+
+        fd = self.server.stdout.fileno()
+        if select.select([fd], [], [], timeout)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise RuntimeError(f"the smoke runs' fork server ended (exit {self.server.wait(30)})")
+            self.buf += chunk
+            while b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                a = json.loads(line)
+                self.answers[a["id"]] = a
 
     def _start(self, script: str) -> None:
         extra, _, writes_json = SMOKE[script]
         tmp = self.root / script.removesuffix(".py")
         work = tmp / "work"
         work.mkdir(parents=True)
-        cmd = [sys.executable, str(BENCH / script), "--smoke", *[a.format(tmp=work) for a in extra]]
+        argv = ["--smoke", *[a.format(tmp=work) for a in extra]]
         if writes_json:
-            cmd += ["--json", str(tmp / "out.json")]
-        env = dict(os.environ, GNNSCALE_SHARED_DATA=str(self.shared_data), TMPDIR=str(tmp))
-        # A smoke run's tiny steps beside the suite's other processes: idle OpenMP threads sleep
-        # instead of spinning on the cores the others need (as the tests' own process: conftest).
-        # Its figures are not asserted, only that it runs and writes them.
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        with open(tmp / "stdout", "w") as out, open(tmp / "stderr", "w") as err:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=tmp, env=env, start_new_session=True)
-        self.procs[script] = (proc, time.monotonic(), tmp)
+            argv += ["--json", str(tmp / "out.json")]
+        env = self._env(tmp)
+        if script in OWN_INTERPRETER:
+            with open(tmp / "stdout", "w") as out, open(tmp / "stderr", "w") as err:
+                proc = subprocess.Popen([sys.executable, str(BENCH / script), *argv], stdout=out, stderr=err, cwd=tmp,
+                                        env=env, start_new_session=True)
+            self.procs[script] = (proc, time.monotonic(), tmp)
+            return
+        server = self._server()
+        req = {"id": script, "script": str(BENCH / script), "argv": argv, "cwd": str(tmp), "env": env,
+               "stdout": str(tmp / "stdout"), "stderr": str(tmp / "stderr")}
+        server.stdin.write((json.dumps(req) + "\n").encode())
+        server.stdin.flush()
+        started = time.monotonic()
+        while "pid" not in self.answers.get(script, {}):
+            self._read_answers(1.0)
+            if time.monotonic() - started > 60:
+                raise RuntimeError(f"the smoke runs' fork server did not start {script} within 60 s")
+        self.procs[script] = (self.answers[script]["pid"], started, tmp)
 
     def _fill(self, upto: str) -> None:
         """Start every run up to ``upto`` and then more, until ``JOBS`` run."""
@@ -131,39 +190,58 @@ class SmokeRuns:
                 break
             self._start(script)
 
-    def _reap(self, script: str, block: bool) -> bool:
-        proc, started, tmp = self.procs[script]
-        pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
+    def _ended(self, script: str) -> tuple[int, float] | None:
+        """``(returncode, CPU seconds)`` when the run has ended, else None."""
+        proc = self.procs[script][0]
+        if isinstance(proc, int):  # a fork of the server: its answer
+            self._read_answers()
+            a = self.answers[script]
+            return (a["rc"], a["cpu"]) if "rc" in a else None
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid == 0:
+            return None
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return proc.returncode, usage.ru_utime + usage.ru_stime
+
+    def _kill(self, script: str) -> None:
+        proc = self.procs[script][0]
+        pid = proc if isinstance(proc, int) else proc.pid
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        end = time.monotonic() + 30
+        while self._ended(script) is None and time.monotonic() < end:
+            time.sleep(0.1)
+
+    def _reap(self, script: str) -> bool:
+        ended = self._ended(script)
+        if ended is None:
+            _, started, tmp = self.procs[script]
             if time.monotonic() - started > SMOKE[script][1]:
-                os.killpg(proc.pid, signal.SIGKILL)
-                os.wait4(proc.pid, 0)
-                proc.returncode = -signal.SIGKILL
+                self._kill(script)
                 self.done[script] = {"timeout": True, "tmp": tmp, "cpu": None, "rc": None}
                 return True
             return False
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        self.done[script] = {"timeout": False, "tmp": tmp, "rc": proc.returncode,
-                             "cpu": usage.ru_utime + usage.ru_stime}
+        self.done[script] = {"timeout": False, "tmp": self.procs[script][2], "rc": ended[0], "cpu": ended[1]}
         return True
 
     def result(self, script: str) -> dict:
         self._fill(script)
         while script not in self.done:
             for s in [s for s in self.procs if s not in self.done]:
-                if self._reap(s, block=False) and s != script:
+                if self._reap(s) and s != script:
                     self._fill(script)
             time.sleep(0.2)
         return self.done[script]
 
     def close(self) -> None:
-        for script, (proc, _, _) in self.procs.items():
+        for script in self.procs:
             if script not in self.done:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(timeout=30)
+                self._kill(script)
+        if self.server is not None:
+            self.server.stdin.close()  # the server ends, and kills what still runs
+            self.server.wait(timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +266,8 @@ def test_benchmark_smoke(script, smoke_runs):
         pytest.fail(f"{script} --smoke still ran after its {deadline} s deadline:\n{stderr[-3000:]}")
     # What the smoke run costs the suite (printed, not asserted: pytest -rP shows it)
     print(f"{script} --smoke: {res['cpu']:.1f} CPU seconds (the script and the processes it waited for; not the "
-          "workers forked from a server by _common.fork_smoke_workers)")
+          "workers forked from a server by _common.fork_smoke_workers, nor the imports it found done in "
+          "tests/script_forks.py's server)")
     assert res["rc"] == 0, f"{script} --smoke failed (exit {res['rc']}):\n{stdout[-2000:]}\n{stderr[-4000:]}"
     assert "Traceback" not in stderr, stderr[-4000:]
     if writes_json:
@@ -196,8 +275,18 @@ def test_benchmark_smoke(script, smoke_runs):
         assert out.exists() and json.loads(out.read_text()), f"{script} wrote no JSON or an empty one"
 
 
+@pytest.fixture
+def peer_answers_dropped():
+    """The peer checks' answers that a test's ``_common.dgl_python()`` keeps in this process's environment
+    (``GNNSCALE_PEER_OK_*``) taken out after it, as every variable a test sets (conftest)."""
+    before = {k for k in os.environ if k.startswith("GNNSCALE_PEER_OK_")}
+    yield
+    for k in [k for k in os.environ if k.startswith("GNNSCALE_PEER_OK_") and k not in before]:
+        del os.environ[k]
+
+
 @pytest.mark.parametrize("script", sorted(NEEDS_DGL))
-def test_dgl_scripts_run_with_dgl(script, tmp_path):
+def test_dgl_scripts_run_with_dgl(script, tmp_path, peer_answers_dropped):
     python, why = _common.dgl_python()
     if python is None:
         pytest.skip(f"{script} needs DGL's environment: {why}; its caller runs gnnscale's side alone: "
@@ -206,7 +295,8 @@ def test_dgl_scripts_run_with_dgl(script, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
 
 
-def test_a_peer_environment_that_cannot_import_its_packages_counts_as_absent(tmp_path, monkeypatch):
+def test_a_peer_environment_that_cannot_import_its_packages_counts_as_absent(tmp_path, monkeypatch,
+                                                                          peer_answers_dropped):
     """Issue 54 item 8: a DGL interpreter that exists but cannot import torch (a broken venv) was run
     by epoch.py --smoke and failed it. A peer environment counts only if ``python -c 'import torch,
     dgl'`` succeeds (asked once: the answer is kept in the environment the scripts inherit); the

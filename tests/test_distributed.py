@@ -182,8 +182,9 @@ def test_forked_workers_see_what_spawned_ones_would(monkeypatch, tmp_path):
     """conftest forks 2-worker launches from a server that imported torch once
     (``start_workers_by_fork``): those workers are the server's children and see a 2-worker
     launch's settings, and the launch-time values of the variables read late (inductor's
-    cache folder, pytest's test name). A 1-worker launch, and a 2-worker one after another
-    variable changed, are spawned (children of this process) and see theirs."""
+    cache folder, pytest's test name). A 1-worker launch forks from a server of its own, started at
+    its first launch in a 1-worker launch's environment, and sees that. A 2-worker launch after
+    another variable changed is spawned (children of this process) and sees it."""
     import os
 
     from dist_workers import launch_probe
@@ -207,7 +208,9 @@ def test_forked_workers_see_what_spawned_ones_would(monkeypatch, tmp_path):
     for w in two:
         assert w["env"] == want(2) and w["threads"] == int(want(2)["OMP_NUM_THREADS"])
     (one,) = launch_local(launch_probe, 1)
-    assert one["ppid"] == os.getpid() and one["env"] == want(1)
+    assert one["ppid"] not in (os.getpid(), two[0]["ppid"]) and one["env"] == want(1)
+    (again_one,) = launch_local(launch_probe, 1)
+    assert again_one["ppid"] == one["ppid"] and again_one["env"] == want(1)  # the same server
     assert one["threads"] == int(want(1)["OMP_NUM_THREADS"])
     monkeypatch.setenv("GNNSCALE_PROBE", "set since")
     again = launch_local(launch_probe, 2)

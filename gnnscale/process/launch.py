@@ -15,11 +15,15 @@ import importlib
 import importlib.util
 import multiprocessing as mp
 import multiprocessing.connection
+import multiprocessing.context
+import multiprocessing.forkserver as forkserver
+import multiprocessing.popen_forkserver as popen_forkserver
 import os
 import pickle
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from typing import Any, Callable
@@ -205,9 +209,9 @@ def thread_env(threads: int, nprocs: int, typed: bool = False) -> dict[str, str]
     return env
 
 
-# Where local workers come from: spawned (a fresh interpreter each, the default), or forked
-# from the forkserver of start_workers_by_fork when their environment is the one it started with.
-_START: dict[str, Any] = {"env": None, "late": (), "forked": 0, "spawned": {}}
+# Where local workers come from: spawned (a fresh interpreter each, the default), or forked from a
+# server of start_workers_by_fork when this process's environment is the one it started with.
+_START: dict[str, Any] = {"base": None, "late": (), "preload": [], "servers": {}, "forked": 0, "spawned": {}}
 
 # Variables that no module of the server reads at import (inductor computes its cache folder
 # when asked, and sets this variable to its default then; pytest names the running test; the
@@ -218,32 +222,79 @@ READ_LATE = ("TORCHINDUCTOR_CACHE_DIR", "PYTEST_CURRENT_TEST", "OUTDATED_IGNORE"
 
 def start_workers_by_fork(nprocs: int = 2, preload: tuple[str, ...] = ("gnnscale.process.fork_preload",),
                           read_late: tuple[str, ...] = READ_LATE) -> None:
-    """Start this process's later :func:`launch_local` workers by forking one server process
+    """Start this process's later :func:`launch_local` workers by forking a server process
     that has imported ``preload`` once (multiprocessing's forkserver; by default
     :mod:`gnnscale.process.fork_preload`: torch, numba's registries, the sampling kernels),
     instead of spawning a fresh interpreter per worker that imports them again (about 2 s
     per launch here, 0.05 s forked).
 
     For a process that launches many runs (a test suite, a notebook); ``gnnscale train``
-    launches once and keeps spawning. The server starts now, in the environment of an
-    ``nprocs``-worker launch (this process's environment plus :func:`thread_env`'s), and
-    keeps it: torch and libgomp read their settings at import. So a worker sees exactly the
-    environment a spawned one would: a launch whose environment differs (another worker or
-    thread count, a variable set since) is spawned as before, except for the variables of
-    ``read_late``, which no preloaded module reads at import: those the forked worker sets
-    to their values at launch. The server imports modules only (no thread runs when it
-    forks) and exits with this process; its workers die with it (``die_with_parent``)."""
-    import multiprocessing.forkserver
-
+    launches once and keeps spawning. A server runs in the environment of one kind of
+    launch (this process's environment now plus :func:`thread_env`'s variables for its worker
+    and thread count) and keeps it: torch and libgomp read their settings at import. The server
+    of ``nprocs``-worker launches starts now; that of another worker or thread count (a 1-worker
+    launch, ``threads_per_worker``, a typed run's) at its first launch. So a worker sees exactly the
+    environment a spawned one would: a launch made after a variable of this process changed
+    is spawned as before, except for the variables of ``read_late``, which no preloaded module
+    reads at import: those the forked worker sets to their values at launch. A server imports
+    modules only (no thread runs when it forks) and exits with this process; its workers die
+    with it (``die_with_parent``)."""
     if int(nprocs) < 1:
         raise RuntimeSetupError(f"start_workers_by_fork: nprocs (the launches' worker count) must be at least 1; "
                                 f"found {nprocs}")
     threads = max(1, (os.cpu_count() or 1) // nprocs)
-    env = thread_env(threads, nprocs)
-    mp.get_context("forkserver").set_forkserver_preload(list(preload))
-    with _environ(env):  # the server keeps the environment it starts in
-        multiprocessing.forkserver.ensure_running()
-        _START.update(env=_without(os.environ, read_late), late=tuple(read_late))
+    _START.update(base=_without(os.environ, read_late), late=tuple(read_late), preload=list(preload), servers={})
+    _forking(thread_env(threads, nprocs))
+
+
+def _forking(env: dict[str, str]) -> Any:
+    """The context whose processes fork from the server of launches whose :func:`thread_env` is
+    ``env`` (that server started now, in this process's environment plus ``env``, if there is none yet)."""
+    key = repr(sorted(env.items()))
+    if key not in _START["servers"]:
+        server = forkserver.ForkServer()
+        server.set_forkserver_preload(_START["preload"])
+        with _environ(env):  # the server keeps the environment it starts in
+            server.ensure_running()
+        _START["servers"][key] = server
+    return _ServerContext(key)
+
+
+class _ServerContext(mp.context.ForkServerContext):
+    """multiprocessing's ``forkserver`` context, but its processes fork from the server
+    ``_START["servers"][key]`` (multiprocessing's own uses its one module-wide server)."""
+
+    def __init__(self, key: str):
+        super().__init__()
+        self.key = key
+
+    def Process(self, *args, **kwargs):  # noqa: N802 - multiprocessing's name
+        p = _ServerProcess(*args, **kwargs)
+        p.server_key = self.key
+        return p
+
+
+class _ServerProcess(mp.context.ForkServerProcess):
+    server_key: str | None = None
+
+    @staticmethod
+    def _Popen(process_obj):  # noqa: N802 - multiprocessing's name
+        return _ServerPopen(process_obj)
+
+
+class _ServerPopen(popen_forkserver.Popen):
+    _lock = threading.Lock()
+
+    def _launch(self, process_obj):
+        # multiprocessing's Popen asks the module's connect_to_new_process (its one server) for the process
+        server = _START["servers"][process_obj.server_key]
+        with self._lock:
+            default = forkserver.connect_to_new_process
+            forkserver.connect_to_new_process = server.connect_to_new_process
+            try:
+                super()._launch(process_obj)
+            finally:
+                forkserver.connect_to_new_process = default
 
 
 @contextlib.contextmanager
@@ -271,18 +322,19 @@ def _without(env, names: tuple[str, ...]) -> dict[str, str]:
 
 
 def _context(env: dict[str, str]) -> tuple[Any, dict[str, str | None] | None]:
-    """The multiprocessing context for workers whose environment will be ``env``, and what a
-    forked worker sets itself: the forkserver's context when it was started in that
-    environment (but for the variables read late), with their values in ``env``; else
-    spawn's, and None."""
-    if _START["env"] is None:
+    """The multiprocessing context for workers whose :func:`thread_env` is ``env``, and what a
+    forked worker sets itself: a forkserver's context when this process's environment is the one
+    :func:`start_workers_by_fork` started in (but for the variables read late), with their values
+    now; else spawn's, and None."""
+    if _START["base"] is None:
         return mp.get_context("spawn"), None
-    rest = _without(env, _START["late"])
-    if rest == _START["env"]:
+    now = _without({**os.environ, **env}, _START["late"])
+    then = {**_START["base"], **env}
+    if now == then:
         _START["forked"] += 1
-        return mp.get_context("forkserver"), {k: env.get(k) for k in _START["late"]}
-    for k in set(rest) | set(_START["env"]):
-        if rest.get(k) != _START["env"].get(k):
+        return _forking(env), {k: os.environ.get(k) for k in _START["late"]}
+    for k in set(now) | set(then):
+        if now.get(k) != then.get(k):
             _START["spawned"][k] = _START["spawned"].get(k, 0) + 1
     return mp.get_context("spawn"), None
 
@@ -320,7 +372,7 @@ def launch_local(
     port = int(listener.getsockname()[1])
     threads = threads_per_worker or max(1, (os.cpu_count() or 1) // nprocs)
     env = thread_env(threads, nprocs, typed)
-    ctx, late_env = _context({**os.environ, **env})
+    ctx, late_env = _context(env)
     queue = ctx.SimpleQueue()
     procs = [ctx.Process(target=_entry, args=(fn, r, nprocs, port, threads, args, queue, os.getpid(), late_env,
                                               listener if r == 0 else None),
