@@ -23,6 +23,7 @@ threads), Cora (``planetoid:cora``: sage 2 x 64, fan-outs 5,5, batch 32) and ACM
 
     python benchmarks/labor.py --json results/labor.json                       # R-MAT 100k, Cora, ACM, 3 seeds
     python benchmarks/labor.py --datasets rmat --rmat-nodes 1000000 --seeds 0  # 1M nodes
+    python benchmarks/labor.py --datasets rmat --rmat-nodes 1000000 --seeds 1 --first 1  # its next seed, labor first
     python benchmarks/labor.py --smoke                                         # tiny: Cora, 1 seed, 2 epochs
 """
 from __future__ import annotations
@@ -83,12 +84,15 @@ def figures(res: dict) -> dict:
             "steps": eps[-1]["steps"]}
 
 
-def run(name: str, spec: dict, seeds: list[int], workdir: str) -> dict:
+def run(name: str, spec: dict, seeds: list[int], workdir: str, save=None, first: int = 0) -> dict:
+    """Both samplers on every seed; ``save(runs)`` after each run (a long run keeps what it
+    measured); ``first``: the position of ``seeds[0]`` in the alternation (a seed run on its own
+    keeps the order it has in a run of several: ``--seeds 1 --first 1`` runs labor first)."""
     import gnnscale
 
     runs = {s: [] for s in SAMPLERS}
     for i, seed in enumerate(seeds):  # which sampler goes first alternates with the seed
-        order = SAMPLERS if i % 2 == 0 else SAMPLERS[::-1]
+        order = SAMPLERS if (i + first) % 2 == 0 else SAMPLERS[::-1]
         for sampler in order:
             load = os.getloadavg()[0]
             t0 = time.perf_counter()
@@ -99,6 +103,8 @@ def run(name: str, spec: dict, seeds: list[int], workdir: str) -> dict:
                   f"{f['feature_bytes_per_epoch'] / 1e6:8.1f} MB/epoch ({f['floor_ratio'] or 0:.2f}x floor "
                   f"{f['feature_bytes_floor'] / 1e6:.1f} MB, {f['bandwidth_gb_per_s'] or 0:.2f} GB/s), epoch "
                   f"{f['epoch_s']:.3f} s, acc {f['acc']:.4f} (load {load:.1f})", flush=True)
+            if save is not None:
+                save(runs)
     out = {"runs": runs, "median": {}, "labor_over_neighbor": {}}
     for s in SAMPLERS:
         out["median"][s] = {k: statistics.median(r[k] for r in runs[s]) for k in
@@ -123,6 +129,8 @@ def main() -> None:
     ap.add_argument("--datasets", default="rmat,cora,acm", help="comma-separated among rmat, cora, acm")
     ap.add_argument("--rmat-nodes", type=int, default=100_000)
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--first", type=int, default=0,
+                    help="the first seed's position in the alternation (even: neighbour first; odd: labor first)")
     ap.add_argument("--epochs", type=int, default=None, help="epochs per run (default: per dataset)")
     ap.add_argument("--workdir", default=None, help="datasets and partitions (default: a temporary folder)")
     ap.add_argument("--json", default=None)
@@ -144,7 +152,12 @@ def main() -> None:
             spec["eval_every"] = spec["epochs"] if args.epochs is None else args.epochs
         if args.epochs is not None:
             spec["epochs"] = args.epochs
-        out["datasets"][name] = run(name, spec, seeds, workdir)
+
+        def save(runs, name=name):
+            out["datasets"][name] = {"runs": runs, "partial": True}
+            write_json(args.json, out)
+
+        out["datasets"][name] = run(name, spec, seeds, workdir, save, args.first)
         write_json(args.json, out)  # after each dataset: a long run keeps what it measured
 
 

@@ -203,64 +203,6 @@ if HAVE_NUMBA:
         _take_ids_range(indices, out, eout, want_e, 0, offsets[n])
         return out, eout
 
-    # Layer-neighbour sampling (LABOR-0, ``labor``): the twin of samplers.labor.labor_positions. A
-    # row of degree d > fanout keeps edge e iff u * d < fanout, u the source's uniform under the
-    # row's key (the same bits as the torch kernel's: mix64(mix64(src * G + key) + (draw + 1) * M2)).
-    @nb.njit(inline="always", cache=True)
-    def _labor_keep(src_key, key, d, fanout, salt):
-        x = _mix64(_mix64(_U(src_key) * _G + _U(key)) + salt)
-        return float(x >> _U(11)) * _INV53 * float(d) < float(fanout)
-
-    @nb.njit(inline="always", cache=True)
-    def _labor_count(indptr, src_keys, rows, keys, fanout, salt, i):
-        start = indptr[rows[i]]
-        d = indptr[rows[i] + 1] - start
-        if fanout < 0 or d <= fanout:
-            return d
-        key = keys[0] if keys.shape[0] == 1 else keys[i]
-        c = 0
-        for e in range(start, start + d):
-            if _labor_keep(src_keys[e], key, d, fanout, salt):
-                c += 1
-        return c
-
-    @nb.njit(inline="always", cache=True)
-    def _labor_fill(indptr, src_keys, rows, keys, fanout, salt, offsets, out, i):
-        start = indptr[rows[i]]
-        d = indptr[rows[i] + 1] - start
-        o = offsets[i]
-        if fanout < 0 or d <= fanout:
-            for j in range(d):
-                out[o + j] = start + j
-            return
-        key = keys[0] if keys.shape[0] == 1 else keys[i]
-        for e in range(start, start + d):
-            if _labor_keep(src_keys[e], key, d, fanout, salt):
-                out[o] = e
-                o += 1
-
-    @nb.njit(cache=True, nogil=True, parallel=True)
-    def _labor_parallel(indptr, src_keys, rows, keys, fanout, salt, counts):
-        n = rows.shape[0]
-        for i in nb.prange(n):
-            counts[i] = _labor_count(indptr, src_keys, rows, keys, fanout, salt, i)
-        offsets = _offsets(counts)
-        out = np.empty(offsets[n], dtype=np.int64)
-        for i in nb.prange(n):
-            _labor_fill(indptr, src_keys, rows, keys, fanout, salt, offsets, out, i)
-        return out
-
-    @nb.njit(cache=True, nogil=True)
-    def _labor_serial(indptr, src_keys, rows, keys, fanout, salt, counts):
-        n = rows.shape[0]
-        for i in range(n):
-            counts[i] = _labor_count(indptr, src_keys, rows, keys, fanout, salt, i)
-        offsets = _offsets(counts)
-        out = np.empty(offsets[n], dtype=np.int64)
-        for i in range(n):
-            _labor_fill(indptr, src_keys, rows, keys, fanout, salt, offsets, out, i)
-        return out
-
     # Packed edges (``pack_edges``): each row holds the neighbor id and the edge's attributes, so a
     # drawn edge's id and attribute row are read from the same cache lines.
 
@@ -506,19 +448,9 @@ def sample_from_csc(
     weights: "torch.Tensor | None" = None,
     cum_weights: "torch.Tensor | None" = None,
     return_edges: bool = False,
-    labor: "torch.Tensor | None" = None,
 ) -> tuple[torch.Tensor, ...]:
     """Compiled twin of :func:`gnnscale.samplers.kernels.sample_from_csc` (same arguments and results;
-    layer-neighbour sampling, ``labor``, in its own two-pass kernel: count, then fill)."""
-    if labor is not None:
-        from gnnscale.samplers.labor import LABOR_DRAW
-
-        keys, counts, parallel = _frontier(rows, key)
-        kernel = _labor_parallel if parallel else _labor_serial
-        salt = np.uint64(((LABOR_DRAW + 1) * int(_M2)) & ((1 << 64) - 1))
-        edge = torch.from_numpy(kernel(indptr.numpy(), labor.numpy(), rows.numpy(), keys, int(fanout), salt, counts))
-        return (torch.from_numpy(counts), indices[edge], edge) if return_edges else (torch.from_numpy(counts),
-                                                                                         indices[edge])
+    layer-neighbour sampling, ``labor``, is :func:`gnnscale.samplers.labor_kernels.sample_from_csc`'s)."""
     keys, counts, parallel = _frontier(rows, key)
     if weights is None and not replace:  # uniform without replacement (the default, fastest path)
         kernel = _sample_parallel if parallel else _sample_serial

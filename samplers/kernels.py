@@ -307,7 +307,7 @@ class Kernels:
 
     def __init__(self, num_nodes: int, device: torch.device | str = "cpu", backend: str = "auto",
                  held: tuple[int, int] | None = None) -> None:
-        from gnnscale.samplers import cpu_kernels, relabel_kernels
+        from gnnscale.samplers import cpu_kernels, labor_kernels, relabel_kernels
 
         if backend not in ("auto", "numba", "torch"):
             raise ValueError(f"backend must be 'auto', 'numba' or 'torch', found {backend!r}")
@@ -317,7 +317,7 @@ class Kernels:
         self.name = "numba" if (backend == "numba" or (backend == "auto" and cpu_kernels.HAVE_NUMBA and on_cpu)) else "torch"
         if self.name == "numba":
             cpu_kernels.match_torch_threads()
-            self.sample = cpu_kernels.sample_from_csc
+            self.sample = labor_kernels.sample_from_csc  # cpu_kernels' draws, and LABOR's
             self.relabel = relabel_kernels.Relabeler(*(held or (0, int(num_nodes))))
             # edge attributes beside the neighbor ids (uniform draws): cpu_kernels.pack_edges
             self.pack_edges, self.sample_packed = cpu_kernels.pack_edges, cpu_kernels.sample_packed

@@ -202,7 +202,7 @@ def test_labor_compiled_and_torch_kernels_draw_the_same():
     """The numba kernel (two passes: count, fill) and the vectorized torch one keep the same edges,
     with one stream key or one per row (a typed graph's relation keys), fan-out -1 and larger than
     every degree included, serial and parallel."""
-    from gnnscale.samplers import cpu_kernels
+    from gnnscale.samplers import cpu_kernels, labor_kernels
     from gnnscale.samplers.kernels import sample_from_csc
 
     if not cpu_kernels.HAVE_NUMBA:
@@ -218,8 +218,8 @@ def test_labor_compiled_and_torch_kernels_draw_the_same():
                 for key in (12345, torch.arange(5000) * 7919 - 3):
                     a = sample_from_csc(indptr, indices, rows, keys[rows], fanout, key, return_edges=True,
                                         labor=keys[indices])
-                    b = cpu_kernels.sample_from_csc(indptr, indices, rows, keys[rows], fanout, key, return_edges=True,
-                                                    labor=keys[indices])
+                    b = labor_kernels.sample_from_csc(indptr, indices, rows, keys[rows], fanout, key,
+                                                      return_edges=True, labor=keys[indices])
                     assert all(torch.equal(x, y) for x, y in zip(a, b)), (t, fanout)
     finally:
         cpu_kernels._THREADS[0] = threads

@@ -14,3 +14,4 @@ except ImportError:  # pragma: no cover - numba is a dependency
     pass
 
 import gnnscale.samplers.cpu_kernels  # noqa: F401,E402
+import gnnscale.samplers.labor_kernels  # noqa: F401,E402
