@@ -71,6 +71,45 @@ class EdgeBank:
         return ok.to(torch.float32)
 
 
+class PairHistory:
+    """The history of each ordered pair before a query's time, from the events ``(src, dst, t)``:
+    :meth:`counts` gives, for a query ``(s, d, t)``, how many events ``s -> d`` happened strictly
+    before ``t`` and the time of the latest of them. The same sorted keys as :class:`EdgeBank` (one
+    sort of the events by (pair, time), a query is two binary searches): only the past is read,
+    test events included once they happened (streaming, as EdgeBank)."""
+
+    def __init__(self, src: torch.Tensor, dst: torch.Tensor, t: torch.Tensor, num_nodes: int) -> None:
+        self.bank = EdgeBank(src, dst, t, num_nodes)
+
+    def counts(self, src: torch.Tensor, dst: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(int64 [B] events of the pair before ``t``, int64 [B] the latest one's time, ``t`` where none)."""
+        b = self.bank
+        t = t.to(torch.int64)
+        rel = (t - b.t0).clamp(0, b.span - 1)
+        pair = src.to(torch.int64) * b.n + dst.to(torch.int64)
+        hi = torch.searchsorted(b.keys, pair * b.span + rel)  # events of the pair before t end here
+        lo = torch.searchsorted(b.keys, pair * b.span)
+        count = hi - lo
+        last = torch.where(count > 0, b.keys[(hi - 1).clamp(min=0)] % b.span + b.t0, t)
+        return count, last
+
+    def features(self, src: torch.Tensor, dst: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """float32 [B, 6]: :func:`pair_features` of each query pair (both directions)."""
+        return pair_features(*self.counts(src, dst, t), *self.counts(dst, src, t), t)
+
+
+def pair_features(n_sd: torch.Tensor, last_sd: torch.Tensor, n_ds: torch.Tensor, last_ds: torch.Tensor,
+                  t: torch.Tensor) -> torch.Tensor:
+    """float32 [B, 6] of query pairs ``(s, d, t)`` from their histories (:meth:`PairHistory.counts`
+    of ``s -> d`` and ``d -> s``): per direction log(1 + events before t), whether there were any,
+    log(1 + time since the latest) / 20 (0 where none). Only events strictly before t count."""
+    cols = []
+    for n, last in ((n_sd, last_sd), (n_ds, last_ds)):
+        seen = (n > 0).to(torch.float32)
+        age = torch.log1p((t.to(torch.int64) - last).clamp(min=0).to(torch.float32)) / 20.0
+        cols += [torch.log1p(n.to(torch.float32)), seen, age * seen]
+    return torch.stack(cols, 1)
+
 def negatives(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, k: int, seed: int, split: str,
               history: tuple[torch.Tensor, torch.Tensor] | None = None, historical: float = 0.5) -> torch.Tensor:
     """int64 [B, k]: negative destinations of each positive ``(src, dst)``, never ``dst`` itself.
@@ -101,26 +140,39 @@ def negatives(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, k: int, seed
 
 def evaluate(score: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor], src: torch.Tensor,
              dst: torch.Tensor, t: torch.Tensor, neg_one: torch.Tensor, neg_many: torch.Tensor,
-             batch: int = 512, comm=None) -> dict[str, float]:
+             batch: int = 512, comm=None, steps: int = 0, names: tuple[str, ...] | None = None) -> dict:
     """AP and ROC-AUC of the positives against one negative each (``neg_one`` int64 [B]) and MRR
     against ``neg_many`` int64 [B, K] (TGB's one-vs-many: rank = 1 + (#neg > pos + #neg >= pos) / 2),
     ``score(src, dst, t) -> float [n]`` called on slices of ``batch`` positives (memory bounded by a
     slice's B * (K + 2) pairs; the metrics keep the AUC scores and the MRR rank counts). With ``comm``
-    (a Communicator) each rank scores its share and every rank gets the figures of them all."""
-    auc, mrr = LinkMetrics("auc"), LinkMetrics("mrr")
+    (a Communicator) each rank scores its share and every rank gets the figures of them all.
+    ``steps``: call ``score`` at least this many times (empty slices past this rank's positives:
+    a collective ``score`` is called as often on every rank). ``names``: ``score`` returns float
+    [n, len(names)], one column per scorer; the result is then ``{name: figures}``."""
+    cols = 1 if names is None else len(names)
+    accs = [(LinkMetrics("auc"), LinkMetrics("mrr")) for _ in range(cols)]
     k = neg_many.shape[1]
-    for lo in range(0, src.numel(), batch):  # slices of positives, not a loop over pairs
+    count = max(int(steps), -(-src.numel() // batch))
+    for i in range(count):  # slices of positives, not a loop over pairs
+        lo = min(i * batch, src.numel())
         s, d, tt = src[lo:lo + batch], dst[lo:lo + batch], t[lo:lo + batch]
         nb = s.numel()
         many = neg_many[lo:lo + batch]
         q_src = torch.cat([s, s, s.repeat_interleave(k)])
         q_dst = torch.cat([d, neg_one[lo:lo + batch], many.reshape(-1)])
         q_t = torch.cat([tt, tt, tt.repeat_interleave(k)])
-        out = score(q_src, q_dst, q_t).detach().float().cpu()
-        pos, one, rest = out[:nb], out[nb:2 * nb], out[2 * nb:].view(nb, k)
-        auc.add_pos(pos)
-        auc.add_neg(one)
-        mrr.add_ranked(pos, rest)
-    a, m = auc.result(comm), mrr.result(comm)
-    return {"auc": float(a["auc"]), "ap": float(a["ap"]), "mrr": float(m["mrr"]), "positives": int(src.numel()),
-            "negatives_per_positive_mrr": int(k)}
+        out = score(q_src, q_dst, q_t).detach().float().cpu().reshape(q_src.numel(), cols)
+        for c, (auc, mrr) in enumerate(accs):
+            pos, one, rest = out[:nb, c], out[nb:2 * nb, c], out[2 * nb:, c].reshape(nb, k)
+            auc.add_pos(pos)
+            auc.add_neg(one)
+            mrr.add_ranked(pos, rest)
+    positives = int(src.numel())
+    if comm is not None:
+        positives = int(comm.all_reduce(torch.tensor([positives], dtype=torch.int64), "sum")[0])
+    figures = []
+    for auc, mrr in accs:
+        a, m = auc.result(comm), mrr.result(comm)
+        figures.append({"auc": float(a["auc"]), "ap": float(a["ap"]), "mrr": float(m["mrr"]), "positives": positives,
+                        "negatives_per_positive_mrr": int(k)})
+    return figures[0] if names is None else dict(zip(names, figures))
