@@ -81,9 +81,8 @@ def test_temporal_link_trains_on_1_and_2_workers_beside_edgebank(temporal_parts)
     # two workers: the endpoints' past drawn by their owners, the pairs' histories asked of them
     assert two[0]["last"]["bytes_sent_by_category"]["sample_request"] > 0
     assert two[0]["digest"] != two[1]["digest"]
-    few = two[1]["last"]["evaluation"]["metrics"]["test"]["model"]["positives"]  # every k-th event of each worker
-    k = -(-want["test"] // 50)
-    assert want["test"] // k - 2 <= few <= 50 + 2 and few < want["test"], few
+    few = two[1]["last"]["evaluation"]["metrics"]["test"]["model"]["positives"]  # each kept by its key's uniform
+    assert 35 <= few <= 65, few
 
 
 def test_split_times_over_ranks_is_the_sorted_rule():

@@ -110,25 +110,59 @@ def pair_features(n_sd: torch.Tensor, last_sd: torch.Tensor, n_ds: torch.Tensor,
         cols += [torch.log1p(n.to(torch.float32)), seen, age * seen]
     return torch.stack(cols, 1)
 
+_MASK53 = (1 << 53) - 1
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    """A 64-bit mix of int64 values (splitmix64's finalizer, logical shifts on the two's complement)."""
+    x = x ^ ((x >> 30) & ((1 << 34) - 1))
+    x = x * -4658895280553007687  # 0xBF58476D1CE4E5B9 as int64 (wraps)
+    x = x ^ ((x >> 27) & ((1 << 37) - 1))
+    x = x * -7723592293110705685  # 0x94D049BB133111EB
+    return x ^ ((x >> 31) & ((1 << 33) - 1))
+
+
+def event_uniforms(events: torch.Tensor, cols: int, salt: int) -> torch.Tensor:
+    """float64 [B, cols] in [0, 1): uniforms that are a pure function of each event's key
+    (``events`` int64 [B]), the column and ``salt``: the same for an event on any worker."""
+    j = torch.arange(cols, dtype=torch.int64)
+    x = _mix(_mix(events.to(torch.int64).unsqueeze(1) ^ (int(salt) % (1 << 62))) + j * 0x1E3779B97F4A7C15)
+    return (x & _MASK53).to(torch.float64) / float(1 << 53)
+
+
+def event_keys(src: torch.Tensor, dst: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """int64 [B]: a key of each event ``(src, dst, t)`` that no worker count changes."""
+    return _mix(_mix(src.to(torch.int64) * 1_000_003 + dst.to(torch.int64)) ^ t.to(torch.int64))
+
+
 def negatives(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, k: int, seed: int, split: str,
-              history: tuple[torch.Tensor, torch.Tensor] | None = None, historical: float = 0.5) -> torch.Tensor:
+              history: tuple[torch.Tensor, torch.Tensor] | None = None, historical: float = 0.5,
+              keys: torch.Tensor | None = None) -> torch.Tensor:
     """int64 [B, k]: negative destinations of each positive ``(src, dst)``, never ``dst`` itself.
 
     A fraction ``historical`` of each row comes from the destinations ``src`` sent to in ``history``
     (``(src, dst)`` of the training events; TGB's historical negatives), the rest uniformly from all
     nodes (and a historical draw falls back to a uniform one where ``src`` has no other past
-    destination). Keyed by ``(seed, split)``: the same rows on every worker."""
+    destination). Keyed by ``(seed, split)``: the same rows on every worker; with ``keys`` (int64
+    [B], :func:`event_keys`) each row is a function of its event's key, ``seed`` and ``split``
+    alone (the same negatives whichever worker scores the event, at any worker count)."""
     b = src.numel()
-    gen = torch.Generator().manual_seed(stream_key(seed, SPLITS.index(split) if split in SPLITS else 9, 57) % (2**63))
-    out = torch.randint(0, num_nodes, (b, k), generator=gen)
+    salt = stream_key(seed, SPLITS.index(split) if split in SPLITS else 9, 57) % (2**63)
+    gen = torch.Generator().manual_seed(salt)
     kh = int(round(k * historical)) if history is not None else 0
+    if keys is None:
+        out = torch.randint(0, num_nodes, (b, k), generator=gen)
+        u = torch.rand((b, kh), generator=gen, dtype=torch.float64) if kh else None
+    else:
+        draws = event_uniforms(keys, k + kh, salt)
+        out = (draws[:, :k] * num_nodes).to(torch.int64).clamp(max=num_nodes - 1)
+        u = draws[:, k:]
     if kh:
         hs, hd = history
         pairs = torch.unique(hs.to(torch.int64) * num_nodes + hd.to(torch.int64))  # sorted by (src, dst)
         ps, pd = torch.div(pairs, num_nodes, rounding_mode="floor"), pairs % num_nodes
         ptr = torch.searchsorted(ps, torch.arange(num_nodes + 1))
         lo, cnt = ptr[src], ptr[src + 1] - ptr[src]
-        u = torch.rand((b, kh), generator=gen, dtype=torch.float64)
         pick = lo.unsqueeze(1) + (u * cnt.unsqueeze(1)).to(torch.int64).clamp(max=(cnt - 1).clamp(min=0).unsqueeze(1))
         hist = pd[pick.clamp(max=max(pd.numel() - 1, 0))] if pd.numel() else out[:, :kh]
         has = (cnt > 0).unsqueeze(1) & (hist != dst.unsqueeze(1))

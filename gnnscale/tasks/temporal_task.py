@@ -17,8 +17,8 @@ held by the node's owner, so rank r's events are its part's in-edges, and every 
   ``--layer tgat``); with ``--pair-features`` each scored pair's own history before t
   (:class:`DistPairHistory`, asked of the destination's owner). The model is the link model
   (encoder, ``--decoder``, the pair score); loss ``--link-loss``.
-- **Evaluation** (:class:`TemporalLinkEvaluator`): each rank scores its events of the split (every
-  k-th with ``--eval-events``) against one uniform negative (AP, AUC) and ``--eval-negatives``
+- **Evaluation** (:class:`TemporalLinkEvaluator`): each rank scores its events of the split (about
+  ``--eval-events`` of them, chosen by each event's key) against one uniform negative (AP, AUC) and ``--eval-negatives``
   (half from the source's training destinations, TGB's historical negatives: MRR), every
   ``(node, time)`` embedded once per slice, and **EdgeBank** (unlimited memory: a pair seen before
   t) on the same events and negatives from the same pair histories; the metrics are reduced over
@@ -34,7 +34,8 @@ import torch
 
 from gnnscale.errors import DatasetError
 from gnnscale.samplers.rng import stream_key
-from gnnscale.tasks.temporal_link import PairHistory, evaluate, negatives, pair_features
+from gnnscale.tasks.temporal_link import (PairHistory, evaluate, event_keys, event_uniforms, negatives,
+                                          pair_features)
 
 log = logging.getLogger("gnnscale.train")
 
@@ -50,9 +51,14 @@ class TemporalEvents:
                                "temporal_link, found none; partition an events:PATH, jodie:PATH or dir:PATH with "
                                "edge_time.npy")
         deg = torch.diff(part.indptr).numpy()
-        self.dst = torch.from_numpy(np.repeat(np.arange(deg.shape[0], dtype=np.int64), deg)) + int(part.offset)
+        row = torch.from_numpy(np.repeat(np.arange(deg.shape[0], dtype=np.int64), deg))
+        self.dst = row + int(part.offset)
         self.src = part.indices.to(torch.int64)
         self.t = part.edge_time.to(torch.int64)
+        # each event's key: its destination's original id, its place among that node's in-edges (ordered
+        # by time and input column whatever the partitioning) and its time: the same at any worker count
+        place = torch.arange(row.numel(), dtype=torch.int64) - part.indptr[:-1].to(torch.int64)[row]
+        self.key = event_keys(part.orig_ids.to(torch.int64)[row], place, self.t)
 
 
 def split_times(t: torch.Tensor, comm, fractions) -> tuple[int, int]:
@@ -264,12 +270,16 @@ class TemporalLinkEvaluator:
         return self._history
 
     def events(self, split: str) -> torch.Tensor:
-        """This rank's events of ``split`` scored: all, or every k-th (``--eval-events``)."""
+        """This rank's events of ``split`` scored: all, or (``--eval-events N``) each kept with
+        probability N / the split's size by a uniform of its own key (``TemporalEvents.key``): about
+        N, the same events at any worker count."""
         ids = self.task.ids(split)
         want = int(self.task.cfg.eval_events)
         if want:
             total = int(self.comm.all_reduce(torch.tensor([ids.numel()], dtype=torch.int64), "sum")[0])
-            ids = ids[::max(1, -(-total // want))]
+            if want < total:
+                u = event_uniforms(self.task.events.key[ids], 1, self.task.cfg.seed + 2)[:, 0]
+                ids = ids[u < want / total]
         return ids
 
     @torch.no_grad()
@@ -282,9 +292,10 @@ class TemporalLinkEvaluator:
         for split in splits:
             ids = self.events(split)
             s, d, t = ev.src[ids], ev.dst[ids], ev.t[ids]
-            key = stream_key(cfg.seed, SPLIT_NAMES.index(split), comm.rank)
-            one = negatives(s, d, task.num_nodes, 1, key, split)[:, 0]
-            many = negatives(s, d, task.num_nodes, int(cfg.eval_negatives), key, split, self.history())
+            keys = ev.key[ids]  # each event's draws are its own, whichever worker scores it
+            one = negatives(s, d, task.num_nodes, 1, cfg.seed, split, keys=keys)[:, 0]
+            many = negatives(s, d, task.num_nodes, int(cfg.eval_negatives), cfg.seed + 1, split, self.history(),
+                             keys=keys)
             per = max(1, int(cfg.eval_batch_size) // (int(cfg.eval_negatives) + 2))
             steps = int(comm.all_reduce(torch.tensor([-(-ids.numel() // per)], dtype=torch.int64), "max")[0])
             calls = iter(range(1 << 40))
