@@ -399,7 +399,7 @@ class TrainConfig:
     eval_negatives: int = option(100, "task", metavar="K", at_least=1, **_TEMPORAL_ONLY,
         help="negatives per positive of the MRR (half historical, TGB's); AP/AUC: one random negative each")
     eval_events: int = option(0, "task", metavar="N", at_least=0, **_TEMPORAL_ONLY,
-        help="score about N events of each evaluated split (every k-th of each worker's); 0: all")
+        help="score about N events of each evaluated split (each kept by its own key's draw); 0: all")
     # node targets, every mode; whether they fit the partition's target kind: plan.check_target_options
     metric: str | None = option(
         None, "targets", choices=NODE_METRICS,
