@@ -49,6 +49,17 @@ def make_graph(n: int, e: int, span: int, seed: int = 0):
     return indptr, indices.contiguous(), et[perm].contiguous(), src, dst, t
 
 
+def hash_trees(kernels, n: int):
+    """Disjoint trees relabeled as before TreeRelabeler: the combined ids ``tree * N + node`` through
+    the hash relabeling (for the before / after comparison; the blocks are the same)."""
+    def trees(dst, dst_tree, counts, nbrs, times):
+        nbr_tree = torch.from_numpy(np.repeat(dst_tree.numpy(), counts.numpy()))
+        comb, local = kernels.relabel(dst_tree * n + dst, nbr_tree * n + nbrs)
+        tree = torch.div(comb, n, rounding_mode="floor")
+        return comb - tree * n, tree, times[tree], local
+    return trees
+
+
 def time_runs(fns: dict, batches: list, rounds: int) -> dict:
     """Median seconds per batch of each sampler, alternating between them every round."""
     times = {k: [] for k in fns}
@@ -90,6 +101,8 @@ def main(argv=None) -> int:
     ap.add_argument("--fanouts", default="15,10,5")
     ap.add_argument("--json", default=None)
     ap.add_argument("--smoke", action="store_true", help="a tiny graph, one round")
+    ap.add_argument("--hash-relabel", action="store_true", help="also time disjoint trees relabeled the old way (a "
+                    "hash of tree * N + node), in the same alternating rounds: the before / after of TreeRelabeler")
     a = ap.parse_args(argv)
     if a.smoke:
         a.nodes, a.edges, a.batches, a.rounds, a.batch = 2000, 20000, 2, 1, 128
@@ -118,6 +131,14 @@ def main(argv=None) -> int:
         "temporal-last": lambda b, i: last.sample(b, seed_times[i], 0, i),
         "temporal-window": lambda b, i: window.sample(b, seed_times[i], 0, i),
     }
+    if a.hash_relabel:
+        hashed = TemporalNeighborSampler(indptr, indices, et, fanouts, seed=0)
+        hashed.trees = hash_trees(hashed.kernels, a.nodes)
+        fns["temporal-disjoint-hash"] = lambda b, i: hashed.sample(b, seed_times[i], 0, i)
+        for i, b in enumerate(batches):  # the same blocks either way
+            x, y = disjoint.sample(b, seed_times[i], 0, i), hashed.sample(b, seed_times[i], 0, i)
+            assert all(torch.equal(p.src_ids, q.src_ids) and torch.equal(p.edge_index, q.edge_index)
+                       and torch.equal(p.src_tree, q.src_tree) for p, q in zip(x.blocks, y.blocks))
     for name, fn in fns.items():  # compile and warm up outside the timed runs
         fn(batches[0], 0)
     sec = time_runs(fns, batches, a.rounds)
@@ -137,6 +158,8 @@ def main(argv=None) -> int:
         "ratio_temporal_disjoint_vs_untimed": sec["temporal-disjoint"] / sec["untimed"],
         "pyg_temporal_seeds_per_s": None if pyg_sec is None else a.batch / pyg_sec, "pyg_note": pyg_note,
     }
+    if a.hash_relabel:
+        out["ratio_temporal_disjoint_hash_vs_untimed"] = sec["temporal-disjoint-hash"] / sec["untimed"]
     for k, v in out["seeds_per_s"].items():
         print(f"{k:20s} {v:12,.0f} seeds/s")
     print(f"time cost (same candidates, temporal-shared / untimed seconds per batch): "

@@ -254,6 +254,12 @@ def from_pyg(obj: Any, name: str | None = None) -> Data:
     if isinstance(obj, HeteroData):
         return _hetero(obj, name)
     if isinstance(obj, Data):
+        if "edge_time" in obj.keys() or "time" in obj.keys():  # a temporal graph: every event kept, with its time
+            from gnnscale.datasets.temporal import from_pyg as temporal_from_pyg
+
+            out = temporal_from_pyg(obj, name)
+            out.name = name
+            return out
         if "node_types" in obj.keys() and "type_ptr" in obj.keys():  # gnnscale's typed Data: as it is
             from gnnscale.datasets.typed import check_typed
 

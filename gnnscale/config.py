@@ -27,7 +27,7 @@ from gnnscale.options import (  # noqa: F401
     NODE_METRICS, SAMPLED_MODES, SECTIONS, Needs, OptionError, OptionSpec, cache_size_value, check_mode,
     check_staleness, cli_flag, default_node_metric, did_you_mean, flag, given, int_list, link_metric_value, option,
     parse_cache_size, parse_link_metric, parse_pos_weight, parse_weight_decay, pos_weight_value, python_face,
-    staleness_value, weight_decay_value)
+    staleness_value, temporal_fractions, temporal_split_value, weight_decay_value)
 
 #: what works instead of a ``dgl:`` layer where DGL cannot load (its wheels need an old torch)
 DGL_ADVICE = ("DGL 2.1's wheels need torch <= 2.2.1, so install it in a separate environment with that torch "
@@ -48,7 +48,9 @@ _USER_MODEL_DP = "a user's whole model trains data parallel (the pipelines split
 _STAGES = {LAYER_PIPELINE, CHUNK_PIPELINE}
 _CHECKPOINT_DIR = ("checkpoint_dir", lambda c: bool(c.checkpoint_dir), "--checkpoint-dir DIR")
 _HISTORICAL = ("exchange", lambda c: c.exchange == "historical", "--exchange historical")
-_LINK = ("task", lambda c: c.task == "link", "--task link")
+_LINK = ("task", lambda c: c.task in ("link", "temporal_link"), "--task link or temporal_link")
+_TEMPORAL_ONLY = dict(applies={DATA_PARALLEL}, why="temporal link prediction trains data parallel", requires=(
+    "task", lambda c: c.task == "temporal_link", "--task temporal_link"))
 _NODE = ("task", lambda c: c.task == "node", "--task node (--link-metric for links)")
 
 
@@ -337,10 +339,11 @@ class TrainConfig:
         help="with --tensorboard: rank 0's loss and step time every N steps")
     # link and edge tasks train data parallel on a partition with a link split (plan.check_link_options)
     task: str = option(
-        "node", "task", choices=("node", "link", "edge"),
+        "node", "task", choices=("node", "link", "edge", "temporal_link"),
         help="node: classify nodes; link: score node pairs, trained on the partition's training edges (a split made "
         "by --edge-split or an ogbl-* dataset's own); edge: classify the split's labelled edges or regress "
-        "their targets (a split with edge labels: random_link_split(edge_label=...))")
+        "their targets (a split with edge labels: random_link_split(edge_label=...)); temporal_link: each event of "
+        "a temporal partition from its past, beside EdgeBank (docs/temporal.md)")
     decoder: str = option(
         "dot", "task", choices=("dot", "mlp", "distmult"),
         applies={DATA_PARALLEL}, why=_LINK_DP,
@@ -381,6 +384,22 @@ class TrainConfig:
         requires=_LINK,
         help="what evaluation reports and selects on (default: the split's: auc and average precision for "
         "--edge-split, OGB's Hits@K or MRR for ogbl-*)")
+    # --task temporal_link (gnnscale.tasks.temporal_task; what it refuses: plan.check_temporal_options)
+    temporal_split: str = option("0.70,0.15,0.15", "task", metavar="TRAIN,VAL,TEST", **_TEMPORAL_ONLY,
+                                 parse=temporal_split_value,
+        help="the events' chronological split by time (events at a boundary's time go to the later split)")
+    temporal_strategy: str = option("last", "task", choices=("uniform", "last"), **_TEMPORAL_ONLY,
+        help="each hop draws among a node's in-edges before the seed's time uniformly, or takes the most recent")
+    time_window: int = option(0, "task", at_least=0, **_TEMPORAL_ONLY,
+        help="only edges in [t - W, t) are sampled (the graph's time unit; 0: no window)")
+    time_cut: str = option("<", "task", choices=("<", "<="), **_TEMPORAL_ONLY,
+        help="edges strictly before the seed's time, or also at it ('<=': the scored event is in view, a leak)")
+    pair_features: bool = option(True, "task", **_TEMPORAL_ONLY,
+        help="score each pair's own history before t beside the embeddings (events both ways, time since the last)")
+    eval_negatives: int = option(100, "task", metavar="K", at_least=1, **_TEMPORAL_ONLY,
+        help="negatives per positive of the MRR (half historical, TGB's); AP/AUC: one random negative each")
+    eval_events: int = option(0, "task", metavar="N", at_least=0, **_TEMPORAL_ONLY,
+        help="score about N events of each evaluated split (each kept by its own key's draw); 0: all")
     # node targets, every mode; whether they fit the partition's target kind: plan.check_target_options
     metric: str | None = option(
         None, "targets", choices=NODE_METRICS,

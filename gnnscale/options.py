@@ -389,3 +389,21 @@ def key_value(text: str) -> tuple[str, Any]:
     if value.lower() in ("true", "false"):
         return key.strip(), value.lower() == "true"
     return key.strip(), value
+
+
+def temporal_split_value(value) -> str:
+    """``--temporal-split`` checked: three fractions train,val,test >= 0 summing to 1, kept as given."""
+    temporal_fractions(value)
+    return value
+
+
+def temporal_fractions(value) -> tuple[float, float, float]:
+    """The three fractions of ``--temporal-split`` (``"0.70,0.15,0.15"`` or a sequence)."""
+    try:
+        parts = [float(v) for v in (str(value).split(",") if isinstance(value, str) else value)]
+    except (TypeError, ValueError):
+        parts = []
+    if len(parts) != 3 or min(parts) < 0 or abs(sum(parts) - 1.0) > 1e-6 or parts[0] == 0:
+        raise OptionError(f"{flag('temporal_split')} expects three fractions train,val,test >= 0 summing to 1 (train "
+                          f"above 0), e.g. 0.70,0.15,0.15; found {value!r}")
+    return parts[0], parts[1], parts[2]

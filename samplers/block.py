@@ -135,6 +135,8 @@ class MiniBatch:
             negatives (aligned with ``edge_label_index``). None otherwise.
         neg_of_pos: link prediction only: int64 [Q], the positive (0 .. B-1) each negative
             belongs to (margin loss). None otherwise.
+        pair_features: temporal link prediction only: float32 [B + Q, 6] each scored pair's own
+            history before its time (gnnscale.tasks.temporal_task).
         node_keys: per block, int64 [num_src] the original ids of its sources (the keyed
             dropout's row keys), filled by the feature stage when the model drops out. None otherwise.
     """
@@ -151,6 +153,7 @@ class MiniBatch:
     edge_label: torch.Tensor | None = None
     neg_of_pos: torch.Tensor | None = None
     node_keys: list | None = None
+    pair_features: torch.Tensor | None = None
 
     @property
     def input_ids(self) -> torch.Tensor:
@@ -181,7 +184,7 @@ class MiniBatch:
             [b.to(device, non_blocking=non_blocking) if b is not None else None for b in self.blocks]
         return replace(self, x=mv(self.x), y=mv(self.y), degrees=mv(self.degrees), device_blocks=blocks,
                        edge_label_index=mv(self.edge_label_index), edge_label=mv(self.edge_label),
-                       neg_of_pos=mv(self.neg_of_pos))
+                       neg_of_pos=mv(self.neg_of_pos), pair_features=mv(self.pair_features))
 
     def tensors(self) -> list[torch.Tensor]:
         """Every tensor of the fields :meth:`to` moves (what a compute stream must own before it
@@ -189,7 +192,7 @@ class MiniBatch:
         x = self.x
         out = [x.node_type, x.type_index, *x.rows.values(), *(x.emb_rows or {}).values()] \
             if isinstance(x, TypedInput) else [x]
-        out += [self.y, self.edge_label_index, self.edge_label, self.neg_of_pos]
+        out += [self.y, self.edge_label_index, self.edge_label, self.neg_of_pos, self.pair_features]
         if self.degrees is not None and hasattr(self.degrees, "ids"):
             out += [self.degrees.ids, self.degrees.degrees]
         for b in self.device_blocks or []:

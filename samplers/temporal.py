@@ -29,7 +29,7 @@ from gnnscale.samplers.block import Block, MiniBatch
 from gnnscale.samplers.fanouts import check_fanouts
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.local import SamplingKeys
-from gnnscale.samplers.temporal_kernels import STRATEGIES, sample_temporal
+from gnnscale.samplers.temporal_kernels import STRATEGIES, TreeRelabeler, sample_temporal
 
 # The rule's names as PyG spells them where it has one.
 CUTS = ("<", "<=")
@@ -150,6 +150,7 @@ class _TemporalBase:
         self.disjoint = disjoint
         self.num_nodes = int(num_nodes)
         self.kernels = Kernels(self.num_nodes, "cpu", "numba", held=held)
+        self.trees = TreeRelabeler(self.num_nodes) if disjoint else None  # disjoint trees' relabeling
 
     def _draw_csc(self, indptr, indices, edge_time, node_keys, offset, ids, times, fanout, key):
         rows = ids - offset
@@ -165,7 +166,6 @@ class _TemporalBase:
         seeds' times. Distributed: every rank calls it the same number of times (collectives)."""
         times = _times(seeds, times, self.disjoint)
         _check_seeds(seeds, times, self.num_nodes, self.disjoint)
-        N = self.num_nodes
         B = seeds.numel()
         dst = seeds
         dst_tree = torch.arange(B, dtype=torch.int64) if self.disjoint else torch.zeros(B, dtype=torch.int64)
@@ -177,12 +177,8 @@ class _TemporalBase:
             c = counts.numpy()
             # numpy's repeat: several times faster than torch's repeat_interleave at these sizes
             dst_local = torch.from_numpy(np.repeat(np.arange(dst.numel(), dtype=np.int64), c))
-            if self.disjoint:  # a node is (tree, node): tree * N + node, relabeled as one id
-                nbr_tree = torch.from_numpy(np.repeat(dst_tree.numpy(), c))
-                src_comb, nbr_local = self.kernels.relabel(dst_tree * N + dst, nbr_tree * N + nbrs)
-                src_tree = torch.div(src_comb, N, rounding_mode="floor")
-                src_ids = src_comb - src_tree * N
-                src_time = times[src_tree]
+            if self.disjoint:  # a node is (tree, node): numbered as the ids tree * N + node would be
+                src_ids, src_tree, src_time, nbr_local = self.trees(dst, dst_tree, counts, nbrs, times)
             else:  # one time for the batch: plain ids
                 src_ids, nbr_local = self.kernels.relabel(dst, nbrs)
                 src_tree = torch.zeros(src_ids.numel(), dtype=torch.int64)

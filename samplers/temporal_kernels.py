@@ -152,6 +152,85 @@ if HAVE_NUMBA:
         return out, eout, tout
 
 
+    @nb.njit(cache=True, nogil=True)
+    def _relabel_trees(dst, dst_tree, counts, nbrs, times, num_trees, stamp, first_at):
+        """Disjoint relabeling: every (tree, node) pair once, the destinations first (slots
+        0..D-1), then new pairs in order of first appearance, as a hash of ``tree * N + node``
+        would number them. The entries are counting-sorted by tree (stably), so within one tree
+        a node is seen through ``stamp`` (int64 [N], -1 where unseen; left so) and ``first_at``
+        (int64 [N], the entry of its first appearance in the tree): no hash, no division."""
+        nd = dst.shape[0]
+        m = nbrs.shape[0]
+        n_all = nd + m
+        tree = np.empty(n_all, dtype=np.int64)
+        node = np.empty(n_all, dtype=np.int64)
+        for i in range(nd):
+            tree[i] = dst_tree[i]
+            node[i] = dst[i]
+        e = nd
+        for i in range(nd):
+            for _ in range(counts[i]):
+                tree[e] = dst_tree[i]
+                node[e] = nbrs[e - nd]
+                e += 1
+        start = np.zeros(num_trees + 1, dtype=np.int64)
+        for e in range(n_all):
+            start[tree[e] + 1] += 1
+        for k in range(num_trees):
+            start[k + 1] += start[k]
+        order = np.empty(n_all, dtype=np.int64)
+        for e in range(n_all):
+            k = tree[e]
+            order[start[k]] = e
+            start[k] += 1
+        rep = np.empty(n_all, dtype=np.int64)  # each entry's first appearance in its tree
+        for j in range(n_all):
+            e = order[j]
+            v = node[e]
+            if stamp[v] != tree[e]:
+                stamp[v] = tree[e]
+                first_at[v] = e
+                rep[e] = e
+            else:
+                rep[e] = first_at[v]
+        for j in range(n_all):
+            stamp[node[order[j]]] = -1
+        slot = np.empty(n_all, dtype=np.int64)
+        uniq = np.empty(n_all, dtype=np.int64)
+        utree = np.empty(n_all, dtype=np.int64)
+        n = 0
+        for e in range(n_all):  # in entry order: rep[e] <= e is numbered already
+            if rep[e] == e:
+                slot[e] = n
+                uniq[n] = node[e]
+                utree[n] = tree[e]
+                n += 1
+            else:
+                slot[e] = slot[rep[e]]
+        local = slot[nd:].copy()
+        utime = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            utime[i] = times[utree[i]]
+        return uniq[:n].copy(), utree[:n].copy(), utime, local
+
+
+class TreeRelabeler:
+    """Disjoint trees' relabeling (:func:`_relabel_trees`) with its two node tables kept between
+    calls (int64 [N] each, left unseen by every call): ``(dst, dst_tree, counts, nbrs, times) ->
+    (src_ids, src_tree, src_time, nbr_local)``, numbered exactly as the relabeling of the
+    combined ids ``tree * N + node``."""
+
+    def __init__(self, num_nodes: int) -> None:
+        self.stamp = np.full(int(num_nodes), -1, dtype=np.int64)
+        self.first_at = np.empty(int(num_nodes), dtype=np.int64)
+
+    def __call__(self, dst: torch.Tensor, dst_tree: torch.Tensor, counts: torch.Tensor, nbrs: torch.Tensor,
+                 times: torch.Tensor):
+        uniq, utree, utime, local = _relabel_trees(dst.numpy(), dst_tree.numpy(), counts.numpy(), nbrs.numpy(),
+                                                   times.numpy(), int(times.numel()), self.stamp, self.first_at)
+        return torch.from_numpy(uniq), torch.from_numpy(utree), torch.from_numpy(utime), torch.from_numpy(local)
+
+
 def sample_temporal(indptr: torch.Tensor, indices: torch.Tensor, edge_time: torch.Tensor, rows: torch.Tensor,
                     node_keys: torch.Tensor, times: torch.Tensor, fanout: int, key: "int | torch.Tensor",
                     strategy: str = "uniform", strict: bool = True, window: int = 0,

@@ -148,7 +148,7 @@ def test_zoo_on_sampled_block_shape_and_grads(name: str, index: int) -> None:
 
 
 def test_zoo_names_and_unknown_name() -> None:
-    assert set(ZOO) == {"sage", "sage-pyg", "gcn", "gat", "gat-pyg", "gin", "gine", "gcnii"}
+    assert set(ZOO) == {"sage", "sage-pyg", "gcn", "gat", "gat-pyg", "gin", "gine", "gcnii", "tgat"}
     assert all(isinstance(v, str) and v for v in ZOO.values())
     with pytest.raises(LayerError, match=r"unknown layer 'sgae' \(did you mean 'sage'\?\)"):
         build_conv("sgae", 4, 4, index=0, num_layers=1)

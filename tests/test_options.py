@@ -186,6 +186,9 @@ def cases(mode: str, tmp: Path) -> dict:
         # data parallel honours each on a link partition (test_link_training.py)
         "task": ({"task": "link"}, {}, None),
         **{name: ({"task": "link", name: value}, {}, None) for name, value in LINK_VALUES.items()},
+        # temporal link prediction: Cora has no edge times, so every mode refuses them here; data
+        # parallel honours each on a temporal partition (test_temporal_training.py)
+        **{name: ({"task": "temporal_link", name: value}, {}, None) for name, value in TEMPORAL_VALUES.items()},
         # node targets: Cora's classes judged by macro-F1 instead of accuracy (the same training, another
         # figure, selected on); --pos-weight weighs binary / multilabel positives, refused on classes
         # (honoured in test_node_targets.py)
@@ -207,6 +210,9 @@ def cases(mode: str, tmp: Path) -> dict:
 LINK_VALUES = {"decoder": "mlp", "link_loss": "margin", "neg_sampling": "per_source", "num_negatives": 3,
                "filter_negatives": True, "link_metric": "hits@20", "exclude_seed_edges": False}
 LINK = {"task", *LINK_VALUES}
+TEMPORAL_VALUES = {"temporal_split": "0.6,0.2,0.2", "temporal_strategy": "uniform", "time_window": 1000,
+                   "time_cut": "<=", "pair_features": False, "eval_negatives": 20, "eval_events": 100}
+TEMPORAL = set(TEMPORAL_VALUES)
 TARGET_ONLY = {"pos_weight"}  # refused by Cora's target kind (class), in every mode
 
 
@@ -224,13 +230,14 @@ def _config(mode: str, overrides: dict) -> TrainConfig:
 # refused everywhere; --num-layers must equal the number of fanouts in the sampled modes.
 REFUSED = {
     DATA_PARALLEL: {"stage_layers", "micro_batches", "schedule", "halo_gradients", "num_layers", "relation_fanouts",
-                    *LINK, *TARGET_ONLY},
+                    *LINK, *TEMPORAL, *TARGET_ONLY},
     LAYER_PIPELINE: {"staleness", "embedding_dtype", "halo_features", "jk", "halo_gradients", "num_layers",
-                     "relation_fanouts", "model", "model_kwargs", *LINK, *TARGET_ONLY},
+                     "relation_fanouts", "model", "model_kwargs", *LINK, *TEMPORAL, *TARGET_ONLY},
     CHUNK_PIPELINE: {"eval_fanouts", "batch_size", "eval_batch_size", "max_steps", "sampler_backend", "sampler",
                      "cache_policy",
                      "cache_size", "cache_file", "presample_epochs", "host_features", "host_graph", "pipeline", "pipeline_depth", "exchange",
                      "embedding_dtype", "halo_features", "eval_method", "jk", "micro_batches", "relation_fanouts", *LINK,
+                     *TEMPORAL,
                      *TARGET_ONLY, "model", "model_kwargs"},
 }
 EDGE_ONLY = {"edge_features"}  # refused on Cora's partition (no edge features) or by the mode, naming both
@@ -285,11 +292,13 @@ def test_every_option_is_honoured_or_refused(cora_partition, tmp_path, mode):
             (name == "model_kwargs" and "does not apply to --model" in msg)  # it rides on --model, refused first
         if mode == DATA_PARALLEL and name in LINK:  # what data parallel refuses is the partition (no link split)
             named = "--task link needs a link-prediction split" in msg
+        if mode == DATA_PARALLEL and name in TEMPORAL:  # ... or no edge times
+            named = "--task temporal_link needs timed events" in msg
         if name in TARGET_ONLY:  # what every mode refuses is the partition's target kind
             named = f"{flag} auto does not apply to the class targets of" in msg
         assert named, (name, msg)
         if type(err.value).__name__ == "PlanError" and name not in ("micro_batches", "pipeline_stages", "chunks") \
-                and not (mode == DATA_PARALLEL and name in LINK) and name not in TARGET_ONLY:
+                and not (mode == DATA_PARALLEL and name in LINK | TEMPORAL) and name not in TARGET_ONLY:
             assert MODE_NAMES[mode].split(" (")[0] in msg or "stages" in msg, (name, msg)
     # Honoured: every run for real, in the same processes; each check on its figures.
     got = launch_local(run_configs, spec["workers"], args=(parts, [_config(mode, o) for o in runs]))[0]

@@ -99,6 +99,8 @@ def resolve_edge_dim(cfg, meta: dict, mode: str, rank: int = 0) -> int:
 
     de = int(meta.get("edge_feature_dim") or 0)
     choice = getattr(cfg, "edge_features", "auto")
+    if getattr(cfg, "task", "node") == "temporal_link":
+        return temporal_edge_dim(cfg, choice, de, rank)
     check_edge_options(cfg, mode, "the partition", meta.get("typed"), de)
     if choice == "off" or de == 0:
         if de and rank == 0:
@@ -122,3 +124,24 @@ def resolve_edge_dim(cfg, meta: dict, mode: str, rank: int = 0) -> int:
             log.info("edge features: on: %d per edge, sampled with every block and read by the %s layers", de,
                      cfg.layer if isinstance(cfg.layer, str) else getattr(cfg.layer, "__name__", "model's"))
     return 0 if why else de
+
+
+def temporal_edge_dim(cfg, choice: str, de: int, rank: int = 0) -> int:
+    """``--task temporal_link``: each sampled edge's feature is its age (the seed's time minus the
+    edge's, one column; a ``tgat`` layer encodes it as TGAT does): 1 where the layer reads edge
+    features (``auto``, ``on``), 0 with ``off`` (the time-blind ablation). The partition's own edge
+    features (JODIE's) are not read yet.
+
+    Raises:
+        EdgeFeatureError: ``on`` with a layer that reads none."""
+    reads = layer_reads_edges(cfg.layer)
+    if choice == "on" and not reads:
+        raise EdgeFeatureError(f"--edge-features on, but layer {cfg.layer!r} reads no edge features, so it cannot read "
+                               "the edges' ages; use --layer tgat (or gat, gine, a class whose forward takes "
+                               "edge_attr), or --edge-features auto/off")
+    on = reads and choice != "off"
+    if rank == 0:
+        log.info("temporal edges: %s%s", "each edge's age read by the layers" if on else
+                 f"the layers read no ages ({'--edge-features off' if reads else f'layer {cfg.layer!r} reads none'})",
+                 f"; the partition's {de} edge features are not read" if de else "")
+    return 1 if on else 0

@@ -23,6 +23,10 @@ from torch import nn
 
 from gnnscale.errors import GnnscaleError
 
+#: --task temporal_link's numbers per pair (gnnscale.tasks.temporal_link.pair_features): events
+#: src->dst and dst->src before t (log), whether any, log time since the latest
+PAIR_FEATURES = 6
+
 DECODERS = ("dot", "mlp", "distmult")
 LOSSES = ("bce", "margin")
 
@@ -98,24 +102,34 @@ class LinkModel(nn.Module):
         decoder: a module ``(h_src [P, H], h_dst [P, H], relation [P] | None) -> [P]``.
     """
 
-    def __init__(self, encoder: nn.Module, decoder: nn.Module) -> None:
+    def __init__(self, encoder: nn.Module, decoder: nn.Module, pair_dim: int = 0) -> None:
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
+        # --task temporal_link: each pair's own history (pair_dim numbers) scored beside the decoder
+        self.pair = nn.Sequential(nn.Linear(pair_dim, 32), nn.ReLU(), nn.Linear(32, 1)) if pair_dim else None
 
     @property
     def uses_degree(self) -> bool:
         return bool(getattr(self.encoder, "uses_degree", False))
 
     def forward(self, x, blocks: Sequence, edge_label_index: torch.Tensor, node_degree=None,
-                relation: torch.Tensor | None = None) -> torch.Tensor:
+                relation: torch.Tensor | None = None, pair_features: torch.Tensor | None = None) -> torch.Tensor:
         """Scores float32 [P] of the pairs ``edge_label_index`` (int64 [2, P], positions into
-        ``blocks[-1].dst_ids``) from input rows ``x`` [blocks[0].num_src, F]."""
+        ``blocks[-1].dst_ids``) from input rows ``x`` [blocks[0].num_src, F]; ``pair_features``
+        float32 [P, pair_dim]: a model built with pair_dim > 0 adds their score."""
         h = self.encoder(x, blocks, node_degree=node_degree)
-        return self.decoder(h[edge_label_index[0]], h[edge_label_index[1]], relation)
+        return self.score(h[edge_label_index[0]], h[edge_label_index[1]], relation, pair_features)
 
-    def score(self, h_src: torch.Tensor, h_dst: torch.Tensor, relation: torch.Tensor | None = None) -> torch.Tensor:
+    def score(self, h_src: torch.Tensor, h_dst: torch.Tensor, relation: torch.Tensor | None = None,
+              pair_features: torch.Tensor | None = None) -> torch.Tensor:
         """Scores float32 [P] of embeddings computed elsewhere (layer-wise evaluation)."""
-        return self.decoder(h_src, h_dst, relation)
+        out = self.decoder(h_src, h_dst, relation)
+        if self.pair is None:
+            return out
+        if pair_features is None:
+            raise GnnscaleError("this link model scores each pair's history beside its embeddings (pair_dim > 0) and "
+                                "was given none; pass pair_features (gnnscale.tasks.temporal_link.pair_features)")
+        return out + self.pair(pair_features.to(out.dtype)).squeeze(-1)
 
 
 def gnn_of(model: nn.Module) -> nn.Module:

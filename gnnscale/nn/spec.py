@@ -84,6 +84,7 @@ class ModelSpec:
     model: object = None
     model_kwargs: dict = field(default_factory=dict)
     head_dropout: float = 0.0
+    pair_dim: int = 0
 
     def __post_init__(self) -> None:
         for name in TYPED_FIELDS:
@@ -110,9 +111,13 @@ class ModelSpec:
         the edge features per edge the run's layers read (:func:`~gnnscale.nn.edge_features.resolve_edge_dim`)."""
         extra = typed_from_meta(typed) if typed is not None else {}
         task = getattr(cfg, "task", "node")
-        link = task in ("link", "edge")  # the encoder's output is the embedding (--hidden)
-        if task == "link":
+        link = task in ("link", "edge", "temporal_link")  # the encoder's output is the embedding (--hidden)
+        if task in ("link", "temporal_link"):
             extra["decoder"] = cfg.decoder
+        if task == "temporal_link" and getattr(cfg, "pair_features", False):
+            from gnnscale.nn.link import PAIR_FEATURES
+
+            extra["pair_dim"] = PAIR_FEATURES  # the pair's own history before t, scored beside the decoder
         elif task == "edge":
             extra["decoder"] = f"edge:{int(num_classes)}"
         model = getattr(cfg, "model", None)
@@ -140,7 +145,7 @@ class ModelSpec:
         from gnnscale.nn.link import LinkModel, build_decoder
 
         relations = len(self.relations) if self.relations else 1
-        return LinkModel(gnn, build_decoder(self.decoder, self.out_dim, relations, self.dropout))
+        return LinkModel(gnn, build_decoder(self.decoder, self.out_dim, relations, self.dropout), self.pair_dim)
 
     def _gnn(self, external_embeddings: bool) -> GNN:
         if self.model is not None:
@@ -173,6 +178,8 @@ class ModelSpec:
             del out["decoder"]
         if not out["edge_dim"]:  # without edge features: the record it always had
             del out["edge_dim"]
+        if not out["pair_dim"]:  # no pair features: the record it always had
+            del out["pair_dim"]
         if not out["head_dropout"]:  # training-only; the record it always had
             del out["head_dropout"]
         if out["model"] is None:  # the layer stack: the record it always had

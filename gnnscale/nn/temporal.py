@@ -41,8 +41,10 @@ class TimeEncoding(nn.Module):
 class TemporalAttention(nn.Module):
     """TGAT's temporal graph attention over one block (see the module docstring)."""
 
-    def __init__(self, in_dim: int, out_dim: int, time_dim: int, heads: int = 2, dropout: float = 0.1) -> None:
+    def __init__(self, in_dim: int, out_dim: int, time_dim: int, heads: int = 2, dropout: float = 0.1,
+                 activate: bool = True) -> None:
         super().__init__()
+        self.activate = activate  # the ReLU after W [h_dst || message] (the zoo's tgat leaves it to the stack)
         if out_dim % heads:
             raise ValueError(f"out_dim {out_dim} must be a multiple of heads {heads}")
         self.heads, self.head_dim = heads, out_dim // heads
@@ -61,7 +63,8 @@ class TemporalAttention(nn.Module):
         alpha = self.drop(softmax(score, dst, num_nodes=num_dst))
         msg = torch.zeros(num_dst, self.heads, self.head_dim, dtype=v.dtype)
         msg.index_add_(0, dst, alpha.unsqueeze(-1) * v)
-        return torch.relu(self.out(torch.cat([h_dst, msg.view(num_dst, -1)], 1)))
+        out = self.out(torch.cat([h_dst, msg.view(num_dst, -1)], 1))
+        return torch.relu(out) if self.activate else out
 
 
 class TGAT(nn.Module):

@@ -151,7 +151,8 @@ class DataParallel(Axis):
         # samplers, feature store (the other parts on this host read from their files) and, for
         # GCN-style layers on sampled blocks, the degree store (own nodes' in-degrees, others' asked)
         self.data = data = open_data(part, cfg, dims.data, device, ctx.plan.mode, parts_dir=ctx.parts_dir,
-                                     fanouts=fanouts, edge_attr=self.edge_dim > 0, degrees=net.uses_degree)
+                                     fanouts=fanouts, edge_attr=self.edge_dim > 0 and not task.own_edge_features,
+                                     degrees=net.uses_degree)
         self.sampler, self.eval_sampler, eval_fanouts = data.sampler, data.eval_sampler, data.eval_fanouts
         self.features, self.degrees, self.host_reads = data.features, data.degrees, data.host_reads
         self.sampler.kernels.warmup()

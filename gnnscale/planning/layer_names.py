@@ -9,7 +9,7 @@ from typing import Iterable
 from gnnscale.options import OptionError, did_you_mean
 
 #: the homogeneous zoo (``gnnscale.nn.layers.ZOO``), in its order
-ZOO_NAMES = ("sage", "sage-pyg", "gcn", "gcnii", "gat", "gat-pyg", "gin", "gine")
+ZOO_NAMES = ("sage", "sage-pyg", "gcn", "gcnii", "gat", "gat-pyg", "gin", "gine", "tgat")
 #: the relation-aware zoo of typed graphs (``gnnscale.nn.layers.TYPED_ZOO``)
 TYPED_NAMES = ("rgcn", "hgt")
 #: ``prefix:<rest>`` specs built by a registered prefix (``dgl:ClassName``, ``rel:<spec>``)

@@ -179,6 +179,8 @@ def check_link_options(cfg: TrainConfig, mode: str, where: str, link: dict | str
     ``--task edge`` (edge classification / regression) likewise, and needs a split with edge
     labels (``meta["link"]["label"]``); ``--task link`` on a labelled split ignores the labels.
     ``link``: the partition's ``meta["link"]`` (:data:`UNKNOWN` before a dataset is cut)."""
+    if cfg.task == "temporal_link":  # check_temporal_options: the events are the partition's edges
+        return
     if cfg.task not in ("link", "edge"):
         if link and link != UNKNOWN:
             raise PlanError(f"{where} holds a link-prediction split (no node labels to classify): add --task link (or "
@@ -279,8 +281,8 @@ def check_edge_options(cfg: TrainConfig, mode: str, where: str, typed: dict | st
     or option that does not pass edge features (:func:`edge_features_blocker`), or a partition
     without them (``edges``: its ``meta["edge_feature_dim"]``; None or :data:`UNKNOWN`: not known
     yet). ``auto`` and ``off`` apply everywhere (auto resolves to off where ``on`` is refused)."""
-    if getattr(cfg, "edge_features", "auto") != "on":
-        return
+    if getattr(cfg, "edge_features", "auto") != "on" or cfg.task == "temporal_link":
+        return  # temporal_link: the edge features are the edges' ages (gnnscale.nn.edge_features.resolve_edge_dim)
     why = edge_features_blocker(cfg, mode, typed)
     if why:
         raise PlanError(f"--edge-features on does not apply here: {why}. Use --edge-features auto (on where it "
@@ -326,6 +328,45 @@ def check_typed_options(cfg: TrainConfig, mode: str, where: str) -> None:
 UNKNOWN = "unknown"
 
 
+def check_temporal_options(cfg: TrainConfig, mode: str, where: str, temporal, typed) -> None:
+    """Reject, before any worker starts, what ``--task temporal_link`` does not honour (each
+    option by name, one line), and the task on a partition without edge times; ``temporal``: the
+    partition's ``meta["temporal"]`` (:data:`UNKNOWN` before a dataset is cut)."""
+    if cfg.task != "temporal_link":
+        return
+    head = "does not apply to --task temporal_link"
+    if mode != DP:
+        raise PlanError(f"--task temporal_link does not apply to {MODE_NAMES[mode]} yet: temporal link prediction "
+                        "trains data parallel (leave --pipeline-stages and --chunks out).")
+    if not temporal or typed not in (None, UNKNOWN) and typed:
+        raise PlanError(f"--task temporal_link needs timed events, and {where} has no edge times: partition an "
+                        "events:PATH, jodie:PATH or dir:PATH with edge_time.npy (docs/temporal.md)")
+    refused = [
+        (cfg.exchange != "exact", f"--exchange {cfg.exchange} {head}: the endpoints' past is sampled by their owners "
+         "at each event's time; use --exchange exact"),
+        (cfg.model is not None, f"--model {head}: the task reads the ages of the layer stack's edges; use --layer "
+         "(e.g. tgat)"),
+        (cfg.sampler != "neighbor", f"--sampler {cfg.sampler} {head}: temporal draws are --temporal-strategy uniform "
+         "or last; leave --sampler out"),
+        (cfg.eval_method == "layerwise", f"--eval-method layerwise {head}: an event's embeddings depend on its time, "
+         "so evaluation samples each one's past; use --eval-method auto or sampled"),
+        (cfg.cache_policy != "none", f"--cache-policy {cfg.cache_policy} {head} yet: its rows are chosen from untimed "
+         "draws; leave --cache-policy out"),
+        (cfg.host_graph is True, f"--host-graph {head}: owners draw their nodes' past (the T-CSR); leave it out"),
+        (cfg.decoder == "distmult", f"--decoder distmult {head}: it scores one relation of a typed graph; use dot or "
+         "mlp"),
+        (cfg.neg_sampling == "in_batch", f"--neg-sampling in_batch {head}: negatives keep the event's source and time "
+         "and draw the destination uniformly (uniform and per_source both mean that)"),
+        (cfg.filter_negatives, f"--filter-negatives {head}: a pair may be an event at another time; leave it out"),
+        (cfg.link_metric is not None and str(cfg.link_metric).lower() not in ("auc", "mrr"),
+         f"--link-metric {cfg.link_metric} {head}: it reports AP/AUC (one negative) and MRR (--eval-negatives); "
+         "use auc or mrr"),
+    ]
+    for bad, message in refused:
+        if bad:
+            raise PlanError(message)
+
+
 def plan_run(cfg: TrainConfig, meta: "Mapping | int", workers: int | None = None,
              where: str = "the partition") -> ParallelPlan:
     """The plan of a run of ``cfg`` on a partition with ``workers`` workers (None: as the mode
@@ -352,6 +393,7 @@ def plan_run(cfg: TrainConfig, meta: "Mapping | int", workers: int | None = None
     mode = _mode_of(cfg)
     check_options(cfg, mode)
     check_link_options(cfg, mode, where, link)
+    check_temporal_options(cfg, mode, where, meta.get("temporal") if isinstance(meta, Mapping) else UNKNOWN, typed)
     check_target_options(cfg, where, target)
     check_edge_options(cfg, mode, where, typed, edges)
     if typed == UNKNOWN:

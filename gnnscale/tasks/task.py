@@ -14,6 +14,8 @@ from typing import Callable, Protocol, runtime_checkable
 import torch
 import torch.nn.functional as F
 
+from gnnscale.tasks.temporal_task import TemporalLinkTask
+
 
 @runtime_checkable
 class Task(Protocol):
@@ -29,6 +31,8 @@ class Task(Protocol):
         seed_mean: whether the loss is a mean over the step's seeds of every rank (each rank
             then scales its own mean by its share of them, DDP averaging the ranks').
         splits: the splits an offline evaluation of a saved model reports.
+        own_edge_features: whether the task gives the blocks their edge features itself (the
+            temporal task: each edge's age) instead of the sampler reading the part's.
     """
 
     name: str
@@ -37,6 +41,7 @@ class Task(Protocol):
     keyed_dropout: bool
     seed_mean: bool
     splits: tuple[str, ...]
+    own_edge_features: bool
 
     def train_ids(self) -> torch.Tensor:
         """int64 [n]: what an epoch's steps are cut from (global node ids, or edge positions)."""
@@ -73,6 +78,8 @@ class NodeTask:
     the kind's (:class:`~gnnscale.tasks.node_metrics.NodeTarget`), the evaluation's metric
     ``--metric`` or the kind's default. ``comm``: the ranks whose training labels
     ``--pos-weight auto`` counts (one all-reduce; None: this part's alone)."""
+
+    own_edge_features = False  # the sampler reads the part's edge features
 
     name = "node"
     keyed_dropout = True  # masks keyed by each row's node: the same on any number of workers
@@ -139,6 +146,8 @@ class PairSeeds:
     """What the tasks that score pairs share (link prediction, edge targets): their seeds are
     positions of the part's training edges (``self.pos``, int64 [2, E_r]), and a saved model
     fits a partition with its features and a link split."""
+
+    own_edge_features = False  # the sampler reads the part's edge features
 
     pos: torch.Tensor
 
@@ -307,7 +316,7 @@ def edge_metric(label: dict) -> str:
     return "rmse" if label["kind"] == "regression" else "accuracy"
 
 
-TASKS = {"node": NodeTask, "link": LinkTask, "edge": EdgeTask}
+TASKS = {"node": NodeTask, "link": LinkTask, "edge": EdgeTask, "temporal_link": TemporalLinkTask}
 
 
 def make_task(part, cfg, comm=None) -> Task:
@@ -315,4 +324,4 @@ def make_task(part, cfg, comm=None) -> Task:
     counts). A saved model's: ``cfg`` the run's options its file keeps (``config``, which holds
     its ``task``), on the partition it is evaluated or embedded on."""
     kind = TASKS[cfg.task]
-    return kind(part, cfg, comm) if kind is NodeTask else kind(part, cfg)
+    return kind(part, cfg, comm) if kind in (NodeTask, TemporalLinkTask) else kind(part, cfg)

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from gnnscale.nn.layers.contract import LayerError, check_layer, load_layer_class
 from gnnscale.nn.layers.registry import TYPED_ZOO, ZOO, build_conv, is_typed_spec, register, spec_help
-from gnnscale.nn.layers import sage, gcn, gcnii, gat, gin, dgl  # noqa: E402,F401  (each registers its names)
+from gnnscale.nn.layers import sage, gcn, gcnii, gat, gin, tgat, dgl  # noqa: E402,F401  (each registers its names)
 from gnnscale.nn.layers import rgcn, hgt, relational  # noqa: E402,F401  (relation-aware: typed graphs)
 from gnnscale.nn.layers.dgl import DGLLayerAdapter
 from gnnscale.nn.layers.gat import BlockGATConv
