@@ -31,11 +31,9 @@ S source rows first when it narrows (256->16); so per linear of ``rows`` rows:
   output (8 B per element forward, 12 B backward), the sum of the self term (``lin_r``) and the
   bias of each output, the bias gradient, the self term's share of the source rows' gradient,
   the loss, Adam (28 B per parameter a step). Layers that aggregate first run as one autograd
-  node (``BlockSAGEConv``'s ``_SageMean``): one product over ``[A @ x | x[:D]]``, so the self
-  term's sum happens inside it (its D input rows copied into the product's buffer: 8 B per
-  element) and its input gradient is added into the source gradient's D rows (12 B); layers
-  that map first add in a pass of their own (12 B) and take the slice's source gradient as
-  autograd does (zero fill, the D rows, the sum of two gradients);
+  node (``BlockSAGEConv``'s ``_SageMean``): both sums happen inside the products (4 B per
+  element, C read again); layers that map first add in a pass of their own (12 B) and take the
+  slice's source gradient as autograd does (zero fill, the D rows, the sum of two gradients);
 - fetch: the input rows gathered (S of block 1 rows of 128 floats: read + written), the labels;
   over several parts a remote row costs 4x its bytes (its owner gathers it into a message, the
   requester copies it out; the sockets' own copies not counted);
@@ -275,18 +273,17 @@ def rank_counts(rs: RankSums, dims, scale: float, features: int = FEATURES) -> d
         agg_bwd_bytes = (Dn * C * F32 + S * C * F32 + M * (I64 + F32) + (S + 1) * I64) if agg_bwd else 0.0
         adj_bytes = 52 * M + (D + 1) * I64 + (S + 1) * I64
         gathered = (M * C + D * C) * F32 + ((M * C + S * C) * F32 if agg_bwd else 0.0)
-        # Aggregation first: one autograd node (BlockSAGEConv's _SageMean), one product over
-        # [A @ x_src | x_src[:D]]: x_src[:D] copied into its buffer (8 B per element), the self
-        # term's sum inside the product, its input gradient added into the source gradient's D
-        # rows (12 B); linear first: autograd's graph, a separate add (12 B) and the source
-        # gradient of the slice x_src[:D] (zero fill, lin_r's D rows copied, the sum of two
-        # [S, F] gradients).
-        elem = (8 * D * fi if agg_first else 12 * D * fo) + 4 * D * fo  # the self term's sum; bias gradient
+        # Aggregation first: one autograd node (BlockSAGEConv's _SageMean) adds lin_r's product
+        # into lin_l's output and its input gradient into the source gradient's D rows inside the
+        # products (beta 1: C read once more, 4 B per element); linear first: autograd's graph, a
+        # separate add (12 B) and the source gradient of the slice x_src[:D] (zero fill, lin_r's
+        # D rows copied, the sum of two [S, F] gradients).
+        elem = (4 if agg_first else 12) * D * fo + 4 * D * fo  # the self term's sum; bias gradient
         if not agg_first:
             elem += 8 * D * fo  # the bias added after the aggregation
         if i > 0:
             elem += 20 * S * fi  # fused ReLU + dropout of the input: 8 B forward, 12 B backward per element
-            elem += 12 * D * fi if agg_first else 16 * S * fi + 8 * D * fi  # the source gradient's D rows
+            elem += 4 * D * fi if agg_first else 16 * S * fi + 8 * D * fi  # the source gradient's D rows
         if i == L - 1:
             elem += 12 * D * fo  # cross-entropy: logits read, their gradient written
         layers.append(dict(
@@ -334,7 +331,7 @@ def flop_check(first, dims, dropout: float = 0.5) -> dict:
     net.train()
     x = torch.randn(mb.blocks[0].num_src, fi)  # the values do not change the count (rows may be remote)
     y = torch.as_tensor(part.y)[mb.blocks[-1].dst_ids - part.offset].clamp(min=0)
-    # BlockSAGEConv's _SageMean once added the self term by an in-place product (addmm_), which torch's
+    # BlockSAGEConv's _SageMean adds the self term by an in-place product (addmm_), which torch's
     # table leaves out: counted as addmm.
     counter = FlopCounterMode(display=False, custom_mapping={torch.ops.aten.addmm_: _addmm_flops})
     with counter:

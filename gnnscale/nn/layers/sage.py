@@ -94,55 +94,51 @@ def _is_head(x_dst: Tensor, x_src: Tensor) -> bool:
 
 class _SageMean(torch.autograd.Function):
     """``lin_l(A @ x_src) + lin_r(x_src[:D])`` (aggregation first) as one node of the autograd
-    graph, in one product: the aggregation is written into the left half of a [D, 2F] buffer,
-    ``x_src[:D]`` copied into its right half, and the forward is ``addmm(b_l, [agg | x_D],
-    [W_l | W_r]^T)``; the backward ``g^T @ [agg | x_D]`` (both weight gradients, split),
-    ``g.sum(0)``, and the input gradient ``A^T @ (g @ [W_l | W_r])[:, :F]`` with the right half
-    added into its first D rows in place. The values are autograd's up to float summation
-    order (the two products' sums are one sum over 2F here). Against two products and a sum
-    of their outputs (autograd's graph, and this node before): no [D, out] temporary and no
-    pass to add it, one product of twice the inner dimension; the forward products of layer 1
-    on R-MAT 100k (D 23.6k, 128 -> 256, 1 thread) 58.6 -> 39.1 ms. Autograd's own graph would
-    also slice ``x_src`` (a zero-filled [S, F] gradient, then a sum of two [S, F] gradients).
+    graph, with the products autograd would run, so the values are the same bit for bit:
+    forward ``addmm(b_l, agg, W_l^T)`` plus ``x_src[:D] @ W_r^T``; backward the weight products
+    ``g^T @ agg``, ``g^T @ x_src[:D]``, ``g.sum(0)``, and the input gradient
+    ``A^T @ (g @ W_l)`` with ``g @ W_r`` added into its first D rows in place. Each product is
+    computed on its own and then added, as autograd does: an ``addmm_`` into the sum (beta 1)
+    is not bit-identical on every CPU (an AMD EPYC differed in the last bit). Autograd's
+    own graph would slice ``x_src`` (a zero-filled [S, F] gradient, then a sum of two [S, F]
+    gradients) and add the two products in a pass of their own.
 
     ``relu_scale``: x_src came from a ReLU-dropout whose backward this node claimed
     (:func:`gnnscale.nn.dropout.claim_relu_dropout`): it is applied to the input gradient in
     the buffer the aggregation's backward writes, to rows D.. in that same pass over each row
-    and to rows ..D once the self term's gradient is added to them (the same values as the
-    ReLU-dropout's own backward, without its [S, F] output buffer or a pass of its own)."""
+    and to rows ..D once ``g @ W_r`` is added to them (the same values as the ReLU-dropout's
+    own backward, without its [S, F] output buffer or a pass of its own)."""
 
     @staticmethod
     def forward(ctx, x_src: Tensor, adj: BlockAdjacency, num_dst: int, w_l: Tensor, b_l: Tensor | None,
                 w_r: Tensor, relu_scale=None) -> Tensor:  # type: ignore[override]
-        f = x_src.shape[1]
-        both = torch.empty(num_dst, 2 * f, dtype=x_src.dtype)  # [A @ x_src | x_src[:D]]
-        adj.mm(x_src, out=both)
-        both[:, f:].copy_(x_src[:num_dst])
-        w = torch.cat([w_l, w_r], 1)  # [out, 2F]
-        out = torch.addmm(b_l, both, w.t()) if b_l is not None else both.mm(w.t())
+        agg = adj.mm(x_src)
+        out = torch.addmm(b_l, agg, w_l.t()) if b_l is not None else agg.mm(w_l.t())
+        out += x_src[:num_dst].mm(w_r.t())  # a product of its own, then the sum: autograd's order
         ctx.adj, ctx.num_dst, ctx.relu_scale = adj, num_dst, relu_scale
-        ctx.save_for_backward(x_src, both, w)
+        ctx.save_for_backward(x_src, agg, w_l, w_r)
         return out
 
     @staticmethod
     def backward(ctx, g: Tensor):  # type: ignore[override]
-        x_src, both, w = ctx.saved_tensors
-        d, f = ctx.num_dst, x_src.shape[1]
+        x_src, agg, w_l, w_r = ctx.saved_tensors
+        d = ctx.num_dst
         need_x, _, _, need_wl, need_bl, need_wr, _ = ctx.needs_input_grad
         grad_x = None
         if need_x:
             scale = ctx.relu_scale
-            gx = g.mm(w)  # [D, 2F]: the aggregation's gradient | the self term's
             # rows d.. get the claimed ReLU-dropout's backward in the aggregation's own pass; rows
-            # ..d after the self term's gradient is added to them
-            grad_x = ctx.adj.mm(gx, transpose=True, width=f,
+            # ..d after g @ W_r is added to them
+            grad_x = ctx.adj.mm(g.mm(w_l), transpose=True,
                                 scale_where_positive=None if scale is None else (x_src, scale, d))
-            grad_x[:d] += gx[:, f:]
+            # g @ W_r as a product of its own, then added, as autograd sums its two gradients: an
+            # addmm_ into grad_x (beta 1) adds C inside the BLAS kernel, between its blocks of the
+            # inner dimension on some CPUs (AMD EPYC, k = 256: a last-bit difference)
+            grad_x[:d] += g.mm(w_r)
             if scale is not None:
                 relu_dropout_backward_(grad_x[:d], x_src[:d], scale)
-        gw = g.t().mm(both) if need_wl or need_wr else None  # [out, 2F]
-        return (grad_x, None, None, gw[:, :f] if need_wl else None, g.sum(0) if need_bl else None,
-                gw[:, f:] if need_wr else None, None)
+        return (grad_x, None, None, g.t().mm(agg) if need_wl else None, g.sum(0) if need_bl else None,
+                g.t().mm(x_src[:d]) if need_wr else None, None)
 
 
 _SAGE = ("GraphSAGE, mean aggregation as a CSR product, linear map first when it narrows (BlockSAGEConv; "
