@@ -218,12 +218,16 @@ class DistRun:
 
     def node_loader(self, num_neighbors: Any, input_nodes: Any = "train", batch_size: int = 1,
                     shuffle: bool = False, drop_last: bool = False, seed: int = 0, replace: bool = False,
-                    data: Any = None, **kwargs: Any) -> RankNodeLoader:
+                    data: Any = None, subgraph_type: Any = "directional", disjoint: bool = False,
+                    **kwargs: Any) -> RankNodeLoader:
         """PyG's ``NodeLoader`` over this rank's batches of ``input_nodes`` (a split's name, original
-        ids or a bool mask over the nodes, or for a HeteroData ``(type, ids or mask)``), on gnnscale's
-        sampler; PyG's batches (a mask's: ``input_id`` the seeds' node ids, as PyG's). ``data``:
-        another graph than the run's (in memory, e.g. an evaluation split's)."""
+        ids (repeats allowed: each copy a seed row) or a bool mask over the nodes, or for a HeteroData
+        ``(type, ids or mask)``), on gnnscale's sampler; PyG's batches (a mask's: ``input_id`` the seeds'
+        node ids, as PyG's). ``subgraph_type`` and ``disjoint`` as :class:`gnnscale.pyg.NeighborLoader`'s
+        (the same sampler). ``data``: another graph than the run's (in memory, e.g. an evaluation
+        split's)."""
         self._options(kwargs)
+        kwargs.update(subgraph_type=subgraph_type, disjoint=disjoint)
         return self._node(None, num_neighbors, input_nodes, batch_size, shuffle, drop_last, seed, replace, kwargs,
                           data)
 
@@ -231,9 +235,11 @@ class DistRun:
               shuffle: bool, drop_last: bool, seed: int, replace: bool, kwargs: dict,
               data: Any = None) -> RankNodeLoader:
         """:meth:`node_loader`'s loader, or ``into`` (a subclass's instance, :mod:`gnnscale.pyg.distributed`)
-        made it."""
+        made it; ``kwargs``' ``subgraph_type`` / ``disjoint`` go to the sampler."""
         data = self.data if data is None else data
-        sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace)
+        sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace,
+                              subgraph_type=kwargs.pop("subgraph_type", "directional"),
+                              disjoint=kwargs.pop("disjoint", False))
         # a split's name, else PyG's forms (ids, a bool mask; typed: (type, ids or mask)) as node ids
         nodes = self.split(input_nodes) if isinstance(input_nodes, str) else check_seeds(input_nodes,
                                                                                            sampler.num_nodes)
