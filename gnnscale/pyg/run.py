@@ -264,21 +264,27 @@ class DistRun:
     def link_loader(self, num_neighbors: Any, edge_label_index: torch.Tensor, edge_label: torch.Tensor | None = None,
                     neg_sampling: Any = None, neg_sampling_ratio: float | None = None, batch_size: int = 1,
                     shuffle: bool = False, drop_last: bool = False, seed: int = 0, replace: bool = False,
-                    data: Any = None, **kwargs: Any) -> RankLinkLoader:
+                    data: Any = None, subgraph_type: Any = "directional", disjoint: bool = False,
+                    **kwargs: Any) -> RankLinkLoader:
         """PyG's ``LinkLoader`` over this rank's batches of ``edge_label_index`` (int64 [2, B], original
         ids; a HeteroData: ``(relation, pairs)``, binary negatives only); negatives as
         :class:`gnnscale.pyg.LinkNeighborLoader` draws them (never real edges). ``data``: another
-        graph than the run's (in memory, e.g. a link split's test graph)."""
+        graph than the run's (in memory, e.g. a link split's test graph). ``subgraph_type`` and
+        ``disjoint`` as :class:`gnnscale.pyg.LinkNeighborLoader`'s (the same sampler)."""
         self._options(kwargs)
+        kwargs.update(subgraph_type=subgraph_type, disjoint=disjoint)
         return self._link(None, num_neighbors, edge_label_index, edge_label, neg_sampling, neg_sampling_ratio,
                           batch_size, shuffle, drop_last, seed, replace, kwargs, data)
 
     def _link(self, into: RankLinkLoader | None, num_neighbors: Any, edge_label_index: Any, edge_label: Any,
               neg_sampling: Any, neg_sampling_ratio: float | None, batch_size: int, shuffle: bool, drop_last: bool,
               seed: int, replace: bool, kwargs: dict, data: Any = None) -> RankLinkLoader:
-        """:meth:`link_loader`'s loader, or ``into`` (a subclass's instance) made it."""
+        """:meth:`link_loader`'s loader, or ``into`` (a subclass's instance) made it; ``kwargs``'
+        ``subgraph_type`` / ``disjoint`` go to the sampler."""
         data = self.data if data is None else data
-        sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace)
+        sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace,
+                              subgraph_type=kwargs.pop("subgraph_type", "directional"),
+                              disjoint=kwargs.pop("disjoint", False))
         if isinstance(data, HeteroData) or is_typed_stores(data):  # (relation, pairs)
             if not (isinstance(edge_label_index, tuple) and len(edge_label_index) == 2):
                 raise SamplerError(f"on a HeteroData edge_label_index is (relation, pairs int64 [2, B]); found "
