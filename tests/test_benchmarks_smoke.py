@@ -58,6 +58,7 @@ SMOKE: dict[str, tuple[list[str], int, bool]] = {
     "partition_scale.py": (["--workdir", "{tmp}"], 300, True),
     "pipeline.py": (["--workdir", "{tmp}"], 300, True),
     "pyg_accuracy.py": ([], 300, True),
+    "pyg_examples_speed.py": ([], 400, True),
     "pyg_loader.py": ([], 300, True),
     "pyg_own_part.py": (["--workdir", "{tmp}"], 400, True),
     "pyg_run_overhead.py": ([], 300, True),
