@@ -62,6 +62,7 @@ SMOKE: dict[str, tuple[list[str], int, bool]] = {
     "pyg_loader.py": ([], 300, True),
     "pyg_own_part.py": (["--workdir", "{tmp}"], 400, True),
     "pyg_run_overhead.py": ([], 300, True),
+    "pyg_sgformer.py": ([], 400, True),
     "pyg_step_draws.py": ([], 200, True),
     "roofline.py": ([], 300, True),
     "sampler.py": ([], 200, True),
