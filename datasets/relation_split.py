@@ -30,9 +30,13 @@ def relation_index(data, relation: str) -> int:
     """The index of ``relation`` (a relation name, or ``"src,rel,dst"``) among ``data.edge_types``."""
     names = [tuple(t) for t in data.edge_types]
     want = tuple(s.strip() for s in str(relation).split(",")) if "," in str(relation) else None
-    for i, (s, r, d) in enumerate(names):
-        if (want is None and r == relation) or want == (s, r, d):
-            return i
+    found = [i for i, (s, r, d) in enumerate(names) if (want is None and r == relation) or want == (s, r, d)]
+    if len(found) == 1:
+        return found[0]
+    if found:  # a name that repeats across type pairs (PyG's naming): the triple decides
+        listed = ", ".join(",".join(names[i]) for i in found)
+        raise DatasetError(f"relation {relation!r} names {len(found)} relations of {getattr(data, 'name', 'the graph')} "
+                           f"({listed}); give --link-relation as src,rel,dst")
     listed = ", ".join(r for _, r, _ in names)
     raise DatasetError(f"relation {relation!r} does not exist in {getattr(data, 'name', 'the graph')}: its relations "
                        f"are {listed}; give --link-relation one of them")

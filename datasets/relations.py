@@ -38,20 +38,18 @@ def add_reverse(data: Data, prefix: str = "rev_") -> Data:
 
     A relation has a reverse when some relation of types ``(dst, ., src)`` (itself, for a
     symmetric same-type relation) holds exactly its transposed edges, or when a relation named
-    ``prefix + rel`` exists. The new relations are appended (ids R, R+1, ...) in the order of
-    the relations they reverse, their edges after the existing ones.
+    ``(dst, prefix + rel, src)`` exists (a relation name may repeat across type pairs, as in PyG).
+    The new relations are appended (ids R, R+1, ...) in the order of the relations they reverse,
+    their edges after the existing ones.
 
     Returns:
         A new ``Data`` (the input is not modified; unchanged tensors are shared).
-
-    Raises:
-        DatasetError: ``prefix + rel`` already names a relation of other types.
     """
     check_typed(data, getattr(data, "name", "typed graph"), check_duplicates=False)
     n = data.num_nodes
     edge_types = [tuple(et) for et in data.edge_types]
     R = len(edge_types)
-    names = {et[1]: et for et in edge_types}
+    triples = set(edge_types)
     segs = _by_relation(data.edge_index, data.edge_type, R)
     sums = [(int(ei[0].sum()), int(ei[1].sum())) for ei in segs]  # cheap necessary condition for a reverse
     cache: dict[tuple[int, bool], torch.Tensor] = {}
@@ -65,13 +63,7 @@ def add_reverse(data: Data, prefix: str = "rev_") -> Data:
     rev_of = torch.full((R,), -1, dtype=torch.int64)
     new_types: list[EdgeType] = []
     for r, (s, rel, d) in enumerate(edge_types):  # loop over relations
-        if prefix + rel in names:
-            other = names[prefix + rel]
-            if (other[0], other[2]) != (d, s):
-                raise DatasetError(
-                    f"expected relation name {prefix + rel!r} to be free or the reverse of {_fmt_type((s, rel, d))} in "
-                    f"{data.name}, found it used by {_fmt_type(other)}; rename that relation"
-                )
+        if (d, prefix + rel, s) in triples:  # the reverse is there already, under its name
             continue
         count = segs[r].shape[1]
         found = False

@@ -5,7 +5,7 @@ stored in one id space: the nodes of type t are the contiguous ids ``type_ptr[t]
 type_ptr[t+1] - 1`` (a node's *per-type id* is ``id - type_ptr[t]``), every edge carries its
 relation in ``edge_type``. The ``Data`` every typed source returns has:
 
-* ``node_types`` list[str] [T], ``edge_types`` list[(str, str, str)] [R] (relation names unique),
+* ``node_types`` list[str] [T], ``edge_types`` list[(str, str, str)] [R] (triples distinct; a relation name may repeat across type pairs, as in PyG),
 * ``type_ptr`` int64 [T + 1], ``node_type`` int64 [N],
 * ``edge_index`` int64 [2, E] (row 0 source, row 1 target, homogeneous ids, no duplicate
   (src, dst, relation)), ``edge_type`` int64 [E] in ``[0, R)``,
@@ -70,9 +70,12 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
 
 
 def check_edge_types(node_types: Sequence[str], edge_types: Sequence[Any], where: str) -> None:
-    """Raise DatasetError unless every relation is a ``(src, rel, dst)`` of known types with a unique name."""
+    """Raise DatasetError unless every relation is a distinct ``(src, rel, dst)`` of known types.
+
+    A relation name may repeat across type pairs (PyG's DBLP: ``('paper', 'to', 'author')`` and
+    ``('paper', 'to', 'conference')``): a relation is its triple everywhere, never its name alone."""
     known = set(node_types)
-    seen: dict[str, Any] = {}
+    seen: dict[Any, Any] = {}
     for et in edge_types:
         if not (isinstance(et, tuple) and len(et) == 3 and all(isinstance(s, str) and s for s in et)):
             raise DatasetError(
@@ -85,12 +88,12 @@ def check_edge_types(node_types: Sequence[str], edge_types: Sequence[Any], where
                     f"expected the relations of {where} to join known node types {sorted(known)}, found "
                     f"relation {_fmt_type(et)} that names an unknown node type {end!r}; add the type or fix the name"
                 )
-        if et[1] in seen:
+        if et in seen:
             raise DatasetError(
-                f"expected unique relation names in {where}, found a duplicated relation name {et[1]!r} in "
-                f"{_fmt_type(seen[et[1]])} and {_fmt_type(et)}; rename one (e.g. '{et[1]}_{et[0]}')"
+                f"expected each relation once in {where}, found {_fmt_type(et)} twice; merge its edges into one "
+                f"relation (a relation name may repeat across other (src, dst) type pairs, as in PyG)"
             )
-        seen[et[1]] = et
+        seen[et] = et
 
 
 def _check_node_types(node_types: Sequence[Any], where: str) -> None:
@@ -146,7 +149,7 @@ def make_typed_data(
         The typed ``Data`` (see the module docstring), checked with :func:`check_typed`.
 
     Raises:
-        DatasetError: unknown node type in a relation, duplicated relation name, edges out of
+        DatasetError: unknown node type in a relation, a relation triple given twice, edges out of
         their types' ranges, feature rows not matching a type's count, unknown target type,
         a target type without labels, a malformed split.
     """
@@ -270,7 +273,7 @@ def check_typed(data: Data, where: str = "typed graph", *, check_duplicates: boo
 
     Raises:
         DatasetError: one line for the first violation found: a relation naming an unknown
-        node type, a duplicated relation name, feature rows that do not match a type's count,
+        node type, a relation triple given twice, feature rows that do not match a type's count,
         edges out of their relation's type ranges, an ``edge_type`` out of range, a target type
         that is unknown or has no labels, masks on other nodes, wrong dtypes or shapes.
     """

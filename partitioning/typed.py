@@ -116,8 +116,9 @@ def typed_spec(data: Data, where: str = "data") -> TypedSpec:
             raise PartitionError(f"expected {where}.edge_types as (src type, relation, dst type) of the node types "
                                  f"{node_types}, found {e!r:.120}; {_FIX}")
         triples.append((e[0], e[1], e[2]))
-    if len({e[1] for e in triples}) != len(triples):
-        raise PartitionError(f"expected unique relation names in {where}.edge_types, found {[e[1] for e in triples]}; {_FIX}")
+    if len(set(triples)) != len(triples):
+        raise PartitionError(f"expected distinct (src, relation, dst) triples in {where}.edge_types, found one twice in "
+                             f"{triples!r:.200}; {_FIX}")
     if len(triples) > np.iinfo(np.int16).max + 1:
         raise PartitionError(f"expected at most {np.iinfo(np.int16).max + 1} relations (etype.npy is int16), "
                              f"found {len(triples)}; merge relations")

@@ -73,7 +73,7 @@ def test_pyg_rpc_arguments_are_ignored_and_what_changes_batches_is_refused(cora_
     assert len(loader) == 43 and loader.num_workers == 0  # every node (input_nodes=None), batches of 64
     for kwargs, msg in [(dict(dist_sampler=object()), "dist_sampler is not offered"),
                         (dict(time_attr="time"), "time_attr is not offered"),
-                        (dict(subgraph_type="induced"), "draws directional, non-disjoint subgraphs"),
+                        (dict(subgraph_type="induced", disjoint=True), "'induced' with disjoint=True is not"),
                         (dict(current_ctx=DistContext(1, 1, 2, 2, "g")), "is not this process")]:
         with pytest.raises(GnnscaleError, match=msg) as err:
             DistNeighborLoader(data, [5], **kwargs)
@@ -128,4 +128,20 @@ def test_a_drop_in_link_loader_is_the_runs_link_loader(cora, cora_partition):
         assert torch.equal(a.n_id[a.edge_label_index], b.n_id[b.edge_label_index])
     feature.labels = torch.arange(cora.num_nodes)  # PyG's labels by node id: each batch's y
     assert all(torch.equal(b.y, b.n_id) for b in mine)
+    # disjoint=True and a subgraph type (PyG's link example passes disjoint=True): the plain loader's batches
+    from gnnscale.pyg import LinkNeighborLoader
+
+    for kw in (dict(disjoint=True), dict(subgraph_type="bidirectional")):
+        mine = DistLinkNeighborLoader((feature, graph), [5, 3], current_ctx=DistContext(0, 0, 1, 1, "g"),
+                                      edge_label_index=pairs, neg_sampling_ratio=1.0, batch_size=32, shuffle=True,
+                                      seed=5, **kw)
+        ref = LinkNeighborLoader(cora, num_neighbors=[5, 3], edge_label_index=pairs, neg_sampling_ratio=1.0,
+                                 batch_size=32, shuffle=True, seed=5, **kw)
+        got, want = list(mine), list(ref)
+        assert len(got) == len(want) == 4
+        for a, b in zip(got, want):
+            assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index), kw
+            assert torch.equal(a.edge_label_index, b.edge_label_index) and torch.equal(a.edge_label, b.edge_label)
+            assert ("batch" in a) == ("batch" in b) == ("disjoint" in kw) and ("batch" not in b or torch.equal(
+                a.batch, b.batch))
     run.close()

@@ -107,6 +107,45 @@ def test_rank_loaders_refuse_time_in_one_line(cora_partition):
         run.close()
 
 
+def test_run_node_loader_takes_subgraph_types_disjoint_and_repeated_seeds(cora, cora_partition):
+    """run.node_loader over a 1-part Cora folder with NeighborLoader's subgraph_type ('bidirectional',
+    'induced', PyG's enum), disjoint=True and repeated seeds: the plain loader's batches (the same
+    sampler, built by one sampler_for); induced with disjoint is PyG's ValueError, in one line."""
+    from torch_geometric.sampler.base import SubgraphType
+
+    from gnnscale.errors import SamplerValueError
+
+    run = start_run(cora_partition(1), timeout=30)
+    coo = run.graph_store.coo_of()
+    seeds = torch.tensor([5, 9, 5, 120, 9, 5, 77, 2000, 120, 31])  # repeats, as PyG's loaders take them
+    cases = [dict(subgraph_type="bidirectional"), dict(subgraph_type=SubgraphType.induced), dict(disjoint=True),
+             dict(), dict(disjoint=True, subgraph_type="bidirectional")]
+    for kw in cases:
+        for nodes in (seeds, cora.val_mask):
+            got = list(run.node_loader(FANOUTS, nodes, batch_size=4, shuffle=True, seed=7, **kw))
+            want = list(NeighborLoader(cora, num_neighbors=FANOUTS, input_nodes=nodes, batch_size=4, shuffle=True,
+                                       seed=7, **kw))
+            assert len(got) == len(want) > 0, kw
+            for a, b in zip(got, want):
+                for name in ("n_id", "edge_index", "x", "y", "batch", "input_id", "num_sampled_nodes",
+                             "num_sampled_edges", "batch_size"):
+                    assert (name in a) == (name in b), (kw, name)
+                    if name in b:
+                        assert a[name] == b[name] if not isinstance(b[name], torch.Tensor) else \
+                            torch.equal(a[name], b[name]), (kw, name)
+                assert ("e_id" in a) == ("e_id" in b), kw  # e_id: the folder's edge ids (its own numbering)
+                if kw.get("subgraph_type") != "bidirectional":
+                    assert torch.equal(coo[:, a.e_id], a.n_id[a.edge_index]), kw
+            if nodes is seeds:  # every copy of a seed is a seed row of its own
+                rows = torch.cat([a.n_id[:a.batch_size] for a in got])
+                assert torch.equal(torch.sort(rows).values, torch.sort(seeds).values), kw
+    assert "batch" in got[0] and got[0].batch.max() == 3  # disjoint: a tree per seed
+    with pytest.raises(SamplerValueError, match="subgraph_type='induced' with disjoint=True") as err:
+        run.node_loader(FANOUTS, seeds, subgraph_type="induced", disjoint=True)
+    assert "\n" not in str(err.value)
+    run.close()
+
+
 def test_a_folder_of_another_part_count_is_one_line(cora_partition):
     with pytest.raises(PartitionError) as err:
         start_run(cora_partition(2), timeout=30)

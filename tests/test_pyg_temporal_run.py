@@ -142,8 +142,6 @@ def test_one_process_over_a_folder_is_the_plain_loader_and_what_is_not_honoured_
              "expected temporal_strategy among uniform, last"),
             (dict(time_attr="edge_time", input_time=seed_time, subgraph_type="induced"),
              "subgraph_type='induced' with time_attr is not supported"),
-            (dict(time_attr="edge_time", input_time=seed_time, disjoint=False),
-             "disjoint=False with time_attr is not supported"),
             (dict(time_attr="edge_time", edge_label_time=seed_time), "a node loader takes input_time, not "),
         ]
         for kwargs, message in cases:

@@ -186,3 +186,88 @@ def test_typed_folder_batches_on_two_processes_are_one_process_batches(acm_data,
         n_r, e_r = (np.load(acm_parts / f"part{r}" / f, mmap_mode="r").shape[0]
                     for f in ("orig_ids.npy", "indices.npy"))
         assert sent["graph"] == 8 * (1 + 3 * n_r + 2 * e_r) == results[1 - r]["comm"]["received"]["graph"], sent
+
+
+def _dblp_like():
+    """A small typed graph named as PyG's DBLP: the relation name 'to' on four type pairs."""
+    import numpy as np
+
+    from gnnscale.datasets.typed import make_typed_data
+
+    rng = np.random.default_rng(0)
+    pa = np.stack([rng.integers(0, 40, 120), rng.integers(0, 30, 120)])
+    pc = np.stack([np.arange(40), rng.integers(0, 5, 40)])
+    return make_typed_data(
+        num_nodes={"paper": 40, "author": 30, "conference": 5},
+        edges=[(("paper", "to", "author"), pa), (("author", "to", "paper"), pa[::-1]),
+               (("paper", "to", "conference"), pc), (("conference", "to", "paper"), pc[::-1])],
+        target_type="paper", y=rng.integers(0, 3, 40), x_dict={"paper": rng.standard_normal((40, 5)),
+                                                               "author": rng.standard_normal((30, 4))},
+        train=np.arange(0, 40, 2), val=np.arange(1, 40, 4), name="dblp-like")
+
+
+def _same_batches(got, want, data):
+    assert len(got) == len(want) > 0
+    for a, b in zip(got, want):
+        for t in data.node_types:
+            assert torch.equal(a[t].n_id, b[t].n_id), t
+            assert ("x" in a[t]) == ("x" in b[t]) and ("x" not in b[t] or torch.equal(a[t].x, b[t].x)), t
+        for rel in data.edge_types:
+            assert torch.equal(a[rel].edge_index, b[rel].edge_index), rel
+        assert a.num_sampled_nodes_dict == b.num_sampled_nodes_dict
+
+
+def test_a_relation_name_repeated_across_type_pairs_partitions_and_samples(tmp_path):
+    """PyG's relation naming (DBLP: ('paper', 'to', 'author') and ('paper', 'to', 'conference')) on the
+    partition path: start_run(hetero_data, parts_dir=...) in one process and `gnnscale partition` of
+    the same graph (a hetero-dir folder, 2 parts, both ranks' stores read here) give the in-memory
+    loaders' batches, per relation triple (the name 'to' repeats four times)."""
+    from torch_geometric.loader import NodeLoader
+
+    from gnnscale.cli import main
+    from gnnscale.datasets import load_dataset, write_hetero_dir
+    from gnnscale.datasets.hetero_data import to_hetero_data
+    from gnnscale.process.comm import Communicator
+    from gnnscale.pyg import TypedPartitionFeatureStore, TypedPartitionGraphStore
+
+    typed = _dblp_like()
+    data = to_hetero_data(typed)
+    assert [et[1] for et in data.edge_types] == ["to"] * 4
+    from gnnscale.datasets.relation_split import relation_index
+    from gnnscale.errors import DatasetError
+
+    assert relation_index(typed, "paper,to,conference") == 2  # --link-relation: the triple where a name repeats
+    with pytest.raises(DatasetError, match="relation 'to' names 4 relations of dblp-like .*give --link-relation as src,rel,dst"):
+        relation_index(typed, "to")
+    fan = {et: [3, 2] for et in data.edge_types}
+    et = ("paper", "to", "conference")
+    pairs = data[et].edge_index[:, ::3]
+
+    def want():
+        return [*NeighborLoader(data, num_neighbors=fan, input_nodes=("paper", data["paper"].train_mask),
+                                batch_size=8, shuffle=True, seed=3),
+                *LinkNeighborLoader(data, num_neighbors=[2, 2], edge_label_index=(et, pairs), neg_sampling_ratio=1.0,
+                                    batch_size=6, seed=1)]
+
+    run = start_run(data, parts_dir=tmp_path / "one", timeout=30)
+    got = [*run.node_loader(fan, "train", batch_size=8, shuffle=True, seed=3),
+           *run.link_loader([2, 2], (et, pairs), neg_sampling_ratio=1.0, batch_size=6, seed=1)]
+    ref = want()
+    _same_batches(got, ref, data)
+    for a, b in zip(got, ref):
+        for rel in data.edge_types:
+            assert torch.equal(a[rel].e_id, b[rel].e_id), rel
+    assert torch.equal(got[-1][et].edge_label_index, ref[-1][et].edge_label_index)
+    run.close()
+
+    folder = tmp_path / "cli2"
+    code = main(["partition", "--dataset", "hetero-dir:" + write_hetero_dir(typed, tmp_path / "dir"), "--parts", "2",
+                 "--out", str(folder)])
+    assert code == 0
+    gs = TypedPartitionGraphStore(folder)
+    assert gs.metadata() == data.metadata()
+    for rank in range(2):
+        fs = TypedPartitionFeatureStore(gs, Communicator(rank, 2))  # no group: the other part read from the folder
+        nodes = NodeLoader((fs, gs), sampler_for((fs, gs), fan, seed=3), input_nodes=("paper", fs.mask_ids(
+            "train_mask")[1]), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(3))
+        _same_batches(list(nodes), want()[:len(nodes)], data)

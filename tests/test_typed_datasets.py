@@ -123,10 +123,8 @@ def test_make_typed_data_removes_unlabelled_from_masks() -> None:
         ({"y": None}, "expected labels for the target type 'paper'"),
         ({"y": np.full(5, -1)}, "the target type has no labelled node"),
         ({"target_type": "journal"}, "found an unknown target type 'journal'"),
-        ({"edges": [(("paper", "cites", "paper"), np.array([[0], [1]])), (("author", "cites", "paper"), np.array([[0], [1]]))]},
-         "found a duplicated relation name 'cites'"),
         ({"edges": [(("paper", "cites", "paper"), np.array([[0], [1]])), (("paper", "cites", "paper"), np.array([[1], [2]]))]},
-         "found a duplicated relation name 'cites'"),
+         "found ('paper', 'cites', 'paper') twice"),
         ({"y": np.array([0, 1, 2]), "train": None}, "expected labels [5] (one per node of the target type 'paper')"),
         ({"train": np.array([0, 7])}, "expected train ids in [0, 5)"),
         ({"val": np.array([0, 2])}, "expected disjoint train/val/test sets"),
@@ -153,8 +151,8 @@ def _corrupt(d, **attrs):
     [
         (lambda d: _corrupt(d, edge_types=[("author", "writes", "paper"), ("paper", "cites", "journal"), d.edge_types[2]]),
          "names an unknown node type 'journal'"),
-        (lambda d: _corrupt(d, edge_types=[("author", "writes", "paper"), ("paper", "writes", "paper"), d.edge_types[2]]),
-         "found a duplicated relation name 'writes'"),
+        (lambda d: _corrupt(d, edge_types=[("author", "writes", "paper"), ("author", "writes", "paper"), d.edge_types[2]]),
+         "found ('author', 'writes', 'paper') twice"),
         (lambda d: _corrupt(d, x_dict={"paper": torch.ones(4, 3)}), "expected 5 feature rows (one per node of type 'paper')"),
         (lambda d: _corrupt(d, x_dict={"paper": torch.ones(5, 3, dtype=torch.float64)}), "x_dict['paper'] float32"),
         (lambda d: _corrupt(d, edge_type=torch.full_like(d.edge_type, 3)), "expected edge_type in [0, 3) (one per relation)"),
@@ -208,12 +206,16 @@ def test_add_reverse_keeps_existing_reverses_and_symmetric_relations() -> None:
     )
     r = add_reverse(d)
     assert r.edge_types == d.edge_types and r.edge_index.shape == d.edge_index.shape
-    # a relation whose rev_ name is taken by other types is an error
+    # a relation name may repeat across type pairs (PyG's DBLP: ('paper', 'to', 'author'), ('paper', 'to',
+    # 'conference')): rev_r of other types beside it, and a repeated name, get their own reverses
     clash = make_typed_data(num_nodes={"a": 2, "b": 2},
-                            edges={("a", "r", "b"): np.array([[0], [1]]), ("a", "rev_r", "a"): np.array([[0], [1]])},
+                            edges={("a", "r", "b"): np.array([[0], [1]]), ("a", "rev_r", "a"): np.array([[0], [1]]),
+                                   ("b", "r", "a"): np.array([[0, 1], [1, 1]])},
                             target_type="a", y=np.array([0, 1]), name="clash")
-    with pytest.raises(DatasetError, match="expected relation name 'rev_r' to be free or the reverse"):
-        add_reverse(clash)
+    r = add_reverse(clash)
+    assert r.edge_types == clash.edge_types + [("b", "rev_r", "a"), ("a", "rev_rev_r", "a"), ("a", "rev_r", "b")]
+    rel = relation_edges(r)
+    assert rel["b", "rev_r", "a"].tolist() == [[1], [0]] and rel["a", "rev_r", "b"].tolist() == [[1, 1], [0, 1]]
 
 
 # --------------------------------------------------------------------------- HeteroData

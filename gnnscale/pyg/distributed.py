@@ -228,15 +228,6 @@ def _refuse(kind: str, **given: Any) -> None:
                                f"leave it out.")
 
 
-def _directional(kind: str, subgraph_type: Any, disjoint: bool) -> None:
-    """PyG's default sampling (``subgraph_type="directional"``, its enum too, ``disjoint=False``):
-    what the partition stores' sampler draws; anything else is refused in one line."""
-    name = getattr(subgraph_type, "value", subgraph_type)
-    if name != "directional" or disjoint:
-        raise SamplerError(f"{kind} over a partition folder draws directional, non-disjoint subgraphs; found "
-                           f"subgraph_type={name!r}, disjoint={disjoint!r}. Leave both at PyG's defaults.")
-
-
 def _union(comm: Communicator, mine: torch.Tensor, dim: int = -1) -> tuple[torch.Tensor, int]:
     """Every rank's seeds concatenated in rank order (``dim``: the axis of the seeds) and where this
     rank's start; seeds identical on every rank count once (offset 0)."""
@@ -284,7 +275,6 @@ class DistNeighborLoader(_Moves, RankNodeLoader):
         for k in RPC_ONLY:
             kwargs.pop(k, None)
         _refuse("DistNeighborLoader", dist_sampler=dist_sampler, input_time=input_time, time_attr=time_attr)
-        _directional("DistNeighborLoader", subgraph_type, disjoint)
         features, graph = _pair(data)
         run = graph.open(current_ctx)
         features.open(current_ctx)
@@ -300,7 +290,7 @@ class DistNeighborLoader(_Moves, RankNodeLoader):
             raise SamplerError("on a typed folder input_nodes is (node type, ids); found ids alone. Pass e.g. "
                                f"({graph.gnnscale_meta['typed']['target_type']!r}, train_idx).")
         run._node(self, num_neighbors, union, batch_size, shuffle, drop_last, seed, replace,
-                  dict(kwargs, transform=transform))
+                  dict(kwargs, transform=transform, subgraph_type=subgraph_type, disjoint=disjoint))
         self._labels = lambda: features.labels
         self._target = target
         self._device = None if device is None or torch.device(device).type == "cpu" else torch.device(device)
@@ -327,7 +317,6 @@ class DistLinkNeighborLoader(_Moves, RankLinkLoader):
             kwargs.pop(k, None)
         _refuse("DistLinkNeighborLoader", dist_sampler=dist_sampler, edge_label_time=edge_label_time,
                 time_attr=time_attr)
-        _directional("DistLinkNeighborLoader", subgraph_type, disjoint)
         features, graph = _pair(data)
         run = graph.open(current_ctx)
         features.open(current_ctx)
@@ -341,7 +330,7 @@ class DistLinkNeighborLoader(_Moves, RankLinkLoader):
             edge_label, _ = _union(run.comm, edge_label)
         run._link(self, num_neighbors, (relation, pairs) if typed else pairs, edge_label, neg_sampling,
                   neg_sampling_ratio, batch_size, shuffle, drop_last, seed, replace,
-                  dict(kwargs, transform=transform))
+                  dict(kwargs, transform=transform, subgraph_type=subgraph_type, disjoint=disjoint))
         self._labels = lambda: features.labels
         self._target = graph.gnnscale_meta["typed"]["target_type"] if graph.meta["is_hetero"] else None
         self._device = None if device is None or torch.device(device).type == "cpu" else torch.device(device)

@@ -131,13 +131,14 @@ def given_as_mask(input_nodes: Any) -> bool:
 
 
 def check_seeds(input_nodes: Any, num_nodes: int | dict) -> Any:
-    """``input_nodes`` as node ids: distinct int64 ids (``num_nodes`` an int) or ``(node type, ids)``
-    (``num_nodes`` per type), given as ids or a bool mask (typed: a type, or ``(type, ids or mask or None)``)."""
+    """``input_nodes`` as node ids: int64 ids (``num_nodes`` an int; repeats allowed, as PyG's loaders
+    take them: each copy a seed row of its own) or ``(node type, ids)`` (``num_nodes`` per type), given
+    as ids or a bool mask (typed: a type, or ``(type, ids or mask or None)``)."""
     if isinstance(num_nodes, dict):
-        return check_typed_input_nodes(input_nodes, num_nodes)
+        return check_typed_input_nodes(input_nodes, num_nodes, distinct=False)
     if input_nodes is None:
         return torch.arange(num_nodes)
-    return check_input_nodes(input_nodes, num_nodes)
+    return check_input_nodes(input_nodes, num_nodes, distinct=False)
 
 
 class MaskInputId:
@@ -380,14 +381,23 @@ def _weights(data: Any, weight_attr: str | None, edge_index: Any) -> Any:
     return edge_weight_of(data, weight_attr)
 
 
+def check_layout(subgraph_type: Any, disjoint: Any, directed: bool = True) -> str:
+    """The subgraph type's name (:func:`check_subgraph_type`), refusing ``induced`` with ``disjoint``
+    (as PyG does): the plain loaders' and :func:`gnnscale.pyg.sampler_for`'s one check."""
+    subgraph_type = check_subgraph_type(subgraph_type, directed)
+    if subgraph_type == "induced" and disjoint:
+        raise SamplerValueError("subgraph_type='induced' with disjoint=True is not supported (as in PyG); pass one "
+                                "of them.")
+    return subgraph_type
+
+
 def _sampler(data: Any, edge_index: Any, num_nodes: Any, num_neighbors: Any, seed: int, replace: bool,
              backend: str, disjoint: bool, weight_attr: str | None, subgraph_type: str, labor: bool = False,
              time: tuple = (None,)) -> Any:
     """The loader's sampler: homogeneous or typed, as the data is (``labor``: layer-neighbour draws,
-    homogeneous only); ``time`` (time_attr, strategy, window, cut): the time-respecting ones."""
-    if subgraph_type == "induced" and disjoint:
-        raise SamplerValueError("subgraph_type='induced' with disjoint=True is not supported (as in PyG); pass one "
-                                "of them.")
+    homogeneous only); ``time`` (time_attr, strategy, window, cut): the time-respecting ones.
+    :func:`gnnscale.pyg.sampler_for` builds an in-memory graph's so too."""
+    subgraph_type = check_layout(subgraph_type, disjoint)
     weight = _weights(data, weight_attr, edge_index)
     if time[0] is not None and isinstance(edge_index, dict):
         return typed_temporal_sampler(data, edge_index, num_nodes, hetero_fanouts(num_neighbors, list(edge_index)),

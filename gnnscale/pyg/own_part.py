@@ -204,10 +204,11 @@ class OwnPartGraphStore(ReadOnlyEdges, GraphStore):
         sent it."""
         return ((self._bits[part] >> _SPLITS.index(name)) & 1).to(torch.bool).numpy()
 
-    def owner_sampler(self, fanouts: list[int], seed: int = 0, replace: bool = False,
-                      backend: str = "auto") -> "OwnPartSampler":
-        """The sampler of this store (:func:`gnnscale.pyg.sampler_for` calls it)."""
-        return OwnPartSampler(self, fanouts, seed=seed, replace=replace, backend=backend)
+    def owner_sampler(self, fanouts: list[int], seed: int = 0, replace: bool = False, backend: str = "auto",
+                      disjoint: bool = False, subgraph_type: str = "directional") -> "OwnPartSampler":
+        """The sampler of this store (:func:`gnnscale.pyg.sampler_for` calls it; not ``induced``)."""
+        return OwnPartSampler(self, fanouts, seed=seed, replace=replace, backend=backend, disjoint=disjoint,
+                              subgraph_type=subgraph_type)
 
     def _get_edge_index(self, edge_attr: EdgeAttr):
         raise PartitionError("an OwnPartGraphStore holds only its own part's in-edges, not the whole edge_index; "
@@ -235,9 +236,9 @@ class OwnPartSampler(GnnscaleSampler):
     every rank samples the same number of batches."""
 
     def __init__(self, graph: OwnPartGraphStore, fanouts: list[int], seed: int = 0, replace: bool = False,
-                 backend: str = "auto") -> None:
+                 backend: str = "auto", disjoint: bool = False, subgraph_type: str = "directional") -> None:
         super().__init__(None, graph.num_nodes, fanouts, seed=seed, replace=replace, backend=backend,
-                         csc=(graph.indptr, graph.indices, None))
+                         csc=(graph.indptr, graph.indices, None), disjoint=disjoint, subgraph_type=subgraph_type)
         self.graph = graph
         self.comm = graph.comm
 

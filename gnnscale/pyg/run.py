@@ -15,11 +15,10 @@ silent rank and its last phase), then opens this rank's part: PyG stores over th
 parts: all of them, or on several hosts meta.json and the parts of the host's ranks, the others'
 graphs then sent once by their owners to the whole-topology store; the own-part store,
 :mod:`gnnscale.pyg.own_part`, keeps part r's topology only: ``graph_store``, chosen by size and
-said in one line). Given a ``Data`` and ``parts_dir``, rank 0 partitions it there first (the others wait,
-bounded); a ``HeteroData`` and ``parts_dir`` likewise, and a typed folder opens as the typed stores of
-:mod:`gnnscale.pyg.typed_stores` (per node type and relation; the graph store chosen by size, the own
-part's being :mod:`gnnscale.pyg.typed_own_part`'s). Given a ``Data`` or a ``HeteroData``
-without a folder, every rank holds the graph in memory.
+said in one line). Given a ``Data`` and ``parts_dir``, rank 0 partitions it there first (the others
+wait, bounded); a ``HeteroData`` and ``parts_dir`` likewise, and a typed folder opens as the typed
+stores of :mod:`gnnscale.pyg.typed_stores` (the own part's: :mod:`gnnscale.pyg.typed_own_part`).
+Given a ``Data`` or a ``HeteroData`` without a folder, every rank holds the graph in memory.
 
 Batches: one pass cuts the split's seeds into the batches one process would make (shuffled by a
 generator seeded with ``seed``: one ``randperm`` per pass, as PyG's ``shuffle=True`` with
@@ -56,6 +55,7 @@ from gnnscale.process.groups import shutdown_distributed
 from gnnscale.process.health import Health
 from gnnscale.pyg.dropout import BatchKeys, set_batch
 from gnnscale.pyg.hetero import HeteroGnnscaleSampler
+from gnnscale.pyg import run_temporal
 from gnnscale.pyg.layout import shown
 from gnnscale.pyg.loaders import MaskInputId, check_seeds, given_as_mask
 from gnnscale.pyg.own_part import GRAPH_STORES, choose_graph_store, open_graph_store
@@ -222,14 +222,17 @@ class DistRun:
 
     def node_loader(self, num_neighbors: Any, input_nodes: Any = "train", batch_size: int = 1,
                     shuffle: bool = False, drop_last: bool = False, seed: int = 0, replace: bool = False,
-                    data: Any = None, **kwargs: Any) -> RankNodeLoader:
+                    data: Any = None, subgraph_type: Any = "directional", disjoint: bool = False,
+                    **kwargs: Any) -> RankNodeLoader:
         """PyG's ``NodeLoader`` over this rank's batches of ``input_nodes`` (a split's name, original
-        ids or a bool mask over the nodes, or for a HeteroData ``(type, ids or mask)``), on gnnscale's
-        sampler; PyG's batches (a mask's: ``input_id`` the seeds' node ids, as PyG's). ``data``:
-        another graph than the run's (in memory, e.g. an evaluation split's)."""
+        ids (repeats allowed: each copy a seed row) or a bool mask over the nodes, or for a HeteroData
+        ``(type, ids or mask)``), on gnnscale's sampler; PyG's batches (a mask's: ``input_id`` the seeds'
+        node ids, as PyG's). ``subgraph_type`` and ``disjoint`` as :class:`gnnscale.pyg.NeighborLoader`'s
+        (the same sampler). ``data``: another graph than the run's (in memory, e.g. an evaluation
+        split's)."""
         self._options(kwargs)
+        kwargs.update(subgraph_type=subgraph_type, disjoint=disjoint)
         if any(kwargs.get(name) is not None for name in _TIMED):  # in time: gnnscale.pyg.run_temporal
-            from gnnscale.pyg import run_temporal
             return run_temporal.node_loader(self, (RankBatches, RankNodeLoader), num_neighbors, input_nodes,
                                             batch_size, shuffle, drop_last, seed, replace, kwargs, data)
         return self._node(None, num_neighbors, input_nodes, batch_size, shuffle, drop_last, seed, replace, kwargs,
@@ -239,9 +242,11 @@ class DistRun:
               shuffle: bool, drop_last: bool, seed: int, replace: bool, kwargs: dict,
               data: Any = None) -> RankNodeLoader:
         """:meth:`node_loader`'s loader, or ``into`` (a subclass's instance, :mod:`gnnscale.pyg.distributed`)
-        made it."""
+        made it; ``kwargs``' ``subgraph_type`` / ``disjoint`` go to the sampler."""
         data = self.data if data is None else data
-        sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace)
+        sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace,
+                              subgraph_type=kwargs.pop("subgraph_type", "directional"),
+                              disjoint=kwargs.pop("disjoint", False))
         # a split's name, else PyG's forms (ids, a bool mask; typed: (type, ids or mask)) as node ids
         nodes = self.split(input_nodes) if isinstance(input_nodes, str) else check_seeds(input_nodes,
                                                                                            sampler.num_nodes)
@@ -266,14 +271,16 @@ class DistRun:
     def link_loader(self, num_neighbors: Any, edge_label_index: torch.Tensor, edge_label: torch.Tensor | None = None,
                     neg_sampling: Any = None, neg_sampling_ratio: float | None = None, batch_size: int = 1,
                     shuffle: bool = False, drop_last: bool = False, seed: int = 0, replace: bool = False,
-                    data: Any = None, **kwargs: Any) -> RankLinkLoader:
+                    data: Any = None, subgraph_type: Any = "directional", disjoint: bool = False,
+                    **kwargs: Any) -> RankLinkLoader:
         """PyG's ``LinkLoader`` over this rank's batches of ``edge_label_index`` (int64 [2, B], original
         ids; a HeteroData: ``(relation, pairs)``, binary negatives only); negatives as
         :class:`gnnscale.pyg.LinkNeighborLoader` draws them (never real edges). ``data``: another
-        graph than the run's (in memory, e.g. a link split's test graph)."""
+        graph than the run's (in memory, e.g. a link split's test graph). ``subgraph_type`` and
+        ``disjoint`` as :class:`gnnscale.pyg.LinkNeighborLoader`'s (the same sampler)."""
         self._options(kwargs)
+        kwargs.update(subgraph_type=subgraph_type, disjoint=disjoint)
         if any(kwargs.get(name) is not None for name in _TIMED):  # in time: gnnscale.pyg.run_temporal
-            from gnnscale.pyg import run_temporal
             return run_temporal.link_loader(self, (RankBatches, RankLinkLoader), num_neighbors, edge_label_index,
                                             edge_label, neg_sampling, neg_sampling_ratio, batch_size, shuffle,
                                             drop_last, seed, replace, kwargs, data)
@@ -283,9 +290,12 @@ class DistRun:
     def _link(self, into: RankLinkLoader | None, num_neighbors: Any, edge_label_index: Any, edge_label: Any,
               neg_sampling: Any, neg_sampling_ratio: float | None, batch_size: int, shuffle: bool, drop_last: bool,
               seed: int, replace: bool, kwargs: dict, data: Any = None) -> RankLinkLoader:
-        """:meth:`link_loader`'s loader, or ``into`` (a subclass's instance) made it."""
+        """:meth:`link_loader`'s loader, or ``into`` (a subclass's instance) made it; ``kwargs``'
+        ``subgraph_type`` / ``disjoint`` go to the sampler."""
         data = self.data if data is None else data
-        sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace)
+        sampler = sampler_for(data, num_neighbors, seed=seed, replace=replace,
+                              subgraph_type=kwargs.pop("subgraph_type", "directional"),
+                              disjoint=kwargs.pop("disjoint", False))
         if isinstance(data, HeteroData) or is_typed_stores(data):  # (relation, pairs)
             if not (isinstance(edge_label_index, tuple) and len(edge_label_index) == 2):
                 raise SamplerError(f"on a HeteroData edge_label_index is (relation, pairs int64 [2, B]); found "

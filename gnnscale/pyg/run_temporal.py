@@ -20,7 +20,7 @@ the partition writer does not write typed graphs with times yet; a ``HeteroData`
 rank loaders yet), a folder without times, ``time_attr`` naming anything but a folder's edge times
 (``edge_time``, or PyG's ``time``; a folder holds no node times), a folder's node loader without
 ``input_time``, a link loader without ``edge_label_time``, ``subgraph_type`` other than
-``'directional'``, ``disjoint=False`` and ``replace=True``.
+``'directional'`` and ``replace=True`` (``disjoint`` is True in time, PyG's rule).
 """
 from __future__ import annotations
 
@@ -188,9 +188,7 @@ def _options(run: Any, data: Any, kwargs: dict, link: bool) -> tuple[str, str, i
     if sub is not None and str(getattr(sub, "value", sub)) != "directional":
         raise SamplerError(f"subgraph_type={shown(sub)} with time_attr is not supported: the time-respecting draws "
                            "keep each seed's own earlier edges; leave subgraph_type out.")
-    if kwargs.pop("disjoint", True) is False:
-        raise SamplerError("disjoint=False with time_attr is not supported: temporal batches are always disjoint "
-                           "(each seed sees only its own past); leave disjoint out.")
+    kwargs.pop("disjoint", None)  # PyG's rule: disjoint is set to True for temporal sampling (as the plain loaders)
     check_temporal_options(strategy, window, cut)
     return time_attr, strategy, int(window), cut
 

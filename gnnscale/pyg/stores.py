@@ -39,7 +39,7 @@ from gnnscale.data.feature_store import DistFeatureStore
 from gnnscale.data.feature_cache import CacheContext, CacheSize, choose_cache_ids
 from gnnscale.data.host_parts import HostRanks, open_host_features, open_host_labels, plan_host_reads, present_parts
 from gnnscale.data.rows import RowReader
-from gnnscale.errors import PartitionError, SamplerError
+from gnnscale.errors import PartitionError, SamplerError, SamplerValueError
 from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.manifest import load_meta, part_dir_name
 from gnnscale.partitioning.part import load_part
@@ -370,42 +370,43 @@ class PartitionFeatureStore(ReadOnlyRows, FeatureStore):
         return torch.sort(self.graph.old_of_new[new]).values
 
 
-def sampler_for(data: Any, num_neighbors: Any, seed: int = 0, replace: bool = False, backend: str = "auto"):
+def sampler_for(data: Any, num_neighbors: Any, seed: int = 0, replace: bool = False, backend: str = "auto",
+                disjoint: bool = False, subgraph_type: Any = "directional"):
     """gnnscale's PyG sampler of ``data``: a ``Data``, a ``HeteroData`` or ``(feature_store, graph_store)``
     (a :class:`PartitionGraphStore`, or a :class:`MemoryGraphStore` / any PyG GraphStore with COO, CSR
-    or CSC edges: :func:`gnnscale.pyg.memory_stores.graph_of_stores`)."""
+    or CSC edges: :func:`gnnscale.pyg.memory_stores.graph_of_stores`). ``disjoint`` and
+    ``subgraph_type`` as :class:`gnnscale.pyg.NeighborLoader`'s (the same checks and samplers; an
+    in-memory graph's or a user's stores' sampler is the plain loader's)."""
     refuse_unjoined_world("sampler_for")
     from gnnscale.pyg.hetero import HeteroGnnscaleSampler
-    from gnnscale.pyg.typed_inputs import check_hetero_data, hetero_fanouts
-    from gnnscale.pyg.loaders import check_data, check_num_neighbors
+    from gnnscale.pyg.loaders import _graph, _sampler, check_layout, check_num_neighbors
+    from gnnscale.pyg.typed_inputs import fanout_hops, hetero_fanouts
     from gnnscale.pyg.sampler import GnnscaleSampler
 
-    if isinstance(data, HeteroData):
-        edge_index, num_nodes = check_hetero_data(data)
-        return HeteroGnnscaleSampler(edge_index, num_nodes, hetero_fanouts(num_neighbors, list(edge_index)),
-                                     seed=seed, replace=replace, backend=backend)
-    if isinstance(data, Data):
-        edge_index, n = check_data(data)
-        return GnnscaleSampler(edge_index, n, check_num_neighbors(num_neighbors), seed=seed, replace=replace,
-                               backend=backend)
-    if not (isinstance(data, tuple) and len(data) == 2 and isinstance(data[1], GraphStore)):
+    subgraph_type = check_layout(subgraph_type, disjoint)
+    layout = dict(disjoint=disjoint, subgraph_type=subgraph_type)
+    if not isinstance(data, (Data, HeteroData)) and \
+            not (isinstance(data, tuple) and len(data) == 2 and isinstance(data[1], GraphStore)):
         raise SamplerError(f"gnnscale.pyg samples a Data, a HeteroData or (FeatureStore, GraphStore); found "
                            f"{type(data).__name__}. Pass one of those.")
-    fs, gs = data
+    gs = data[1] if isinstance(data, tuple) else None
     if callable(getattr(gs, "typed_owner_sampler", None)):  # a typed folder, each rank its part (pyg.typed_own_part)
-        return gs.typed_owner_sampler(num_neighbors, seed=seed, replace=replace, backend=backend)
+        return gs.typed_owner_sampler(num_neighbors, seed=seed, replace=replace, backend=backend, **layout)
     if callable(getattr(gs, "owner_sampler", None)):  # each rank its own part (gnnscale.pyg.own_part)
-        return gs.owner_sampler(check_num_neighbors(num_neighbors), seed=seed, replace=replace, backend=backend)
+        if subgraph_type == "induced":
+            raise SamplerValueError("subgraph_type='induced' needs every edge among the drawn nodes, and an own-part "
+                                    "graph store holds its part's only; open the folder with graph_store='whole' "
+                                    "or pass another subgraph_type.")
+        return gs.owner_sampler(check_num_neighbors(num_neighbors), seed=seed, replace=replace, backend=backend,
+                                **layout)
     if isinstance(gs, PartitionGraphStore):
         return GnnscaleSampler(None, gs.num_nodes, check_num_neighbors(num_neighbors), seed=seed, replace=replace,
-                               backend=backend, csc=gs.csc())
+                               backend=backend, csc=gs.csc(), **layout)
     if callable(getattr(gs, "relation_csc", None)):  # a typed folder's store (gnnscale.pyg.typed_stores)
         csc = gs.relation_csc()
         return HeteroGnnscaleSampler(None, gs.num_nodes, hetero_fanouts(num_neighbors, list(csc)), seed=seed,
-                                     replace=replace, backend=backend, csc=csc)
-    edge_index, num_nodes = graph_of_stores(fs, gs)  # any user's store: COO, CSR or CSC edges
-    if isinstance(num_nodes, dict):
-        return HeteroGnnscaleSampler(edge_index, num_nodes, hetero_fanouts(num_neighbors, list(edge_index)),
-                                     seed=seed, replace=replace, backend=backend)
-    return GnnscaleSampler(edge_index, num_nodes, check_num_neighbors(num_neighbors), seed=seed, replace=replace,
-                           backend=backend)
+                                     replace=replace, backend=backend, csc=csc, num_hops=fanout_hops(num_neighbors),
+                                     **layout)
+    # in memory, or any user's store (COO, CSR or CSC edges): the plain loaders' sampler
+    edge_index, num_nodes = _graph(data)
+    return _sampler(data, edge_index, num_nodes, num_neighbors, seed, replace, backend, disjoint, None, subgraph_type)
