@@ -138,6 +138,11 @@ def gnn_of(model: nn.Module) -> nn.Module:
     return model.encoder if isinstance(model, LinkModel) else model
 
 
+def pair_correct(out: torch.Tensor, label: torch.Tensor) -> tuple[int, int]:
+    """(pairs on the right side of 0, pairs): ``out`` float [P] scores, ``label`` float [P] in {0, 1}."""
+    return int(((out > 0) == (label > 0.5)).sum()), int(label.numel())
+
+
 def link_loss(scores: torch.Tensor, label: torch.Tensor, neg_of_pos: torch.Tensor | None, kind: str = "bce",
               margin: float = 1.0) -> torch.Tensor:
     """The loss of a batch's scores (float32 [B + Q], positives first) with ``label`` (float32

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput, SamplerOutput
 
-from gnnscale.errors import SamplerError
+from gnnscale.errors import SamplerError, SamplerValueError
 from gnnscale.pyg.sampler import GnnscaleSampler, csc_of
 from gnnscale.samplers.rng import stream_key
 from gnnscale.samplers.temporal import check_edge_time, check_temporal_options, time_sorted_csc
@@ -67,6 +67,25 @@ def redraw_late(ends: torch.Tensor, node_time: torch.Tensor, order: torch.Tensor
     ok = room > 0
     pick = (torch.rand(int(bad.numel()), generator=gen, dtype=torch.float64) * room).to(torch.int64)
     ends[bad[ok]] = order[torch.minimum(pick, room - 1)[ok]]
+
+
+
+def seed_edge_times(inputs: Any, neg_sampling: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A temporal link batch's times: (``edge_label_time`` int64 [B], the source half's [S], the
+    destination half's [D]), each half's position j at its positive's time ``t[j % B]`` (PyG's layout
+    of binary and triplet negatives)."""
+    if inputs.time is None:
+        raise SamplerValueError("a temporal link loader needs edge_label_time (the time of each seed edge); "
+                                "'edge_label_time' is not set")
+    b = inputs.row.numel()
+    t = check_edge_time(inputs.time, b, "edge_label_time")
+    if neg_sampling is None:
+        n_src = n_dst = b
+    elif neg_sampling.is_binary():
+        n_src = n_dst = b + int(np.ceil(b * neg_sampling.amount))
+    else:
+        n_src, n_dst = b, b * (1 + int(neg_sampling.amount))
+    return (t, t[torch.arange(n_src) % b], t[torch.arange(n_dst) % b]) if b else (t, t, t)
 
 
 class TemporalGnnscaleSampler(GnnscaleSampler):
@@ -158,19 +177,8 @@ class TemporalGnnscaleSampler(GnnscaleSampler):
 
     def sample_from_edges(self, inputs: EdgeSamplerInput,
                           neg_sampling: NegativeSampling | None = None) -> SamplerOutput:
-        if inputs.time is None:
-            raise SamplerError("a temporal link loader needs edge_label_time (the time of each seed edge); "
-                               "'edge_label_time' is not set")
-        b = inputs.row.numel()
-        t = check_edge_time(inputs.time, b, "edge_label_time")
-        if neg_sampling is None:
-            n_src = n_dst = b
-        elif neg_sampling.is_binary():
-            n_src = n_dst = b + int(np.ceil(b * neg_sampling.amount))
-        else:
-            n_src, n_dst = b, b * (1 + int(neg_sampling.amount))
-        # PyG's layout: each half's position j at its positive's time t[j % B]
-        self._seed_times = torch.cat([t[torch.arange(n_src) % b], t[torch.arange(n_dst) % b]]) if b else t
+        t, ts, td = seed_edge_times(inputs, neg_sampling)
+        self._seed_times = torch.cat([ts, td]) if t.numel() else t
         plain = copy.copy(inputs)
         plain.time = None
         self._pos_times = t
@@ -178,7 +186,7 @@ class TemporalGnnscaleSampler(GnnscaleSampler):
             out = super().sample_from_edges(plain, neg_sampling)
         finally:
             self._seed_times = self._pos_times = None
-        src_time = t[torch.arange(n_src) % b] if b else t
+        src_time = ts  # each source's position at its positive's time (empty batch: t)
         meta = list(out.metadata)
         meta[-1] = src_time  # PyG's src_time (binary: metadata[3], triplet: metadata[4])
         out.metadata = tuple(meta)

@@ -29,7 +29,7 @@ from torch_geometric.sampler import EdgeSamplerInput, HeteroSamplerOutput, Negat
 from gnnscale.errors import DatasetError, SamplerError, SamplerValueError
 from gnnscale.pyg.hetero import HeteroGnnscaleSampler
 from gnnscale.pyg.sampler import csc_of
-from gnnscale.pyg.temporal import negatives_generator, redraw_late
+from gnnscale.pyg.temporal import negatives_generator, redraw_late, seed_edge_times
 from gnnscale.samplers.temporal import check_edge_time, check_temporal_options, time_sorted_csc
 from gnnscale.samplers.temporal_kernels import sample_temporal
 
@@ -177,19 +177,8 @@ class TypedTemporalSampler(HeteroGnnscaleSampler):
 
     def sample_from_edges(self, inputs: EdgeSamplerInput,
                           neg_sampling: NegativeSampling | None = None) -> HeteroSamplerOutput:
-        if inputs.time is None:
-            raise SamplerValueError("a temporal link loader needs edge_label_time (the time of each seed edge); "
-                                    "'edge_label_time' is not set")
-        et, b = inputs.input_type, inputs.row.numel()
-        t = check_edge_time(inputs.time, b, "edge_label_time")
-        if neg_sampling is None:
-            n_src = n_dst = b
-        elif neg_sampling.is_binary():
-            n_src = n_dst = b + int(np.ceil(b * neg_sampling.amount))
-        else:
-            n_src, n_dst = b, b * (1 + int(neg_sampling.amount))
-        # PyG's layout: each half's position j at its positive's time t[j % B]
-        ts, td = (t[torch.arange(n_src) % b], t[torch.arange(n_dst) % b]) if b else (t, t)
+        et = inputs.input_type
+        t, ts, td = seed_edge_times(inputs, neg_sampling)
         self._seed_times = {et[0]: torch.cat([ts, td])} if et[0] == et[2] else {et[0]: ts, et[2]: td}
         self._pos_times = t
         plain = copy.copy(inputs)

@@ -227,8 +227,9 @@ class LinkTask(PairSeeds):
 
     def correct(self, out: torch.Tensor, mb) -> tuple[int, int]:
         """(pairs on the right side of 0, pairs) of the step's scores."""
-        label = mb.edge_label
-        return int(((out > 0) == (label > 0.5)).sum()), int(label.numel())
+        from gnnscale.nn.link import pair_correct
+
+        return pair_correct(out, mb.edge_label)
 
     def evaluator(self, data, comm, layerwise: bool = False, tables=None, inputs: Callable | None = None):
         """The split's ranking metric over the positive and negative pairs

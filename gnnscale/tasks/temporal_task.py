@@ -200,8 +200,9 @@ class TemporalLinkTask:
         return link_loss(out, mb.edge_label, mb.neg_of_pos, self.cfg.link_loss)
 
     def correct(self, out: torch.Tensor, mb) -> tuple[int, int]:
-        label = mb.edge_label
-        return int(((out > 0) == (label > 0.5)).sum()), int(label.numel())
+        from gnnscale.nn.link import pair_correct
+
+        return pair_correct(out, mb.edge_label)
 
     def evaluator(self, data, comm, layerwise: bool = False, tables=None, inputs: Callable | None = None):
         return TemporalLinkEvaluator(self, data, comm)
