@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from gnnscale.config import TrainConfig
+from gnnscale.planning.plan import REQUIRES
 from gnnscale.process.launch import launch_local
 
 BASE = dict(task="edge", layer="sage", fanouts=(10, 10), batch_size=256, hidden=32, epochs=10, lr=0.01, dropout=0.5,
@@ -266,9 +267,10 @@ def test_task_edge_without_labels_and_link_options_are_refused(cora_edge, cora_p
                         ("num_negatives", 3), ("filter_negatives", True), ("link_metric", "hits@20")):
         with pytest.raises(PlanError) as err:
             plan_run(_cfg(**{name: value}).check(), {"num_parts": 2, "link": labelled}, 2)
-        flag = "--" + name.replace("_", "-")
-        assert _one_line(err) == (f"{flag} ({name}={value!r}) applies only with --task link, which this run does not "
-                                  f"set; add --task link or leave {flag} out.")
+        flag, needs = "--" + name.replace("_", "-"), REQUIRES[name][2]  # --task link (or temporal_link: the decoder)
+        assert needs.startswith("--task link")
+        assert _one_line(err) == (f"{flag} ({name}={value!r}) applies only with {needs}, which this run does not "
+                                  f"set; add {needs} or leave {flag} out.")
     with pytest.raises(PlanError) as err:
         plan_run(_cfg(pipeline_stages=2), {"num_parts": 2, "link": labelled}, 4)
     assert _one_line(err) == ("--task edge does not apply to the layer pipeline (--pipeline-stages > 1) yet: edge "

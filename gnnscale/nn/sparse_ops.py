@@ -482,3 +482,13 @@ def add_rows_(out: Tensor, rows: Tensor, src: Tensor) -> Tensor:
 
 def _rows(t: Tensor) -> np.ndarray:
     return t.view(t.shape[0], -1).numpy()
+
+
+def softmax_by(scores: torch.Tensor, index: torch.Tensor, num: int) -> torch.Tensor:
+    """Softmax of ``scores`` [M, H] over the entries that share ``index`` [M] (in 0..num-1), as PyG's
+    ``softmax`` (max taken without gradient, ``+ 1e-16`` in the denominator)."""
+    idx = index.unsqueeze(1).expand_as(scores)
+    top = scores.new_zeros(num, scores.size(1)).scatter_reduce_(0, idx, scores.detach(), "amax", include_self=False)
+    ex = (scores - top.index_select(0, index)).exp()
+    total = scores.new_zeros(num, scores.size(1)).index_add_(0, index, ex) + 1e-16
+    return ex / total.index_select(0, index)

@@ -22,7 +22,8 @@ import math
 import numpy as np
 import torch
 from torch import nn
-from torch_geometric.utils import softmax
+
+from gnnscale.nn.sparse_ops import softmax_by
 
 
 class TimeEncoding(nn.Module):
@@ -60,7 +61,7 @@ class TemporalAttention(nn.Module):
         q = self.q(torch.cat([h_dst, enc_zero.expand(num_dst, -1)], 1)).view(num_dst, self.heads, self.head_dim)
         k, v = self.kv(torch.cat([h_src[src], enc_edge], 1)).view(-1, 2, self.heads, self.head_dim).unbind(1)
         score = (q[dst] * k).sum(-1) / math.sqrt(self.head_dim)  # [M, heads]
-        alpha = self.drop(softmax(score, dst, num_nodes=num_dst))
+        alpha = self.drop(softmax_by(score, dst, num_dst))
         msg = torch.zeros(num_dst, self.heads, self.head_dim, dtype=v.dtype)
         msg.index_add_(0, dst, alpha.unsqueeze(-1) * v)
         out = self.out(torch.cat([h_dst, msg.view(num_dst, -1)], 1))

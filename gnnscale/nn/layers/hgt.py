@@ -11,17 +11,7 @@ from torch import Tensor, nn
 from gnnscale.nn.layers.contract import LayerError, construct, split_input
 from gnnscale.nn.layers.registry import register
 from gnnscale.nn.layers.typed import TypeGroups, check_edge_type, check_relations, relation_dst_pairs, split_node_type
-from gnnscale.nn.sparse_ops import BlockAdjacency, block_matmul_heads
-
-
-def _softmax_by(scores: Tensor, index: Tensor, num: int) -> Tensor:
-    """Softmax of ``scores`` [M, H] over the entries that share ``index`` [M] (in 0..num-1), as PyG's
-    ``softmax`` (max taken without gradient, ``+ 1e-16`` in the denominator)."""
-    idx = index.unsqueeze(1).expand_as(scores)
-    top = scores.new_zeros(num, scores.size(1)).scatter_reduce_(0, idx, scores.detach(), "amax", include_self=False)
-    ex = (scores - top.index_select(0, index)).exp()
-    total = scores.new_zeros(num, scores.size(1)).index_add_(0, index, ex) + 1e-16
-    return ex / total.index_select(0, index)
+from gnnscale.nn.sparse_ops import BlockAdjacency, block_matmul_heads, softmax_by
 
 
 class BlockHGTConv(nn.Module):
@@ -138,7 +128,7 @@ class BlockHGTConv(nn.Module):
             qw = torch.cat([torch.einsum("nhd,hcd->nhc", part, k_rel[:, r]) * scale[r].view(1, h, 1)
                             for r, part in enumerate(q_pair.split(per_rel)) if per_rel[r]])
             scores = (qw.index_select(0, adj.row) * k.index_select(0, adj.col)).sum(-1)  # [M, H], CSR order
-            alpha = _softmax_by(scores, pair_dst.index_select(0, adj.row), num_dst)
+            alpha = softmax_by(scores, pair_dst.index_select(0, adj.row), num_dst)
             summed = block_matmul_heads(adj, v, alpha)  # [P, H, C]: sum of alpha * v per pair
             msgs = torch.cat([torch.einsum("nhc,hcd->nhd", part, v_rel[:, r])
                               for r, part in enumerate(summed.split(per_rel)) if per_rel[r]])
