@@ -223,6 +223,14 @@ def acm(shared_data):
     return load_dataset(f"acm:{shared_data / 'acm'}?split=20")
 
 
+@pytest.fixture(scope="module")
+def acm_data(acm):
+    """ACM as PyG's ``HeteroData`` (``to_hetero_data``; a module's own copy: tests may add attributes)."""
+    from gnnscale.datasets.hetero_data import to_hetero_data
+
+    return to_hetero_data(acm)
+
+
 @pytest.fixture(scope="session")
 def acm_partition(acm, tmp_path_factory):
     """``acm_partition(n)``: ACM cut by METIS into n typed parts (format 2), made once per session."""

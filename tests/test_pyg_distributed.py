@@ -381,16 +381,6 @@ def test_acm_batches_on_several_processes_are_one_process_batches(procs):
     assert len(ref) == 2 and len(steps[0]) == procs
 
 
-@pytest.fixture(scope="module")
-def acm_data():
-    if not ACM.exists():
-        pytest.skip(f"ACM is not at {ACM}")
-    from gnnscale.datasets import load_dataset
-    from gnnscale.datasets.hetero_data import to_hetero_data
-
-    return to_hetero_data(load_dataset(f"acm:{ACM}?split=20"))
-
-
 def test_hetero_link_batches_are_what_they_claim(acm_data):
     """LinkNeighborLoader on ACM's paper-author relation: positives real, negatives not (ratio 1.5),
     edges of every relation real and named by e_id, x rows of n_id, the same seed the same batches."""

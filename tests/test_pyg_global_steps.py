@@ -215,17 +215,6 @@ def _typed_edges(b, et) -> set:
     return set(zip(dst.tolist(), src.tolist(), b[et].e_id.tolist()))
 
 
-@pytest.fixture(scope="module")
-def acm_data(shared_data):
-    root = shared_data / "acm"
-    if not root.exists():
-        pytest.skip(f"ACM is not at {root}")
-    from gnnscale.datasets import load_dataset
-    from gnnscale.datasets.hetero_data import to_hetero_data
-
-    return to_hetero_data(load_dataset(f"acm:{root}?split=20"))
-
-
 def test_typed_step_union_is_the_one_process_batch(acm_data):
     """ACM (paper, author, subject), 3 hops, 2 ranks: per node type and relation, the union of the
     step's batches is one process's batch; link batches (paper-author, ratio 2): pairs and negatives too."""

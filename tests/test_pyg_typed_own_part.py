@@ -20,16 +20,6 @@ from pyg_workers import check_acm_steps
 ACM = Path(__file__).resolve().parents[2] / "shared" / "data" / "acm"
 
 
-@pytest.fixture(scope="module")
-def acm_data():
-    if not ACM.exists():
-        pytest.skip(f"ACM is not at {ACM}")
-    from gnnscale.datasets import load_dataset
-    from gnnscale.datasets.hetero_data import to_hetero_data
-
-    return to_hetero_data(load_dataset(f"acm:{ACM}?split=20"))
-
-
 def _same(x, y) -> bool:
     if isinstance(x, dict):
         return x.keys() == y.keys() and all(_same(x[k], y[k]) for k in x)

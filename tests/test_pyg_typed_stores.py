@@ -19,16 +19,6 @@ ACM = Path(__file__).resolve().parents[2] / "shared" / "data" / "acm"
 
 
 @pytest.fixture(scope="module")
-def acm_data():
-    if not ACM.exists():
-        pytest.skip(f"ACM is not at {ACM}")
-    from gnnscale.datasets import load_dataset
-    from gnnscale.datasets.hetero_data import to_hetero_data
-
-    return to_hetero_data(load_dataset(f"acm:{ACM}?split=20"))
-
-
-@pytest.fixture(scope="module")
 def acm_parts(acm_data, tmp_path_factory):
     """ACM's HeteroData in a 2-part typed folder (METIS)."""
     from gnnscale.partitioning import partition_graph
