@@ -18,7 +18,7 @@ from gnnscale.errors import PartitionError, SamplerError
 from gnnscale.process.launch import launch_local
 from gnnscale.pyg import (LinkNeighborLoader, NeighborLoader, PartitionGraphStore, start_run, memory_stores,
                           sampler_for)
-from gnnscale.pyg.run import RankBatches
+from gnnscale.pyg.rank_loaders import RankBatches
 
 from pyg_workers import OwnerSends, acm_batches, check_acm_steps, cora_batches, mask_batches
 

@@ -12,7 +12,7 @@ from torch_geometric.sampler import NegativeSampling
 
 from gnnscale.process.launch import launch_local
 from gnnscale.pyg import sampler_for
-from gnnscale.pyg.run import RankBatches, RankLinkLoader, RankNodeLoader
+from gnnscale.pyg.rank_loaders import RankBatches, RankLinkLoader, RankNodeLoader
 from gnnscale.pyg.steps import StepBook
 
 from pyg_step_workers import step_batches, train_steps

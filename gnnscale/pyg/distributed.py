@@ -54,8 +54,9 @@ from gnnscale.process.comm import Communicator
 from gnnscale.process.groups import init_distributed as join_group
 from gnnscale.process.groups import new_group
 from gnnscale.process.health import Health
-from gnnscale.pyg.loaders import check_seeds
-from gnnscale.pyg.run import DistRun, RankLinkLoader, RankNodeLoader, open_folder
+from gnnscale.pyg.checks import check_seeds
+from gnnscale.pyg.rank_loaders import RankLinkLoader, RankNodeLoader
+from gnnscale.pyg.run import DistRun, open_folder
 from gnnscale.pyg.world import mark_joined
 
 log = logging.getLogger("gnnscale.pyg.distributed")

@@ -34,7 +34,7 @@ from gnnscale.errors import SamplerError
 from gnnscale.partitioning.manifest import part_dir_name
 from gnnscale.partitioning.validate import load_array
 from gnnscale.pyg.layout import shown
-from gnnscale.pyg.loaders import check_input_nodes, given_as_mask
+from gnnscale.pyg.checks import check_input_nodes, given_as_mask
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.temporal import TemporalGnnscaleSampler
 from gnnscale.samplers.link import EdgeFilter
@@ -195,7 +195,8 @@ def _options(run: Any, data: Any, kwargs: dict, link: bool) -> tuple[str, str, i
 
 def sampler(run: Any, data: Any, num_neighbors: Any, seed: int, replace: bool, opts: tuple) -> Any:
     """The temporal sampler of a rank loader: the owners' over a folder, the plain one in memory."""
-    from gnnscale.pyg.loaders import _graph, check_num_neighbors
+    from gnnscale.pyg.checks import check_num_neighbors
+    from gnnscale.pyg.loaders import _graph
 
     time_attr, strategy, window, cut = opts
     if replace:

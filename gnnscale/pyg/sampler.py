@@ -82,7 +82,7 @@ class GnnscaleSampler(BaseSampler):
 
     Args:
         edge_index: int64 [2, E] (row 0 source -> row 1 target), ids in ``[0, num_nodes)``
-            (checked by the loaders: :func:`gnnscale.pyg.loaders.check_data`).
+            (checked by the loaders: :func:`gnnscale.pyg.checks.check_data`).
         num_nodes: N.
         fanouts: neighbours per hop from the seeds, positive or -1 (all).
         seed: base seed of the draws (neighbours and negatives).

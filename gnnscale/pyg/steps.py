@@ -1,6 +1,6 @@
 """The global steps of a pass: one process's batch, cut among N processes.
 
-With N processes at ``batch_size=b`` (:class:`gnnscale.pyg.run.RankBatches`), step ``k``
+With N processes at ``batch_size=b`` (:class:`gnnscale.pyg.rank_loaders.RankBatches`), step ``k``
 trains the pass's batches ``kN .. kN + N - 1`` (rank r takes batch ``kN + r``): their inputs, in
 rank order, are one process's batch ``k`` at ``batch_size=N b`` (same ``seed``, same shuffle). A
 :class:`StepBook` tells the sampler which step a batch belongs to, so that its draws are that

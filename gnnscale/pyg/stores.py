@@ -379,7 +379,8 @@ def sampler_for(data: Any, num_neighbors: Any, seed: int = 0, replace: bool = Fa
     in-memory graph's or a user's stores' sampler is the plain loader's)."""
     refuse_unjoined_world("sampler_for")
     from gnnscale.pyg.hetero import HeteroGnnscaleSampler
-    from gnnscale.pyg.loaders import _graph, _sampler, check_layout, check_num_neighbors
+    from gnnscale.pyg.checks import check_num_neighbors
+    from gnnscale.pyg.loaders import _graph, _sampler, check_layout
     from gnnscale.pyg.typed_inputs import fanout_hops, hetero_fanouts
     from gnnscale.pyg.sampler import GnnscaleSampler
 
