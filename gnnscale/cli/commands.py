@@ -148,6 +148,10 @@ def cmd_evaluate(args) -> int:
         print(f"{args.model} ({describe(blob)}) on {args.parts_dir}: "
               + " ".join(f"{s}_{name} " + ("n/a" if res[f"{s}_{m}"] is None else f"{res[f'{s}_{m}']:.4f}")
                          for s in task.splits))
+        for s, f in res.get("metrics", {}).items():  # temporal link: the model's figures beside EdgeBank's
+            if isinstance(f, dict) and "edgebank" in f:
+                print(f"  {s}: " + " | ".join(f"{who} AP {f[who]['ap']:.4f} AUC {f[who]['auc']:.4f} MRR "
+                                              f"{f[who]['mrr']:.4f}" for who in ("model", "edgebank")))
     return 0
 
 

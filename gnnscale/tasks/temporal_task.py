@@ -163,8 +163,16 @@ class TemporalLinkTask:
 
     @staticmethod
     def model_misfit(meta: dict, blob: dict) -> str | None:
-        return ("a temporal link model, which `gnnscale evaluate` does not evaluate yet (it does not replay the "
-                "events' times); its figures are in its run's --metrics")
+        """A temporal link model fits a temporal partition of its features: the events' times replayed
+        (the split, the draws in time), its edge columns the partition's (the age, then its edge features)."""
+        de = int(meta.get("edge_feature_dim") or 0)
+        have = int(blob["spec"].get("edge_dim") or 0)
+        if not meta.get("temporal"):
+            return "no edge times (a temporal link model replays its events' times: partition an events:, jodie: or dir: input with times)"
+        if int(meta["feature_dim"]) != int(blob["num_features"]) or have not in (0, 1 + de):
+            return (f"{meta['feature_dim']} features per node and {de} per edge (the model reads {blob['num_features']} "
+                    f"and {max(have - 1, 0)} beside each edge's age)")
+        return None
 
     def ids(self, split: str) -> torch.Tensor:
         """int64 positions of this rank's events of ``split`` (by the split's time bounds)."""
@@ -256,6 +264,7 @@ class TemporalLinkEvaluator:
         eval_fanouts = list(cfg.eval_fanouts or cfg.fanouts)
         self.sampler = task.sampler(comm, eval_fanouts, cfg.seed + 7919)
         self.last: dict = {}
+        self.metric = task.metric
         self._history = None
 
     def history(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -299,7 +308,7 @@ class TemporalLinkEvaluator:
                              keys=keys)
             per = max(1, int(cfg.eval_batch_size) // (int(cfg.eval_negatives) + 2))
             steps = int(comm.all_reduce(torch.tensor([-(-ids.numel() // per)], dtype=torch.int64), "max")[0])
-            calls = iter(range(1 << 40))
+            calls = iter(range(SPLIT_NAMES.index(split) << 32, 1 << 40))  # each split's slices keyed apart
 
             def score(qs, qd, qt, net=net):
                 return self._score(net, qs, qd, qt, step, next(calls))
@@ -330,7 +339,8 @@ class TemporalLinkEvaluator:
             key, inv = torch.unique(torch.stack([nodes, times]), dim=1, return_inverse=True)  # each (node, time) once
         else:  # an empty slice past this rank's events: the collectives still run
             key, inv = torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)
-        mb = task.embed_batch(self.sampler, key[0].contiguous(), key[1].contiguous(), 1 << 20, step * 100_003 + call)
+        # the draws keyed by the slice alone (not the training step): a saved model's `gnnscale evaluate` replays them
+        mb = task.embed_batch(self.sampler, key[0].contiguous(), key[1].contiguous(), 1 << 20, call)
         x = self.features.fetch(mb.input_ids)
         deg = None
         if self.degrees is not None:
