@@ -129,3 +129,7 @@ def test_a_model_reading_the_features_scores_above_the_same_model_without(jodie,
     bad = cli_in_process("evaluate", "--model", str(model), "--parts-dir", jodie("plain", 1))
     assert bad.returncode == 2
     assert "1 features per node and 0 per edge (the model reads 1 and 3 beside each edge's age)" in bad.stderr
+    layerwise = cli_in_process("evaluate", "--model", str(model), "--parts-dir", jodie("feat", 1), "--eval-method",
+                               "layerwise")  # the workers' plan, refused before they start
+    assert layerwise.returncode == 2 and layerwise.stderr.startswith(
+        "gnnscale evaluate: error: --eval-method layerwise does not apply to --task temporal_link"), layerwise.stderr

@@ -134,6 +134,9 @@ def cmd_evaluate(args) -> int:
     # Evaluated as data-parallel training evaluates (one worker per part), or layer-wise over every
     # neighbour (--eval-method layerwise: gnnscale predict's logits)
     cfg = evaluate_config(blob, args.timeout, args.eval_method)
+    from gnnscale.planning.plan import plan_run
+
+    plan_run(cfg, meta, int(meta["num_parts"]), where=str(args.parts_dir))  # the workers' plan, refused before them
     verify_parts(args.parts_dir)
     from gnnscale.partitioning.validate import check_folder
 
