@@ -54,13 +54,21 @@ def _expected_counts(t: np.ndarray, fractions=(0.70, 0.15, 0.15)) -> dict:
     return {"train": int((t < a).sum()), "val": int(((t >= a) & (t < b)).sum()), "test": int((t >= b).sum())}
 
 
-def test_temporal_link_trains_on_1_and_2_workers_beside_edgebank(temporal_parts):
+def test_temporal_link_trains_on_1_and_2_workers_beside_edgebank(temporal_parts, tmp_path):
+    """... and `gnnscale evaluate` of the 2-worker run's saved model replays the chronological split
+    and the evaluation's draws: every figure of the model and EdgeBank equals the run's last
+    evaluation (the saved weights')."""
+    import json
+
     from dist_workers import run_configs
+    from test_cli import cli_in_process
 
     want = _expected_counts(temporal_parts.data.edge_time.numpy())
+    model = tmp_path / "temporal.pt"
     one = launch_local(run_configs, 1, args=(temporal_parts(1), [_cfg()]))[0][0]
-    two = launch_local(run_configs, 2, args=(temporal_parts(2), [_cfg(), _cfg(pair_features=False, epochs=1,
-                                                                               eval_every=1, eval_events=50)]))[0]
+    saved = _cfg(save_model=str(model), temporal_strategy="uniform")  # uniform: the evaluation's draws keyed
+    two = launch_local(run_configs, 2, args=(temporal_parts(2), [saved, _cfg(pair_features=False, epochs=1,
+                                                                             eval_every=1, eval_events=50)]))[0]
     assert "error" not in one and not [g["error"] for g in two if "error" in g], (one, two)
     for run in (one, two[0]):
         last = run["last"]
@@ -83,6 +91,13 @@ def test_temporal_link_trains_on_1_and_2_workers_beside_edgebank(temporal_parts)
     assert two[0]["digest"] != two[1]["digest"]
     few = two[1]["last"]["evaluation"]["metrics"]["test"]["model"]["positives"]  # each kept by its key's uniform
     assert 35 <= few <= 65, few
+    ev = cli_in_process("evaluate", "--model", str(model), "--parts-dir", temporal_parts(2), "--json", "--timeout",
+                        "120")
+    assert ev.returncode == 0, ev.stderr[-3000:]
+    got = json.loads(ev.stdout.strip().splitlines()[-1])
+    ran = two[0]["last"]["evaluation"]["metrics"]
+    assert got["metric"] == "mrr" and got["test_mrr"] == ran["test"]["model"]["mrr"]
+    assert got["metrics"] == json.loads(json.dumps(ran)), (got["metrics"], ran)
 
 
 def test_split_times_over_ranks_is_the_sorted_rule():

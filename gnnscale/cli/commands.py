@@ -134,6 +134,9 @@ def cmd_evaluate(args) -> int:
     # Evaluated as data-parallel training evaluates (one worker per part), or layer-wise over every
     # neighbour (--eval-method layerwise: gnnscale predict's logits)
     cfg = evaluate_config(blob, args.timeout, args.eval_method)
+    from gnnscale.planning.plan import plan_run
+
+    plan_run(cfg, meta, int(meta["num_parts"]), where=str(args.parts_dir))  # the workers' plan, refused before them
     verify_parts(args.parts_dir)
     from gnnscale.partitioning.validate import check_folder
 
@@ -148,6 +151,10 @@ def cmd_evaluate(args) -> int:
         print(f"{args.model} ({describe(blob)}) on {args.parts_dir}: "
               + " ".join(f"{s}_{name} " + ("n/a" if res[f"{s}_{m}"] is None else f"{res[f'{s}_{m}']:.4f}")
                          for s in task.splits))
+        for s, f in res.get("metrics", {}).items():  # temporal link: the model's figures beside EdgeBank's
+            if isinstance(f, dict) and "edgebank" in f:
+                print(f"  {s}: " + " | ".join(f"{who} AP {f[who]['ap']:.4f} AUC {f[who]['auc']:.4f} MRR "
+                                              f"{f[who]['mrr']:.4f}" for who in ("model", "edgebank")))
     return 0
 
 

@@ -127,10 +127,10 @@ def resolve_edge_dim(cfg, meta: dict, mode: str, rank: int = 0) -> int:
 
 
 def temporal_edge_dim(cfg, choice: str, de: int, rank: int = 0) -> int:
-    """``--task temporal_link``: each sampled edge's feature is its age (the seed's time minus the
-    edge's, one column; a ``tgat`` layer encodes it as TGAT does): 1 where the layer reads edge
-    features (``auto``, ``on``), 0 with ``off`` (the time-blind ablation). The partition's own edge
-    features (JODIE's) are not read yet.
+    """``--task temporal_link``: each sampled edge's features are its age (the seed's time minus the
+    edge's, the first column; a ``tgat`` layer encodes it as TGAT does) and then the partition's own
+    De features of that edge (JODIE's; :class:`~gnnscale.tasks.temporal_task.EdgeRows`): 1 + De
+    where the layer reads edge features (``auto``, ``on``), 0 with ``off`` (the time-blind ablation).
 
     Raises:
         EdgeFeatureError: ``on`` with a layer that reads none."""
@@ -141,7 +141,8 @@ def temporal_edge_dim(cfg, choice: str, de: int, rank: int = 0) -> int:
                                "edge_attr), or --edge-features auto/off")
     on = reads and choice != "off"
     if rank == 0:
-        log.info("temporal edges: %s%s", "each edge's age read by the layers" if on else
-                 f"the layers read no ages ({'--edge-features off' if reads else f'layer {cfg.layer!r} reads none'})",
-                 f"; the partition's {de} edge features are not read" if de else "")
-    return 1 if on else 0
+        log.info("temporal edges: %s", (f"each edge's age and its {de} features read by the layers" if de else
+                                        "each edge's age read by the layers") if on else
+                 f"the layers read no ages{f' nor the {de} edge features' if de else ''} "
+                 f"({'--edge-features off' if reads else f'layer {cfg.layer!r} reads none'})")
+    return 1 + de if on else 0

@@ -34,6 +34,7 @@ import torch
 
 from gnnscale.errors import DatasetError
 from gnnscale.samplers.rng import stream_key
+from gnnscale.samplers.temporal import DistTemporalSampler
 from gnnscale.tasks.temporal_link import (PairHistory, evaluate, event_keys, event_uniforms, negatives,
                                           pair_features)
 
@@ -133,6 +134,37 @@ class DistPairHistory:
         return pair_features(cnt[:n], last[:n], cnt[n:], last[n:], t), cnt[:n]
 
 
+class EdgeRows:
+    """Each sampled edge's own features (the partition's ``edge_attr``, e.g. JODIE's), read from the
+    part that holds the edge: an edge ``s -> d`` is an in-edge of ``d``, stored by ``d``'s owner at a
+    position of its part (what :class:`PositionSampler` gives each block's edges). One request /
+    response exchange per call (collective: every rank calls as often), none on one rank."""
+
+    def __init__(self, part, comm) -> None:
+        self.attr, self.book, self.comm = part.edge_attr, part.book, comm
+        self.dim = int(part.edge_attr.shape[1])
+
+    def _take(self, pos: torch.Tensor) -> torch.Tensor:
+        from gnnscale.samplers.local import gather_edge_attr
+
+        return gather_edge_attr(self.attr, pos)
+
+    def rows(self, dst: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """float32 [m, De]: the features of the edges into ``dst`` (global ids, int64 [m]) at ``pos``
+        (int64 [m], positions in the destination's owner's part)."""
+        comm = self.comm
+        P, rank = comm.world_size, comm.rank
+        if P == 1:
+            return self._take(pos)
+        from gnnscale.partitioning.routing import Route
+
+        route = Route.build(self.book.owner(dst), P)
+        ask = route.split(pos)
+        got = comm.exchange([a if r != rank else pos.new_empty(0) for r, a in enumerate(ask)], "feature_request")
+        back = comm.exchange([self._take(g) for g in got], "feature")
+        return route.merge_rows([self._take(ask[r]) if r == rank else back[r] for r in range(P)])
+
+
 def reads_ages(cfg) -> bool:
     """Whether the run's layers read each edge's age (:func:`~gnnscale.nn.edge_features.temporal_edge_dim`)."""
     from gnnscale.nn.edge_features import layer_reads_edges
@@ -160,11 +192,22 @@ class TemporalLinkTask:
         self.num_nodes = int(part.book.num_nodes)
         self.pairs = DistPairHistory(self.events, part.book, comm)
         self.ages = reads_ages(cfg)
+        # the partition's own edge features, beside each edge's age (where the layers read edges)
+        self.edge_rows = EdgeRows(part, comm) if self.ages and getattr(part, "edge_attr", None) is not None else None
 
     @staticmethod
     def model_misfit(meta: dict, blob: dict) -> str | None:
-        return ("a temporal link model, which `gnnscale evaluate` does not evaluate yet (it does not replay the "
-                "events' times); its figures are in its run's --metrics")
+        """A temporal link model fits a temporal partition of its features: the events' times replayed
+        (the split, the draws in time), its edge columns the partition's (the age, then its edge features)."""
+        de = int(meta.get("edge_feature_dim") or 0)
+        have = int(blob["spec"].get("edge_dim") or 0)
+        if not meta.get("temporal"):
+            return ("no edge times (a temporal link model replays its events' times: partition an events:, jodie: "
+                    "or dir: input with times)")
+        if int(meta["feature_dim"]) != int(blob["num_features"]) or have not in (0, 1 + de):
+            return (f"{meta['feature_dim']} features per node and {de} per edge (the model reads "
+                    f"{blob['num_features']} and {max(have - 1, 0)} beside each edge's age)")
+        return None
 
     def ids(self, split: str) -> torch.Tensor:
         """int64 positions of this rank's events of ``split`` (by the split's time bounds)."""
@@ -177,12 +220,12 @@ class TemporalLinkTask:
 
     def sampler(self, comm, fanouts, seed: int):
         """The time-respecting sampler of this part over ``comm`` (owners draw their nodes' past)."""
-        from gnnscale.samplers.temporal import DistTemporalSampler
-
         part, cfg = self.part, self.cfg
-        return DistTemporalSampler(part.indptr, part.indices, part.edge_time, part.orig_ids, part.book, comm,
-                                   list(fanouts), seed=seed, strategy=cfg.temporal_strategy, window=cfg.time_window,
-                                   cut=cfg.time_cut)
+        kind, extra = DistTemporalSampler, {}
+        if self.edge_rows is not None:  # each drawn edge's position in its owner's part comes back with it
+            kind, extra = PositionSampler, {"edge_ids": torch.arange(part.indices.numel(), dtype=torch.int64)}
+        return kind(part.indptr, part.indices, part.edge_time, part.orig_ids, part.book, comm, list(fanouts),
+                    seed=seed, strategy=cfg.temporal_strategy, window=cfg.time_window, cut=cfg.time_cut, **extra)
 
     def batch_sampler(self, node_sampler, comm):
         return TemporalBatches(self, self.sampler(comm, self.cfg.fanouts, self.cfg.seed), comm.rank)
@@ -209,12 +252,37 @@ class TemporalLinkTask:
 
     def embed_batch(self, sampler, nodes: torch.Tensor, times: torch.Tensor, epoch: int, step: int):
         """The temporal MiniBatch of ``nodes`` at ``times`` (one tree each), each block's edges
-        carrying their age where the layers read it."""
+        carrying, where the layers read edges, ``edge_attr`` = [their age | their own features (the
+        partition's, when it has some)] (collective with features: one exchange for all blocks)."""
         mb = sampler.sample(nodes, times, epoch, step)
         if self.ages:
-            for b in mb.blocks:
-                b.edge_attr = b.edge_age().to(torch.float32).unsqueeze(1)
+            attrs = [b.edge_age().to(torch.float32).unsqueeze(1) for b in mb.blocks]
+            if self.edge_rows is not None:
+                blocks = mb.blocks
+                rows = self.edge_rows.rows(torch.cat([b.dst_ids[b.edge_index[1]] for b in blocks]),
+                                           torch.cat([b.edge_pos for b in blocks]))
+                attrs = [torch.cat([a, r], 1) for a, r in zip(attrs, torch.split(rows, [b.num_edges for b in blocks]))]
+            for b, a in zip(mb.blocks, attrs):
+                b.edge_attr = a
         return mb
+
+
+class PositionSampler(DistTemporalSampler):
+    """:class:`~gnnscale.samplers.temporal.DistTemporalSampler` whose blocks also carry each sampled
+    edge's position in its owner's part (``edge_pos`` int64 [M], ``edge_index`` order): the owners
+    send back ``edge_ids`` (here the positions) beside the edges' times, in the same exchange."""
+
+    def sample(self, seeds: torch.Tensor, times, epoch: int = 0, step: int = 0):
+        self._drawn: list[torch.Tensor] = []
+        mb = super().sample(seeds, times, epoch, step)
+        for b, pos in zip(mb.blocks, reversed(self._drawn)):  # the hops' draws, blocks in model order
+            b.edge_pos = pos
+        return mb
+
+    def _hop(self, dst, times, fanout, key):
+        counts, nbrs, etime, pos = self.draw_hop(dst, times, fanout, key)
+        self._drawn.append(pos)
+        return counts, nbrs, etime
 
 
 class TemporalBatches:
@@ -256,6 +324,7 @@ class TemporalLinkEvaluator:
         eval_fanouts = list(cfg.eval_fanouts or cfg.fanouts)
         self.sampler = task.sampler(comm, eval_fanouts, cfg.seed + 7919)
         self.last: dict = {}
+        self.metric = task.metric
         self._history = None
 
     def history(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -299,7 +368,7 @@ class TemporalLinkEvaluator:
                              keys=keys)
             per = max(1, int(cfg.eval_batch_size) // (int(cfg.eval_negatives) + 2))
             steps = int(comm.all_reduce(torch.tensor([-(-ids.numel() // per)], dtype=torch.int64), "max")[0])
-            calls = iter(range(1 << 40))
+            calls = iter(range(SPLIT_NAMES.index(split) << 32, 1 << 40))  # each split's slices keyed apart
 
             def score(qs, qd, qt, net=net):
                 return self._score(net, qs, qd, qt, step, next(calls))
@@ -330,7 +399,8 @@ class TemporalLinkEvaluator:
             key, inv = torch.unique(torch.stack([nodes, times]), dim=1, return_inverse=True)  # each (node, time) once
         else:  # an empty slice past this rank's events: the collectives still run
             key, inv = torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)
-        mb = task.embed_batch(self.sampler, key[0].contiguous(), key[1].contiguous(), 1 << 20, step * 100_003 + call)
+        # the draws keyed by the slice alone (not the training step): a saved model's `gnnscale evaluate` replays them
+        mb = task.embed_batch(self.sampler, key[0].contiguous(), key[1].contiguous(), 1 << 20, call)
         x = self.features.fetch(mb.input_ids)
         deg = None
         if self.degrees is not None:

@@ -78,10 +78,10 @@ def evaluate_worker(parts_dir: str, cfg, model_path: str) -> dict:
         net.load_state_dict(blob["state"])
         if part.typed is not None:  # the file's learned tables are in the dataset's order: the partition's
             tables_to_dataset_order(net, embedding_order(parts_dir, meta["typed"]), inverse=True)
-        task = make_task(part, cfg)  # the model's task (node, link or edge), from its run's options
+        task = make_task(part, cfg, dims.comm)  # the model's task (node, link, edge, temporal), from its run's options
         encoder = gnn_of(net)  # a link or edge model's encoder reads the features, degrees and edge features
-        data = open_data(part, cfg, dims.data, mode=plan.mode, parts_dir=parts_dir, edge_attr=encoder.uses_edge_attr,
-                         degrees=encoder.uses_degree)
+        data = open_data(part, cfg, dims.data, mode=plan.mode, parts_dir=parts_dir,
+                         edge_attr=encoder.uses_edge_attr and not task.own_edge_features, degrees=encoder.uses_degree)
         mode = exchange_mode(net, part, data.sampler, data.features, data.degrees, dims.embedding, dims.comm, cfg,
                              torch.device("cpu"))
         historical = mode.halo is not None
