@@ -301,6 +301,12 @@ class DistTemporalSampler(_TemporalBase):
         one ``sample_response`` exchange, and one pass merges the answers into ``dst``'s order."""
         comm, P = self.comm, self.comm.world_size
         per_node = isinstance(key, torch.Tensor)
+        if P == 1:  # nothing to pack or merge: the exchanges hand their tensors through (their rounds counted)
+            one = torch.tensor([dst.numel()], dtype=torch.int64)
+            _exchange_flat(comm, dst, one, "sample_request")
+            out = self._own(dst, times, fanout, key)
+            _exchange_flat(comm, out[0], one, "sample_response")
+            return out[0], out[1], out[2], out[3] if len(out) == 4 else None
         req, asked, order = pack_requests(self.book.owner(dst), dst, times, key if per_node else None, P)
         got, sizes = _exchange_flat(comm, req, asked, "sample_request")
         s_counts, *s_vals = self._own(got[:, 0], got[:, 1].contiguous(), fanout,
