@@ -159,7 +159,7 @@ def dist_worker(parts_dir: str, whole, fanouts: list, batch: int, batches: int, 
     cpu_kernels.match_torch_threads()
     info = init_distributed(timeout=300)
     comm = Communicator(info.rank, info.world_size, timeout=300)
-    rank, P = info.rank, info.world_size
+    rank = info.rank
     part = load_part(parts_dir, rank)
     untimed = DistNeighborSampler(part.indptr, part.indices, part.book, comm, fanouts, seed=0,
                                   owned_keys=part.orig_ids, backend="numba")
