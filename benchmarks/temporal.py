@@ -16,6 +16,20 @@ machine is shared, and medians of seeds/s are reported:
     python benchmarks/temporal.py --json results/temporal.json
     python benchmarks/temporal.py --smoke          # a tiny graph, one round (the smoke test)
 
+``--what dist`` (or ``local,dist``): the same samplers over 2 ranks (real processes, gloo on
+127.0.0.1, a 2-part partition of the same graph, or of CollegeMsg with ``--graph collegemsg``):
+``DistNeighborSampler`` (untimed) beside ``DistTemporalSampler`` (disjoint, a time per seed), each
+rank sampling its own batches of ``--batch`` seeds, and the 1-process samplers over the whole
+graph timed by rank 0 between the 2-rank runs (rank 1 waits at a barrier), all in interleaved
+rounds; plus ``temporal-before``: the 2-rank temporal sampler with fed2f50's per-hop exchange
+(:func:`draw_hop_before`, a drop-in, checked to give the same blocks), and ``-keys`` rows with a
+stream key per node (the rank loaders' requests, ``gnnscale.pyg.run_temporal``). Exchanges
+(rounds and all_to_all calls) and bytes per hop are read from the communicator's accounting, by
+category. Seeds/s of 2 ranks count both ranks' seeds.
+
+    python benchmarks/temporal.py --what dist --json results/temporal_dist.json
+    python benchmarks/temporal.py --what dist --graph collegemsg --json results/temporal_dist_cm.json
+
 PyG's temporal ``NeighborLoader`` needs pyg-lib; it is timed when importable, else said so.
 """
 from __future__ import annotations
@@ -31,6 +45,8 @@ import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import SHARED  # noqa: E402
 
 
 def make_graph(n: int, e: int, span: int, seed: int = 0):
@@ -58,6 +74,231 @@ def hash_trees(kernels, n: int):
         tree = torch.div(comb, n, rounding_mode="floor")
         return comb - tree * n, tree, times[tree], local
     return trees
+
+
+def draw_hop_before(self, dst, times, fanout, key):
+    """fed2f50's :meth:`DistTemporalSampler.draw_hop` (the before of the one-exchange hop): the
+    request's columns split and concatenated per rank, the own part drawn apart, the answers
+    split per rank and merged back one value at a time. Bound to a sampler as a drop-in."""
+    from gnnscale.partitioning.routing import Route
+
+    comm, rank, P = self.comm, self.comm.rank, self.comm.world_size
+    route = Route.build(self.book.owner(dst), P)
+    per_node = isinstance(key, torch.Tensor)
+    cols = [route.split(dst), route.split(times)] + ([route.split(key)] if per_node else [])
+    ids, ts = cols[0], cols[1]
+    req = [torch.cat([c[r] for c in cols]) if r != rank else dst.new_empty(0) for r in range(P)]
+    got = comm.exchange(req, "sample_request")
+    w = len(cols)
+    sizes = [g.numel() // w for g in got]
+    served, served_t, *served_k = [torch.cat([g.view(w, -1)[j] for g in got]) for j in range(w)]
+    k = 3 if self.edge_ids is None else 4
+    s_counts, s_nbrs, *s_vals = self._own(served, served_t, fanout, served_k[0] if per_node else key)
+    per_c = list(torch.split(s_counts, sizes))
+    e_sizes = [int(c.sum()) for c in per_c]
+    per_v = [torch.split(v, e_sizes) for v in (s_nbrs, *s_vals)]
+    reply = [torch.cat([c, *(v[r] for v in per_v)]) for r, c in enumerate(per_c)]
+    back = comm.exchange(reply, "sample_response")
+    own = self._own(ids[rank], ts[rank], fanout, cols[2][rank] if per_node else key)
+    counts_l, vals_l = [], [[] for _ in range(k - 1)]
+    for r in range(P):
+        if r == rank:
+            c, vals = own[0], own[1:]
+        else:
+            n_r = ids[r].numel()
+            c = back[r][:n_r]
+            vals = torch.split(back[r][n_r:], (back[r].numel() - n_r) // (k - 1))
+        counts_l.append(c)
+        for acc, v in zip(vals_l, vals):
+            acc.append(v)
+    counts, nbrs = route.merge_segments(counts_l, vals_l[0])
+    rest = [route.merge_segments(counts_l, v)[1] for v in vals_l[1:]]
+    return counts, nbrs, rest[0], rest[1] if k == 4 else None
+
+
+def keyed_per_node(sampler):
+    """``sampler`` drawing with a stream key per frontier node (sent with the requests), as the
+    rank loaders of ``gnnscale.pyg.run_temporal`` do: the same draws."""
+    def hop(dst, times, fanout, key):
+        return sampler.draw_hop(dst, times, fanout, torch.full((dst.numel(),), key, dtype=torch.int64))[:3]
+    sampler._hop = hop
+    return sampler
+
+
+def same_blocks(x, y) -> bool:
+    return all(torch.equal(p.src_ids, q.src_ids) and torch.equal(p.edge_index, q.edge_index)
+               and torch.equal(p.edge_time, q.edge_time) and torch.equal(p.src_tree, q.src_tree)
+               for p, q in zip(x.blocks, y.blocks))
+
+
+def comm_per_hop(comm, fn, hops: int) -> dict:
+    """One batch's exchanges by category from the communicator's accounting, per hop: rounds
+    (``exchange`` calls), all_to_all calls, bytes this rank sent and received."""
+    comm.stats.reset()
+    fn()
+    st = comm.stats.snapshot()
+    return {k: {c: v / hops for c, v in st[k].items()} for k in ("rounds", "calls", "sent", "received")}
+
+
+def dist_worker(parts_dir: str, whole, fanouts: list, batch: int, batches: int, rounds: int, span: int,
+                num_nodes: int) -> dict:
+    """One rank of ``--what dist`` (module docstring): seconds per batch of each sampler per round,
+    the exchanges per hop, and the 1-process samplers' seconds (rank 0)."""
+    import os
+    import types
+
+    from gnnscale.partitioning import load_part
+    from gnnscale.process.comm import Communicator
+    from gnnscale.process.groups import init_distributed
+    from gnnscale.samplers import cpu_kernels
+    from gnnscale.samplers.distributed import DistNeighborSampler
+    from gnnscale.samplers.local import NeighborSampler
+    from gnnscale.samplers.temporal import DistTemporalSampler, TemporalNeighborSampler
+
+    torch.set_num_threads(1)
+    cpu_kernels.match_torch_threads()
+    info = init_distributed(timeout=300)
+    comm = Communicator(info.rank, info.world_size, timeout=300)
+    rank = info.rank
+    part = load_part(parts_dir, rank)
+    untimed = DistNeighborSampler(part.indptr, part.indices, part.book, comm, fanouts, seed=0,
+                                  owned_keys=part.orig_ids, backend="numba")
+
+    def temporal(disjoint=True):
+        return DistTemporalSampler(part.indptr, part.indices, part.edge_time, part.orig_ids, part.book, comm,
+                                   fanouts, seed=0, disjoint=disjoint)
+
+    new, before, new_k, before_k = temporal(), temporal(), keyed_per_node(temporal()), temporal()
+    shared, shared_before = temporal(False), temporal(False)
+    for s in (before, before_k, shared_before):
+        s.draw_hop = types.MethodType(draw_hop_before, s)
+    keyed_per_node(before_k)
+    after_all = span + 1  # one time after every edge: the untimed sampler's candidates
+    g = np.random.default_rng(100 + rank)
+    seeds = [torch.from_numpy(g.choice(num_nodes, batch, replace=False)) for _ in range(batches)]
+    times = [torch.from_numpy(g.integers(span // 2, span, batch)) for _ in range(batches)]
+    fns = {
+        "dist-untimed": lambda i: untimed.sample(seeds[i], 0, i),
+        "dist-temporal": lambda i: new.sample(seeds[i], times[i], 0, i),
+        "dist-temporal-before": lambda i: before.sample(seeds[i], times[i], 0, i),
+        "dist-temporal-shared": lambda i: shared.sample(seeds[i], after_all, 0, i),
+        "dist-temporal-shared-before": lambda i: shared_before.sample(seeds[i], after_all, 0, i),
+        "dist-temporal-keys": lambda i: new_k.sample(seeds[i], times[i], 0, i),
+        "dist-temporal-keys-before": lambda i: before_k.sample(seeds[i], times[i], 0, i),
+    }
+    for i in range(min(3, batches)):  # the same blocks either way (also warms the kernels up)
+        ref = new.sample(seeds[i], times[i], 0, i)
+        for other in (before, new_k, before_k):
+            assert same_blocks(ref, other.sample(seeds[i], times[i], 0, i)), "the hops disagree"
+        assert same_blocks(shared.sample(seeds[i], after_all, 0, i), shared_before.sample(seeds[i], after_all, 0, i))
+        untimed.sample(seeds[i], 0, i)
+    hops = len(fanouts)
+    exchanges = {k: comm_per_hop(comm, lambda: fn(0), hops) for k, fn in fns.items()}
+    edges = {"dist-untimed": untimed.sample(seeds[0], 0, 0).stats["sampled_edges"],
+             "dist-temporal": new.sample(seeds[0], times[0], 0, 0).stats["sampled_edges"],
+             "dist-temporal-shared": shared.sample(seeds[0], after_all, 0, 0).stats["sampled_edges"]}
+    local = {}
+    if rank == 0 and whole is not None:
+        indptr, indices, et = whole
+        plain = NeighborSampler(indptr, indices, fanouts, seed=0, backend="numba")
+        disjoint = TemporalNeighborSampler(indptr, indices, et, fanouts, seed=0)
+        one_time = TemporalNeighborSampler(indptr, indices, et, fanouts, seed=0, disjoint=False)
+        local = {"1proc-untimed": lambda i: plain.sample(seeds[i], 0, i),
+                 "1proc-temporal": lambda i: disjoint.sample(seeds[i], times[i], 0, i),
+                 "1proc-temporal-shared": lambda i: one_time.sample(seeds[i], after_all, 0, i)}
+        for fn in local.values():
+            fn(0)
+    secs = {k: [] for k in (*fns, "1proc-untimed", "1proc-temporal", "1proc-temporal-shared")}
+    load = [os.getloadavg()[0]]
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            comm.barrier()
+            t0 = time.perf_counter()
+            for i in range(batches):
+                fn(i)
+            secs[name].append((time.perf_counter() - t0) / batches)
+        comm.barrier()
+        for name, fn in local.items():  # rank 0 alone; rank 1 waits at the barrier below
+            t0 = time.perf_counter()
+            for i in range(batches):
+                fn(i)
+            secs[name].append((time.perf_counter() - t0) / batches)
+        comm.barrier()
+        load.append(os.getloadavg()[0])
+    return {"rank": rank, "secs": {k: v for k, v in secs.items() if v}, "exchanges": exchanges, "edges": edges,
+            "load": load}
+
+
+def run_dist(a, fanouts: list) -> dict:
+    """``--what dist``: partition the graph into 2 parts, time 2 ranks against 1 process."""
+    import tempfile
+
+    from gnnscale.partitioning import partition_graph
+    from gnnscale.partitioning.graph import to_csc
+    from gnnscale.process.launch import launch_local
+    from gnnscale.samplers.temporal import time_sorted_csc
+
+    from gnnscale.datasets.temporal import read_events, temporal_data
+
+    if a.graph == "collegemsg":
+        data = read_events(Path(SHARED) / "collegemsg" / "CollegeMsg.txt", sorted=True)
+        src, dst = data.edge_index.numpy()
+        t = data.edge_time.numpy()
+        n = int(data.num_nodes)
+        t0, span = int(t.min()), int(t.max() - t.min()) + 1
+        t = t - t0  # times from 0: the seeds' times are drawn in the span's second half
+    else:
+        _, _, _, src, dst, t = make_graph(a.nodes, a.edges, a.span)
+        n, span = a.nodes, a.span
+    data = temporal_data(src, dst, torch.from_numpy(t), n, a.graph, "benchmark")
+    indptr, indices, eids = map(torch.from_numpy, to_csc(data.edge_index, n, return_edge_ids=True))
+    et = data.edge_time[eids]
+    indices, perm = time_sorted_csc(indptr, indices, et, eids)
+    whole = (indptr, indices.contiguous(), et[perm].contiguous())
+    parts = Path(tempfile.mkdtemp(prefix="gnnscale-temporal-bench-")) / "p2"
+    partition_graph(data, 2, parts, method=a.method, dataset=a.graph)
+    res = launch_local("temporal:dist_worker", 2, args=(str(parts), whole, fanouts, a.batch, a.batches,
+                                                         a.rounds, span, n), threads_per_worker=1)
+    r0 = next(r for r in res if r["rank"] == 0)
+    med = {k: statistics.median(v) for k, v in r0["secs"].items()}
+    seeds = {k: (2 if k.startswith("dist") else 1) * a.batch / v for k, v in med.items()}
+
+    def ratio(x, y):  # same-round ratios of seconds per batch, then their median
+        return statistics.median(p / q for p, q in zip(r0["secs"][x], r0["secs"][y]))
+
+    out = {
+        "graph": {"name": a.graph, "nodes": n, "edges": int(len(src)), "span": span, "method": a.method},
+        "fanouts": fanouts, "batch_per_rank": a.batch, "batches": a.batches, "rounds": a.rounds, "threads": 1,
+        "load_average": r0["load"],
+        "seconds_per_batch_median": med, "seconds_per_batch_rounds": r0["secs"], "seeds_per_s": seeds,
+        "ratios_same_round": {
+            # the same candidates and frontiers (one time after every edge, not disjoint): the time's cost
+            "dist_temporal_shared_vs_dist_untimed": ratio("dist-temporal-shared", "dist-untimed"),
+            "dist_temporal_shared_before_vs_dist_untimed": ratio("dist-temporal-shared-before", "dist-untimed"),
+            "1proc_temporal_shared_vs_1proc_untimed": ratio("1proc-temporal-shared", "1proc-untimed"),
+            # a time per seed, a tree per seed (the temporal link task's batches)
+            "dist_temporal_vs_dist_untimed": ratio("dist-temporal", "dist-untimed"),
+            "dist_temporal_before_vs_dist_untimed": ratio("dist-temporal-before", "dist-untimed"),
+            "1proc_temporal_vs_1proc_untimed": ratio("1proc-temporal", "1proc-untimed"),
+            # the one-exchange hop against fed2f50's
+            "dist_temporal_before_vs_after": ratio("dist-temporal-before", "dist-temporal"),
+            "dist_temporal_shared_before_vs_after": ratio("dist-temporal-shared-before", "dist-temporal-shared"),
+            "dist_temporal_keys_before_vs_after": ratio("dist-temporal-keys-before", "dist-temporal-keys"),
+            # per seed: one rank's batch of B against one process's batch of B
+            "dist_temporal_vs_1proc_temporal_per_batch": ratio("dist-temporal", "1proc-temporal"),
+            "dist_untimed_vs_1proc_untimed_per_batch": ratio("dist-untimed", "1proc-untimed"),
+        },
+        "exchanges_per_hop_rank0": r0["exchanges"], "sampled_edges_first_batch_rank0": r0["edges"],
+    }
+    for k, v in seeds.items():
+        print(f"{k:28s} {v:12,.0f} seeds/s  ({med[k] * 1e3:8.1f} ms per batch)")
+    for k, v in out["ratios_same_round"].items():
+        print(f"{k:46s} {v:6.2f}x")
+    for k, v in out["exchanges_per_hop_rank0"].items():
+        print(f"{k:28s} per hop: rounds {v['rounds']}, all_to_all {v['calls']}, "
+              f"sent {{{', '.join(f'{c}: {b:,.0f}' for c, b in v['sent'].items())}}} bytes")
+    print(f"load average (1 min) over the rounds: {', '.join(f'{x:.1f}' for x in out['load_average'])}")
+    return out
 
 
 def time_runs(fns: dict, batches: list, rounds: int) -> dict:
@@ -103,16 +344,42 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke", action="store_true", help="a tiny graph, one round")
     ap.add_argument("--hash-relabel", action="store_true", help="also time disjoint trees relabeled the old way (a "
                     "hash of tree * N + node), in the same alternating rounds: the before / after of TreeRelabeler")
+    ap.add_argument("--what", default="local", help="local (one process, the rows above), dist (2 ranks beside "
+                    "1 process, module docstring) or local,dist")
+    ap.add_argument("--graph", choices=("random", "collegemsg"), default="random",
+                    help="--what dist's graph: the random graph above, or CollegeMsg (../shared/data/collegemsg)")
+    ap.add_argument("--method", default="metis", help="--what dist's partitioning method")
     a = ap.parse_args(argv)
     if a.smoke:
         a.nodes, a.edges, a.batches, a.rounds, a.batch = 2000, 20000, 2, 1, 128
+        a.what = "local,dist"
+    what = set(a.what.split(","))
+    if not what <= {"local", "dist"}:
+        ap.error(f"--what takes local, dist or local,dist; found {a.what!r}")
+    fanouts = [int(f) for f in a.fanouts.split(",")]
+    out_all = {}
+    if "dist" in what:
+        if a.smoke:
+            from _common import fork_smoke_workers
+
+            fork_smoke_workers(2)
+        out_all["dist"] = run_dist(a, fanouts)
+    if "local" in what:
+        out_all.update(run_local(a, fanouts))
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(out_all, indent=2))
+    return 0
+
+
+def run_local(a, fanouts: list) -> dict:
+    """The one-process rows (module docstring)."""
     torch.set_num_threads(1)
     from gnnscale.samplers import cpu_kernels
     from gnnscale.samplers.local import NeighborSampler
     from gnnscale.samplers.temporal import TemporalNeighborSampler
 
     cpu_kernels.match_torch_threads()
-    fanouts = [int(f) for f in a.fanouts.split(",")]
     indptr, indices, et, src, dst, t = make_graph(a.nodes, a.edges, a.span)
     g = np.random.default_rng(1)
     batches = [torch.from_numpy(g.choice(a.nodes, a.batch, replace=False)) for _ in range(a.batches)]
@@ -167,10 +434,7 @@ def main(argv=None) -> int:
           f"{out['ratio_temporal_shared_3_4_vs_untimed']:.2f}x; disjoint per-seed times: "
           f"{out['ratio_temporal_disjoint_vs_untimed']:.2f}x")
     print(f"PyG temporal NeighborLoader: {pyg_note}" + ("" if pyg_sec is None else f", {a.batch / pyg_sec:,.0f} seeds/s"))
-    if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps(out, indent=2))
-    return 0
+    return out
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ from gnnscale.samplers.block import Block, MiniBatch
 from gnnscale.samplers.fanouts import check_fanouts
 from gnnscale.samplers.kernels import Kernels
 from gnnscale.samplers.local import SamplingKeys
-from gnnscale.samplers.temporal_kernels import STRATEGIES, TreeRelabeler, sample_temporal
+from gnnscale.samplers.temporal_kernels import (STRATEGIES, TreeRelabeler, merge_replies, pack_replies,
+                                                pack_requests, sample_temporal)
 
 # The rule's names as PyG spells them where it has one.
 CUTS = ("<", "<=")
@@ -240,6 +241,15 @@ def check_tcsr(indptr: torch.Tensor, edge_time, num_edges: int) -> torch.Tensor:
     return t
 
 
+def _exchange_flat(comm, flat: torch.Tensor, sizes: torch.Tensor, category: str):
+    """``comm.exchange_flat`` (rows for rank 0, then 1, ...; one exchange), or through ``exchange``
+    for a communicator without it."""
+    if hasattr(comm, "exchange_flat"):
+        return comm.exchange_flat(flat, sizes, category)
+    got = comm.exchange(list(torch.split(flat, sizes.tolist())), category)
+    return torch.cat(got), torch.tensor([g.shape[0] for g in got], dtype=torch.int64)
+
+
 class DistTemporalSampler(_TemporalBase):
     """Time-respecting sampling over a partitioned graph: owners draw their nodes for every rank.
 
@@ -283,38 +293,25 @@ class DistTemporalSampler(_TemporalBase):
         ``times``, each drawn by its owner (one request/response exchange; a collective); edge ids
         with ``edge_ids`` (the owners send them beside the times). ``key``: the hop's stream key, or
         int64 [n] one per node (sent with the requests: ranks whose batches are of different steps;
-        every rank passes the same kind)."""
-        from gnnscale.partitioning.routing import Route
+        every rank passes the same kind).
 
-        comm, rank, P = self.comm, self.comm.rank, self.comm.world_size
-        route = Route.build(self.book.owner(dst), P)
+        One pass packs the queries (id, time[, key]) by owner, one ``sample_request`` exchange
+        carries them (this rank's own rows to itself, uncounted), one draw answers every query
+        received, one pass packs each requester's counts and edges (neighbour, time[, id]) into
+        one ``sample_response`` exchange, and one pass merges the answers into ``dst``'s order."""
+        comm, P = self.comm, self.comm.world_size
         per_node = isinstance(key, torch.Tensor)
-        cols = [route.split(dst), route.split(times)] + ([route.split(key)] if per_node else [])
-        ids, ts = cols[0], cols[1]
-        req = [torch.cat([c[r] for c in cols]) if r != rank else dst.new_empty(0) for r in range(P)]
-        got = comm.exchange(req, "sample_request")
-        w = len(cols)
-        sizes = [g.numel() // w for g in got]
-        served, served_t, *served_k = [torch.cat([g.view(w, -1)[j] for g in got]) for j in range(w)]
-        k = 3 if self.edge_ids is None else 4  # segments per reply: counts, nbrs, times (, edge ids)
-        s_counts, s_nbrs, *s_vals = self._own(served, served_t, fanout, served_k[0] if per_node else key)
-        per_c = list(torch.split(s_counts, sizes))
-        e_sizes = [int(c.sum()) for c in per_c]
-        per_v = [torch.split(v, e_sizes) for v in (s_nbrs, *s_vals)]
-        reply = [torch.cat([c, *(v[r] for v in per_v)]) for r, c in enumerate(per_c)]
-        back = comm.exchange(reply, "sample_response")
-        own = self._own(ids[rank], ts[rank], fanout, cols[2][rank] if per_node else key)
-        counts_l, vals_l = [], [[] for _ in range(k - 1)]
-        for r in range(P):  # loop over ranks (a handful), not over nodes
-            if r == rank:
-                c, vals = own[0], own[1:]
-            else:
-                n_r = ids[r].numel()
-                c = back[r][:n_r]
-                vals = torch.split(back[r][n_r:], (back[r].numel() - n_r) // (k - 1))
-            counts_l.append(c)
-            for acc, v in zip(vals_l, vals):
-                acc.append(v)
-        counts, nbrs = route.merge_segments(counts_l, vals_l[0])
-        rest = [route.merge_segments(counts_l, v)[1] for v in vals_l[1:]]
-        return counts, nbrs, rest[0], rest[1] if k == 4 else None
+        if P == 1:  # nothing to pack or merge: the exchanges hand their tensors through (their rounds counted)
+            one = torch.tensor([dst.numel()], dtype=torch.int64)
+            _exchange_flat(comm, dst, one, "sample_request")
+            out = self._own(dst, times, fanout, key)
+            _exchange_flat(comm, out[0], one, "sample_response")
+            return out[0], out[1], out[2], out[3] if len(out) == 4 else None
+        req, asked, order = pack_requests(self.book.owner(dst), dst, times, key if per_node else None, P)
+        got, sizes = _exchange_flat(comm, req, asked, "sample_request")
+        s_counts, *s_vals = self._own(got[:, 0], got[:, 1].contiguous(), fanout,
+                                      got[:, 2].contiguous() if per_node else key)
+        buf, lens = pack_replies(s_counts, sizes, [v for v in s_vals if v is not None])
+        back, back_lens = _exchange_flat(comm, buf, lens, "sample_response")
+        counts, nbrs, etime, *eids = merge_replies(back, back_lens, asked, order, 2 + (self.edge_ids is not None))
+        return counts, nbrs, etime, eids[0] if eids else None

@@ -214,6 +214,110 @@ if HAVE_NUMBA:
         return uniq[:n].copy(), utree[:n].copy(), utime, local
 
 
+    # -- one hop over owners (DistTemporalSampler.draw_hop): requests packed by owner, answers
+    # packed per requester, merged back into the frontier's order, each in one pass
+
+    @nb.njit(cache=True, nogil=True)
+    def _pack_requests(owner, ids, times, keys, w, num_ranks):
+        """(req int64 [n, w], counts int64 [P], order int64 [n]): the queries (id, time[, key])
+        grouped by owner, stably (a counting sort); ``order[j]`` is the frontier position of row
+        j; w = 3 with a key per query (``keys``), else 2."""
+        n = ids.shape[0]
+        counts = np.zeros(num_ranks, dtype=np.int64)
+        for i in range(n):
+            counts[owner[i]] += 1
+        start = np.zeros(num_ranks, dtype=np.int64)
+        for r in range(1, num_ranks):
+            start[r] = start[r - 1] + counts[r - 1]
+        req = np.empty((n, w), dtype=np.int64)
+        order = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            j = start[owner[i]]
+            start[owner[i]] = j + 1
+            order[j] = i
+            req[j, 0] = ids[i]
+            req[j, 1] = times[i]
+            if w == 3:
+                req[j, 2] = keys[i]
+        return req, counts, order
+
+    @nb.njit(cache=True, nogil=True)
+    def _pack_replies(counts, sizes, v0, v1, v2, width):
+        """(buf int64, lens int64 [P]): per requester r (its ``sizes[r]`` queries, in the order
+        received), the queries' counts, then its edges' ``width`` values (v0, v1[, v2])
+        interleaved row by row."""
+        P = sizes.shape[0]
+        lens = np.empty(P, dtype=np.int64)
+        q = 0
+        total = 0
+        for r in range(P):
+            e = 0
+            for i in range(q, q + sizes[r]):
+                e += counts[i]
+            lens[r] = sizes[r] + width * e
+            total += lens[r]
+            q += sizes[r]
+        buf = np.empty(total, dtype=np.int64)
+        pos = 0
+        q = 0
+        j = 0
+        for r in range(P):
+            n_r = sizes[r]
+            for i in range(n_r):
+                buf[pos + i] = counts[q + i]
+            pos += n_r
+            q += n_r
+            for _ in range((lens[r] - n_r) // width):
+                buf[pos] = v0[j]
+                buf[pos + 1] = v1[j]
+                if width == 3:
+                    buf[pos + 2] = v2[j]
+                pos += width
+                j += 1
+        return buf, lens
+
+    @nb.njit(cache=True, nogil=True)
+    def _merge_replies(back, lens, asked, order, width):
+        """(counts int64 [n], v0, v1, v2 [M]): the owners' answers (``back``: owner r's block of
+        ``lens[r]`` values, the counts of the ``asked[r]`` queries sent to it, then their edges'
+        ``width`` values row by row) in the frontier's order (``order`` from :func:`_pack_requests`);
+        v2 is empty unless ``width`` is 3."""
+        n = order.shape[0]
+        P = asked.shape[0]
+        counts = np.empty(n, dtype=np.int64)
+        pos = 0
+        g = 0
+        for r in range(P):
+            for i in range(asked[r]):
+                counts[order[g + i]] = back[pos + i]
+            pos += lens[r]
+            g += asked[r]
+        starts = np.empty(n + 1, dtype=np.int64)
+        starts[0] = 0
+        for i in range(n):
+            starts[i + 1] = starts[i] + counts[i]
+        m = starts[n]
+        v0 = np.empty(m, dtype=np.int64)
+        v1 = np.empty(m, dtype=np.int64)
+        v2 = np.empty(m if width == 3 else 0, dtype=np.int64)
+        pos = 0
+        g = 0
+        for r in range(P):
+            e = pos + asked[r]
+            for i in range(asked[r]):
+                f = order[g + i]
+                s = starts[f]
+                for j in range(counts[f]):
+                    v0[s + j] = back[e]
+                    v1[s + j] = back[e + 1]
+                    if width == 3:
+                        v2[s + j] = back[e + 2]
+                    e += width
+            pos += lens[r]
+            g += asked[r]
+        return counts, v0, v1, v2
+
+
 class TreeRelabeler:
     """Disjoint trees' relabeling (:func:`_relabel_trees`) with its two node tables kept between
     calls (int64 [N] each, left unseen by every call): ``(dst, dst_tree, counts, nbrs, times) ->
@@ -253,3 +357,36 @@ def sample_temporal(indptr: torch.Tensor, indices: torch.Tensor, edge_time: torc
                              counts, bool(return_edges))
     return (torch.from_numpy(counts), torch.from_numpy(out), torch.from_numpy(eout) if return_edges else None,
             torch.from_numpy(tout))
+
+
+_NONE = np.empty(0, dtype=np.int64)
+
+
+def pack_requests(owner: torch.Tensor, ids: torch.Tensor, times: torch.Tensor, keys: torch.Tensor | None,
+                  num_ranks: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """A hop's queries by owner, one pass: ``(req int64 [n, w], counts int64 [P], order)``; rows
+    (id, time[, key]), owner 0's first, each owner's in frontier order; ``order`` (numpy [n])
+    maps rows to frontier positions (for :func:`merge_replies`)."""
+    req, counts, order = _pack_requests(owner.numpy(), ids.numpy(), times.numpy(),
+                                        _NONE if keys is None else keys.numpy(), 2 if keys is None else 3,
+                                        int(num_ranks))
+    return torch.from_numpy(req), torch.from_numpy(counts), order
+
+
+def pack_replies(counts: torch.Tensor, sizes: torch.Tensor, values: list[torch.Tensor]
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The answers to each requester in one int64 buffer: ``(buf, lens [P])``; requester r's
+    block is its queries' counts then their edges' values (2 or 3: neighbour, time[, edge id])
+    row by row."""
+    v = [x.numpy() for x in values]
+    buf, lens = _pack_replies(counts.numpy(), sizes.numpy(), v[0], v[1], v[2] if len(v) == 3 else _NONE, len(v))
+    return torch.from_numpy(buf), torch.from_numpy(lens)
+
+
+def merge_replies(back: torch.Tensor, lens: torch.Tensor, asked: torch.Tensor, order: np.ndarray, width: int
+                  ) -> tuple[torch.Tensor, ...]:
+    """The owners' blocks (:func:`pack_replies`, received in rank order) back in the frontier's
+    order: ``(counts [n], v0, v1[, v2])`` for ``width`` values per edge."""
+    counts, v0, v1, v2 = _merge_replies(back.numpy(), lens.numpy(), asked.numpy(), order, int(width))
+    out = (torch.from_numpy(counts), torch.from_numpy(v0), torch.from_numpy(v1))
+    return out + (torch.from_numpy(v2),) if width == 3 else out

@@ -218,6 +218,51 @@ def test_the_same_trees_on_1_2_and_3_workers_and_never_a_future_edge(graph, part
                 assert torch.equal(b["seed_time"], times[b["tree"]])
 
 
+@pytest.mark.parametrize("width,with_keys", [(2, False), (3, True)])
+def test_a_hops_queries_and_answers_round_trip_through_three_owners_in_the_frontiers_order(width, with_keys):
+    """DistTemporalSampler.draw_hop's packing (samplers/temporal_kernels.py) with the exchanges done
+    by hand: 3 requesters' frontiers (repeats, an empty one, a rank asked nothing) go to their owners
+    as (id, time[, key]) rows, each owner answers every row received (counts, then each edge's
+    values), and each requester gets its answers back in its frontier's order."""
+    from gnnscale.samplers.temporal_kernels import merge_replies, pack_replies, pack_requests
+
+    P, N = 3, 90
+    offsets = torch.tensor([0, 30, 60, N])
+    g = np.random.default_rng(3)
+    fronts = [torch.from_numpy(g.integers(0, N, n)) for n in (50, 0, 41)]
+    fronts[2][fronts[2] >= 60] -= 30  # requester 2 asks nothing of owner 2
+    times = [torch.from_numpy(g.integers(0, 1000, f.numel())) for f in fronts]
+    keys = [torch.from_numpy(g.integers(0, 1 << 40, f.numel())) for f in fronts]
+
+    def answer(ids, t, k):  # an owner's draws: a pure function of the query
+        c = (ids + t) % 4
+        q = torch.repeat_interleave(torch.arange(ids.numel()), c)
+        j = torch.arange(q.numel()) - torch.repeat_interleave(torch.cumsum(c, 0) - c, c)
+        vals = [ids[q] * 10 + j, t[q] - j - 1, k[q] + j][:width]
+        return c, vals
+
+    packed = [pack_requests(torch.searchsorted(offsets, f, right=True) - 1, f, t, k if with_keys else None, P)
+              for f, t, k in zip(fronts, times, keys)]
+    assert all(req.shape == (f.numel(), 3 if with_keys else 2) for (req, _, _), f in zip(packed, fronts))
+    assert int(packed[2][1][2]) == 0
+    replies = []
+    for r in range(P):  # owner r: the rows every requester sent it, requester 0's first
+        pieces = [torch.split(req, asked.tolist())[r] for req, asked, _ in packed]
+        got = torch.cat(pieces)
+        assert bool(((got[:, 0] >= offsets[r]) & (got[:, 0] < offsets[r + 1])).all())
+        k = got[:, 2] if with_keys else torch.zeros(got.shape[0], dtype=torch.int64)
+        c, vals = answer(got[:, 0], got[:, 1], k)
+        buf, lens = pack_replies(c, torch.tensor([x.shape[0] for x in pieces]), vals)
+        replies.append(torch.split(buf, lens.tolist()))
+    for q, (f, t, k) in enumerate(zip(fronts, times, keys)):
+        back = [replies[r][q] for r in range(P)]
+        counts, *vals = merge_replies(torch.cat(back), torch.tensor([b.numel() for b in back]), packed[q][1],
+                                      packed[q][2], width)
+        want_c, want_v = answer(f, t, k if with_keys else torch.zeros_like(f))
+        assert torch.equal(counts, want_c) and len(vals) == width
+        assert all(torch.equal(a, b) for a, b in zip(vals, want_v))
+
+
 def test_the_cli_says_a_bad_events_file_in_one_line_and_exits_2(tmp_path):
     from test_cli import cli_in_process
 
