@@ -311,7 +311,7 @@ class DistTemporalSampler(_TemporalBase):
             else:
                 n_r = ids[r].numel()
                 c = back[r][:n_r]
-                vals = torch.split(back[r][n_r:], (back[r].numel() - n_r) // (k - 1))
+                vals = back[r][n_r:].view(k - 1, -1).unbind(0)  # k - 1 pieces, also when none was drawn
             counts_l.append(c)
             for acc, v in zip(vals_l, vals):
                 acc.append(v)

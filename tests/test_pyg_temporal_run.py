@@ -153,7 +153,7 @@ def test_one_process_over_a_folder_is_the_plain_loader_and_what_is_not_honoured_
         typed = HeteroData()
         typed["n"].num_nodes = graph.num_nodes
         typed["n", "to", "n"].edge_index, typed["n", "to", "n"].edge_time = graph.edge_index, graph.edge_time
-        with pytest.raises(GnnscaleError, match="rank loaders do not sample typed graphs in time yet"):
+        with pytest.raises(GnnscaleError, match="rank loaders sample a HeteroData in time over its typed temporal folder, not in memory yet"):
             run.node_loader(FANOUTS, ("n", seeds), batch_size=B, time_attr="edge_time", input_time=seed_time,
                             data=typed)
     finally:
