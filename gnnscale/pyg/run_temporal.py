@@ -217,9 +217,10 @@ def sampler(run: Any, data: Any, num_neighbors: Any, seed: int, replace: bool, o
 
 
 def node_loader(run: Any, kit: tuple, num_neighbors: Any, input_nodes: Any, batch_size: int, shuffle: bool,
-                drop_last: bool, seed: int, replace: bool, kwargs: dict, data: Any = None) -> Any:
+                drop_last: bool, seed: int, replace: bool, kwargs: dict, data: Any = None, into: Any = None) -> Any:
     """:meth:`~gnnscale.pyg.run.DistRun.node_loader` with time (module docstring); ``kit``: run.py's
-    ``(RankBatches, RankNodeLoader)``."""
+    ``(RankBatches, RankNodeLoader)``; ``into``: a loader instance to make it (the drop-in's: its class
+    mixes in :class:`gnnscale.pyg.run_typed_temporal.EdgeTimes`)."""
     RankBatches, base = kit
     data = run.data if data is None else data
     opts = _options(run, data, kwargs, link=False)
@@ -234,8 +235,11 @@ def node_loader(run: Any, kit: tuple, num_neighbors: Any, input_nodes: Any, batc
                                                                                            distinct=False)
     count = (nodes[1] if isinstance(nodes, tuple) else nodes).numel()
     wrap = run_typed_temporal.with_typed_edge_times if typed else with_edge_times
-    loader = wrap(base)(data, smp, input_nodes=nodes, batch_sampler=RankBatches(
-        count, batch_size, shuffle, drop_last, seed, run.rank, run.world_size), **kwargs)
+    args = dict(input_nodes=nodes, batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, run.rank,
+                                                             run.world_size), **kwargs)
+    loader = wrap(base)(data, smp, **args) if into is None else into
+    if into is not None:
+        base.__init__(into, data, smp, **args)
     loader._sampler, loader._epoch, loader._health, loader._seed = smp, 0, run.health, int(seed)
     loader._mask_ids = given_as_mask(input_nodes)
     loader._watch = 2 * run.timeout if run.world_size > 1 else 0.0
@@ -245,9 +249,9 @@ def node_loader(run: Any, kit: tuple, num_neighbors: Any, input_nodes: Any, batc
 
 def link_loader(run: Any, kit: tuple, num_neighbors: Any, edge_label_index: Any, edge_label: Any, neg_sampling: Any,
                 neg_sampling_ratio: Any, batch_size: int, shuffle: bool, drop_last: bool, seed: int, replace: bool,
-                kwargs: dict, data: Any = None) -> Any:
+                kwargs: dict, data: Any = None, into: Any = None) -> Any:
     """:meth:`~gnnscale.pyg.run.DistRun.link_loader` with time (module docstring); ``kit``: run.py's
-    ``(RankBatches, RankLinkLoader)``."""
+    ``(RankBatches, RankLinkLoader)``; ``into`` as :func:`node_loader`'s."""
     RankBatches, base = kit
     data = run.data if data is None else data
     opts = _options(run, data, kwargs, link=True)
@@ -262,9 +266,12 @@ def link_loader(run: Any, kit: tuple, num_neighbors: Any, edge_label_index: Any,
         pairs = (None, edge_label_index) if isinstance(data, tuple) else edge_label_index
         count = int(edge_label_index.size(1))
     wrap = run_typed_temporal.with_typed_edge_times if typed else with_edge_times
-    loader = wrap(base)(data, smp, edge_label_index=pairs, edge_label=edge_label, neg_sampling=neg_sampling,
-                                   neg_sampling_ratio=neg_sampling_ratio, batch_sampler=RankBatches(
-                                       count, batch_size, shuffle, drop_last, seed, run.rank, run.world_size), **kwargs)
+    args = dict(edge_label_index=pairs, edge_label=edge_label, neg_sampling=neg_sampling,
+                neg_sampling_ratio=neg_sampling_ratio, batch_sampler=RankBatches(
+                    count, batch_size, shuffle, drop_last, seed, run.rank, run.world_size), **kwargs)
+    loader = wrap(base)(data, smp, **args) if into is None else into
+    if into is not None:
+        base.__init__(into, data, smp, **args)
     loader._sampler, loader._epoch, loader._health, loader._seed = smp, 0, run.health, int(seed)
     loader._watch = 2 * run.timeout if run.world_size > 1 else 0.0
     run._share_steps(loader, smp, torch.stack([loader.input_data.row, loader.input_data.col]),

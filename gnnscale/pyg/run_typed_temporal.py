@@ -169,15 +169,21 @@ def sampler(run: Any, data: tuple, num_neighbors: Any, seed: int, opts: tuple) -
     return RankTypedTemporalSampler(data[1], run.comm, num_neighbors, int(seed), strategy, window, cut)
 
 
-class _TypedEdgeTimes:
-    """A rank loader whose typed batches carry ``batch[relation].edge_time`` (int64, aligned with
-    ``edge_index``) from the owners' answers (a folder's feature store holds no edge times)."""
+class EdgeTimes:
+    """A rank loader whose batches carry the owners' edge times (a folder's feature store holds none):
+    ``batch[relation].edge_time`` of a typed batch, ``batch.edge_time`` of an untyped one (int64, aligned
+    with ``edge_index``); nothing for a batch drawn without time (:mod:`gnnscale.pyg.distributed`'s
+    loaders mix it in)."""
 
     def filter_fn(self, out: Any) -> Any:
         data = super().filter_fn(out)  # type: ignore[misc]
-        for et, t in (getattr(out, "edge_time", None) or {}).items():
-            if et in data.edge_types:
-                data[et].edge_time = t
+        times = getattr(out, "edge_time", None)
+        if isinstance(times, dict):
+            for et, t in times.items():
+                if et in data.edge_types:
+                    data[et].edge_time = t
+        elif times is not None:
+            data.edge_time = times
         return data
 
 
@@ -185,9 +191,9 @@ _LOADERS: dict[type, type] = {}
 
 
 def with_typed_edge_times(base: type) -> type:
-    """``base`` (a rank loader class of :mod:`gnnscale.pyg.run`) with :class:`_TypedEdgeTimes` mixed in."""
+    """``base`` (a rank loader class of :mod:`gnnscale.pyg.run`) with :class:`EdgeTimes` mixed in."""
     if base not in _LOADERS:
-        _LOADERS[base] = type(base.__name__.replace("Rank", "RankTypedTemporal"), (_TypedEdgeTimes, base),
+        _LOADERS[base] = type(base.__name__.replace("Rank", "RankTypedTemporal"), (EdgeTimes, base),
                               {"__doc__": f"{base.__name__} sampling a typed folder in time (batches carry each "
                                           "relation's ``edge_time``).", "__module__": __name__})
     return _LOADERS[base]
