@@ -45,11 +45,14 @@ def test_two_ranks_sample_a_typed_folder_in_time_as_one_process(acm_data, tmp_pa
     seed_time = torch.randint(0, 1100, (40,), generator=g)
     cols = torch.randint(0, hd[REL].edge_index.size(1), (36,), generator=g)
     pairs, pair_time = hd[REL].edge_index[:, cols], hd[REL].edge_time[cols]
+    hd_n = acm_data.clone()  # node times: a neighbour counts at its own time
+    for t in hd_n.node_types:
+        hd_n[t].time = torch.randint(0, 1000, (hd_n[t].num_nodes,), generator=g)
     got = launch_local(typed_temporal_batches, 2, args=(hd, str(tmp_path / "acm-t2"), FANOUTS, seeds, seed_time, REL,
-                                                        pairs, pair_time, B, 7), threads_per_worker=1)
+                                                        pairs, pair_time, B, 7, hd_n), threads_per_worker=1)
     for g_ in got:  # the owners drew: the hop exchanges carried requests and answers
         assert g_["comm"]["sent"]["sample_request"] > 0 and g_["comm"]["received"]["sample_response"] > 0
-    for c, cfg in enumerate(CONFIGS):
+    for c, cfg in enumerate(CONFIGS + CONFIGS[1:2]):  # the last: the HeteroData in memory (data=)
         strict = cfg.get("time_cut") == "<"
         ref = list(NeighborLoader(hd, FANOUTS, input_nodes=("paper", seeds), input_time=seed_time,
                                   time_attr="edge_time", batch_size=2 * B, shuffle=True, seed=7, **cfg))
@@ -74,9 +77,14 @@ def test_two_ranks_sample_a_typed_folder_in_time_as_one_process(acm_data, tmp_pa
     ref = list(LinkNeighborLoader(hd, FANOUTS, edge_label_index=(REL, pairs), edge_label_time=pair_time,
                                   time_attr="edge_time", neg_sampling_ratio=1.0, batch_size=2 * B, shuffle=True,
                                   seed=7, time_cut="<"))
-    assert len(ref) == 3
-    for k, one in enumerate(ref):
-        step = [b for rank in got for b in rank["links"] if b["k"] == k and not b["repeat"]]
+    ref_n = list(LinkNeighborLoader(hd_n, FANOUTS, edge_label_index=(REL, pairs), edge_label_time=pair_time,
+                                    time_attr="time", neg_sampling_ratio=1.0, batch_size=2 * B, shuffle=True,
+                                    seed=7, time_cut="<"))
+    assert len(ref) == len(ref_n) == 3
+    # over the folder, the HeteroData in memory, the one with node times in memory (negatives redrawn in time)
+    for which, k, one in [(w, k, one) for w, r in (("links", ref), ("memory", ref), ("node_time", ref_n))
+                          for k, one in enumerate(r)]:
+        step = [b for rank in got for b in rank[which] if b["k"] == k and not b["repeat"]]
         lab = torch.cat([b["label"][REL] for b in step])
         eli = torch.cat([torch.stack([b["n_id"]["paper"][b["eli"][REL][0]], b["n_id"]["author"][b["eli"][REL][1]]])
                          for b in step], 1)
@@ -88,8 +96,11 @@ def test_two_ranks_sample_a_typed_folder_in_time_as_one_process(acm_data, tmp_pa
         for b in step:
             for et, ei in b["ei"].items():  # each edge before its tree's positive's time (strict)
                 t = pair_time[b["input_id"][REL][b["batch"][et[2]][ei[1]]]]
-                assert bool((b["edge_time"][et] < t).all())
-                assert torch.equal(b["edge_time"][et], hd[et].edge_time[b["e_id"][et]])
+                te = hd[et].edge_time[b["e_id"][et]] if which != "node_time" else hd_n[et[0]].time[
+                    b["n_id"][et[0]][ei[0]]]
+                assert bool((te < t).all())
+                if which != "node_time":
+                    assert torch.equal(b["edge_time"][et], te)
                 src, dst = b["n_id"][et[0]][ei[0]], b["n_id"][et[2]][ei[1]]
                 mine += Counter(zip([et] * ei.size(1), src.tolist(), dst.tolist(), b["e_id"][et].tolist()))
         theirs = Counter()

@@ -16,8 +16,8 @@ owners of their destinations. Every batch carries ``edge_time`` (aligned with ``
 
 A typed temporal folder (a ``HeteroData`` with times, partitioned) is sampled the same way relation by
 relation (:mod:`gnnscale.pyg.run_typed_temporal`). A graph in memory (``start_run(data)`` without
-``parts_dir``, or ``data=``) samples with the plain temporal sampler, its steps shared the same way.
-Refused in one line: a ``HeteroData`` in memory (pass ``parts_dir``), a folder without times, ``time_attr`` naming anything but a folder's edge times
+``parts_dir``, or ``data=``; a ``Data`` or a ``HeteroData``) samples with the one-process temporal
+sampler, its steps shared the same way. Refused in one line: a folder without times, ``time_attr`` naming anything but a folder's edge times
 (``edge_time``, or PyG's ``time``; a folder holds no node times), a folder's node loader without
 ``input_time``, a link loader without ``edge_label_time``, ``subgraph_type`` other than
 ``'directional'`` and ``replace=True`` (``disjoint`` is True in time, PyG's rule).
@@ -166,10 +166,6 @@ def _options(run: Any, data: Any, kwargs: dict, link: bool) -> tuple[str, str, i
     strategy = kwargs.pop("temporal_strategy", None) or "uniform"
     window = kwargs.pop("time_window", None) or 0
     cut = kwargs.pop("time_cut", None) or "<="
-    if isinstance(data, HeteroData):
-        raise SamplerError("rank loaders sample a HeteroData in time over its typed temporal folder, not in memory "
-                           "yet; pass parts_dir=... to start_run (rank 0 partitions it, with its times), or sample it "
-                           "in one process with gnnscale.pyg.NeighborLoader.")
     folder = isinstance(data, tuple)
     if folder and not data[1].meta.get("temporal"):
         raise SamplerError(f"time_attr={time_attr!r} needs a temporal partition folder (meta.json 'temporal': "
@@ -225,7 +221,7 @@ def node_loader(run: Any, kit: tuple, num_neighbors: Any, input_nodes: Any, batc
     data = run.data if data is None else data
     opts = _options(run, data, kwargs, link=False)
     smp = sampler(run, data, num_neighbors, seed, replace, opts)
-    typed = is_typed_stores(data)
+    typed = is_typed_stores(data) or isinstance(data, HeteroData)
     if isinstance(input_nodes, str):
         nodes = run.split(input_nodes)
     elif typed:  # (type, ids or mask); a seed may repeat (at another time: its own tree)
@@ -256,7 +252,7 @@ def link_loader(run: Any, kit: tuple, num_neighbors: Any, edge_label_index: Any,
     data = run.data if data is None else data
     opts = _options(run, data, kwargs, link=True)
     smp = sampler(run, data, num_neighbors, seed, replace, opts)
-    typed = is_typed_stores(data)
+    typed = is_typed_stores(data) or isinstance(data, HeteroData)
     if typed:  # (relation, pairs)
         if not (isinstance(edge_label_index, tuple) and len(edge_label_index) == 2):
             raise SamplerError(f"on a typed folder edge_label_index is (relation, pairs int64 [2, B]); found "
@@ -276,4 +272,6 @@ def link_loader(run: Any, kit: tuple, num_neighbors: Any, edge_label_index: Any,
     loader._watch = 2 * run.timeout if run.world_size > 1 else 0.0
     run._share_steps(loader, smp, torch.stack([loader.input_data.row, loader.input_data.col]),
                      loader.input_data.input_id)
+    if getattr(smp, "steps", None) is not None:  # the positives' times by position (a step's negatives' redraws)
+        smp.steps.times = loader.input_data.time
     return loader

@@ -111,6 +111,12 @@ class TypedTemporalSampler(HeteroGnnscaleSampler):
         self._pos_times: torch.Tensor | None = None  # a link batch's positives' times (their negatives')
         self._time_order: dict[str, torch.Tensor] = {}  # {type: its nodes in time order} (negatives' redraws)
 
+    @property
+    def steps_disjoint(self) -> bool:
+        """A rank's share of a step may be disjoint when every relation is timed: a timed draw is keyed by the
+        node and its tree's time, not by the tree's number (a static relation's is: refused on rank link loaders)."""
+        return all(et in self.edge_time for et in self.edge_types)
+
     def draw_relation(self, et: tuple, rows: torch.Tensor, ids: torch.Tensor, fanout: int,
                       key: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         etime = self.edge_time.get(et)
@@ -181,6 +187,10 @@ class TypedTemporalSampler(HeteroGnnscaleSampler):
         t, ts, td = seed_edge_times(inputs, neg_sampling)
         self._seed_times = {et[0]: torch.cat([ts, td])} if et[0] == et[2] else {et[0]: ts, et[2]: td}
         self._pos_times = t
+        step_times = getattr(self.steps, "times", None) if self.steps is not None else None
+        plan = self.steps.step(inputs.input_id) if step_times is not None else None
+        if plan is not None:  # a rank's share of a step: the step's negatives are redrawn against its positives
+            self._pos_times = step_times[plan.positions]
         plain = copy.copy(inputs)
         plain.time = None
         try:
