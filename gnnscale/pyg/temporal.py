@@ -182,6 +182,10 @@ class TemporalGnnscaleSampler(GnnscaleSampler):
         plain = copy.copy(inputs)
         plain.time = None
         self._pos_times = t
+        step_times = getattr(self.steps, "times", None) if self.steps is not None else None
+        plan = self.steps.step(inputs.input_id) if step_times is not None else None
+        if plan is not None:  # a rank's share of a step: the step's negatives are redrawn against its positives
+            self._pos_times = step_times[plan.positions]
         try:
             out = super().sample_from_edges(plain, neg_sampling)
         finally:
