@@ -11,7 +11,7 @@ def _fields(b, k: int, loader) -> dict:
     out = dict(k=k, repeat=loader.batch_sampler.is_repeat(k), n_id=b.n_id, edge_index=b.edge_index, e_id=b.e_id,
                batch=b.batch, edge_time=b.get("edge_time"), input_id=b.input_id)
     if "edge_label_index" in b:
-        out.update(eli=b.n_id[b.edge_label_index], label=b.edge_label)
+        out.update(eli=b.n_id[b.edge_label_index], label=b.edge_label, eli_local=b.edge_label_index)
     return out
 
 
@@ -41,6 +41,9 @@ def temporal_batches(parts_dir: str, fanouts, seeds: torch.Tensor, seed_time: to
         loader = run.link_loader(fanouts, pairs, neg_sampling_ratio=1.0, batch_size=batch_size, shuffle=True,
                                  seed=seed, time_attr="time", edge_label_time=pair_time, time_cut="<", data=node_graph)
         node_time = [_fields(b, k, loader) for k, b in enumerate(loader)]
+        loader = run.link_loader(fanouts, pairs, neg_sampling_ratio=1.5, batch_size=batch_size, shuffle=True,
+                                 seed=seed, time_attr="time", edge_label_time=pair_time, time_cut="<", data=node_graph)
+        node_time.append([_fields(b, k, loader) for k, b in enumerate(loader)])
     out = dict(nodes=nodes, links=link, node_time=node_time, comm=run.comm.stats.snapshot(), store=type(run.graph_store).__name__)
     run.close()
     return out

@@ -90,6 +90,13 @@ def test_two_ranks_sample_in_time_as_one_process_and_never_a_future_edge(graph, 
     ref_n = list(LinkNeighborLoader(node_graph, FANOUTS, edge_label_index=pairs, edge_label_time=pair_time,
                                     time_attr="time", neg_sampling_ratio=1.0, batch_size=2 * B, shuffle=True, seed=7,
                                     time_cut="<"))
+    for rank in got:  # ratio 1.5: each negative (both ends) before the time it is sampled at, its batch's
+        for b in rank["node_time"].pop():  # positive j % b's (PyG's layout), when an earlier node exists
+            neg = b["eli_local"][:, b["label"] == 0]
+            pos_t = pair_time[b["input_id"]]
+            t = pos_t[torch.arange(neg.size(1)) % pos_t.numel()].expand(2, -1)
+            some = t > int(node_graph.time.min())
+            assert some.sum() > 10 and bool((node_graph.time[b["n_id"][neg]][some] < t[some]).all())
     for k, one in enumerate(ref_n):  # the Data with node times in memory: the step's negatives as one process's
         step = [b for rank in got for b in rank["node_time"] if b["k"] == k and not b["repeat"]]
         lab = torch.cat([b["label"] for b in step])

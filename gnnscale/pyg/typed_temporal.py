@@ -29,7 +29,7 @@ from torch_geometric.sampler import EdgeSamplerInput, HeteroSamplerOutput, Negat
 from gnnscale.errors import DatasetError, SamplerError, SamplerValueError
 from gnnscale.pyg.hetero import HeteroGnnscaleSampler
 from gnnscale.pyg.sampler import csc_of
-from gnnscale.pyg.temporal import negatives_generator, redraw_late, seed_edge_times
+from gnnscale.pyg.temporal import negatives_generator, redraw_late, seed_edge_times, step_redraw_times
 from gnnscale.samplers.temporal import check_edge_time, check_temporal_options, time_sorted_csc
 from gnnscale.samplers.temporal_kernels import sample_temporal
 
@@ -186,11 +186,7 @@ class TypedTemporalSampler(HeteroGnnscaleSampler):
         et = inputs.input_type
         t, ts, td = seed_edge_times(inputs, neg_sampling)
         self._seed_times = {et[0]: torch.cat([ts, td])} if et[0] == et[2] else {et[0]: ts, et[2]: td}
-        self._pos_times = t
-        step_times = getattr(self.steps, "times", None) if self.steps is not None else None
-        plan = self.steps.step(inputs.input_id) if step_times is not None else None
-        if plan is not None:  # a rank's share of a step: the step's negatives are redrawn against its positives
-            self._pos_times = step_times[plan.positions]
+        self._pos_times = step_redraw_times(self, inputs, neg_sampling, t)  # a step's share: the step's negatives
         plain = copy.copy(inputs)
         plain.time = None
         try:
