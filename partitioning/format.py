@@ -37,7 +37,10 @@ and meta.json has ``format_version: 2``, ``feature_dim: 0`` and a ``typed`` entr
 (node_types, edge_types, target_type, type_starts [P][T+1], type_offsets [T][P+1],
 num_nodes_per_type, feature_dims, edges_per_relation, cut_per_relation, balance_per_type).
 A part's nodes are numbered by type, then original id; the in-edges of each node are sorted by
-(relation, original source id) (format 1: by original source id).
+(relation, original source id) (format 1: by original source id). A typed temporal graph (a
+``HeteroData`` with per-relation edge times or node times, every event kept) sorts them by
+(relation, time, the relation's input column) instead, a T-CSR per relation, with ``edge_time.npy``
+and ``edge_ids.npy`` (each in-edge's column in its relation's ``edge_index``).
 
 Edges are those of ``data.edge_index`` with duplicates removed (format 2: duplicate (source,
 target, relation)); self loops are kept as given. meta.json is written last, so a folder
@@ -229,6 +232,26 @@ def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray,
     return arrays, size
 
 
+def typed_tcsr(indptr: np.ndarray, cols: np.ndarray, etype: np.ndarray, edge_time: np.ndarray,
+               spec: TypedSpec) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """A typed temporal graph's T-CSR per relation: ((perm, column) int64 [E]: the CSC's edges reordered
+    by (target, relation, time, input column), and each one's input column; int64 [E] each one's column
+    among its relation's columns of ``edge_index`` in order: a ``HeteroData``'s ``data[relation]`` column,
+    PyG's ``e_id``). ``cols``: each CSC edge's column of the typed ``edge_index``. Two sorts, no loop."""
+    row = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+    perm = np.lexsort((cols, edge_time[cols], etype, row))
+    del row
+    col = cols[perm]
+    # each input column's place among its relation's columns (one stable sort of the relations)
+    rel = np.asarray(spec.edge_type, dtype=np.int64)
+    order = np.argsort(rel, kind="stable")
+    rel_ptr = np.zeros(spec.num_relations + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rel, minlength=spec.num_relations), out=rel_ptr[1:])
+    local = np.empty(rel.shape[0], dtype=np.int64)
+    local[order] = np.arange(rel.shape[0], dtype=np.int64) - rel_ptr[rel[order]]
+    return (perm, col), local[col]
+
+
 class _TypedWrite:
     """What the format-2 writer keeps beside format 1's: the typed spec, the relation of
     every stored edge (int16, aligned with the global CSC), the type tables and the running
@@ -335,9 +358,6 @@ def write_partitions(
     ei = as_edge_array(data.edge_index, n)
     edge_attr = edge_features(data, int(ei.shape[1]))
     edge_time = edge_times(data, int(ei.shape[1]))
-    if edge_time is not None and spec is not None:
-        raise PartitionError("expected an untyped graph with data.edge_time, found a typed one; temporal typed "
-                             "graphs are not supported yet: drop edge_time or the types")
     cut, undirected = edge_cut(ei, parts, n)
     typed = None
     edges = None  # with edge features: (original column of every stored edge, edge_attr)
@@ -357,13 +377,22 @@ def write_partitions(
             if edge_attr is None:
                 edges = (csc[-1], None)
     else:
+        temporal = edge_time is not None  # every event kept; each relation's in-edges by (time, column)
         csc = to_csc(
-            ei, n, dedupe=True, relabel=new_of_old, edge_type=spec.edge_type,
-            num_relations=spec.num_relations, return_edge_ids=edge_attr is not None,
+            ei, n, dedupe=not temporal, relabel=new_of_old, edge_type=spec.edge_type,
+            num_relations=spec.num_relations, return_edge_ids=edge_attr is not None or temporal,
         )
         indptr_g, indices_g = csc[:2]
+        etype_g = csc[2]
+        if temporal:
+            ids_g, rel_local = typed_tcsr(indptr_g, csc[-1], etype_g, edge_time, spec)
+            indices_g, etype_g = indices_g[ids_g[0]], etype_g[ids_g[0]]
+            times_g = edge_time[ids_g[1]]
+            csc = (indptr_g, indices_g, etype_g, ids_g[1])
+            if edge_attr is None:
+                edges = (rel_local, None)  # edge_ids.npy: each in-edge's column in its relation's edge_index
         spec.edge_type = None  # a view of data.edge_type: not needed any more
-        typed = _TypedWrite(spec, csc[2], *type_tables(old_of_new, offsets, spec.type_ptr))
+        typed = _TypedWrite(spec, etype_g, *type_tables(old_of_new, offsets, spec.type_ptr))
     if edge_attr is not None:
         edges = (csc[-1], edge_attr)
     del csc
@@ -386,6 +415,9 @@ def write_partitions(
         "time_min": int(times_g.min()) if times_g.size else 0, "time_max": int(times_g.max()) if times_g.size else 0,
         "source": getattr(data, "time_source", "edge_time"), "edge_ids": True,
     }
+    if temporal_meta is not None and typed is not None:  # per relation: each node's in-edges of it by time
+        temporal_meta["order"] = "time within each node's in-edges of each relation (T-CSR per relation)"
+        temporal_meta["edge_ids"] = "column of the relation's edge_index"
     keep = part_files({"format_version": version, "link": link_meta, "edge_feature_dim": edge_dim,
                        "temporal": temporal_meta,
                        "typed": None if typed is None else {"feature_dims": spec.feature_dims}})

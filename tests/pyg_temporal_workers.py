@@ -9,16 +9,18 @@ CONFIGS = [dict(temporal_strategy="uniform"), dict(temporal_strategy="last", tim
 
 def _fields(b, k: int, loader) -> dict:
     out = dict(k=k, repeat=loader.batch_sampler.is_repeat(k), n_id=b.n_id, edge_index=b.edge_index, e_id=b.e_id,
-               batch=b.batch, edge_time=b.edge_time, input_id=b.input_id)
+               batch=b.batch, edge_time=b.get("edge_time"), input_id=b.input_id)
     if "edge_label_index" in b:
-        out.update(eli=b.n_id[b.edge_label_index], label=b.edge_label)
+        out.update(eli=b.n_id[b.edge_label_index], label=b.edge_label, eli_local=b.edge_label_index)
     return out
 
 
 def temporal_batches(parts_dir: str, fanouts, seeds: torch.Tensor, seed_time: torch.Tensor, pairs: torch.Tensor,
-                     pair_time: torch.Tensor, batch_size: int, seed: int, graph_store: str, graph=None) -> dict:
+                     pair_time: torch.Tensor, batch_size: int, seed: int, graph_store: str, graph=None,
+                     node_graph=None) -> dict:
     """This rank's node batches (per config of CONFIGS) and link batches over the temporal folder; with
-    ``graph`` (the Data in memory, ``data=``) one more node pass of CONFIGS[0] over it."""
+    ``graph`` (the Data in memory, ``data=``) one more node pass of CONFIGS[0] over it; with ``node_graph``
+    (a Data with node times) a link pass over it."""
     from gnnscale.pyg import start_run
 
     run = start_run(parts_dir, timeout=60, graph_store=graph_store)
@@ -34,6 +36,14 @@ def temporal_batches(parts_dir: str, fanouts, seeds: torch.Tensor, seed_time: to
         loader = run.node_loader(fanouts, seeds, batch_size=batch_size, shuffle=True, seed=seed, time_attr="edge_time",
                                  input_time=seed_time, data=graph, **CONFIGS[0])
         nodes.append([_fields(b, k, loader) for k, b in enumerate(loader)])
-    out = dict(nodes=nodes, links=link, comm=run.comm.stats.snapshot(), store=type(run.graph_store).__name__)
+    node_time = []
+    if node_graph is not None:  # a Data with node times in memory: a step's negatives redrawn in time
+        loader = run.link_loader(fanouts, pairs, neg_sampling_ratio=1.0, batch_size=batch_size, shuffle=True,
+                                 seed=seed, time_attr="time", edge_label_time=pair_time, time_cut="<", data=node_graph)
+        node_time = [_fields(b, k, loader) for k, b in enumerate(loader)]
+        loader = run.link_loader(fanouts, pairs, neg_sampling_ratio=1.5, batch_size=batch_size, shuffle=True,
+                                 seed=seed, time_attr="time", edge_label_time=pair_time, time_cut="<", data=node_graph)
+        node_time.append([_fields(b, k, loader) for k, b in enumerate(loader)])
+    out = dict(nodes=nodes, links=link, node_time=node_time, comm=run.comm.stats.snapshot(), store=type(run.graph_store).__name__)
     run.close()
     return out

@@ -72,7 +72,7 @@ def test_pyg_rpc_arguments_are_ignored_and_what_changes_batches_is_refused(cora_
                      "this process over the process group)"]
     assert len(loader) == 43 and loader.num_workers == 0  # every node (input_nodes=None), batches of 64
     for kwargs, msg in [(dict(dist_sampler=object()), "dist_sampler is not offered"),
-                        (dict(time_attr="time"), "time_attr is not offered"),
+                        (dict(time_attr="time"), "needs a temporal partition folder"),
                         (dict(subgraph_type="induced", disjoint=True), "'induced' with disjoint=True is not"),
                         (dict(current_ctx=DistContext(1, 1, 2, 2, "g")), "is not this process")]:
         with pytest.raises(GnnscaleError, match=msg) as err:

@@ -8,7 +8,6 @@ from collections import Counter
 
 import pytest
 import torch
-from torch_geometric.data import HeteroData
 
 from gnnscale.datasets.temporal import generate_temporal_synthetic
 from gnnscale.errors import GnnscaleError
@@ -58,8 +57,11 @@ def _plain(b) -> dict:
 
 def test_two_ranks_sample_in_time_as_one_process_and_never_a_future_edge(graph, folder):
     seeds, seed_time, pairs, pair_time = _inputs(graph)
-    got = launch_local(temporal_batches, 2, args=(folder, FANOUTS, seeds, seed_time, pairs, pair_time, B, 7, "own", graph),
-                       threads_per_worker=1)
+    node_graph = graph.clone()  # node times: a neighbour counts at its own time, negatives redrawn before theirs
+    del node_graph.edge_time
+    node_graph.time = torch.randint(0, 110_000, (graph.num_nodes,), generator=torch.Generator().manual_seed(9))
+    got = launch_local(temporal_batches, 2, args=(folder, FANOUTS, seeds, seed_time, pairs, pair_time, B, 7, "own", graph,
+                                                  node_graph), threads_per_worker=1)
     assert [g["store"] for g in got] == ["OwnPartGraphStore"] * 2
     for g in got:  # the owners drew: the hop exchanges carried requests and answers
         assert g["comm"]["sent"]["sample_request"] > 0 and g["comm"]["received"]["sample_response"] > 0
@@ -85,6 +87,24 @@ def test_two_ranks_sample_in_time_as_one_process_and_never_a_future_edge(graph, 
     ref = list(LinkNeighborLoader(graph, FANOUTS, edge_label_index=pairs, edge_label_time=pair_time,
                                   time_attr="edge_time", neg_sampling_ratio=1.0, batch_size=2 * B, shuffle=True,
                                   seed=7, time_cut="<"))
+    ref_n = list(LinkNeighborLoader(node_graph, FANOUTS, edge_label_index=pairs, edge_label_time=pair_time,
+                                    time_attr="time", neg_sampling_ratio=1.0, batch_size=2 * B, shuffle=True, seed=7,
+                                    time_cut="<"))
+    for rank in got:  # ratio 1.5: each negative (both ends) before the time it is sampled at, its batch's
+        for b in rank["node_time"].pop():  # positive j % b's (PyG's layout), when an earlier node exists
+            neg = b["eli_local"][:, b["label"] == 0]
+            pos_t = pair_time[b["input_id"]]
+            t = pos_t[torch.arange(neg.size(1)) % pos_t.numel()].expand(2, -1)
+            some = t > int(node_graph.time.min())
+            assert some.sum() > 10 and bool((node_graph.time[b["n_id"][neg]][some] < t[some]).all())
+    for k, one in enumerate(ref_n):  # the Data with node times in memory: the step's negatives as one process's
+        step = [b for rank in got for b in rank["node_time"] if b["k"] == k and not b["repeat"]]
+        lab = torch.cat([b["label"] for b in step])
+        eli = torch.cat([b["eli"] for b in step], 1)
+        assert torch.equal(eli[:, lab == 0], one.n_id[one.edge_label_index][:, one.edge_label == 0]), k
+        for b in step:  # every sampled neighbour strictly before its tree's time
+            t = pair_time[b["input_id"][b["batch"][b["edge_index"][1]]]]
+            assert bool((node_graph.time[b["n_id"][b["edge_index"][0]]] < t).all())
     for k, one in enumerate(ref):
         step = [b for rank in got for b in rank["links"] if b["k"] == k and not b["repeat"]]
         lab = torch.cat([b["label"] for b in step])
@@ -150,12 +170,6 @@ def test_one_process_over_a_folder_is_the_plain_loader_and_what_is_not_honoured_
             assert "\n" not in str(err.value)
         with pytest.raises(GnnscaleError, match="a temporal rank link loader needs edge_label_time"):
             run.link_loader(FANOUTS, pairs, batch_size=B, time_attr="edge_time")
-        typed = HeteroData()
-        typed["n"].num_nodes = graph.num_nodes
-        typed["n", "to", "n"].edge_index, typed["n", "to", "n"].edge_time = graph.edge_index, graph.edge_time
-        with pytest.raises(GnnscaleError, match="rank loaders do not sample typed graphs in time yet"):
-            run.node_loader(FANOUTS, ("n", seeds), batch_size=B, time_attr="edge_time", input_time=seed_time,
-                            data=typed)
     finally:
         run.close()
     run = start_run(str(plain), timeout=30)

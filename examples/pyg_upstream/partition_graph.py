@@ -10,6 +10,7 @@ from torch_geometric.datasets import OGB_MAG, MovieLens, Reddit
 from gnnscale.pyg.distributed import Partitioner
 from torch_geometric.utils import mask_to_index
 from gnnscale.datasets import load_dataset
+from gnnscale.datasets.temporal_ratings import generate_temporal_ratings
 
 
 def partition_dataset(
@@ -84,11 +85,7 @@ def get_dataset(name, dataset_dir, use_sparse_tensor=False):
 
     elif name == 'MovieLens':
         transforms = [T.ToUndirected(merge=True)] + transforms
-        return MovieLens(
-            root=dataset_dir,
-            model_name='all-MiniLM-L6-v2',
-            transform=T.Compose(transforms),
-        )
+        return [T.Compose(transforms)(generate_temporal_ratings())]  # synthetic users rating movies
 
     elif name == 'Cora':  # gnnscale's shipped Planetoid files
         return [load_dataset('planetoid:cora', root=os.environ['GNNSCALE_SHARED_DATA'] + '/planetoid')]

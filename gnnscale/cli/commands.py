@@ -262,8 +262,10 @@ def cmd_info(args) -> int:
         print(f"  {'edge_cut':18s} {cut}")
     temporal = summary.get("temporal")
     if temporal:  # edge times, each node's in-edges ordered by time
+        per = "each relation's in-edges ordered by time (T-CSR per relation)" if "relation" in temporal.get(
+            "order", "") else "in-edges ordered by time (T-CSR)"
         print(f"  {'temporal':18s} {temporal['events']} timed events, times {temporal['time_min']} .. "
-              f"{temporal['time_max']}, in-edges ordered by time (T-CSR), from {temporal.get('source', 'edge_time')}")
+              f"{temporal['time_max']}, {per}, from {temporal.get('source', 'edge_time')}")
     link = load_meta(args.dir).get("link")
     if link:  # a link-prediction split: its metric and counts
         print(f"  {'link_split':18s} metric {link['metric']}, " + ", ".join(f"{k} {v}" for k, v in link["counts"].items()))

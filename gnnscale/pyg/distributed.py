@@ -32,8 +32,12 @@ Arguments only PyG's RPC needs (``master_addr``, ``master_port``, ``concurrency`
 ``num_rpc_threads``, ``async_sampling``, ``rpc_worker_names``, ``worker_concurrency``,
 ``filter_per_worker``, ``num_workers``, ``persistent_workers``: sampling runs in the training
 process) are accepted and ignored with one debug line (logger ``gnnscale.pyg.distributed``).
-What would change the batches and is not offered (``dist_sampler``, ``time_attr``, ``input_time``,
-``Partitioner(recursive=True)``) is refused in one line.
+With ``time_attr`` (``input_time`` / ``edge_label_time``, each rank's own, their union as the
+seeds'; ``temporal_strategy``) the loaders sample in time over a temporal folder, typed or not
+(:mod:`gnnscale.pyg.run_temporal`, :mod:`gnnscale.pyg.run_typed_temporal`; batches carry
+``edge_time``). ``with loader as iterator`` gives the loader (PyG's RPC workers have no counterpart).
+What would change the batches and is not offered (``dist_sampler``, ``Partitioner(recursive=True)``)
+is refused in one line.
 """
 from __future__ import annotations
 
@@ -55,7 +59,9 @@ from gnnscale.process.groups import init_distributed as join_group
 from gnnscale.process.groups import new_group
 from gnnscale.process.health import Health
 from gnnscale.pyg.checks import check_seeds
-from gnnscale.pyg.rank_loaders import RankLinkLoader, RankNodeLoader
+from gnnscale.pyg import run_temporal
+from gnnscale.pyg.rank_loaders import RankBatches, RankLinkLoader, RankNodeLoader
+from gnnscale.pyg.run_typed_temporal import EdgeTimes
 from gnnscale.pyg.run import DistRun, open_folder
 from gnnscale.pyg.world import mark_joined
 
@@ -248,6 +254,12 @@ class _Moves:
     _device: torch.device | None = None
     _target: str | None = None
 
+    def __enter__(self):  # PyG's DistLoader: ``with loader as iterator`` (its RPC workers; nothing to start here)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
     def _keyed(self, batches, epoch):  # type: ignore[override]
         for batch in super()._keyed(batches, epoch):  # type: ignore[misc]
             labels = self._labels()
@@ -257,7 +269,7 @@ class _Moves:
             yield batch if self._device is None else batch.to(self._device)
 
 
-class DistNeighborLoader(_Moves, RankNodeLoader):
+class DistNeighborLoader(_Moves, EdgeTimes, RankNodeLoader):
     """PyG's ``DistNeighborLoader`` (its arguments; RPC's ignored): this rank's batches of the
     union of the ranks' ``input_nodes`` (node ids, a bool mask, None for every node; a typed folder:
     ``(node type, ids)``) over the partition folder of ``data``."""
@@ -275,7 +287,7 @@ class DistNeighborLoader(_Moves, RankNodeLoader):
                                            async_sampling=async_sampling, filter_per_worker=filter_per_worker))
         for k in RPC_ONLY:
             kwargs.pop(k, None)
-        _refuse("DistNeighborLoader", dist_sampler=dist_sampler, input_time=input_time, time_attr=time_attr)
+        _refuse("DistNeighborLoader", dist_sampler=dist_sampler)
         features, graph = _pair(data)
         run = graph.open(current_ctx)
         features.open(current_ctx)
@@ -290,14 +302,21 @@ class DistNeighborLoader(_Moves, RankNodeLoader):
         elif graph.meta["is_hetero"]:
             raise SamplerError("on a typed folder input_nodes is (node type, ids); found ids alone. Pass e.g. "
                                f"({graph.gnnscale_meta['typed']['target_type']!r}, train_idx).")
-        run._node(self, num_neighbors, union, batch_size, shuffle, drop_last, seed, replace,
-                  dict(kwargs, transform=transform, subgraph_type=subgraph_type, disjoint=disjoint))
+        args = dict(kwargs, transform=transform, subgraph_type=subgraph_type, disjoint=disjoint)
+        if time_attr is not None or input_time is not None:  # in time: gnnscale.pyg.run_temporal's loader
+            if input_time is not None:
+                input_time, _ = _union(run.comm, torch.as_tensor(input_time))
+            args.update(time_attr=time_attr, input_time=input_time, temporal_strategy=temporal_strategy)
+            run_temporal.node_loader(run, (RankBatches, RankNodeLoader), num_neighbors, union, batch_size, shuffle,
+                                     drop_last, seed, replace, args, into=self)
+        else:
+            run._node(self, num_neighbors, union, batch_size, shuffle, drop_last, seed, replace, args)
         self._labels = lambda: features.labels
         self._target = target
         self._device = None if device is None or torch.device(device).type == "cpu" else torch.device(device)
 
 
-class DistLinkNeighborLoader(_Moves, RankLinkLoader):
+class DistLinkNeighborLoader(_Moves, EdgeTimes, RankLinkLoader):
     """PyG's ``DistLinkNeighborLoader`` (its arguments; RPC's ignored): this rank's batches of the
     union of the ranks' ``edge_label_index`` (int64 [2, B] node ids; a typed folder: ``(relation,
     pairs)``) and ``edge_label``, negatives as :class:`gnnscale.pyg.LinkNeighborLoader` draws them."""
@@ -316,8 +335,7 @@ class DistLinkNeighborLoader(_Moves, RankLinkLoader):
                                                async_sampling=async_sampling, filter_per_worker=filter_per_worker))
         for k in RPC_ONLY:
             kwargs.pop(k, None)
-        _refuse("DistLinkNeighborLoader", dist_sampler=dist_sampler, edge_label_time=edge_label_time,
-                time_attr=time_attr)
+        _refuse("DistLinkNeighborLoader", dist_sampler=dist_sampler)
         features, graph = _pair(data)
         run = graph.open(current_ctx)
         features.open(current_ctx)
@@ -329,9 +347,18 @@ class DistLinkNeighborLoader(_Moves, RankLinkLoader):
         pairs, start = _union(run.comm, pairs.long(), dim=1)
         if edge_label is not None:
             edge_label, _ = _union(run.comm, edge_label)
-        run._link(self, num_neighbors, (relation, pairs) if typed else pairs, edge_label, neg_sampling,
-                  neg_sampling_ratio, batch_size, shuffle, drop_last, seed, replace,
-                  dict(kwargs, transform=transform, subgraph_type=subgraph_type, disjoint=disjoint))
+        args = dict(kwargs, transform=transform, subgraph_type=subgraph_type, disjoint=disjoint)
+        index = (relation, pairs) if typed else pairs
+        if time_attr is not None or edge_label_time is not None:  # in time: gnnscale.pyg.run_temporal's loader
+            if edge_label_time is not None:
+                edge_label_time, _ = _union(run.comm, torch.as_tensor(edge_label_time))
+            args.update(time_attr=time_attr, edge_label_time=edge_label_time, temporal_strategy=temporal_strategy)
+            run_temporal.link_loader(run, (RankBatches, RankLinkLoader), num_neighbors, index, edge_label,
+                                     neg_sampling, neg_sampling_ratio, batch_size, shuffle, drop_last, seed, replace,
+                                     args, into=self)
+        else:
+            run._link(self, num_neighbors, index, edge_label, neg_sampling, neg_sampling_ratio, batch_size, shuffle,
+                      drop_last, seed, replace, args)
         self._labels = lambda: features.labels
         self._target = graph.gnnscale_meta["typed"]["target_type"] if graph.meta["is_hetero"] else None
         self._device = None if device is None or torch.device(device).type == "cpu" else torch.device(device)

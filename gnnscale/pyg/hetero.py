@@ -306,6 +306,10 @@ class HeteroGnnscaleSampler(BaseSampler):
             self._filters[et] = EdgeFilter(indptr, indices, num_nodes=max(ns, nd, 1))
         return self._filters[et]
 
+    # whether a rank's share of a step may be disjoint (its draws keyed by nothing that depends on the
+    # tree numbers: the temporal rank samplers, gnnscale.pyg.run_typed_temporal)
+    steps_disjoint = False
+
     _any = staticmethod(bool)  # whether a flag holds anywhere: here, in this process (own-part samplers: any rank)
 
     def negatives(self, et: tuple, count: int, neg, epoch: int, step: int,
@@ -349,7 +353,7 @@ class HeteroGnnscaleSampler(BaseSampler):
             raise SamplerError("gnnscale's PyG sampler has no temporal sampling; found edge_label_time. "
                                "Leave edge_label_time unset.")
         triplet = neg_sampling is not None and not neg_sampling.is_binary()
-        if self.steps is not None and (triplet or self.disjoint):
+        if self.steps is not None and (triplet or (self.disjoint and not self.steps_disjoint)):
             raise SamplerError("rank loaders draw binary negatives of a HeteroData only, not disjoint; found "
                                f"{'triplet negatives' if triplet else 'disjoint=True'}. Use neg_sampling_ratio.")
         epoch = self.epoch

@@ -398,8 +398,9 @@ def open_folder(folder: Path, comm: Communicator, health: Health | None, timeout
     rank, world = comm.rank, comm.world_size
     if is_typed_folder(folder):  # a HeteroData's: per node type and relation
         typed_graph = open_typed_graph_store(folder, comm, graph_store)  # own part or whole, by size
-        if isinstance(source, HeteroData):
+        if isinstance(source, HeteroData) and not typed_graph.meta.get("temporal"):
             typed_graph.name_edges(source)  # e_id: the columns of its relations' edge_index
+        # (a temporal folder's loaders in time read e_id from edge_ids.npy: every event kept, repeats too)
         typed_features = TypedPartitionFeatureStore(typed_graph, comm, host_reads=host_reads, cache_rows=cache_rows)
         return DistRun(rank, world, comm, health, (typed_features, typed_graph), timeout,
                        masks=typed_features.mask_ids)

@@ -14,10 +14,10 @@ tree, one process's plain temporal batch of B (:mod:`gnnscale.pyg.steps`), on ei
 Negatives are the plain sampler's (keyed by the step), filtered against the graph's edges by the
 owners of their destinations. Every batch carries ``edge_time`` (aligned with ``edge_index``).
 
-A graph in memory (``start_run(data)`` without ``parts_dir``, or ``data=``) samples with the plain
-temporal sampler, its steps shared the same way. Refused in one line: a typed graph (a typed folder:
-the partition writer does not write typed graphs with times yet; a ``HeteroData`` in memory: not on
-rank loaders yet), a folder without times, ``time_attr`` naming anything but a folder's edge times
+A typed temporal folder (a ``HeteroData`` with times, partitioned) is sampled the same way relation by
+relation (:mod:`gnnscale.pyg.run_typed_temporal`). A graph in memory (``start_run(data)`` without
+``parts_dir``, or ``data=``; a ``Data`` or a ``HeteroData``) samples with the one-process temporal
+sampler, its steps shared the same way. Refused in one line: a folder without times, ``time_attr`` naming anything but a folder's edge times
 (``edge_time``, or PyG's ``time``; a folder holds no node times), a folder's node loader without
 ``input_time``, a link loader without ``edge_label_time``, ``subgraph_type`` other than
 ``'directional'`` and ``replace=True`` (``disjoint`` is True in time, PyG's rule).
@@ -34,7 +34,9 @@ from gnnscale.errors import SamplerError
 from gnnscale.partitioning.manifest import part_dir_name
 from gnnscale.partitioning.validate import load_array
 from gnnscale.pyg.layout import shown
-from gnnscale.pyg.checks import check_input_nodes, given_as_mask
+from gnnscale.pyg import run_typed_temporal
+from gnnscale.pyg.checks import check_input_nodes, check_seeds, given_as_mask
+from gnnscale.pyg.typed_stores import is_typed_stores
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.temporal import TemporalGnnscaleSampler
 from gnnscale.samplers.link import EdgeFilter
@@ -164,10 +166,6 @@ def _options(run: Any, data: Any, kwargs: dict, link: bool) -> tuple[str, str, i
     strategy = kwargs.pop("temporal_strategy", None) or "uniform"
     window = kwargs.pop("time_window", None) or 0
     cut = kwargs.pop("time_cut", None) or "<="
-    if isinstance(data, HeteroData) or (isinstance(data, tuple) and callable(getattr(data[1], "relation_csc", None))):
-        raise SamplerError("rank loaders do not sample typed graphs in time yet (the partition writer refuses a typed "
-                           "graph with edge times); sample a HeteroData in time in one process with "
-                           "gnnscale.pyg.NeighborLoader, or leave time_attr out.")
     folder = isinstance(data, tuple)
     if folder and not data[1].meta.get("temporal"):
         raise SamplerError(f"time_attr={time_attr!r} needs a temporal partition folder (meta.json 'temporal': "
@@ -202,6 +200,8 @@ def sampler(run: Any, data: Any, num_neighbors: Any, seed: int, replace: bool, o
     if replace:
         raise SamplerError("gnnscale.pyg's temporal sampling draws without replacement; leave replace out with "
                            "time_attr")
+    if is_typed_stores(data):  # a typed temporal folder: the owners draw each relation
+        return run_typed_temporal.sampler(run, data, num_neighbors, seed, opts)
     if isinstance(data, tuple):
         return RankTemporalSampler(data[1], run.comm, check_num_neighbors(num_neighbors), int(seed), strategy,
                                    window, cut)
@@ -213,21 +213,29 @@ def sampler(run: Any, data: Any, num_neighbors: Any, seed: int, replace: bool, o
 
 
 def node_loader(run: Any, kit: tuple, num_neighbors: Any, input_nodes: Any, batch_size: int, shuffle: bool,
-                drop_last: bool, seed: int, replace: bool, kwargs: dict, data: Any = None) -> Any:
+                drop_last: bool, seed: int, replace: bool, kwargs: dict, data: Any = None, into: Any = None) -> Any:
     """:meth:`~gnnscale.pyg.run.DistRun.node_loader` with time (module docstring); ``kit``: run.py's
-    ``(RankBatches, RankNodeLoader)``."""
+    ``(RankBatches, RankNodeLoader)``; ``into``: a loader instance to make it (the drop-in's: its class
+    mixes in :class:`gnnscale.pyg.run_typed_temporal.EdgeTimes`)."""
     RankBatches, base = kit
     data = run.data if data is None else data
     opts = _options(run, data, kwargs, link=False)
     smp = sampler(run, data, num_neighbors, seed, replace, opts)
+    typed = is_typed_stores(data) or isinstance(data, HeteroData)
     if isinstance(input_nodes, str):
         nodes = run.split(input_nodes)
+    elif typed:  # (type, ids or mask); a seed may repeat (at another time: its own tree)
+        nodes = check_seeds(input_nodes, smp.num_nodes)
     else:  # a seed may repeat (at another time: its own tree)
         nodes = torch.arange(smp.num_nodes) if input_nodes is None else check_input_nodes(input_nodes, smp.num_nodes,
                                                                                            distinct=False)
     count = (nodes[1] if isinstance(nodes, tuple) else nodes).numel()
-    loader = with_edge_times(base)(data, smp, input_nodes=nodes, batch_sampler=RankBatches(
-        count, batch_size, shuffle, drop_last, seed, run.rank, run.world_size), **kwargs)
+    wrap = run_typed_temporal.with_typed_edge_times if typed else with_edge_times
+    args = dict(input_nodes=nodes, batch_sampler=RankBatches(count, batch_size, shuffle, drop_last, seed, run.rank,
+                                                             run.world_size), **kwargs)
+    loader = wrap(base)(data, smp, **args) if into is None else into
+    if into is not None:
+        base.__init__(into, data, smp, **args)
     loader._sampler, loader._epoch, loader._health, loader._seed = smp, 0, run.health, int(seed)
     loader._mask_ids = given_as_mask(input_nodes)
     loader._watch = 2 * run.timeout if run.world_size > 1 else 0.0
@@ -237,20 +245,33 @@ def node_loader(run: Any, kit: tuple, num_neighbors: Any, input_nodes: Any, batc
 
 def link_loader(run: Any, kit: tuple, num_neighbors: Any, edge_label_index: Any, edge_label: Any, neg_sampling: Any,
                 neg_sampling_ratio: Any, batch_size: int, shuffle: bool, drop_last: bool, seed: int, replace: bool,
-                kwargs: dict, data: Any = None) -> Any:
+                kwargs: dict, data: Any = None, into: Any = None) -> Any:
     """:meth:`~gnnscale.pyg.run.DistRun.link_loader` with time (module docstring); ``kit``: run.py's
-    ``(RankBatches, RankLinkLoader)``."""
+    ``(RankBatches, RankLinkLoader)``; ``into`` as :func:`node_loader`'s."""
     RankBatches, base = kit
     data = run.data if data is None else data
     opts = _options(run, data, kwargs, link=True)
     smp = sampler(run, data, num_neighbors, seed, replace, opts)
-    pairs = (None, edge_label_index) if isinstance(data, tuple) else edge_label_index
-    count = int(edge_label_index.size(1))
-    loader = with_edge_times(base)(data, smp, edge_label_index=pairs, edge_label=edge_label, neg_sampling=neg_sampling,
-                                   neg_sampling_ratio=neg_sampling_ratio, batch_sampler=RankBatches(
-                                       count, batch_size, shuffle, drop_last, seed, run.rank, run.world_size), **kwargs)
+    typed = is_typed_stores(data) or isinstance(data, HeteroData)
+    if typed:  # (relation, pairs)
+        if not (isinstance(edge_label_index, tuple) and len(edge_label_index) == 2):
+            raise SamplerError(f"on a typed folder edge_label_index is (relation, pairs int64 [2, B]); found "
+                               f"{type(edge_label_index).__name__}. Pass e.g. (('user', 'rates', 'movie'), pairs).")
+        pairs, count = edge_label_index, int(edge_label_index[1].size(1))
+    else:
+        pairs = (None, edge_label_index) if isinstance(data, tuple) else edge_label_index
+        count = int(edge_label_index.size(1))
+    wrap = run_typed_temporal.with_typed_edge_times if typed else with_edge_times
+    args = dict(edge_label_index=pairs, edge_label=edge_label, neg_sampling=neg_sampling,
+                neg_sampling_ratio=neg_sampling_ratio, batch_sampler=RankBatches(
+                    count, batch_size, shuffle, drop_last, seed, run.rank, run.world_size), **kwargs)
+    loader = wrap(base)(data, smp, **args) if into is None else into
+    if into is not None:
+        base.__init__(into, data, smp, **args)
     loader._sampler, loader._epoch, loader._health, loader._seed = smp, 0, run.health, int(seed)
     loader._watch = 2 * run.timeout if run.world_size > 1 else 0.0
     run._share_steps(loader, smp, torch.stack([loader.input_data.row, loader.input_data.col]),
                      loader.input_data.input_id)
+    if getattr(smp, "steps", None) is not None:  # the positives' times by position (a step's negatives' redraws)
+        smp.steps.times = loader.input_data.time
     return loader

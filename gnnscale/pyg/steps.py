@@ -47,6 +47,8 @@ class StepBook:
             ``input_data.input_id``: the node ids of a mask), or None (the positions themselves).
     """
 
+    times: torch.Tensor | None = None  # a temporal link loader's positives' times by position (gnnscale.pyg.run_temporal)
+
     def __init__(self, world_size: int, inputs: torch.Tensor, input_id: torch.Tensor | None = None) -> None:
         self.world = int(world_size)
         self.inputs = inputs

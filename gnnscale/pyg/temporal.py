@@ -88,6 +88,28 @@ def seed_edge_times(inputs: Any, neg_sampling: Any) -> tuple[torch.Tensor, torch
     return (t, t[torch.arange(n_src) % b], t[torch.arange(n_dst) % b]) if b else (t, t, t)
 
 
+def step_redraw_times(sampler: Any, inputs: Any, neg_sampling: Any, t: torch.Tensor) -> torch.Tensor:
+    """The times a link batch's negatives are redrawn against (``redraw_late``'s ``pos_times``): the batch's
+    positives' ``t``, or, for a rank's share of a global step (:mod:`gnnscale.pyg.steps`, ``steps.times``:
+    each position's time), one per negative of the step: negative ``q`` at the step's positive ``q % S``
+    (one process's rule), except this batch's own binary negatives ``[lo, hi)``, which stay at the times
+    their trees are sampled at (PyG's layout in this batch: its positive ``(b + j) % b``). At
+    ``neg_sampling_ratio=1`` both rules give the same times, so a step's negatives are one process's."""
+    times = getattr(sampler.steps, "times", None) if sampler.steps is not None else None
+    plan = sampler.steps.step(inputs.input_id) if times is not None else None
+    if plan is None or neg_sampling is None:
+        return t
+    step = times[plan.positions]
+    if not neg_sampling.is_binary():  # triplet: negative q pairs with positive q % S, in the batch as in the step
+        return step
+    a, S, b = neg_sampling.amount, step.numel(), t.numel()
+    lo, hi = int(np.ceil(plan.offset * a)), int(np.ceil((plan.offset + plan.size) * a))
+    per = step[torch.arange(int(np.ceil(S * a))) % max(S, 1)]
+    if b:
+        per[lo:hi] = t[(b + torch.arange(hi - lo)) % b]
+    return per
+
+
 class TemporalGnnscaleSampler(GnnscaleSampler):
     """:class:`~gnnscale.pyg.sampler.GnnscaleSampler` with time (see the module docstring).
 
@@ -181,7 +203,7 @@ class TemporalGnnscaleSampler(GnnscaleSampler):
         self._seed_times = torch.cat([ts, td]) if t.numel() else t
         plain = copy.copy(inputs)
         plain.time = None
-        self._pos_times = t
+        self._pos_times = step_redraw_times(self, inputs, neg_sampling, t)  # a step's share: the step's negatives
         try:
             out = super().sample_from_edges(plain, neg_sampling)
         finally:

@@ -29,7 +29,7 @@ from torch_geometric.sampler import EdgeSamplerInput, HeteroSamplerOutput, Negat
 from gnnscale.errors import DatasetError, SamplerError, SamplerValueError
 from gnnscale.pyg.hetero import HeteroGnnscaleSampler
 from gnnscale.pyg.sampler import csc_of
-from gnnscale.pyg.temporal import negatives_generator, redraw_late, seed_edge_times
+from gnnscale.pyg.temporal import negatives_generator, redraw_late, seed_edge_times, step_redraw_times
 from gnnscale.samplers.temporal import check_edge_time, check_temporal_options, time_sorted_csc
 from gnnscale.samplers.temporal_kernels import sample_temporal
 
@@ -111,6 +111,12 @@ class TypedTemporalSampler(HeteroGnnscaleSampler):
         self._pos_times: torch.Tensor | None = None  # a link batch's positives' times (their negatives')
         self._time_order: dict[str, torch.Tensor] = {}  # {type: its nodes in time order} (negatives' redraws)
 
+    @property
+    def steps_disjoint(self) -> bool:
+        """A rank's share of a step may be disjoint when every relation is timed: a timed draw is keyed by the
+        node and its tree's time, not by the tree's number (a static relation's is: refused on rank link loaders)."""
+        return all(et in self.edge_time for et in self.edge_types)
+
     def draw_relation(self, et: tuple, rows: torch.Tensor, ids: torch.Tensor, fanout: int,
                       key: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         etime = self.edge_time.get(et)
@@ -180,7 +186,7 @@ class TypedTemporalSampler(HeteroGnnscaleSampler):
         et = inputs.input_type
         t, ts, td = seed_edge_times(inputs, neg_sampling)
         self._seed_times = {et[0]: torch.cat([ts, td])} if et[0] == et[2] else {et[0]: ts, et[2]: td}
-        self._pos_times = t
+        self._pos_times = step_redraw_times(self, inputs, neg_sampling, t)  # a step's share: the step's negatives
         plain = copy.copy(inputs)
         plain.time = None
         try:
