@@ -87,6 +87,12 @@ def test_a_typed_graph_with_edge_times_is_cut_into_per_relation_t_csrs(timed, tm
     assert r.returncode == 0, r.stderr
     assert (f"temporal           {total} timed events, times {lo} .. {hi}, each relation's in-edges ordered by "
             "time (T-CSR per relation), from per-relation edge_time") in r.stdout
+    # the engine's temporal link task does not sample a typed graph in time: refused by what it is (not "no times")
+    from gnnscale.config import TrainConfig
+    from gnnscale.planning.plan import plan_run
+    with pytest.raises(GnnscaleError, match="is a typed temporal graph \\(times per relation\\): the engine's typed "
+                                            "training does not sample in time yet; sample it with gnnscale.pyg"):
+        plan_run(TrainConfig(task="temporal_link", layer="rel:sage"), meta, where="acm-t")
 
 
 def test_node_times_time_each_relation_by_its_sources(acm_data, tmp_path):

@@ -338,7 +338,12 @@ def check_temporal_options(cfg: TrainConfig, mode: str, where: str, temporal, ty
     if mode != DP:
         raise PlanError(f"--task temporal_link does not apply to {MODE_NAMES[mode]} yet: temporal link prediction "
                         "trains data parallel (leave --pipeline-stages and --chunks out).")
-    if not temporal or typed not in (None, UNKNOWN) and typed:
+    if temporal and typed not in (None, UNKNOWN) and typed:
+        raise PlanError(f"--task temporal_link trains on an untyped event graph, and {where} is a typed temporal "
+                        "graph (times per relation): the engine's typed training does not sample in time yet; sample "
+                        "it with gnnscale.pyg.start_run's loaders (docs/temporal.md, section 4), or partition one "
+                        "relation's events as events:PATH")
+    if not temporal:
         raise PlanError(f"--task temporal_link needs timed events, and {where} has no edge times: partition an "
                         "events:PATH, jodie:PATH or dir:PATH with edge_time.npy (docs/temporal.md)")
     refused = [
