@@ -29,7 +29,7 @@ if "OMP_WAIT_POLICY" not in os.environ and "torch" not in sys.modules:
 # The suite launches local workers a few hundred times, mostly 2 at a time: fork those from a
 # server that has imported torch once (launch.start_workers_by_fork; the same environment as
 # spawned ones) instead of spawning interpreters that import it each time. A launch of another
-# worker or thread count (1 worker: 2 threads, OpenMP's threads spinning) forks from a server
+# worker or thread count (1 worker: 2 threads) forks from a server
 # of its own, started at its first launch (each spawned 1-worker launch cost about 3-4 CPU s of
 # imports; test_docs[training.md] 90 -> 56 CPU s). Runs through the CLI (subprocesses) spawn as
 # users' do. A launch whose environment differs from the one the servers started in spawns too, so scikit-learn, which sets KMP_* variables when
