@@ -133,6 +133,11 @@ def fork_smoke_workers(nprocs: int = 2, preload: tuple[str, ...] = ()) -> None:
     start_workers_by_fork(nprocs, preload=("gnnscale.process.fork_preload", *preload))
 
 
+def in_process() -> bool:
+    """Whether :func:`smoke_in_process` was called: gnnscale commands run in this process."""
+    return _IN_PROCESS["on"]
+
+
 def smoke_in_process(preload: tuple[str, ...] = ()) -> None:
     """For ``--smoke`` runs: :func:`gnnscale` runs the CLI in this process (the same commands and
     launcher; torch and the dataset readers imported once, not per command) and its 2-worker
