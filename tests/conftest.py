@@ -58,8 +58,11 @@ from gnnscale.process.launch import READ_LATE, start_workers_by_fork  # noqa: E4
 # only turns the trainer's progress bar off, read when a run starts (gnnscale.training.trainer), never
 # at import by the server's modules: a launch that differs in it still forks (issue 54 item 9: each
 # such launch spawned 2 interpreters importing torch).
+# The servers import torch_geometric too (issue 54 item 9): the suite's launches with a PyG layer
+# (gat-pyg, gin, gine, a user's MessagePassing, TransformerConv by import path, the PyG stores'
+# workers) imported it in every worker, about 5 CPU s each, while a server pays it once.
 try:
-    start_workers_by_fork(2, read_late=(*READ_LATE, "CI"))
+    start_workers_by_fork(2, preload=("gnnscale.process.fork_preload", "torch_geometric"), read_late=(*READ_LATE, "CI"))
 except OSError as err:  # a host without Unix sockets for the server: every launch spawns, as before
     print(f"conftest: workers will be spawned (the forkserver did not start: {err})", file=sys.stderr)
 
