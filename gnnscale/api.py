@@ -67,6 +67,7 @@ class PreparedRun:
     cfg: Any  # gnnscale.config.TrainConfig
     device: str
     torchrun: bool = False
+    typed: bool = False  # a typed graph: its workers' idle OpenMP threads sleep (process.launch.thread_env)
 
 
 def _shown(name: str, value: Any) -> str:
@@ -256,7 +257,7 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
 
         meta = load_meta(parts_dir)
         plan = plan_run(cfg, meta, int(os.environ["WORLD_SIZE"]), where=parts_dir)
-        return PreparedRun(parts_dir, plan, cfg, "cpu", torchrun=True)
+        return PreparedRun(parts_dir, plan, cfg, "cpu", torchrun=True, typed=meta.get("typed") is not None)
     if parts_dir is not None:
         from gnnscale.partitioning.validate import check_folder, check_meta
 
@@ -283,7 +284,7 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
         meta = load_meta(parts_dir)  # typed or not is known once it is cut: the typed checks now
         plan = plan_run(cfg, meta, workers, where=dataset_label(source.dataset))
     device = launch_device(cfg.device, plan.world) if not plan.pipelined else "cpu"  # no CUDA, or too few GPUs
-    return PreparedRun(str(parts_dir), plan, cfg, device)
+    return PreparedRun(str(parts_dir), plan, cfg, device, typed=meta.get("typed") is not None)
 
 
 def launch(run: PreparedRun, port: int | None = None, threads: int | None = None) -> dict:
@@ -293,7 +294,8 @@ def launch(run: PreparedRun, port: int | None = None, threads: int | None = None
     check_port(port)  # before the line that says the workers start
     log.info("starting %d local worker(s) on %s (%s, device %s)", run.plan.world, run.parts_dir,
              run.plan.describe(), run.device)
-    r0 = launch_local(TARGET, run.plan.world, args=(run.parts_dir, run.cfg), port=port, threads_per_worker=threads)[0]
+    r0 = launch_local(TARGET, run.plan.world, args=(run.parts_dir, run.cfg), port=port, threads_per_worker=threads,
+                      typed=run.typed)[0]
     log_summary(r0, run.plan)
     return finished(r0)
 

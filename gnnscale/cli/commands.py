@@ -110,7 +110,7 @@ def cmd_train(args) -> int:
         # set before torch and numba are imported: torchrun leaves numba one thread per core, and
         # some compiled kernels sum in an order that follows the thread count (runs would differ).
         local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        os.environ.update(thread_env(args.threads or max(1, (os.cpu_count() or 1) // local), local))
+        os.environ.update(thread_env(args.threads or max(1, (os.cpu_count() or 1) // local), local, run.typed))
         finished(resolve_target(TARGET)(run.parts_dir, run.cfg))
         return 0
     launch(run, port=args.port, threads=args.threads)

@@ -143,7 +143,7 @@ def adam(params, lr: float, weight_decay: float | str | dict = 0.0, names=None) 
     # the per-parameter loop is a parallel region of its own. R-MAT 100k's model (9 tensors), a
     # step, medians of 190, machine loaded by other jobs: 1 thread 0.86 -> 0.75 ms; 2 threads
     # 0.83 -> 0.75 ms with idle OpenMP threads sleeping, 259 -> 1.0 ms with them spinning (a lone
-    # worker's setting until issue 54 item 9)
+    # worker's setting)
     cls = _EagerAdam if _DONE else torch.optim.Adam
     return cls(params, lr=lr, weight_decay=weight_decay, foreach=True)
 

@@ -182,10 +182,11 @@ def _entry(fn: Callable | str, rank: int, world: int, port: int, threads: int, a
     os._exit(code)
 
 
-def thread_env(threads: int, nprocs: int) -> dict[str, str]:
+def thread_env(threads: int, nprocs: int, typed: bool = False) -> dict[str, str]:
     """A worker's thread and allocator settings. They must be in its environment before it imports torch
     and numba (a spawned child imports them while unpickling its target, before any of its
-    code runs), or numba's pool keeps one thread per core and OpenMP threads spin."""
+    code runs), or numba's pool keeps one thread per core and OpenMP threads spin. ``typed``:
+    the run trains a typed graph (its idle OpenMP threads sleep, even in a lone worker)."""
     env = {
         # Compiled kernels' thread pools sized to this worker's share of the cores.
         "NUMBA_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
@@ -198,13 +199,20 @@ def thread_env(threads: int, nprocs: int) -> dict[str, str]:
     # feature and edge-attribute gathers) then miss the TLB far less. Measured on R-MAT 100k,
     # 2 threads: the sampler 12-13% faster (109k -> 124k seeds/s). A value the user set wins.
     env["THP_MEM_ALLOC_ENABLE"] = os.environ.get("THP_MEM_ALLOC_ENABLE", "1")
-    # Idle OpenMP threads sleep instead of spinning, in every worker: the others' cores, and with
-    # another process on the machine the worker's own (a region waits for its thread while the idle
-    # one spins on the core it needs). A lone worker kept them spinning until issue 54 item 9: a
-    # 1-worker GCNII-16 run on Cora (2 epochs, 2 threads, load 10) took 49-72 s spinning and 10.6-11.3 s
-    # sleeping (10.0 s with --threads 1), while on a quiet machine the two policies' epochs are
-    # alike (docs/benchmarks.md, "A lone worker's threads").
-    env["OMP_WAIT_POLICY"] = "PASSIVE"
+    if nprocs > 1 or typed:
+        # Idle OpenMP threads sleep instead of spinning on cores the other workers need. (A
+        # lone worker keeps them spinning: waking sleeping threads for every op cost it 30%.
+        # Not on a typed graph: its steps run their small ops on one thread and wake the others
+        # for a few wide ones (gnnscale.process.threads), and with another process on the
+        # machine a spinning thread made its epochs 10x slower than one thread.)
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    elif "OMP_WAIT_POLICY" in os.environ:
+        # A lone worker takes the policy the user set (it inherits it when spawned; given here, so a
+        # worker forked from a server gets the launch's value too). Issue 54 item 9, R-MAT 100k, one
+        # worker, 2 threads, against spinning: quiet (load 1-2) 1.105 wall, 0.964 CPU an epoch
+        # sleeping; beside other jobs (load 10-14) 0.192 wall, 0.291 CPU. So spinning stays the
+        # default, and a shared machine (the test suite's conftest) sets OMP_WAIT_POLICY=PASSIVE.
+        env["OMP_WAIT_POLICY"] = os.environ["OMP_WAIT_POLICY"]
     return env
 
 
@@ -351,11 +359,14 @@ def launch_local(
     port: int | None = None,
     threads_per_worker: int | None = None,
     grace: float = 10.0,
+    typed: bool = False,
 ) -> list[Any]:
     """Run ``fn(*args)`` in ``nprocs`` spawned processes forming one gloo/nccl group.
 
     ``fn`` is a function (pickled by reference: its module is imported here and in each
     worker) or a ``"module:function"`` string, imported only in the workers.
+
+    ``typed``: the workers train a typed graph (:func:`thread_env`: idle OpenMP threads sleep).
 
     Returns the list of per-rank return values. If a worker fails, the others get ``grace``
     seconds to report their own error, then are terminated; the raised error names the
@@ -367,7 +378,7 @@ def launch_local(
     listener = listen_socket(port)  # held until rank 0's store serves on it
     port = int(listener.getsockname()[1])
     threads = threads_per_worker or max(1, (os.cpu_count() or 1) // nprocs)
-    env = thread_env(threads, nprocs)
+    env = thread_env(threads, nprocs, typed)
     ctx, late_env = _context(env)
     queue = ctx.SimpleQueue()
     procs = [ctx.Process(target=_entry, args=(fn, r, nprocs, port, threads, args, queue, os.getpid(), late_env,

@@ -19,8 +19,8 @@ floating-point operations ``threads_for(flops, budget)`` threads (1 below
 :data:`PARALLEL_MIN_FLOPS` per thread), :func:`intra_op_threads` runs its forward with them and
 :func:`backward_threads` its backward node. Outside a serial step nothing changes.
 
-Every worker also lets its idle OpenMP threads sleep (``OMP_WAIT_POLICY=PASSIVE``,
-:func:`gnnscale.process.launch.thread_env`; a lone one too since issue 54 item 9): with few regions left per step, waking a thread
+A typed run's workers also let their idle OpenMP threads sleep (``OMP_WAIT_POLICY=PASSIVE``,
+:func:`gnnscale.process.launch.thread_env`): with few regions left per step, waking a thread
 costs little, while a spinning one costs a whole region's time on a loaded machine.
 
 Thread counts are per calling thread (OpenMP's and numba's settings are), so a serial step on
