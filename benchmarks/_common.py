@@ -36,8 +36,9 @@ def python_run(argv: list[str], env: dict | None = None, fork: bool = False) -> 
             try:
                 os.dup2(out.fileno(), 1)
                 os.dup2(err.fileno(), 2)
-                os.environ.clear()
-                os.environ.update(env if env is not None else {})
+                if env is not None:
+                    os.environ.clear()
+                    os.environ.update(env)
                 sys.argv = [os.path.abspath(argv[0]), *argv[1:]]
                 try:
                     runpy.run_path(sys.argv[0], run_name="__main__")
