@@ -14,6 +14,52 @@ SHARED = Path(os.environ.get("GNNSCALE_SHARED_DATA", REPO.parent / "shared" / "d
 _IN_PROCESS = {"on": False}
 
 
+def python_run(argv: list[str], env: dict | None = None, fork: bool = False) -> subprocess.CompletedProcess:
+    """``subprocess.run([python, *argv], capture_output=True, text=True, env=env)``. ``fork``: the same
+    script run (``__main__``, ``sys.argv``, ``env``, its exit status or traceback) in a fork of this
+    process instead, whose imports are done (torch, torch_geometric: about 2-6 CPU s a fresh interpreter
+    pays): for ``--smoke`` runs of scripts whose real runs need a fresh process per side. Only from a
+    process that has run no torch op yet (no OpenMP thread to lose in the fork), and not for a side that
+    must not find gnnscale imported."""
+    if not fork:
+        return subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env)
+    import runpy
+    import tempfile
+    import traceback
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        pid = os.fork()
+        if pid == 0:  # the child: becomes ``python ARGV`` and never returns
+            code = 1
+            try:
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+                if env is not None:
+                    os.environ.clear()
+                    os.environ.update(env)
+                sys.argv = [os.path.abspath(argv[0]), *argv[1:]]
+                try:
+                    runpy.run_path(sys.argv[0], run_name="__main__")
+                    code = 0
+                except SystemExit as exit:
+                    code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+                    if not isinstance(exit.code, (int, type(None))):
+                        print(exit.code, file=sys.stderr)
+                except BaseException:  # noqa: BLE001 - a traceback, as an interpreter prints it
+                    traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess([sys.executable, *argv], os.waitstatus_to_exitcode(status),
+                                           out.read(), err.read())
+
+
 def gnnscale(*args: str) -> None:
     """Run ``python -m gnnscale ARGS``; on failure exit with the command and its stderr's tail.
     After :func:`smoke_in_process`: ``gnnscale.cli.main(ARGS)`` in this process (stdout dropped)."""
@@ -86,6 +132,11 @@ def fork_smoke_workers(nprocs: int = 2, preload: tuple[str, ...] = ()) -> None:
     from gnnscale.process.launch import start_workers_by_fork
 
     start_workers_by_fork(nprocs, preload=("gnnscale.process.fork_preload", *preload))
+
+
+def in_process() -> bool:
+    """Whether :func:`smoke_in_process` was called: gnnscale commands run in this process."""
+    return _IN_PROCESS["on"]
 
 
 def smoke_in_process(preload: tuple[str, ...] = ()) -> None:

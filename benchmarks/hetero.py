@@ -51,7 +51,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import DGL_PYTHON, SHARED, dgl_python, gnnscale, smoke_in_process, write_json  # noqa: E402
+from _common import (DGL_PYTHON, SHARED, dgl_python, gnnscale, in_process, run_gnnscale,  # noqa: E402
+                     smoke_in_process, write_json)
 
 ACM = f"acm:{SHARED / 'acm'}?split=20"
 DGL_PY = Path(DGL_PYTHON)
@@ -192,7 +193,15 @@ def provenance() -> dict:
 
 def timed_cli(*args: str, log: Path | None = None) -> dict:
     """``python -m gnnscale ARGS`` with its wall seconds and the child's own max RSS (``wait4``);
-    stdout and stderr go to ``log`` (returned as text too). Exits with the tail on failure."""
+    stdout and stderr go to ``log`` (returned as text too). Exits with the tail on failure. In
+    ``--smoke`` (:func:`_common.smoke_in_process`) the command runs in this process (no interpreter
+    importing torch per command, its 2 workers forked): no RSS of its own then, its log on stderr."""
+    if in_process():
+        t0 = time.perf_counter()
+        rc = run_gnnscale(list(args)).returncode
+        if rc:
+            raise SystemExit(f"gnnscale {' '.join(args)} failed (exit {rc}): its error is above")
+        return {"wall_s": time.perf_counter() - t0, "max_rss_mb": None, "log": ""}
     out = open(log, "w+") if log else tempfile.TemporaryFile("w+")
     t0 = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-m", "gnnscale", *args], stdout=out, stderr=subprocess.STDOUT, text=True)
@@ -221,8 +230,19 @@ def partition_once(dataset: str, parts: int, out: Path) -> dict:
                   log=out.parent / f"{out.name}.log")
     gen = re.search(r"generated .* in ([0-9.]+) s", r["log"])
     meta = json.loads(meta_f.read_text())
-    info = json.loads(subprocess.run([sys.executable, "-m", "gnnscale", "info", str(out), "--json"],
-                                     capture_output=True, text=True, check=True).stdout)
+    if in_process():  # --smoke: the command in this process, as timed_cli's
+        import contextlib
+        import io
+
+        from gnnscale.cli.main import main as cli
+
+        with contextlib.redirect_stdout(io.StringIO()) as text:
+            if cli(["info", str(out), "--json"]):
+                raise SystemExit(f"gnnscale info {out} --json failed: its error is above")
+        info = json.loads(text.getvalue())
+    else:
+        info = json.loads(subprocess.run([sys.executable, "-m", "gnnscale", "info", str(out), "--json"],
+                                         capture_output=True, text=True, check=True).stdout)
     keys = ("partition_seconds", "write_seconds", "total_seconds", "partition_peak_rss_bytes", "peak_rss_bytes",
             "peak_rss_growth_bytes", "peak_rss_exact", "edge_cut_fraction", "replication_factor", "balance",
             "num_nodes", "num_edges")
@@ -348,7 +368,8 @@ def mag(args, work: Path) -> dict:
     print(f"[mag] generated in {part['generate_seconds']} s; METIS {m['partition_seconds']:.1f} s, write "
           f"{m['write_seconds']:.1f} s, total {m['total_seconds']:.1f} s, peak RSS "
           f"{m['peak_rss_bytes'] / 2**30:.2f} GiB (command {part['command_wall_s']:.1f} s wall, max RSS "
-          f"{part['command_max_rss_mb'] / 1024:.2f} GiB); edge cut {m['edge_cut_fraction']:.3f}", flush=True)
+          + ("-" if part["command_max_rss_mb"] is None else f"{part['command_max_rss_mb'] / 1024:.2f}")
+          + f" GiB); edge cut {m['edge_cut_fraction']:.3f}", flush=True)
     fanouts = [int(f) for f in args.mag_fanouts.split(",")]
     names = relation_names(pdir)
     per_rel = per_relation_arg(args.mag_relation_fanouts, names, fanouts)

@@ -43,7 +43,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,7 +51,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import SHARED, write_json  # noqa: E402
+from _common import SHARED, python_run, write_json  # noqa: E402
 
 
 def _torch_only(epochs: int, threads: int, saved: str) -> dict:
@@ -160,15 +159,17 @@ def main() -> None:
     if args.omp_wait_policy:
         env["OMP_WAIT_POLICY"] = args.omp_wait_policy
     saved = os.path.join(tempfile.mkdtemp(prefix="gnnscale-run-overhead-"), "batches.pt")
-    r = subprocess.run([sys.executable, __file__, "--side", "save", "--saved", saved, "--dataset", args.dataset],
-                       capture_output=True, text=True, env=env)
+    # --smoke: the sides that import gnnscale run as forks of this process (python_run), which has imported
+    # torch and run no op: its figures are not the point there, the script's code is; the control, which
+    # must not find gnnscale imported, still runs in a fresh interpreter
+    r = python_run([__file__, "--side", "save", "--saved", saved, "--dataset", args.dataset], env=env, fork=args.smoke)
     if r.returncode:
         raise SystemExit(f"saving the control's batches failed:\n{r.stderr[-3000:]}")
     for _ in range(runs):
         for k in sides:  # each side in a fresh process: what one side leaves behind cannot slow another
-            r = subprocess.run([sys.executable, __file__, "--side", k, "--epochs", str(epochs), "--threads",
-                                str(args.threads), "--dataset", args.dataset, "--saved", saved],
-                               capture_output=True, text=True, env=env)
+            r = python_run([__file__, "--side", k, "--epochs", str(epochs), "--threads", str(args.threads),
+                            "--dataset", args.dataset, "--saved", saved], env=env,
+                           fork=args.smoke and k != "torch_only")
             if r.returncode:
                 raise SystemExit(f"side {k} failed:\n{r.stderr[-3000:]}")
             got = json.loads(r.stdout.strip().splitlines()[-1])

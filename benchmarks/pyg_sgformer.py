@@ -21,7 +21,7 @@ Each figure is the final epoch's test accuracy (as the example prints it), over 
 (``seed_everything(seed)`` before each run); the medians and each run go to ``--json``.
 
     nice python benchmarks/pyg_sgformer.py --json results/pyg_sgformer.json
-    python benchmarks/pyg_sgformer.py --smoke      # full and disjoint, 2 epochs, seed 0
+    python benchmarks/pyg_sgformer.py --smoke      # full and disjoint, 2 epochs, seed 0, fan-out 3
 """
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def loader_accuracy(model, name: str, loader, disjoint: bool) -> float:
     return right / total
 
 
-def run(data, way: str, name: str, seed: int, epochs: int) -> dict:
+def run(data, way: str, name: str, seed: int, epochs: int, fanout: int = 10) -> dict:
     """One training run; the final test accuracy (and the whole-graph one for ``disjoint``)."""
     import torch
     import torch.nn.functional as F
@@ -98,7 +98,7 @@ def run(data, way: str, name: str, seed: int, epochs: int) -> dict:
     disjoint = way == "disjoint"
 
     def loader(mask):
-        return NeighborLoader(data, input_nodes=mask.nonzero().view(-1), num_neighbors=[10] * 3, batch_size=1024,
+        return NeighborLoader(data, input_nodes=mask.nonzero().view(-1), num_neighbors=[fanout] * 3, batch_size=1024,
                               shuffle=True, disjoint=disjoint)
 
     train, val, test = (loader(data[f"{m}_mask"]) for m in ("train", "val", "test"))
@@ -142,10 +142,11 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=50)
     ap.add_argument("--json", default=None)
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
-    ap.add_argument("--smoke", action="store_true", help="full and disjoint, 2 epochs, seed 0")
+    ap.add_argument("--fanout", type=int, default=10, help="neighbours per hop of the loaders (the example's 10)")
+    ap.add_argument("--smoke", action="store_true", help="full and disjoint, 2 epochs, seed 0, fan-out 3")
     args = ap.parse_args()
-    if args.smoke:
-        args.epochs, args.seeds, args.ways = 2, "0", "full,disjoint"
+    if args.smoke:  # fan-out 3: a disjoint seed's tree of 40 nodes instead of about 1,100 (the same code)
+        args.epochs, args.seeds, args.ways, args.fanout = 2, "0", "full,disjoint", 3
     import torch
 
     torch.set_num_threads(args.threads)
@@ -154,7 +155,7 @@ def main() -> None:
     for name in args.models.split(","):
         for way in args.ways.split(","):
             for seed in [int(s) for s in args.seeds.split(",")]:
-                runs.append(run(data, way, name, seed, args.epochs))
+                runs.append(run(data, way, name, seed, args.epochs, args.fanout))
                 print(runs[-1], flush=True)
     summary = {}
     print(f"\n{'model':9} {'way':9} {'test (median)':>14} {'tests':>22} {'whole-graph eval':>18} {'s/epoch':>8}")
@@ -168,7 +169,8 @@ def main() -> None:
             summary[f"{name}/{way}"] = row
             print(f"{name:9} {way:9} {row['test_median']:14.4f} {str(row['tests']):>22} "
                   f"{row.get('full_eval_test_median', float('nan')):18.4f} {row['s_per_epoch']:8.3f}")
-    write_json(args.json, {"epochs": args.epochs, "seeds": args.seeds, "runs": runs, "summary": summary})
+    write_json(args.json, {"epochs": args.epochs, "seeds": args.seeds, "fanout": args.fanout, "runs": runs,
+                           "summary": summary})
 
 
 if __name__ == "__main__":

@@ -17,19 +17,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # another process needs, and a region waits for its thread to be back on a core. Measured here
 # (test_typed_layers' 20-step training of a 4-type model, AMD EPYC, 2 cores, other jobs
 # running): 3.6-7.6 CPU s per model spinning, 0.3-0.8 sleeping (OMP_WAIT_POLICY=PASSIVE), the
-# same values (the policy changes when threads wait, not the work they share). libgomp reads the
-# variable once, when torch loads it, so it is set for this process's import of torch only and
-# taken out again: the workers, the fork server and the CLI subprocesses the tests start get the
-# environment they had (gnnscale.process.launch.thread_env chooses their policy, and tests check it).
+# same values (the policy changes when threads wait, not the work they share). The variable stays
+# set for the processes the tests start (issue 54 item 9): the CLI subprocesses, the fork servers
+# and the lone workers, which take the policy the user set (launch.thread_env; workers of several
+# processes and typed runs sleep anyway): a 1-worker GCNII-16 run of docs/training.md took 49-72 s
+# spinning at load 10, 10.6-11.3 s sleeping. A test that checks a lone worker's own default takes
+# it out for its launch.
 if "OMP_WAIT_POLICY" not in os.environ and "torch" not in sys.modules:
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     import torch  # noqa: E402,F401
-    del os.environ["OMP_WAIT_POLICY"]
 
 # The suite launches local workers a few hundred times, mostly 2 at a time: fork those from a
 # server that has imported torch once (launch.start_workers_by_fork; the same environment as
 # spawned ones) instead of spawning interpreters that import it each time. A launch of another
-# worker or thread count (1 worker: 2 threads, OpenMP's threads spinning) forks from a server
+# worker or thread count (1 worker: 2 threads) forks from a server
 # of its own, started at its first launch (each spawned 1-worker launch cost about 3-4 CPU s of
 # imports; test_docs[training.md] 90 -> 56 CPU s). Runs through the CLI (subprocesses) spawn as
 # users' do. A launch whose environment differs from the one the servers started in spawns too, so scikit-learn, which sets KMP_* variables when
@@ -58,8 +59,11 @@ from gnnscale.process.launch import READ_LATE, start_workers_by_fork  # noqa: E4
 # only turns the trainer's progress bar off, read when a run starts (gnnscale.training.trainer), never
 # at import by the server's modules: a launch that differs in it still forks (issue 54 item 9: each
 # such launch spawned 2 interpreters importing torch).
+# The servers import torch_geometric too (issue 54 item 9): the suite's launches with a PyG layer
+# (gat-pyg, gin, gine, a user's MessagePassing, TransformerConv by import path, the PyG stores'
+# workers) imported it in every worker, about 5 CPU s each, while a server pays it once.
 try:
-    start_workers_by_fork(2, read_late=(*READ_LATE, "CI"))
+    start_workers_by_fork(2, preload=("gnnscale.process.fork_preload", "torch_geometric"), read_late=(*READ_LATE, "CI"))
 except OSError as err:  # a host without Unix sockets for the server: every launch spawns, as before
     print(f"conftest: workers will be spawned (the forkserver did not start: {err})", file=sys.stderr)
 
@@ -82,18 +86,22 @@ except OSError as err:  # a host without Unix sockets for the server: every laun
 # 2026-12-07, issue 54 item 9 (CPU of each file's process tree alone, load 16-30): test_benchmarks_smoke
 # 604.7 -> 433.0 (smoke runs forked from one server, tests/script_forks.py), test_docs 117.0 -> 84.7
 # (its 1-worker launch forked from a server of its own).
+# 2026-12-08, issue 54 item 9 (process trees, each file alone; lone workers sleep in the suite, the fork servers
+# import PyG, one-process runs in-process): test_benchmarks_smoke 464.0 (load 8) -> 371.7 (load 3), test_docs
+# 113.1 (load 6-11) -> 62.4 (load 2-4), test_examples 142.8 (load 9) -> 91.3 (load 3), test_edge_feature_training
+# 44.8 -> 26.4, test_zoo 60.4 -> 48.5, test_pyg_dist_api 54.9 -> 42.2 (scaled below).
 FILE_SECONDS: dict[str, float] = {
-    "test_benchmarks_smoke.py": 256, "test_readme.py": 151, "test_docs.py": 261, "test_output_paths.py": 60,
+    "test_benchmarks_smoke.py": 205, "test_readme.py": 151, "test_docs.py": 144, "test_output_paths.py": 60,
     "test_partition_cache_identity.py": 50, "test_early_stop.py": 45, "test_typed_layers.py": 104,
-    "test_pyg_loaders.py": 94, "test_examples.py": 219, "test_datasets.py": 139,
+    "test_pyg_loaders.py": 94, "test_examples.py": 140, "test_datasets.py": 139,
     "test_typed_partitions.py": 170, "test_layer_pipeline.py": 129, "test_chunk_pipeline.py": 131,
     "test_checkpoint.py": 115, "test_sampler_local.py": 117, "test_hangs.py": 114, "test_multilevel.py": 112,
     "test_user_model.py": 108, "test_link_training.py": 100, "test_sampler_edge_attr.py": 85,
-    "test_cli_checks.py": 85, "test_sampler_weighted.py": 82, "test_ddp_unused.py": 79, "test_zoo.py": 68,
+    "test_cli_checks.py": 85, "test_sampler_weighted.py": 82, "test_ddp_unused.py": 79, "test_zoo.py": 55,
     "test_pyg_global_steps.py": 64, "test_multihost.py": 61, "test_cache_pipeline.py": 59,
     "test_run_config.py": 58, "test_bench_partition.py": 56, "test_pyg_distributed.py": 55,
-    "test_pyg_upstream.py": 30, "test_pyg_dist_api.py": 60,
-    "test_end_to_end.py": 51, "test_edge_feature_training.py": 51, "test_edge_task.py": 48,
+    "test_pyg_upstream.py": 30, "test_pyg_dist_api.py": 46,
+    "test_end_to_end.py": 51, "test_edge_feature_training.py": 30, "test_edge_task.py": 48,
     "test_layers.py": 46, "test_part_memory.py": 44, "test_distributed.py": 43, "test_options.py": 41,
     "test_run_output.py": 40, "test_eager.py": 37, "test_memory.py": 36, "test_typed_datasets.py": 36,
     "test_cli.py": 35, "test_out_of_core.py": 32, "test_dist_partition.py": 30, "test_typed_inference.py": 29,

@@ -246,17 +246,25 @@ PYG_RUNS = [(script, procs) for script in sorted(PYG_LOOPS) for procs in (1, 2)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script, procs", PYG_RUNS)
-def test_pyg_loop_runs_in_one_process_and_under_torchrun(tmp_path: Path, script: str, procs: int) -> None:
+def test_pyg_loop_runs_in_one_process_and_under_torchrun(tmp_path: Path, script: str, procs: int,
+                                                         run_example) -> None:
     """One epoch of the plain PyG loop, alone and as 2 processes (torchrun, gloo, a free port): both
     print their test figure, above chance (node classes 7 -> 0.14, ACM 3 -> 0.33, AUC 0.5). The typed
     loop runs in memory alone and over a typed folder (--parts) as 2 processes. The link loop alone:
-    the next test."""
+    the next test. Alone, the loop runs in this process (run_example: no interpreter importing torch
+    and PyG for it); under torchrun as users start it."""
     pattern, floor = PYG_LOOPS[script]
     args = [str(REPO / "examples" / script), "--epochs", "1", "--timeout", "60"]
     if script == "pyg_loop_node.py" or (script == "pyg_loop_typed.py" and procs == 2):  # typed: 1 in memory, 2 a folder
         args += ["--parts", str(tmp_path / "parts")]
-    cmd = [sys.executable, *args] if procs == 1 else \
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(procs), *args]
+    if procs == 1:
+        r = run_example(tmp_path, script, *args[1:])
+        assert r.returncode == 0, r.stderr[-3000:]
+        found = re.findall(pattern, r.stdout)
+        assert len(found) == 1, r.stdout
+        assert floor < float(found[0]) <= 1.0, r.stdout
+        return
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(procs), *args]
     env = {k: v for k, v in os.environ.items() if k != "GNNSCALE_FAULT"} | {"OMP_NUM_THREADS": "1"}
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path)

@@ -29,11 +29,19 @@ def test_threads_for_gives_a_thread_per_parallel_min_flops_up_to_the_budget():
     assert threads_for(2 * 490 * 64 * 64, 2) == 1
 
 
-def test_typed_lone_worker_threads_sleep_untyped_lone_worker_keeps_spinning():
+def test_typed_lone_worker_threads_sleep_untyped_lone_worker_keeps_spinning(monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     assert "OMP_WAIT_POLICY" not in thread_env(2, 1)
     assert thread_env(2, 1, typed=True)["OMP_WAIT_POLICY"] == "PASSIVE"
     assert thread_env(1, 2)["OMP_WAIT_POLICY"] == "PASSIVE"
     assert thread_env(2, 1, typed=True)["OMP_NUM_THREADS"] == "2"
+    # a policy the user set: a lone worker takes it (a shared machine's PASSIVE; the suite sets it);
+    # several workers and typed runs sleep whatever it says
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    assert thread_env(2, 1)["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert thread_env(2, 1)["OMP_WAIT_POLICY"] == "ACTIVE"
+    assert thread_env(1, 2)["OMP_WAIT_POLICY"] == thread_env(2, 1, typed=True)["OMP_WAIT_POLICY"] == "PASSIVE"
 
 
 def test_serial_step_runs_small_ops_on_one_thread_and_wide_products_on_the_budget():
@@ -93,6 +101,7 @@ def test_typed_step_small_ops_run_on_one_thread_in_a_two_thread_worker(acm_parti
     fix they ran on 2, spinning."""
     probe = tmp_path / "probe.txt"
     monkeypatch.setenv("GNNSCALE_THREAD_PROBE", str(probe))
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)  # the typed run's own choice, not the suite's
     res = gnnscale.train(parts_dir=acm_partition(1), workers=1, threads=2, layer="rel:thread_probe:ThreadProbe",
                          fanouts=(5, 5), batch_size=32, hidden=16, epochs=1, max_steps=2, eval_every=1,
                          verify=False, progress=False, timeout=60.0, device="cpu")
