@@ -47,7 +47,7 @@ def own_part_arrays(folder: str, pairs: torch.Tensor) -> dict:
     out = dict(found=_graph_sized(n), nodes=nodes, links=links, n=n,
                home=g.directory.new_of_home.numel() if hasattr(g, "directory") else None,
                part=g.orig.numel() if hasattr(g, "orig") else None,
-               met=g.batch_ids.orig.numel() if getattr(g, "batch_ids", None) is not None else None)
+               met=len(g.batch_ids) if getattr(g, "batch_ids", None) is not None else None)
     run.close()
     return out
 

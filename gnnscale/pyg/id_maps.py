@@ -19,7 +19,7 @@ import torch
 
 from gnnscale.errors import PartitionError, SamplerError
 from gnnscale.partitioning.routing import Route
-from gnnscale.samplers.cpu_kernels import HAVE_NUMBA, nb
+from gnnscale.samplers.cpu_kernels import _G, _U, HAVE_NUMBA, nb
 
 PACK_BITS = 32
 LOW = (1 << PACK_BITS) - 1
@@ -38,6 +38,49 @@ def unpack(packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 if HAVE_NUMBA:
+
+    @nb.njit(cache=True, nogil=True)
+    def _put(table, keys, vals):
+        """Insert (key, value) pairs into ``table`` int64 [size, 2] (key -1: empty; size a power of two,
+        Fibonacci hashing, linear probing; a key present keeps its value). Returns the keys added."""
+        mask = table.shape[0] - 1
+        shift = _U(64 - np.int64(np.log2(mask + 1)))
+        added = 0
+        for i in range(keys.shape[0]):
+            k = keys[i]
+            h = np.int64((_U(k) * _G) >> shift)
+            while True:
+                t = table[h, 0]
+                if t == k:
+                    break
+                if t == -1:
+                    table[h, 0] = k
+                    table[h, 1] = vals[i]
+                    added += 1
+                    break
+                h = (h + 1) & mask
+        return added
+
+    @nb.njit(cache=True, nogil=True)
+    def _find(table, keys, out):
+        """out[i] = the value of keys[i] in ``table`` (:func:`_put`), -1 where absent; returns the absent count."""
+        mask = table.shape[0] - 1
+        shift = _U(64 - np.int64(np.log2(mask + 1)))
+        missing = 0
+        for i in range(keys.shape[0]):
+            k = keys[i]
+            h = np.int64((_U(k) * _G) >> shift)
+            out[i] = -1
+            while True:
+                t = table[h, 0]
+                if t == k:
+                    out[i] = table[h, 1]
+                    break
+                if t == -1:
+                    missing += 1
+                    break
+                h = (h + 1) & mask
+        return missing
 
     @nb.njit(cache=True, nogil=True)
     def _pack_range(src, out, lo, orig):
@@ -101,20 +144,44 @@ class IdDirectory:
 
 
 class BatchIds:
-    """The (original id, new id) pairs a batch has met: sorted by original id (batch-sized)."""
+    """The (original id, new id) pairs a batch has met (batch-sized): a hash table (numba: int64 (id, new
+    id) pairs, a power of two kept at least twice the ids) or, without numba, sorted arrays.
+    :meth:`clear` empties it for the next batch (its table kept)."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 1 << 12) -> None:
+        self.table = np.full((1 << max(4, int(2 * capacity - 1).bit_length()), 2), -1, dtype=np.int64)
+        self.size = 0
+        self.orig = self.new = torch.empty(0, dtype=torch.int64)  # without numba
+
+    def clear(self) -> None:
+        if self.size:
+            self.table.fill(-1)
+        self.size = 0
         self.orig = self.new = torch.empty(0, dtype=torch.int64)
 
+    def __len__(self) -> int:
+        return self.size if HAVE_NUMBA else int(self.orig.numel())
+
     def add(self, orig: torch.Tensor, new: torch.Tensor) -> None:
-        keys = torch.cat([self.orig, orig])
-        vals = torch.cat([self.new, new])
-        self.orig, inv = torch.unique(keys, return_inverse=True)
-        self.new = torch.empty_like(self.orig)
-        self.new[inv] = vals  # an id's copies carry the same new id
+        if not HAVE_NUMBA:
+            keys, vals = torch.cat([self.orig, orig]), torch.cat([self.new, new])
+            self.orig, inv = torch.unique(keys, return_inverse=True)
+            self.new = torch.empty_like(self.orig)
+            self.new[inv] = vals  # an id's copies carry the same new id
+            return
+        if 2 * (self.size + orig.numel()) > self.table.shape[0]:  # grow: keep the load factor <= 0.5
+            old = self.table[self.table[:, 0] >= 0]
+            self.table = np.full((1 << int(4 * (self.size + orig.numel()) - 1).bit_length(), 2), -1, dtype=np.int64)
+            self.size = _put(self.table, old[:, 0].copy(), old[:, 1].copy())
+        self.size += _put(self.table, orig.contiguous().numpy(), new.contiguous().numpy())
 
     def find(self, orig: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(bool [k] known, int64 [k] their new ids (garbage where unknown)) of original ids ``orig``."""
+        if HAVE_NUMBA:
+            out = np.empty(orig.numel(), dtype=np.int64)
+            _find(self.table, orig.contiguous().numpy(), out)
+            new = torch.from_numpy(out)
+            return new >= 0, new
         if not self.orig.numel():
             return torch.zeros(orig.numel(), dtype=torch.bool), torch.zeros(orig.numel(), dtype=torch.int64)
         pos = torch.searchsorted(self.orig, orig).clamp_(max=self.orig.numel() - 1)

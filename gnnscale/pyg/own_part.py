@@ -349,7 +349,7 @@ class OwnPartSampler(GnnscaleSampler):
     def sample(self, seeds, epoch, step, others=None, trees=None):
         # the new ids of the step's seeds from their homes (one collective); the draws tell the rest
         asked = seeds.to(torch.int64) if others is None else torch.cat([seeds.to(torch.int64), others.to(torch.int64)])
-        self.met = BatchIds()
+        self.met.clear()
         self.met.add(asked, self.graph.directory.lookup(asked))
         # a batch alone in its step runs the step's first hops too, asking nothing: the ranks' exchanges stay in step
         if not self.disjoint and (others is None or not others.numel()) and any(f != -1 for f in self.fanouts):
