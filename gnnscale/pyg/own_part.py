@@ -1,24 +1,27 @@
 """A PyG graph store that holds only this rank's part, and the sampler that asks the owners.
 
 :class:`PartitionGraphStore` (the whole-topology store) gives every rank the whole CSC: fast
-(every draw is local) but ``16 E`` bytes per rank. :class:`OwnPartGraphStore` keeps rank r's
-part only (its in-edges, ``8 E_r`` bytes, sources as original ids) and the id maps every rank
-needs for PyG's original ids (``16 N`` bytes: ``new_of_old``, ``old_of_new``; the in-degrees,
-``4 N``). :class:`OwnPartSampler` is :class:`gnnscale.pyg.sampler.GnnscaleSampler` with its
-draws (:meth:`~gnnscale.pyg.sampler.GnnscaleSampler._draw`) made by the nodes' owners: every hop
-sends each frontier node to its owner (one ``int64`` per node: its stream key and the hop whose
-fan-out and stream it draws, after the batch's pass and step, ``sample_request``) and the owner
-answers with the counts, the neighbours (original ids) and the edges' ``e_id``
-(``sample_response``): the engine's distributed sampler exchange
-(:mod:`gnnscale.samplers.distributed`), on the same kernels with the same keys (seed, pass,
-step, hop and the node's original id), so every batch equals the whole-topology store's, which
-equals one process's (:mod:`gnnscale.pyg.steps`). Negatives that are edges are found by the
-owners of their destinations (:class:`gnnscale.samplers.link.EdgeFilter`).
+(every draw is local) but ``16 E + 24 N`` bytes per rank. :class:`OwnPartGraphStore` keeps rank r's
+part only: its in-edges (``8 E_r`` bytes, each source's original id packed with its new id) and
+part-sized id maps (:mod:`gnnscale.pyg.id_maps`: its nodes' original ids, and the new ids of its home
+range of original ids, ``8 N / P`` bytes); no array sized by the graph's node count N.
+:class:`OwnPartSampler` is :class:`gnnscale.pyg.sampler.GnnscaleSampler` with its
+draws (:meth:`~gnnscale.pyg.sampler.GnnscaleSampler._draw`) made by the nodes' owners: a batch asks
+the homes for its step's seeds' new ids (``id_request`` / ``id_response``), then every hop sends each
+frontier node to its owner (one ``int64`` per node: its new id, plus ``tree * N`` when disjoint, and
+the hop whose fan-out and stream it draws, after the batch's pass and step, ``sample_request``) and
+the owner answers with the counts, the neighbours (packed: their original and new ids, so the next
+hop knows their owners) and the edges' ``e_id`` (``sample_response``): the engine's distributed
+sampler exchange (:mod:`gnnscale.samplers.distributed`), on the same kernels with the same keys
+(seed, pass, step, hop and the node's original id), so every batch equals the whole-topology
+store's, which equals one process's (:mod:`gnnscale.pyg.steps`). Negatives that are edges are found
+by the owners of their destinations (:class:`gnnscale.samplers.link.EdgeFilter`).
 
 Every hop is a collective: each rank runs the same exchanges per batch (a batch alone in its
 step runs the step's first hops with nothing to ask); the rank loaders give every rank the same
 number of batches. Per-host folders: a rank reads its own part only; of the others it gets their
-ids, split masks and in-degrees (3 int64 per node, once), never their edges.
+ids, split masks and in-degrees (3 int64 per node, once, in rounds), never their edges, and keeps
+of them what its home range and its own nodes' ``e_id`` starts need.
 
 :func:`open_graph_store` picks the store (``graph_store="auto"``: the whole topology while its
 arrays take at most :data:`WHOLE_TOPOLOGY_BYTES`, else the own part) and says which in one line.
