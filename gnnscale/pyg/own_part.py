@@ -1,24 +1,27 @@
 """A PyG graph store that holds only this rank's part, and the sampler that asks the owners.
 
 :class:`PartitionGraphStore` (the whole-topology store) gives every rank the whole CSC: fast
-(every draw is local) but ``16 E`` bytes per rank. :class:`OwnPartGraphStore` keeps rank r's
-part only (its in-edges, ``8 E_r`` bytes, sources as original ids) and the id maps every rank
-needs for PyG's original ids (``16 N`` bytes: ``new_of_old``, ``old_of_new``; the in-degrees,
-``4 N``). :class:`OwnPartSampler` is :class:`gnnscale.pyg.sampler.GnnscaleSampler` with its
-draws (:meth:`~gnnscale.pyg.sampler.GnnscaleSampler._draw`) made by the nodes' owners: every hop
-sends each frontier node to its owner (one ``int64`` per node: its stream key and the hop whose
-fan-out and stream it draws, after the batch's pass and step, ``sample_request``) and the owner
-answers with the counts, the neighbours (original ids) and the edges' ``e_id``
-(``sample_response``): the engine's distributed sampler exchange
-(:mod:`gnnscale.samplers.distributed`), on the same kernels with the same keys (seed, pass,
-step, hop and the node's original id), so every batch equals the whole-topology store's, which
-equals one process's (:mod:`gnnscale.pyg.steps`). Negatives that are edges are found by the
-owners of their destinations (:class:`gnnscale.samplers.link.EdgeFilter`).
+(every draw is local) but ``16 E + 24 N`` bytes per rank. :class:`OwnPartGraphStore` keeps rank r's
+part only: its in-edges (``8 E_r`` bytes, each source's original id packed with its new id) and
+part-sized id maps (:mod:`gnnscale.pyg.id_maps`: its nodes' original ids, and the new ids of its home
+range of original ids, ``8 N / P`` bytes); no array sized by the graph's node count N.
+:class:`OwnPartSampler` is :class:`gnnscale.pyg.sampler.GnnscaleSampler` with its
+draws (:meth:`~gnnscale.pyg.sampler.GnnscaleSampler._draw`) made by the nodes' owners: a batch asks
+the homes for its step's seeds' new ids (``id_request`` / ``id_response``), then every hop sends each
+frontier node to its owner (one ``int64`` per node: its new id, plus ``tree * N`` when disjoint, and
+the hop whose fan-out and stream it draws, after the batch's pass and step, ``sample_request``) and
+the owner answers with the counts, the neighbours (packed: their original and new ids, so the next
+hop knows their owners) and the edges' ``e_id`` (``sample_response``): the engine's distributed
+sampler exchange (:mod:`gnnscale.samplers.distributed`), on the same kernels with the same keys
+(seed, pass, step, hop and the node's original id), so every batch equals the whole-topology
+store's, which equals one process's (:mod:`gnnscale.pyg.steps`). Negatives that are edges are found
+by the owners of their destinations (:class:`gnnscale.samplers.link.EdgeFilter`).
 
 Every hop is a collective: each rank runs the same exchanges per batch (a batch alone in its
 step runs the step's first hops with nothing to ask); the rank loaders give every rank the same
 number of batches. Per-host folders: a rank reads its own part only; of the others it gets their
-ids, split masks and in-degrees (3 int64 per node, once), never their edges.
+ids, split masks and in-degrees (3 int64 per node, once, in rounds), never their edges, and keeps
+of them what its home range and its own nodes' ``e_id`` starts need.
 
 :func:`open_graph_store` picks the store (``graph_store="auto"``: the whole topology while its
 arrays take at most :data:`WHOLE_TOPOLOGY_BYTES`, else the own part) and says which in one line.
@@ -39,6 +42,7 @@ from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.manifest import load_meta, part_dir_name
 from gnnscale.partitioning.routing import Route
 from gnnscale.partitioning.validate import load_array
+from gnnscale.pyg.id_maps import BatchIds, HomeRanges, IdDirectory, check_packable, pack_range, unpack
 from gnnscale.pyg.sampler import GnnscaleSampler
 from gnnscale.pyg.stores import (_SPLITS, PartitionGraphStore, ReadOnlyEdges, _check_world, _meta_digest,
                                  present_parts, require_graph_files)
@@ -131,16 +135,23 @@ class OwnPartGraphStore(ReadOnlyEdges, GraphStore):
         comm: this rank's :class:`gnnscale.process.comm.Communicator` (rank p owns part p). The ranks
             tell each other which parts their folders hold (one ``control`` gather, with meta.json's
             digest) and send every other rank their part's original ids, split masks and in-degrees
-            once (``3 n_r`` int64 each, bytes under ``graph``).
+            once (``3 n_r`` int64 each, in rounds of at most ``chunk_values`` values, bytes under
+            ``graph``); a rank keeps of them what its home range of original ids needs
+            (:mod:`gnnscale.pyg.id_maps`) and its own nodes' first ``e_id``.
 
     Attributes:
-        meta, book, num_nodes, new_of_old / old_of_new (int64 [N]), hosts, as
-        :class:`~gnnscale.pyg.stores.PartitionGraphStore`; rank, offset; indptr int64 [n_r + 1] and
-        indices int64 [E_r] (original source ids): the CSC of part r's nodes (rows: new id - offset),
-        each node's in-edges by original source id; edge_ids int64 [E_r] (the folder's
-        ``edge_ids.npy``) or edge_start int64 [n_r] (each node's first edge in the whole store's
-        original-id CSC: ``e_id`` = it + the position in the node's in-edges).
+        meta, book, num_nodes, hosts, as :class:`~gnnscale.pyg.stores.PartitionGraphStore`; rank, offset;
+        orig int64 [n_r] (its nodes' original ids); indptr int64 [n_r + 1] and indices int64 [E_r]:
+        the CSC of part r's nodes (rows: new id - offset), each node's in-edges by original source id,
+        each source packed with its new id (:func:`gnnscale.pyg.id_maps.pack`); edge_ids int64 [E_r]
+        (the folder's ``edge_ids.npy``) or edge_start int64 [n_r] (each node's first edge in the whole
+        store's original-id CSC: ``e_id`` = it + the position in the node's in-edges); directory (the
+        home range's new ids, :class:`~gnnscale.pyg.id_maps.IdDirectory`); batch_ids (the last batch's
+        id pairs, :class:`~gnnscale.pyg.id_maps.BatchIds`, set by the sampler). Nothing is sized by N.
     """
+
+    chunk_values: int = 1 << 21
+    """int64 values each rank sends every other rank per round at opening (16 MiB)."""
 
     def __init__(self, parts_dir: str | Path, comm) -> None:
         super().__init__()
@@ -155,6 +166,7 @@ class OwnPartGraphStore(ReadOnlyEdges, GraphStore):
         _check_world(P, world, self.parts_dir)
         self.book = PartitionBook(meta["offsets"])
         n_all = self.num_nodes = int(self.book.num_nodes)
+        check_packable(n_all, str(self.parts_dir))
         self.rank, self.offset = rank, int(self.book.offsets[rank])
         self.hosts = gather_hosts(comm, self.parts_dir, meta)
         pdir = self.parts_dir / part_dir_name(rank)
@@ -162,47 +174,129 @@ class OwnPartGraphStore(ReadOnlyEdges, GraphStore):
         n = self.book.part_size(rank)
         self.indptr = torch.from_numpy(load_array(pdir / "indptr.npy", np.int64, (n + 1,), mmap=False))
         orig = load_array(pdir / "orig_ids.npy", np.int64, (n,), mmap=False)
+        self.orig = torch.from_numpy(orig)
         bits = np.zeros(n, dtype=np.int64)
         for i, name in enumerate(_SPLITS):
             bits |= load_array(pdir / f"{name}.npy", np.bool_, (n,), mmap="r").astype(np.int64) << i
-        mine = torch.from_numpy(np.concatenate([orig, bits, np.diff(self.indptr.numpy())]))
-        packs = comm.exchange([mine] * world, "graph") if world > 1 else [mine]
-        sizes = [self.book.part_size(p) for p in range(P)]
-        bad = [p for p in range(P) if packs[p].numel() != 3 * sizes[p]]
-        if bad:
-            raise PartitionError(f"part {bad[0]}'s ids as sent by its owner hold {packs[bad[0]].numel()} values, "
-                                 f"expected 3 * {sizes[bad[0]]}; the hosts' folders are not one partition: copy it "
-                                 "again.")
-        self.old_of_new = torch.cat([packs[p][:sizes[p]] for p in range(P)])
-        self._bits = [packs[p][sizes[p]:2 * sizes[p]].to(torch.int8) for p in range(P)]
-        deg_new = torch.cat([packs[p][2 * sizes[p]:] for p in range(P)])
-        del packs, mine
-        self.new_of_old = torch.empty_like(self.old_of_new)
-        self.new_of_old[self.old_of_new] = torch.arange(n_all)
-        deg = deg_new[self.new_of_old]  # by original id
-        del deg_new
-        self.degree = deg.to(torch.int32)
+        deg = np.diff(self.indptr.numpy())
         self.edge_ids = self.edge_start = None
         if (pdir / "edge_ids.npy").is_file():
             self.edge_ids = torch.from_numpy(load_array(pdir / "edge_ids.npy", np.int64, (None,), mmap=False))
-        else:  # the whole store's e_id: the position in the original-id CSC
-            start = torch.cumsum(deg, 0)
-            start -= deg
-            self.edge_start = start[torch.from_numpy(orig)]
-            del start
-        del deg
         src = load_array(pdir / "indices.npy", np.int64, (int(self.indptr[-1]),), mmap="r")
-        self.indices = torch.from_numpy(np.take(self.old_of_new.numpy(), src))  # original source ids
-        del src
+        self.homes = homes = HomeRanges(n_all, world)
+        lo, hi = homes.span(rank)
+        new_of_home = np.full(hi - lo, -1, dtype=np.int64)
+        self._home_bits = np.zeros(hi - lo, dtype=np.int8)
+        packed = np.full(src.shape[0], -1, dtype=np.int64)
+        sorted_orig = np.sort(orig)
+        before = np.zeros(n, dtype=np.int64) if self.edge_ids is None else None  # by sorted_orig
+
+        def absorb(p: int, first: int, o: np.ndarray, b: np.ndarray, d: np.ndarray) -> None:
+            """Nodes ``first ..`` of part ``p`` (original ids, split bits, in-degrees): their new ids
+            into the home range, their ids into the sources, their degrees into own nodes' e_id starts."""
+            new = int(self.book.offsets[p]) + first
+            at = np.flatnonzero((o >= lo) & (o < hi))
+            new_of_home[o[at] - lo] = new + at
+            self._home_bits[o[at] - lo] = b[at]
+            pack_range(src, packed, new, o)
+            if before is not None and o.size:
+                order = np.argsort(o, kind="stable")
+                cum = np.cumsum(d[order])
+                k = np.searchsorted(o[order], sorted_orig)  # nodes of the slice below each own node
+                before[k > 0] += cum[k[k > 0] - 1]
+
+        absorb(rank, 0, orig, bits, deg)
+        if world > 1:
+            step = max(int(self.chunk_values) // 3, 1)
+            sizes = [self.book.part_size(p) for p in range(P)]
+            empty = torch.empty(0, dtype=torch.int64)
+            for i in range(-(-max(sizes) // step)):  # the same rounds on every rank
+                a, b = min(i * step, n), min((i + 1) * step, n)
+                mine = torch.from_numpy(np.concatenate([orig[a:b], bits[a:b], deg[a:b]]))
+                got = comm.exchange([empty if r == rank else mine for r in range(world)], "graph")
+                for p in range(P):
+                    if p == rank:
+                        continue
+                    k = min((i + 1) * step, sizes[p]) - min(i * step, sizes[p])
+                    t = got[p].numpy()
+                    if t.size != 3 * k:
+                        raise PartitionError(f"part {p}'s ids as sent by its owner hold {t.size} values in round {i}, "
+                                             f"expected 3 * {k}; the hosts' folders are not one partition: copy it "
+                                             "again.")
+                    absorb(p, i * step, t[:k], t[k:2 * k], t[2 * k:])
+                del got
+        if (new_of_home < 0).any() or (packed < 0).any():
+            raise PartitionError(f"{self.parts_dir}: the parts' orig_ids.npy are not a numbering of [0, {n_all}) or "
+                                 f"part {rank}'s sources lie outside it; partition the graph again.")
+        self.directory = IdDirectory(homes, comm, torch.from_numpy(new_of_home))
+        self.indices = torch.from_numpy(packed)  # original source ids, each packed with its new id
+        if before is not None:  # the whole store's e_id: the position in the original-id CSC
+            start = np.empty(n, dtype=np.int64)
+            start[np.argsort(orig, kind="stable")] = before
+            self.edge_start = torch.from_numpy(start)
+        self.batch_ids: BatchIds | None = None
+        self._maps: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def new_ids(self, orig: torch.Tensor) -> torch.Tensor:
+        """int64 new ids of original ids ``orig``: the last batch's nodes from what its draws told (no
+        exchange); other ids are asked of their homes, a collective on several ranks (every rank asks)."""
+        orig = torch.as_tensor(orig).to(torch.int64).reshape(-1)
+        if self.batch_ids is not None:
+            known, new = self.batch_ids.find(orig)
+            if bool(known.all()):
+                return new
+        return self.directory.lookup(orig)
+
+    def _whole_maps(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(old_of_new, new_of_old) int64 [N] each, built at the first call from every part's original ids
+        (a collective: ``n_r`` int64 to every rank under ``graph``); only the temporal rank sampler asks."""
+        if self._maps is None:
+            got = self.comm.exchange([self.orig] * self.comm.world_size, "graph") if self.comm.world_size > 1 \
+                else [self.orig]
+            old_of_new = torch.cat(got)
+            new_of_old = torch.empty_like(old_of_new)
+            new_of_old[old_of_new] = torch.arange(self.num_nodes)
+            self._maps = old_of_new, new_of_old
+        return self._maps
+
+    @property
+    def old_of_new(self) -> torch.Tensor:
+        """int64 [N], built on first use (:meth:`_whole_maps`: a collective; not by the untimed loaders)."""
+        return self._whole_maps()[0]
+
+    @property
+    def new_of_old(self) -> torch.Tensor:
+        """int64 [N], built on first use (:meth:`_whole_maps`: a collective; not by the untimed loaders)."""
+        return self._whole_maps()[1]
 
     def in_degrees(self) -> torch.Tensor:
-        """int64 [N] every node's in-degree, by original id."""
-        return self.degree.to(torch.int64)
+        """int64 [N] every node's in-degree, by original id (built at each call from every part's:
+        a collective on several ranks)."""
+        mine = torch.cat([self.orig, self.indptr[1:] - self.indptr[:-1]])
+        got = self.comm.exchange([mine] * self.comm.world_size, "graph") if self.comm.world_size > 1 else [mine]
+        deg = torch.zeros(self.num_nodes, dtype=torch.int64)
+        for t in got:  # one per rank
+            k = t.numel() // 2
+            deg[t[:k]] = t[k:]
+        return deg
+
+    def mask_ids(self, name: str) -> torch.Tensor:
+        """Original ids (sorted) of every part's nodes in ``train_mask``/``val_mask``/``test_mask``: each
+        home's ids of its range, gathered (a collective on several ranks, bytes under ``split``)."""
+        lo = self.homes.span(self.rank)[0]
+        mine = torch.from_numpy(np.flatnonzero((self._home_bits >> _SPLITS.index(name)) & 1) + lo)
+        if self.comm.world_size == 1:
+            return mine
+        return torch.cat(self.comm.exchange([mine] * self.comm.world_size, "split"))
 
     def split_mask(self, part: int, name: str) -> np.ndarray:
-        """bool [n_part] ``name`` (``train_mask``, ``val_mask``, ``test_mask``) of part ``part``, as its owner
-        sent it."""
-        return ((self._bits[part] >> _SPLITS.index(name)) & 1).to(torch.bool).numpy()
+        """bool [n_r] ``name`` (``train_mask``, ``val_mask``, ``test_mask``) of this rank's part (the only
+        part it holds; every part's ids: :meth:`mask_ids`)."""
+        if part != self.rank:
+            raise PartitionError(f"an OwnPartGraphStore holds its own part's masks only (part {self.rank}); asked for "
+                                 f"part {part}. Use mask_ids(name) for every part's nodes.")
+        return load_array(self.parts_dir / part_dir_name(part) / f"{name}.npy", np.bool_,
+                          (self.book.part_size(part),), mmap="r")
 
     def owner_sampler(self, fanouts: list[int], seed: int = 0, replace: bool = False, backend: str = "auto",
                       disjoint: bool = False, subgraph_type: str = "directional") -> "OwnPartSampler":
@@ -223,11 +317,11 @@ class _OwnerEdges:
 
     def __init__(self, graph: OwnPartGraphStore) -> None:
         self.graph = graph
-        self.filter = EdgeFilter(graph.indptr, graph.indices, book=graph.book, comm=graph.comm,
+        self.filter = EdgeFilter(graph.indptr, unpack(graph.indices)[0], book=graph.book, comm=graph.comm,
                                  num_nodes=graph.num_nodes)
 
     def has_edge(self, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
-        return self.filter.has_edge(src, self.graph.new_of_old[dst])
+        return self.filter.has_edge(src, self.graph.directory.lookup(torch.as_tensor(dst)))
 
 
 class OwnPartSampler(GnnscaleSampler):
@@ -237,10 +331,13 @@ class OwnPartSampler(GnnscaleSampler):
 
     def __init__(self, graph: OwnPartGraphStore, fanouts: list[int], seed: int = 0, replace: bool = False,
                  backend: str = "auto", disjoint: bool = False, subgraph_type: str = "directional") -> None:
+        # relabeled ids are original ids, not this part's range: the relabeler hashes them all (batch-sized)
         super().__init__(None, graph.num_nodes, fanouts, seed=seed, replace=replace, backend=backend,
-                         csc=(graph.indptr, graph.indices, None), disjoint=disjoint, subgraph_type=subgraph_type)
+                         csc=(graph.indptr, graph.indices, None), disjoint=disjoint, subgraph_type=subgraph_type,
+                         held=(0, 0))
         self.graph = graph
         self.comm = graph.comm
+        self.met = BatchIds()
 
     def edge_filter(self) -> _OwnerEdges:
         if self._filter is None:
@@ -253,18 +350,27 @@ class OwnPartSampler(GnnscaleSampler):
         return bool(self.comm.all_reduce(torch.tensor([int(flag)], dtype=torch.int64), op="max")[0])
 
     def sample(self, seeds, epoch, step, others=None, trees=None):
+        # the new ids of the step's seeds from their homes (one collective); the draws tell the rest
+        asked = seeds.to(torch.int64) if others is None else torch.cat([seeds.to(torch.int64), others.to(torch.int64)])
+        self.met.clear()
+        self.met.add(asked, self.graph.directory.lookup(asked))
         # a batch alone in its step runs the step's first hops too, asking nothing: the ranks' exchanges stay in step
         if not self.disjoint and (others is None or not others.numel()) and any(f != -1 for f in self.fanouts):
             for hop in range(len(self.fanouts) - 1):
                 self._draw([], epoch, step, edges=False)
-        return super().sample(seeds, epoch, step, others=others, trees=trees)
+        out = super().sample(seeds, epoch, step, others=others, trees=trees)
+        self.graph.batch_ids = self.met  # the batch's rows are read by these new ids
+        return out
 
     def _serve(self, q: torch.Tensor, epoch: int, step: int, edges: bool) -> tuple[torch.Tensor, ...]:
-        """(counts int64 [m], nbrs, edge ids or None) of requests ``q`` int64 [m] (``key * L + level``,
-        ``key``: the node's draw id, its original id or ``tree * N + node``) of nodes this rank owns."""
+        """(counts int64 [m], nbrs (packed ids), edge ids or None) of requests ``q`` int64 [m] (``v * L + level``,
+        ``v``: the node's new id, plus ``tree * N`` when disjoint) of nodes this rank owns; each is drawn with
+        its draw id as the key (its original id, or ``tree * N + node``)."""
         g, L, N = self.graph, len(self.fanouts), self.num_nodes
-        level, key = q % L, torch.div(q, L, rounding_mode="floor")
-        rows = g.new_of_old[key % N] - g.offset
+        level, v = q % L, torch.div(q, L, rounding_mode="floor")
+        new = v % N
+        rows = new - g.offset
+        key = v - new + g.orig[rows]
         parts = torch.unique(level).tolist() if q.numel() else [0]
         sels = [None] if len(parts) == 1 else [torch.nonzero(level == lv).flatten() for lv in parts]
         counts_l, nbrs_l, eids_l = [], [], []
@@ -294,9 +400,17 @@ class OwnPartSampler(GnnscaleSampler):
         g, L = self.graph, len(self.fanouts)
         empty = torch.empty(0, dtype=torch.int64)
         at = torch.cat([a for _, a, _ in groups]) if groups else empty
-        q = torch.cat([ids * L + lv for lv, _, ids in groups]) if groups else empty
-        return owner_draws(self.comm, g.book.owner(g.new_of_old[at]), q, [a.numel() for _, a, _ in groups],
-                           self._serve, epoch, step, edges)
+        ids = torch.cat([i for _, _, i in groups]) if groups else empty
+        lv = torch.cat([torch.full((a.numel(),), lv, dtype=torch.int64) for lv, a, _ in groups]) if groups else empty
+        new = self.met.get(at)
+        out = owner_draws(self.comm, g.book.owner(new), (ids - at + new) * L + lv, [a.numel() for _, a, _ in groups],
+                          self._serve, epoch, step, edges)
+        if not groups:
+            return out
+        orig, new = unpack(torch.cat([nb for _, nb, _ in out]))
+        self.met.add(orig, new)
+        cut = torch.split(orig, [int(nb.numel()) for _, nb, _ in out])
+        return [(c, o, e) for (c, _, e), o in zip(out, cut)]
 
 
 def owner_draws(comm, owner: torch.Tensor, q: torch.Tensor, sizes: list[int], serve, epoch: int, step: int,

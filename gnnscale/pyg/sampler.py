@@ -102,13 +102,16 @@ class GnnscaleSampler(BaseSampler):
             the neighbour's id, shared by every seed; a node of in-degree ``d`` keeps a neighbour
             iff it is below ``fanout / d`` (``fanout`` in expectation, fewer distinct nodes per
             batch). Not with ``replace``, ``edge_weight`` or ``disjoint``.
+        held: the id range the compiled relabeler indexes directly (:class:`gnnscale.samplers.kernels.Kernels`;
+            default every id, ``8 N`` bytes); ``(0, 0)``: every id hashed, batch-sized (the own-part store's).
     """
 
     def __init__(self, edge_index: torch.Tensor, num_nodes: int, fanouts: Sequence[int], seed: int = 0,
                  replace: bool = False, backend: str = "auto", disjoint: bool = False,
                  edge_weight: torch.Tensor | None = None,
                  csc: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
-                 subgraph_type: str = "directional", labor: bool = False) -> None:
+                 subgraph_type: str = "directional", labor: bool = False,
+                 held: tuple[int, int] | None = None) -> None:
         refuse_unjoined_world(type(self).__name__)
         self.num_nodes = int(num_nodes)
         self.subgraph_type = subgraph_type
@@ -116,7 +119,7 @@ class GnnscaleSampler(BaseSampler):
         self.seed = int(seed)
         self.replace = check_replace(replace)
         self.indptr, self.indices, self.perm = csc if csc is not None else csc_of(edge_index, self.num_nodes)
-        self.kernels = Kernels(self.num_nodes, "cpu", backend)
+        self.kernels = Kernels(self.num_nodes, "cpu", backend, held=held)
         # weighted draws (PyG's weight_attr): the kernels' weights, in CSC order
         weight = None if edge_weight is None else check_edge_weight(edge_weight[self.perm], self.indices.numel())
         self.variant = sampling_variant(self.replace, weight)
@@ -133,7 +136,7 @@ class GnnscaleSampler(BaseSampler):
         self._filter: EdgeFilter | None = None
         # N processes: the global step of each batch (gnnscale.pyg.run sets it)
         self.steps: StepBook | None = None
-        self._level: torch.Tensor | None = None  # int8 [N]: a step's first hops (_levels)
+        self._reach: tuple[torch.Tensor, torch.Tensor] | None = None  # a step's first hops (_levels)
 
     @property
     def edge_permutation(self) -> None:
@@ -156,21 +159,19 @@ class GnnscaleSampler(BaseSampler):
     def _levels(self, seeds: torch.Tensor, epoch: int, step: int) -> torch.Tensor | None:
         """The hop at which the batch of ``seeds`` (int64, repeats allowed) reaches each node it
         reaches within ``len(fanouts) - 1`` hops, as :meth:`sample` draws it (hop h draws the nodes
-        hop h - 1 added), written into ``self._level`` (int8 [N], -1 elsewhere; the caller resets
-        the returned ids int64 [R] to -1). None when the draws do not depend on the hop (every
-        fan-out -1)."""
+        hop h - 1 added): (ids int64 [R] sorted, their hops int64 [R]), batch-sized. None when the
+        draws do not depend on the hop (every fan-out -1)."""
         if all(f == -1 for f in self.fanouts):
             return None
-        if self._level is None:  # one byte per node, allocated at the first step of several processes
-            self._level = torch.full((self.num_nodes,), -1, dtype=torch.int8)
         ids = frontier = torch.unique(seeds)
-        self._level[ids] = 0
+        hops = [torch.zeros(ids.numel(), dtype=torch.int64)]
         for hop in range(len(self.fanouts) - 1):
             nbrs = self._draw([(hop, frontier, frontier)], epoch, step, edges=False)[0][1]
             grown, _ = self.kernels.relabel(ids, nbrs)
             frontier, ids = grown[ids.numel():], grown
-            self._level[frontier] = hop + 1
-        return ids
+            hops.append(torch.full((frontier.numel(),), hop + 1, dtype=torch.int64))
+        ids, order = torch.sort(ids)
+        return ids, torch.cat(hops)[order]
 
     def _draw(self, groups: list[tuple[int, torch.Tensor, torch.Tensor]], epoch: int, step: int,
               edges: bool = True) -> list[tuple[torch.Tensor, ...]]:
@@ -198,15 +199,17 @@ class GnnscaleSampler(BaseSampler):
         nbrs int64 [M]; edge ids int64 [M]) of hop ``hop``'s draws for ``frontier`` (draw ids:
         original ids, or ``tree * N + node`` when disjoint).
 
-        With ``levels`` (the global step's first hops in ``self._level``: :meth:`_levels`), a node the whole step
+        With ``levels`` (the global step's first hops in ``self._reach``: :meth:`_levels`), a node the whole step
         reaches at an earlier hop ``l`` draws what that hop drew (key and fan-out of hop ``l``):
         its in-edges are those of the one-process batch."""
         n = self.num_nodes
         at = frontier % n if self.disjoint else frontier
         lv = None
         if levels and frontier.numel():
-            lv = self._level[at].to(torch.int64)
-            lv = torch.where(lv < 0, hop, lv)  # never: every node this batch reaches, the step reaches
+            ids, hops = self._reach
+            pos = torch.searchsorted(ids, at).clamp_(max=max(ids.numel() - 1, 0))
+            # never unknown: every node this batch reaches, the step reaches
+            lv = torch.where(ids[pos] == at, hops[pos], hop) if ids.numel() else torch.full_like(at, hop)
             if bool((lv == hop).all()):
                 lv = None
         groups = [(hop, None)] if lv is None else [(int(l), torch.nonzero(lv == l).flatten())
@@ -250,6 +253,7 @@ class GnnscaleSampler(BaseSampler):
             ids = seeds
             reached = None if others is None or not others.numel() else \
                 self._levels(torch.cat([seeds, others.to(torch.int64)]), epoch, step)
+            self._reach = reached
         frontier = ids
         rows, cols, pos = [], [], []
         num_nodes, num_edges = [seeds.numel()], []
@@ -266,8 +270,7 @@ class GnnscaleSampler(BaseSampler):
                 num_nodes.append(frontier.numel())
                 num_edges.append(nbrs.numel())
         finally:
-            if reached is not None:
-                self._level[reached] = -1
+            self._reach = None
         edge = torch.cat(pos) if pos else torch.empty(0, dtype=torch.int64)  # e_id (_draw)
         cat = (lambda t: torch.cat(t)) if rows else (lambda t: torch.empty(0, dtype=torch.int64))
         if self.disjoint:

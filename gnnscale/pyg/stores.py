@@ -261,6 +261,17 @@ class PartitionGraphStore(ReadOnlyEdges, GraphStore):
         return load_array(self.parts_dir / part_dir_name(part) / f"{name}.npy", np.bool_,
                           (self.book.part_size(part),), mmap="r")
 
+    def mask_ids(self, name: str) -> torch.Tensor:
+        """Original ids (sorted) of every part's nodes in ``train_mask``/``val_mask``/``test_mask``
+        (one bool per node: read from the folder, or as the part's owner sent it)."""
+        masks = [self.split_mask(k, name) for k in range(self.book.num_parts)]
+        new = torch.nonzero(torch.from_numpy(np.concatenate(masks))).flatten()
+        return torch.sort(self.old_of_new[new]).values
+
+    def new_ids(self, orig: torch.Tensor) -> torch.Tensor:
+        """int64 new ids (the folder's, the row readers') of original ids ``orig``."""
+        return self.new_of_old[orig]
+
     def csc(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # type: ignore[override]
         """(indptr, indices, perm) over original ids (the sampler's input)."""
         return self.indptr, self.indices, self.perm
@@ -337,11 +348,11 @@ class PartitionFeatureStore(ReadOnlyRows, FeatureStore):
 
     def fetch_x(self, ids: torch.Tensor) -> torch.Tensor:
         """float32 [k, F] rows of original ids int64 [k]."""
-        return self.store.fetch(self.graph.new_of_old[ids])
+        return self.store.fetch(self.graph.new_ids(ids))
 
     def fetch_y(self, ids: torch.Tensor) -> torch.Tensor:
         """Targets of original ids int64 [k] (the folder's y dtype)."""
-        return self.labels.read(self.graph.new_of_old[ids])
+        return self.labels.read(self.graph.new_ids(ids))
 
     def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
         index = index_of(attr)
@@ -364,10 +375,8 @@ class PartitionFeatureStore(ReadOnlyRows, FeatureStore):
 
     def mask_ids(self, name: str) -> torch.Tensor:
         """Original ids (sorted) of every part's nodes in ``train_mask``/``val_mask``/``test_mask``
-        (one bool per node: read from the folder, or as the part's owner sent it)."""
-        masks = [self.graph.split_mask(k, name) for k in range(self.graph.book.num_parts)]
-        new = torch.nonzero(torch.from_numpy(np.concatenate(masks))).flatten()
-        return torch.sort(self.graph.old_of_new[new]).values
+        (the graph store's :meth:`PartitionGraphStore.mask_ids`)."""
+        return self.graph.mask_ids(name)
 
 
 def sampler_for(data: Any, num_neighbors: Any, seed: int = 0, replace: bool = False, backend: str = "auto",
