@@ -437,7 +437,7 @@ def mag(args, work: Path) -> dict:
         print(f"  {r:20s} {est['sampled_edges_per_batch_by_relation'][r]:16,.0f} "
               f"{est['epoch_sampled_edges_by_relation'][r]:20,.0f} {est['epoch_remote_sampled_edges_by_relation'][r]:16,.0f} "
               f"{(srb or 0) / 1e6:18.2f}")
-    print(f"  remote input rows by type (estimate): "
+    print("  remote input rows by type (estimate): "
           + ", ".join(f"{k} {v:,.0f}" for k, v in est["epoch_remote_input_rows_by_type"].items()))
     print(f"  remote feature rows: estimated {est['epoch_remote_feature_rows']:,.0f}, measured "
           f"{t['feature_rows_remote_fetched']:,}; remote embedding rows: estimated "

@@ -44,7 +44,7 @@ from gnnscale.partitioning.book import PartitionBook
 from gnnscale.partitioning.manifest import load_meta, part_dir_name
 from gnnscale.partitioning.part import load_part
 from gnnscale.partitioning.validate import load_array
-from gnnscale.pyg.memory_stores import graph_of_stores, index_of
+from gnnscale.pyg.memory_stores import index_of
 from gnnscale.pyg.world import refuse_unjoined_world
 
 

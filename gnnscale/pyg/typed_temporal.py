@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 import torch
 from torch_geometric.data import HeteroData
 from torch_geometric.sampler import EdgeSamplerInput, HeteroSamplerOutput, NegativeSampling, NodeSamplerInput
