@@ -257,6 +257,8 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
 
         meta = load_meta(parts_dir)
         plan = plan_run(cfg, meta, int(os.environ["WORLD_SIZE"]), where=parts_dir)
+        if os.environ.get("RANK", "0") == "0":
+            _note_unused_times(cfg, meta)
         return PreparedRun(parts_dir, plan, cfg, "cpu", torchrun=True, typed=meta.get("typed") is not None)
     if parts_dir is not None:
         from gnnscale.partitioning.validate import check_folder, check_meta
@@ -283,8 +285,16 @@ def prepare_run(cfg, source: Source, workers: int | None = None) -> PreparedRun:
                                   feature_dtype=source.feature_dtype)
         meta = load_meta(parts_dir)  # typed or not is known once it is cut: the typed checks now
         plan = plan_run(cfg, meta, workers, where=dataset_label(source.dataset))
+    _note_unused_times(cfg, meta)
     device = launch_device(cfg.device, plan.world) if not plan.pipelined else "cpu"  # no CUDA, or too few GPUs
     return PreparedRun(str(parts_dir), plan, cfg, device, typed=meta.get("typed") is not None)
+
+
+def _note_unused_times(cfg: Any, meta: Mapping) -> None:
+    """One line where a static task trains on a temporal partition: its edge times are not used."""
+    if meta.get("temporal") and cfg.task != "temporal_link":
+        log.info("the partition's edge times are not used by --task %s: every edge is a candidate whatever its "
+                 "time (--task temporal_link samples in time)", cfg.task)
 
 
 def launch(run: PreparedRun, port: int | None = None, threads: int | None = None) -> dict:

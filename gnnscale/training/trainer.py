@@ -339,9 +339,6 @@ class Trainer:
         if self.rank == 0:
             log.info("training on %s: %s, %d nodes, fanouts %s, batch %d", self.meta.get("dataset"),
                      self.plan.describe(), int(self.meta["num_nodes"]), list(self.cfg.fanouts), self.cfg.batch_size)
-            if self.meta.get("temporal") and self.cfg.task != "temporal_link":
-                log.info("the partition's edge times are not used by --task %s: every edge is a candidate whatever "
-                         "its time (--task temporal_link samples in time)", self.cfg.task)
         if axis.steps() == 0:
             raise RuntimeSetupError(f"no part of the partition has a training node, so an epoch has no step: check "
                                     f"the dataset's train mask ({self.meta.get('dataset')})")
