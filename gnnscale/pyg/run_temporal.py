@@ -130,26 +130,15 @@ class _OwnerEdges:
         return self.filter.has_edge(src, self.new_of_old[dst])
 
 
-class _EdgeTimes:
-    """A rank loader whose batches carry ``edge_time`` (int64, aligned with ``edge_index``) from the
-    owners' answers (a folder's feature store holds no edge times)."""
-
-    def filter_fn(self, out: Any) -> Any:
-        data = super().filter_fn(out)  # type: ignore[misc]
-        t = getattr(out, "edge_time", None)
-        if t is not None:
-            data.edge_time = t
-        return data
-
-
 _LOADERS: dict[type, type] = {}
 
 
 def with_edge_times(base: type) -> type:
     """``base`` (a rank loader class of :mod:`gnnscale.pyg.run`, passed by it: this module does not
-    import it back) with :class:`_EdgeTimes` mixed in, made once per base."""
+    import it back) with :class:`gnnscale.pyg.run_typed_temporal.EdgeTimes` mixed in (an untyped batch's
+    ``edge_time``), made once per base."""
     if base not in _LOADERS:
-        _LOADERS[base] = type(base.__name__.replace("Rank", "RankTemporal"), (_EdgeTimes, base),
+        _LOADERS[base] = type(base.__name__.replace("Rank", "RankTemporal"), (run_typed_temporal.EdgeTimes, base),
                               {"__doc__": f"{base.__name__} sampling in time (batches carry ``edge_time``).",
                                "__module__": __name__})
     return _LOADERS[base]
