@@ -88,11 +88,12 @@ from gnnscale.partitioning.feature_dtype import check_feature_dtype, encode_rows
 from gnnscale.partitioning.link import is_link_file, split_by_source
 from gnnscale.partitioning.inputs import edge_features, edge_times, node_tensor, targets
 from gnnscale.partitioning.graph import as_edge_array, edge_cut, sorted_unique, to_csc
-from gnnscale.partitioning.metrics import metrics_from_counts, ratio
+from gnnscale.partitioning.metrics import metrics_from_counts
 from gnnscale.partitioning.part import LocalPart, load_part  # noqa: F401 - re-exported
 from gnnscale.partitioning.relabel import contiguous_relabel
 from gnnscale.partitioning.summary import summarize, typed_summary  # noqa: F401 - re-exported
-from gnnscale.partitioning.typed import TypedSpec, is_typed, type_tables, typed_spec
+from gnnscale.partitioning.typed import is_typed, type_tables, typed_spec
+from gnnscale.partitioning.typed_write import TypedWrite, typed_tcsr
 
 if TYPE_CHECKING:  # torch_geometric costs 2 s to import; workers never need it
     from torch_geometric.data import Data
@@ -179,7 +180,7 @@ def _writer_threads() -> int:
 
 
 def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray, indices_g: np.ndarray,
-                 x: torch.Tensor | None, y: torch.Tensor, masks: dict, typed: _TypedWrite | None = None,
+                 x: torch.Tensor | None, y: torch.Tensor, masks: dict, typed: TypedWrite | None = None,
                  part: int = 0, edges: tuple[np.ndarray, np.ndarray] | None = None,
                  feature_dtype: str = "float32",
                  times: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
@@ -230,66 +231,6 @@ def _part_arrays(lo: int, hi: int, old_of_new: np.ndarray, indptr_g: np.ndarray,
         "remote_sources": int(sorted_unique(remote, inplace=True).shape[0]),
     }
     return arrays, size
-
-
-def typed_tcsr(indptr: np.ndarray, cols: np.ndarray, etype: np.ndarray, edge_time: np.ndarray,
-               spec: TypedSpec) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
-    """A typed temporal graph's T-CSR per relation: ((perm, column) int64 [E]: the CSC's edges reordered
-    by (target, relation, time, input column), and each one's input column; int64 [E] each one's column
-    among its relation's columns of ``edge_index`` in order: a ``HeteroData``'s ``data[relation]`` column,
-    PyG's ``e_id``). ``cols``: each CSC edge's column of the typed ``edge_index``. Two sorts, no loop."""
-    row = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
-    perm = np.lexsort((cols, edge_time[cols], etype, row))
-    del row
-    col = cols[perm]
-    # each input column's place among its relation's columns (one stable sort of the relations)
-    rel = np.asarray(spec.edge_type, dtype=np.int64)
-    order = np.argsort(rel, kind="stable")
-    rel_ptr = np.zeros(spec.num_relations + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rel, minlength=spec.num_relations), out=rel_ptr[1:])
-    local = np.empty(rel.shape[0], dtype=np.int64)
-    local[order] = np.arange(rel.shape[0], dtype=np.int64) - rel_ptr[rel[order]]
-    return (perm, col), local[col]
-
-
-class _TypedWrite:
-    """What the format-2 writer keeps beside format 1's: the typed spec, the relation of
-    every stored edge (int16, aligned with the global CSC), the type tables and the running
-    per-relation counts."""
-
-    def __init__(self, spec: TypedSpec, etype_g: np.ndarray, type_starts: np.ndarray,
-                 type_offsets: np.ndarray) -> None:
-        self.spec, self.etype_g = spec, etype_g
-        self.type_starts, self.type_offsets = type_starts, type_offsets
-        r = spec.num_relations
-        self.edges = np.zeros(r, dtype=np.int64)
-        self.cut = np.zeros(r, dtype=np.int64)
-
-    def part_arrays(self, part: int, ids_np: np.ndarray, e_lo: int, e_hi: int,
-                    remote_mask: np.ndarray) -> dict[str, np.ndarray]:
-        etype = self.etype_g[e_lo:e_hi]
-        r = self.spec.num_relations
-        self.edges += np.bincount(etype, minlength=r)
-        self.cut += np.bincount(etype[remote_mask], minlength=r)
-        out = {"etype.npy": etype}
-        starts, ptr = self.type_starts[part], self.spec.type_ptr
-        for t, x in self.spec.features.items():  # loop over the node types with features
-            rows = ids_np[starts[t] : starts[t + 1]] - ptr[t]  # per-type original ids
-            out[f"x_t{t}.npy"] = x[torch.from_numpy(rows)].numpy().astype(np.float32, copy=False)
-        return out
-
-    def meta(self, counts: np.ndarray) -> dict[str, Any]:
-        """meta.json's ``typed`` entry (``counts``: int64 [P, T] nodes of type t in part p)."""
-        return {
-            **self.spec.meta_header(),
-            "type_starts": self.type_starts.tolist(),
-            "type_offsets": self.type_offsets.tolist(),
-            "num_nodes_per_type": self.spec.counts().tolist(),
-            "feature_dims": list(self.spec.feature_dims),
-            "edges_per_relation": self.edges.tolist(),
-            "cut_per_relation": self.cut.tolist(),
-            "balance_per_type": [ratio(counts[:, t]) for t in range(counts.shape[1])],
-        }
 
 
 def write_partitions(
@@ -392,7 +333,7 @@ def write_partitions(
             if edge_attr is None:
                 edges = (rel_local, None)  # edge_ids.npy: each in-edge's column in its relation's edge_index
         spec.edge_type = None  # a view of data.edge_type: not needed any more
-        typed = _TypedWrite(spec, etype_g, *type_tables(old_of_new, offsets, spec.type_ptr))
+        typed = TypedWrite(spec, etype_g, *type_tables(old_of_new, offsets, spec.type_ptr))
     if edge_attr is not None:
         edges = (csc[-1], edge_attr)
     del csc
