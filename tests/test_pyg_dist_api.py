@@ -25,6 +25,17 @@ def _free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
+def torchrun_upstream(script: str, env: dict) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run a PyG upstream example's shell ``script`` on 2 torchrun ranks (127.0.0.1, a free port, 400 s)
+    in examples/pyg_upstream; (the finished process, {(node, epoch): training loss} from its log)."""
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
+                        "127.0.0.1", "--master-port", str(_free_port()), "--no-python", "sh", "-c", script],
+                       cwd=UPSTREAM, env=env, capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    loss = {(int(n), int(e)): float(v) for n, e, v in
+            re.findall(r"\[Node (\d)\] Train epoch (\d) END: loss=([\d.]+)", r.stdout)}
+    return r, loss
+
 
 def test_a_steps_two_drop_in_batches_are_one_process_batch(cora, cora_partition):
     """Two gloo processes, each with its own half of Cora's training nodes (PyG's split) and batch 16:
@@ -101,12 +112,7 @@ def test_pyg_node_ogb_cpu_trains_under_torchrun(tmp_path, shared_data, monkeypat
     script = (f"exec {sys.executable} node_ogb_cpu.py --dataset Cora --dataset_root_dir {parts} --num_nodes 2 "
               "--node_rank $RANK --num_epochs 5 --batch_size 32 --num_neighbors 10,5 --master_addr $MASTER_ADDR "
               "--ddp_port $MASTER_PORT")  # PyG's tcp:// group under torchrun joins torchrun's store
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
-                        "127.0.0.1", "--master-port", str(_free_port()), "--no-python", "sh", "-c", script],
-                       cwd=UPSTREAM, env=env, capture_output=True, text=True, timeout=400)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    loss = {(int(n), int(e)): float(v) for n, e, v in
-            re.findall(r"\[Node (\d)\] Train epoch (\d) END: loss=([\d.]+)", r.stdout)}
+    r, loss = torchrun_upstream(script, env)
     acc = {int(n): float(v) for n, v in re.findall(r"\[Node (\d)\] Test epoch 5 END: acc=([\d.]+)", r.stdout)}
     assert sorted(loss) == [(n, e) for n in (0, 1) for e in range(1, 6)], r.stdout[-2000:]
     assert all(loss[n, 5] < loss[n, 1] - 0.1 for n in (0, 1)), loss

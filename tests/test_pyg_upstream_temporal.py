@@ -16,7 +16,7 @@ import torch_geometric.transforms as T
 from gnnscale.datasets.temporal_ratings import generate_temporal_ratings
 from gnnscale.partitioning import partition_graph
 
-from test_pyg_dist_api import _free_port
+from test_pyg_dist_api import torchrun_upstream
 
 UPSTREAM = Path(__file__).resolve().parents[1] / "examples" / "pyg_upstream"
 REL = ("user", "rates", "movie")
@@ -66,12 +66,7 @@ def test_pyg_temporal_link_movielens_cpu_trains_under_torchrun(tmp_path, shared_
     script = (f"exec {sys.executable} temporal_link_movielens_cpu.py --dataset_root_dir {parts} --num_nodes 2 "
               "--node_rank $RANK --num_epochs 5 --batch_size 256 --num_neighbors 10,5 --master_addr $MASTER_ADDR "
               "--ddp_port $MASTER_PORT")
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
-                        "127.0.0.1", "--master-port", str(_free_port()), "--no-python", "sh", "-c", script],
-                       cwd=UPSTREAM, env=env, capture_output=True, text=True, timeout=400)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    loss = {(int(n), int(e)): float(v) for n, e, v in
-            re.findall(r"\[Node (\d)\] Train epoch (\d) END: loss=([\d.]+)", r.stdout)}
+    r, loss = torchrun_upstream(script, env)
     rmse = {int(n): float(v) for n, v in re.findall(r"\[Node (\d)\] Test epoch 5 END: rmse=([\d.]+)", r.stdout)}
     assert sorted(loss) == [(n, e) for n in (0, 1) for e in range(1, 6)], r.stdout[-2000:]
     assert all(loss[n, 5] < loss[n, 1] - 1.0 for n in (0, 1)), loss
